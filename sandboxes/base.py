@@ -1,0 +1,239 @@
+"""The Sandbox contract shared by every backend, and the bookkeeping that never leaks one."""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+import uuid
+from abc import ABC, abstractmethod
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import SandboxClosed, SandboxExpired
+from .shell import ShellSession
+from .spec import ExecResult, SandboxSpec
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT = 120.0
+LABEL_MANAGED = "harness.managed"
+LABEL_OWNER = "harness.owner"  # "<hostname>:<pid>" of the process that created it
+LABEL_RUN = "harness.run_id"
+LABEL_CREATED = "harness.created"
+RUN_ID = os.environ.get("HARNESS_RUN_ID") or uuid.uuid4().hex[:12]
+
+
+def owner_label() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def labels(extra: dict[str, str] | None = None) -> dict[str, str]:
+    return {
+        LABEL_MANAGED: "1",
+        LABEL_OWNER: owner_label(),
+        LABEL_RUN: RUN_ID,
+        LABEL_CREATED: str(int(time.time())),
+        **(extra or {}),
+    }
+
+
+@dataclass
+class Snapshot:
+    """A frozen sandbox state that `fork` starts new sandboxes from."""
+
+    backend: str
+    ref: str  # an image id (docker) or a directory (local)
+    spec: SandboxSpec  # the spec forks get, pointing at the snapshot
+    cwd: str
+    env: dict[str, str]
+
+
+class Sandbox(ABC):
+    """An isolated, stateful machine for one episode, driven through a persistent shell."""
+
+    backend: str = ""
+
+    def __init__(self, spec: SandboxSpec):
+        self.spec = spec
+        self.id = uuid.uuid4().hex[:12]
+        self.deadline = time.monotonic() + spec.wall_time
+        self.shell: ShellSession | None = None
+        self.closed = False
+        _LIVE.add(self)
+
+    # -- commands ------------------------------------------------------------------------
+
+    def exec(self, command: str, timeout: float | None = None) -> ExecResult:
+        """Run `command` in the sandbox's shell; cwd, variables and jobs persist."""
+        self._check_open()
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            self.close()
+            raise SandboxExpired(f"sandbox {self.id} ran past its wall-clock limit of {self.spec.wall_time:.0f}s")
+        limit = min(timeout or DEFAULT_TIMEOUT, remaining)
+        result = self.shell.exec(command, limit)
+        if result.exit_code == 137 and not result.timed_out and self._oom_killed():
+            result.message = (
+                f"the command was killed by the out-of-memory killer (memory limit {self.spec.memory})"
+            )
+        return result
+
+    @abstractmethod
+    def _oom_killed(self) -> bool:
+        """Whether the kernel's OOM killer fired in this sandbox since the last call."""
+
+    # -- files ---------------------------------------------------------------------------
+
+    @abstractmethod
+    def read_file(self, path: str) -> bytes: ...
+
+    @abstractmethod
+    def write_file(self, path: str, data: bytes | str, mode: int = 0o644) -> None: ...
+
+    @abstractmethod
+    def upload(self, local_path: str | Path, sandbox_path: str) -> None:
+        """Copy a local file or folder to `sandbox_path` (the folder's contents go inside it)."""
+
+    @abstractmethod
+    def download(self, sandbox_path: str, local_path: str | Path) -> None:
+        """Copy a file or folder out of the sandbox to `local_path`."""
+
+    # -- state ---------------------------------------------------------------------------
+
+    def snapshot(self) -> Snapshot:
+        """Freeze the filesystem, the cwd and the exported variables into a Snapshot."""
+        self._check_open()
+        cwd = self.exec("pwd", timeout=10).output.strip() or self.spec.workdir
+        raw = self.exec("env -0", timeout=10).output
+        env = {}
+        for item in raw.split("\x00"):
+            key, sep, value = item.partition("=")
+            if sep and key not in _SHELL_OWNED_VARS:
+                env[key] = value
+        return self._snapshot(cwd, env)
+
+    @abstractmethod
+    def _snapshot(self, cwd: str, env: dict[str, str]) -> Snapshot: ...
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        _LIVE.discard(self)
+        try:
+            if self.shell is not None:
+                self.shell.close()
+        finally:
+            self._destroy()
+
+    @abstractmethod
+    def _destroy(self) -> None:
+        """Release everything the sandbox holds; must not raise if already gone."""
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise SandboxClosed(f"sandbox {self.id} is closed")
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.id} image={self.spec.image}>"
+
+
+class Backend(ABC):
+    """Creates sandboxes of one kind and forks them from snapshots."""
+
+    name: str = ""
+
+    @abstractmethod
+    def create(self, spec: SandboxSpec) -> Sandbox: ...
+
+    def fork(self, snapshot: Snapshot, n: int) -> list[Sandbox]:
+        """n new sandboxes in the snapshot's state (files, cwd, exported variables)."""
+        return self.create_many([snapshot.spec] * n)
+
+    def create_many(self, specs: list[SandboxSpec], workers: int = 8) -> list[Sandbox]:
+        """Create sandboxes in parallel; if any fails, close the ones made and raise."""
+        with ThreadPoolExecutor(max_workers=min(workers, max(len(specs), 1))) as pool:
+            futures = [pool.submit(self.create, spec) for spec in specs]
+        made, errors = [], []
+        for future in futures:
+            try:
+                made.append(future.result())
+            except Exception as err:
+                errors.append(err)
+        if errors:
+            for sandbox in made:
+                sandbox.close()
+            raise errors[0]
+        return made
+
+    @abstractmethod
+    def remove_snapshot(self, snapshot: Snapshot) -> None: ...
+
+    @abstractmethod
+    def prune(self, everything: bool = False) -> list[str]:
+        """Remove leftovers of dead processes (or all, with everything=True); return their names."""
+
+    @abstractmethod
+    def list(self) -> list[dict]:
+        """Sandboxes of this backend that exist now, with their labels."""
+
+
+_SHELL_OWNED_VARS = {"PWD", "OLDPWD", "SHLVL", "_", "PS1", "PS2", "TERM", "HOSTNAME"}
+
+
+class _LiveSet:
+    """Every open sandbox of this process, so that exit and signals close them all."""
+
+    def __init__(self):
+        self._items: dict[int, Sandbox] = {}
+        self._lock = threading.Lock()
+
+    def add(self, sandbox: Sandbox) -> None:
+        with self._lock:
+            self._items[id(sandbox)] = sandbox
+
+    def discard(self, sandbox: Sandbox) -> None:
+        with self._lock:
+            self._items.pop(id(sandbox), None)
+
+    def close_all(self) -> None:
+        with self._lock:
+            items = list(self._items.values())
+        for sandbox in items:
+            try:
+                sandbox.close()
+            except Exception as err:  # keep closing the others
+                log.warning("could not close %r: %s", sandbox, err)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+_LIVE = _LiveSet()
+atexit.register(_LIVE.close_all)
+
+
+def live_count() -> int:
+    return len(_LIVE)
+
+
+def _exit_on_sigterm(signum, frame):
+    raise SystemExit(128 + signum)  # unwinds context managers, then atexit closes the rest
+
+
+def install_signal_handlers() -> None:
+    """Make SIGTERM unwind like Ctrl-C does, so sandboxes close. Called by the CLI."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)

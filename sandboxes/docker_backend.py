@@ -1,0 +1,371 @@
+"""Docker backend: one hardened container per sandbox, one bash on a pty inside it."""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import select
+import socket
+import tarfile
+import threading
+import time
+from pathlib import Path, PurePosixPath
+
+from .base import LABEL_MANAGED, LABEL_OWNER, Backend, Sandbox, Snapshot, labels, owner_label
+from .errors import EngineUnavailable, FileNotFoundInSandbox, ImageNotFound, SandboxClosed, SandboxError
+from .shell import ShellSession
+from .spec import SandboxSpec, parse_bytes
+
+log = logging.getLogger(__name__)
+
+# What a shell that installs packages and changes file owners needs; everything else is dropped.
+SHELL_CAPS = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID"]
+ENGINE_HINT = (
+    "Start the engine with `dockerd --bridge=none --iptables=false &` (or `systemctl start docker`), "
+    "point DOCKER_HOST at a running one, or use the local bubblewrap backend (`--backend local`)."
+)
+_client_lock = threading.Lock()
+_client = None
+
+
+def docker_client():
+    """A shared docker-py client; raises EngineUnavailable with the fix when none answers."""
+    global _client
+    with _client_lock:
+        if _client is None:
+            import docker
+
+            try:
+                client = docker.from_env(timeout=120, max_pool_size=64)
+                client.ping()
+            except Exception as err:
+                where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+                raise EngineUnavailable(f"no Docker engine answers at {where} ({err}). {ENGINE_HINT}") from None
+            _client = client
+        return _client
+
+
+def engine_available() -> bool:
+    try:
+        docker_client()
+        return True
+    except EngineUnavailable:
+        return False
+
+
+class _ExecSocketTransport:
+    """The raw, hijacked socket of a `docker exec -it bash` (no stream multiplexing with a tty)."""
+
+    def __init__(self, api, container_id: str, sock):
+        self.api = api
+        self.container_id = container_id
+        self.holder = sock  # keeps the HTTP response alive
+        self.sock: socket.socket = getattr(sock, "_sock", sock)
+        self.sock.setblocking(True)
+
+    def send(self, data: bytes) -> None:
+        try:
+            self.sock.sendall(data)
+        except OSError:
+            pass  # a dead stream shows up as EOF on the next recv
+
+    def recv(self, timeout: float) -> bytes | None:
+        try:
+            ready, _, _ = select.select([self.sock], [], [], timeout)
+            if not ready:
+                return b""
+            data = self.sock.recv(1 << 16)
+        except OSError:
+            return None
+        return data or None
+
+    def kill_foreground(self, shell_pid: int) -> None:
+        script = (
+            f"fg=$(cut -d' ' -f8 /proc/{shell_pid}/stat 2>/dev/null); "
+            f'[ -n "$fg" ] && [ "$fg" -gt 0 ] && [ "$fg" != {shell_pid} ] && kill -9 -"$fg"'
+        )
+        try:
+            exec_id = self.api.exec_create(self.container_id, ["sh", "-c", script], user="root")["Id"]
+            self.api.exec_start(exec_id)
+        except Exception as err:
+            log.warning("could not kill the foreground job in %s: %s", self.container_id[:12], err)
+
+    def close(self) -> None:
+        for thing in (self.sock, self.holder):
+            try:
+                thing.close()
+            except Exception:
+                pass
+
+
+class DockerSandbox(Sandbox):
+    backend = "docker"
+
+    def __init__(self, spec: SandboxSpec, container, api, output_cap: int | None = None):
+        super().__init__(spec)
+        self.container = container
+        self.api = api
+        self._oom_count = 0
+        try:
+            self.shell = ShellSession(self._open_shell, is_alive=self._alive, **_cap(output_cap))
+            self._oom_count = self._read_oom_count()
+        except BaseException:
+            self.close()
+            raise
+
+    def _open_shell(self) -> _ExecSocketTransport:
+        try:
+            exec_id = self.api.exec_create(
+                self.container.id,
+                ["bash", "--norc", "--noprofile", "-i"],
+                stdin=True,
+                tty=True,
+                user=self.spec.user or "",
+                workdir=None,
+            )["Id"]
+            sock = self.api.exec_start(exec_id, socket=True, tty=True)
+        except Exception as err:
+            raise SandboxClosed(f"cannot start a shell in sandbox {self.id}: {err}") from None
+        return _ExecSocketTransport(self.api, self.container.id, sock)
+
+    def _alive(self) -> bool:
+        try:
+            self.container.reload()
+            return self.container.status == "running"
+        except Exception:
+            return False
+
+    def _read_oom_count(self) -> int:
+        probe = self.container.exec_run(
+            ["sh", "-c", "cat /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events 2>/dev/null"],
+            user="root",
+        )
+        for line in probe.output.decode(errors="replace").splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill" and value.strip().isdigit():
+                return int(value)
+        return 0
+
+    def _oom_killed(self) -> bool:
+        count = self._read_oom_count()
+        fired, self._oom_count = count > self._oom_count, count
+        return fired
+
+    # -- files, all through tar archives ---------------------------------------------------
+
+    def read_file(self, path: str) -> bytes:
+        self._check_open()
+        with tarfile.open(fileobj=self._get_archive(path)) as tar:
+            member = tar.next()
+            if member is None or not member.isfile():
+                raise SandboxError(f"{path} in sandbox {self.id} is not a regular file")
+            return tar.extractfile(member).read()
+
+    def write_file(self, path: str, data: bytes | str, mode: int = 0o644) -> None:
+        self._check_open()
+        if isinstance(data, str):
+            data = data.encode()
+        target = PurePosixPath(self._absolute(path))
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as tar:
+            info = tarfile.TarInfo(target.name)
+            info.size, info.mode, info.mtime = len(data), mode, int(time.time())
+            tar.addfile(info, io.BytesIO(data))
+        self._ensure_dir(str(target.parent))
+        self._put_archive(str(target.parent), buffer.getvalue())
+
+    def upload(self, local_path: str | Path, sandbox_path: str) -> None:
+        self._check_open()
+        local = Path(local_path)
+        if not local.exists():
+            raise FileNotFoundError(f"cannot upload {local}: no such file or folder")
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as tar:
+            if local.is_dir():
+                for child in sorted(local.iterdir()):
+                    tar.add(child, arcname=child.name)
+                destination = self._absolute(sandbox_path)
+            else:
+                tar.add(local, arcname=PurePosixPath(sandbox_path).name)
+                destination = str(PurePosixPath(self._absolute(sandbox_path)).parent)
+        self._ensure_dir(destination)
+        self._put_archive(destination, buffer.getvalue())
+
+    def download(self, sandbox_path: str, local_path: str | Path) -> None:
+        self._check_open()
+        local = Path(local_path)
+        with tarfile.open(fileobj=self._get_archive(sandbox_path)) as tar:
+            members = tar.getmembers()
+            root = members[0].name if members else ""
+            for member in members:
+                relative = PurePosixPath(member.name).relative_to(root)
+                member.name = str(relative) if str(relative) != "." else ""
+            if len(members) == 1 and members[0].isfile():
+                local.parent.mkdir(parents=True, exist_ok=True)
+                local.write_bytes(tar.extractfile(members[0]).read())
+                return
+            local.mkdir(parents=True, exist_ok=True)
+            tar.extractall(local, members=[m for m in members if m.name], filter="data")
+
+    def _absolute(self, path: str) -> str:
+        return path if path.startswith("/") else str(PurePosixPath(self.spec.workdir) / path)
+
+    def _get_archive(self, path: str) -> io.BytesIO:
+        import docker.errors
+
+        try:
+            stream, _ = self.api.get_archive(self.container.id, self._absolute(path))
+            return io.BytesIO(b"".join(stream))
+        except docker.errors.NotFound:
+            if not self._alive():
+                raise SandboxClosed(f"sandbox {self.id} is no longer running") from None
+            raise FileNotFoundInSandbox(f"{path}: no such file or folder in sandbox {self.id}") from None
+
+    def _put_archive(self, directory: str, data: bytes) -> None:
+        import docker.errors
+
+        try:
+            self.api.put_archive(self.container.id, directory, data)
+        except docker.errors.APIError as err:
+            raise SandboxError(f"cannot write into {directory} in sandbox {self.id}: {err.explanation}") from None
+
+    def _ensure_dir(self, directory: str) -> None:
+        result = self.container.exec_run(["mkdir", "-p", directory], user=self.spec.user or "")
+        if result.exit_code != 0:
+            raise SandboxError(f"cannot create {directory} in sandbox {self.id}: {result.output.decode(errors='replace')}")
+
+    # -- state -----------------------------------------------------------------------------
+
+    def _snapshot(self, cwd: str, env: dict[str, str]) -> Snapshot:
+        image = self.container.commit(
+            repository="harness-snapshot",
+            tag=self.id,
+            conf={"WorkingDir": cwd, "Env": [f"{k}={v}" for k, v in env.items()], "Labels": labels()},
+        )
+        spec = SandboxSpec.from_dict({**self.spec.to_dict(), "image": image.id, "workdir": cwd})
+        return Snapshot("docker", image.id, spec, cwd, env)
+
+    def _destroy(self) -> None:
+        try:
+            self.container.remove(force=True)
+        except Exception as err:
+            if "No such container" not in str(err) and "is already in progress" not in str(err):
+                log.warning("could not remove container of sandbox %s: %s", self.id, err)
+
+
+def _cap(output_cap: int | None) -> dict:
+    return {} if output_cap is None else {"output_cap": output_cap}
+
+
+class DockerBackend(Backend):
+    name = "docker"
+
+    def __init__(self, output_cap: int | None = None):
+        self.client = docker_client()
+        self.api = self.client.api
+        self.output_cap = output_cap
+        self._disk_quota_supported: bool | None = None
+
+    def create(self, spec: SandboxSpec) -> DockerSandbox:
+        container = self._run_container(spec)
+        try:
+            return DockerSandbox(spec, container, self.api, self.output_cap)
+        except BaseException:
+            try:
+                container.remove(force=True)
+            except Exception:
+                pass
+            raise
+
+    def _run_container(self, spec: SandboxSpec):
+        import docker.errors
+
+        options = self._container_options(spec)
+        try:
+            return self.client.containers.run(**options)
+        except docker.errors.ImageNotFound:
+            hint = "build it with `harness sandbox build-base`" if spec.image.startswith("harness-base") else "build or pull it first"
+            raise ImageNotFound(f"image {spec.image!r} not found locally: {hint}") from None
+        except docker.errors.APIError as err:
+            if "storage-opt" in str(err) and "storage_opt" in options:
+                log.warning("the storage driver cannot limit disk size; sandboxes run without a disk limit")
+                self._disk_quota_supported = False
+                return self._run_container(spec)
+            raise SandboxError(f"cannot start a container from {spec.image!r}: {err.explanation or err}") from None
+
+    def _container_options(self, spec: SandboxSpec) -> dict:
+        memory = parse_bytes(spec.memory)
+        options = dict(
+            image=spec.image,
+            # The container stops by itself at the wall-clock limit even if this process is gone.
+            command=["sleep", str(int(spec.wall_time) + 60)],
+            entrypoint=[],
+            detach=True,
+            init=True,
+            auto_remove=True,
+            working_dir=spec.workdir,
+            environment=spec.env,
+            user=spec.user or None,
+            labels=labels(),
+            network_mode="bridge" if spec.network else "none",
+            nano_cpus=int(spec.cpus * 1e9),
+            mem_limit=memory,
+            memswap_limit=memory,
+            pids_limit=spec.pids,
+            cap_drop=["ALL"],
+            cap_add=SHELL_CAPS,
+            security_opt=["no-new-privileges"],
+            read_only=spec.read_only,
+            tmpfs={"/tmp": "size=512m"} if spec.read_only else None,
+            volumes={host: {"bind": inside, "mode": "ro" if ro else "rw"} for host, inside, ro in spec.mounts},
+        )
+        if spec.disk and self._disk_quota_supported is not False:
+            options["storage_opt"] = {"size": spec.disk}
+        return options
+
+    def remove_snapshot(self, snapshot: Snapshot) -> None:
+        try:
+            self.api.remove_image(snapshot.ref, force=True)
+        except Exception as err:
+            log.warning("could not remove snapshot image %s: %s", snapshot.ref[:19], err)
+
+    def list(self) -> list[dict]:
+        found = self.client.containers.list(all=True, filters={"label": f"{LABEL_MANAGED}=1"})
+        return [{"id": c.id[:12], "status": c.status, "image": (c.image.tags or [c.image.id[:19]])[0] if c.image else "?", **c.labels} for c in found]
+
+    def prune(self, everything: bool = False) -> list[str]:
+        removed = []
+        for container in self.client.containers.list(all=True, filters={"label": f"{LABEL_MANAGED}=1"}):
+            if everything or not _owner_alive(container.labels.get(LABEL_OWNER, "")):
+                try:
+                    container.remove(force=True)
+                    removed.append(f"container {container.id[:12]}")
+                except Exception as err:
+                    log.warning("could not remove %s: %s", container.id[:12], err)
+        for image in self.client.images.list(filters={"label": f"{LABEL_MANAGED}=1"}):
+            if everything or not _owner_alive(image.labels.get(LABEL_OWNER, "")):
+                try:
+                    self.api.remove_image(image.id, force=True)
+                    removed.append(f"snapshot {image.id[:19]}")
+                except Exception as err:
+                    log.warning("could not remove image %s: %s", image.id[:19], err)
+        return removed
+
+
+def _owner_alive(owner: str) -> bool:
+    """Whether the process named by an owner label still runs (only knowable on this host)."""
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname():
+        return True  # another machine's process: only `prune --all` removes it
+    if not pid.isdigit():
+        return False
+    if int(pid) == os.getpid():
+        return True
+    try:
+        os.kill(int(pid), 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
