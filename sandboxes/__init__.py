@@ -1,0 +1,41 @@
+"""Where commands run: isolated, stateful sandboxes (Docker by default, bubblewrap locally)."""
+
+from __future__ import annotations
+
+import logging
+
+from .base import Backend, Sandbox, Snapshot, install_signal_handlers, live_count
+from .errors import (
+    EngineUnavailable,
+    FileNotFoundInSandbox,
+    ImageNotFound,
+    SandboxClosed,
+    SandboxError,
+    SandboxExpired,
+)
+from .pool import SandboxPool
+from .spec import ExecResult, SandboxSpec
+
+log = logging.getLogger(__name__)
+BACKENDS = ("auto", "docker", "local")
+
+__all__ = [
+    "Backend", "Sandbox", "Snapshot", "SandboxPool", "SandboxSpec", "ExecResult", "SandboxError",
+    "EngineUnavailable", "FileNotFoundInSandbox", "ImageNotFound", "SandboxClosed", "SandboxExpired",
+    "get_backend", "install_signal_handlers", "live_count",
+]
+
+
+def get_backend(name: str = "auto", **options) -> Backend:
+    """A backend by name; "auto" takes Docker where an engine answers, else bubblewrap."""
+    if name not in BACKENDS:
+        raise SandboxError(f"unknown sandbox backend {name!r}; choose one of {', '.join(BACKENDS)}")
+    if name in ("auto", "docker"):
+        from .docker_backend import DockerBackend, engine_available
+
+        if name == "docker" or engine_available():
+            return DockerBackend(**options)
+        log.warning("no Docker engine answers: falling back to the local bubblewrap backend")
+    from .local_backend import LocalBackend
+
+    return LocalBackend(**options)

@@ -299,7 +299,7 @@ class DockerBackend(Backend):
         options = dict(
             image=spec.image,
             # The container stops by itself at the wall-clock limit even if this process is gone.
-            command=["sleep", str(int(spec.wall_time) + 60)],
+            command=["sleep", str(int(2 * spec.wall_time) + 60)],  # room for time spent in a pool
             entrypoint=[],
             detach=True,
             init=True,

@@ -153,7 +153,11 @@ class ShellSession:
         self.transport = self._open_transport()
         nonce = secrets.token_hex(8)
         self.transport.send(_SETUP.format(nonce=nonce).encode())
-        self.pid = self._wait_marker(nonce, None, time.monotonic() + self.start_timeout)
+        try:
+            self.pid = self._wait_marker(nonce, None, time.monotonic() + self.start_timeout)
+        except _ShellDied:
+            self.close()
+            raise SandboxClosed("a new shell died at once: the sandbox is gone") from None
         if self.pid is None:
             self.close()
             raise SandboxError(f"the shell did not start within {self.start_timeout:.0f}s")

@@ -1,0 +1,133 @@
+"""The default base image, built without a registry: debootstrap a Debian root, then import it.
+
+The image tag is a hash of the recipe, so building twice is a no-op. The same root filesystem
+directory serves the local (bubblewrap) backend.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+from typing import Callable
+
+from .errors import SandboxError
+
+log = logging.getLogger(__name__)
+
+BASE_REPOSITORY = "harness-base"
+BASE_IMAGE = f"{BASE_REPOSITORY}:latest"
+BASE_RECIPE = {
+    "suite": "bookworm",
+    "variant": "minbase",
+    "packages": ["python3", "python3-pytest", "python3-pip", "git", "patch", "procps"],
+    "workdir": "/workspace",
+    "recipe": 1,  # bump when the steps below change
+}
+PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("HARNESS_CACHE", Path.home() / ".cache" / "harness"))
+
+
+def recipe_hash(recipe: dict = BASE_RECIPE) -> str:
+    return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def base_rootfs(recipe: dict = BASE_RECIPE) -> Path:
+    """Where the base root filesystem lives (built by `build_rootfs`)."""
+    return cache_dir() / "rootfs" / recipe_hash(recipe)
+
+
+def build_rootfs(recipe: dict = BASE_RECIPE, on_line: Callable[[str], None] = log.info) -> Path:
+    """debootstrap the recipe into the cache, once. Needs root and debootstrap."""
+    target = base_rootfs(recipe)
+    if (target / ".harness-complete").exists():
+        return target
+    if shutil.which("debootstrap") is None:
+        raise SandboxError("debootstrap is not installed: `apt-get install -y debootstrap` (needs root)")
+    staging = target.with_name(target.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.parent.mkdir(parents=True, exist_ok=True)
+    command = [
+        "debootstrap",
+        f"--variant={recipe['variant']}",
+        "--include=" + ",".join(recipe["packages"]),
+        recipe["suite"],
+        str(staging),
+    ]
+    mirror = os.environ.get("HARNESS_DEBIAN_MIRROR")
+    if mirror:
+        command.append(mirror)
+    _run_streaming(command, on_line)
+    _finish_rootfs(staging, recipe)
+    shutil.rmtree(target, ignore_errors=True)
+    staging.rename(target)
+    return target
+
+
+def _finish_rootfs(root: Path, recipe: dict) -> None:
+    """Trim caches and add what sandboxes expect (a workdir, a marker of the recipe)."""
+    for junk in ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc", "usr/share/man"):
+        for child in (root / junk).glob("*"):
+            if child.is_file():
+                child.unlink()
+            elif child.is_dir():
+                shutil.rmtree(child, ignore_errors=True)
+    (root / recipe["workdir"].lstrip("/")).mkdir(parents=True, exist_ok=True)
+    (root / "etc" / "harness-base").write_text(json.dumps(recipe, sort_keys=True) + "\n")
+    (root / ".harness-complete").write_text(recipe_hash(recipe) + "\n")
+
+
+def build_base_image(recipe: dict = BASE_RECIPE, on_line: Callable[[str], None] = log.info) -> str:
+    """Build (or find) the base image in the local Docker engine; returns its tag."""
+    from .docker_backend import docker_client
+
+    client = docker_client()
+    tag = f"{BASE_REPOSITORY}:{recipe_hash(recipe)}"
+    if not _image_exists(client, tag):
+        root = build_rootfs(recipe, on_line)
+        archive = root.with_suffix(".tar")
+        on_line(f"packing {root} into {archive}")
+        with tarfile.open(archive, "w") as tar:
+            for child in sorted(root.iterdir()):
+                if child.name != ".harness-complete":
+                    tar.add(child, arcname=child.name)
+        try:
+            on_line(f"importing {tag} into the Docker engine")
+            client.api.import_image(
+                src=str(archive),
+                repository=BASE_REPOSITORY,
+                tag=recipe_hash(recipe),
+                changes=[f"ENV PATH={PATH}", f"WORKDIR {recipe['workdir']}", f"LABEL harness.base={recipe_hash(recipe)}"],
+            )
+        finally:
+            archive.unlink(missing_ok=True)
+    client.api.tag(tag, BASE_REPOSITORY, "latest")
+    return tag
+
+
+def _image_exists(client, tag: str) -> bool:
+    import docker.errors
+
+    try:
+        client.images.get(tag)
+        return True
+    except docker.errors.ImageNotFound:
+        return False
+
+
+def _run_streaming(command: list[str], on_line: Callable[[str], None]) -> None:
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    tail: list[str] = []
+    for line in process.stdout:
+        on_line(line.rstrip())
+        tail = (tail + [line.rstrip()])[-20:]
+    if process.wait() != 0:
+        raise SandboxError(f"{command[0]} failed (exit {process.returncode}):\n" + "\n".join(tail))

@@ -1,0 +1,309 @@
+"""Task sets: load them by name, file or hub dataset, and validate every record first.
+
+A record is either a SkyRL row (`data_source`, `prompt`, `env_class`, `reward_spec`,
+`extra_info`, optionally `tools`, `max_turns`, `sandbox`) or a SWE-bench instance
+(`instance_id`, `repo`, `base_commit`, `patch`, `test_patch`, `problem_statement`, ...).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from sandboxes.spec import SandboxSpec
+from tasks.errors import Problem, TaskError, TaskSetError, TaskSourceError
+from tasks.gsm8k import default_gsm8k_source, gsm8k_tasks, read_gsm8k
+from tasks.task import Task
+
+KNOWN_ROLES = ("system", "user", "assistant", "tool")
+SWE_REQUIRED = ("instance_id", "repo", "base_commit", "patch", "test_patch", "problem_statement")
+SWE_TEST_LISTS = ("FAIL_TO_PASS", "PASS_TO_PASS")
+FILE_SUFFIXES = (".parquet", ".jsonl", ".json")
+
+Issue = tuple[str | None, str]  # (field, message) of one problem in one record
+
+BUILTIN_TASKSETS: dict[str, Callable[[], list[Task]]] = {}
+
+
+def register_taskset(name: str, loader: Callable[[], list[Task]]) -> None:
+    """Make `load_tasks(name)` call `loader`. Names are unique."""
+    if name in BUILTIN_TASKSETS:
+        raise TaskError(f"task set {name!r} is already registered")
+    BUILTIN_TASKSETS[name] = loader
+
+
+def _gsm8k_validation(variant: str) -> Callable[[], list[Task]]:
+    """Loader of GSM8K's test split (local copy if there is one, else the hub)."""
+    return lambda: gsm8k_tasks(read_gsm8k(default_gsm8k_source(), "test"), variant, "test")
+
+
+register_taskset("gsm8k", _gsm8k_validation("single"))
+register_taskset("gsm8k-tool", _gsm8k_validation("tool"))
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def load_tasks(source: str) -> list[Task]:
+    """Tasks from a built-in name, a .parquet/.jsonl/.json file, or `hf:NAME[:SPLIT]`.
+
+    Every record is validated first: any problem raises `TaskSetError` listing all of them,
+    and no task is returned.
+    """
+    if source in BUILTIN_TASKSETS:
+        return BUILTIN_TASKSETS[source]()
+    if source.startswith("hf:"):
+        records, problems, unit = dict(enumerate(_hub_records(source))), [], "index"
+    else:
+        path = _task_file(source)
+        records, problems = _read_file(path)
+        unit = _unit(path)
+    problems += validate_records(records)
+    if not problems:
+        tasks, problems = _to_tasks(records)
+    if problems:
+        raise TaskSetError(problems, source, unit)
+    return tasks
+
+
+def _task_file(source: str) -> Path:
+    """`source` as an existing task-set file, or a clear error."""
+    path = Path(source)
+    if not path.is_file():
+        builtins = ", ".join(sorted(BUILTIN_TASKSETS))
+        raise TaskSourceError(
+            f"no task set {source!r}: not a built-in ({builtins}), not hf:NAME[:SPLIT], "
+            "and no such file"
+        )
+    if path.suffix not in FILE_SUFFIXES:
+        raise TaskSourceError(f"{path}: task-set files must end in {', '.join(FILE_SUFFIXES)}")
+    return path
+
+
+def _hub_records(source: str) -> list[dict[str, Any]]:
+    """Records of `hf:NAME[:SPLIT]` (split 'test' by default) from the Hugging Face hub."""
+    name, _, split = source.removeprefix("hf:").partition(":")
+    try:
+        import datasets
+
+        return list(datasets.load_dataset(name, split=split or "test"))
+    except Exception as exc:  # network, auth and hub errors come in many types
+        raise TaskSourceError(
+            f"could not load {name!r} (split {split or 'test'}) from the Hugging Face hub: "
+            f"{exc}. Check the name and split, or download it and pass a local "
+            ".parquet/.jsonl/.json file."
+        ) from exc
+
+
+def _unit(path: Path) -> str:
+    """What a record number means in `path`: a line for JSONL, an index otherwise."""
+    return "line" if path.suffix == ".jsonl" else "index"
+
+
+def _read_file(path: Path) -> tuple[dict[int, Any], list[Problem]]:
+    """Records keyed by line number (JSONL) or index (JSON, Parquet), plus read problems."""
+    try:
+        if path.suffix == ".jsonl":
+            return _read_jsonl(path)
+        if path.suffix == ".parquet":
+            return dict(enumerate(pq.read_table(path).to_pylist())), []
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, pa.ArrowException) as exc:
+        return {}, [Problem(None, None, f"cannot read {path.name}: {exc}")]
+    if not isinstance(data, list):
+        return {}, [Problem(None, None, "a .json task set must be a list of records")]
+    return dict(enumerate(data)), []
+
+
+def _read_jsonl(path: Path) -> tuple[dict[int, Any], list[Problem]]:
+    """Records keyed by 1-based line number; blank lines are skipped, bad JSON reported."""
+    records: dict[int, Any] = {}
+    problems: list[Problem] = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            records[number] = json.loads(line)
+        except ValueError as exc:
+            problems.append(Problem(number, None, f"not valid JSON: {exc}"))
+    return records, problems
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+def validate_file(path: str | Path) -> list[Problem]:
+    """Every problem in a .parquet/.jsonl/.json task-set file (empty when it is fine)."""
+    records, problems = _read_file(_task_file(str(path)))
+    return problems + validate_records(records)
+
+
+def validate_records(records: Sequence[Any] | Mapping[int, Any]) -> list[Problem]:
+    """Every problem in `records`: a sequence (numbered by index) or {record number: record}."""
+    numbered = records.items() if isinstance(records, Mapping) else enumerate(records)
+    problems: list[Problem] = []
+    first_seen: dict[str, int] = {}
+    for position, (number, record) in enumerate(numbered):
+        issues = _check_record(record)
+        problems += [Problem(number, field, message) for field, message in issues]
+        if issues:
+            continue
+        task_id = record_id(record, position)
+        if task_id in first_seen:
+            message = f"duplicate id {task_id!r} (first used by record {first_seen[task_id]})"
+            problems.append(Problem(number, "id", message))
+        first_seen.setdefault(task_id, number)
+    return problems
+
+
+def _is_skyrl(record: dict[str, Any]) -> bool:
+    return "prompt" in record or "env_class" in record
+
+
+def _is_swe(record: dict[str, Any]) -> bool:
+    return "instance_id" in record or "problem_statement" in record
+
+
+def _check_record(record: Any) -> list[Issue]:
+    """The problems of one record of either kind."""
+    if not isinstance(record, dict):
+        return [(None, f"must be an object, got {type(record).__name__}")]
+    if _is_skyrl(record):
+        return _check_skyrl_row(record)
+    if _is_swe(record):
+        return _check_swe_instance(record)
+    kinds = "a SkyRL row (prompt, env_class) or a SWE-bench instance (instance_id, ...)"
+    return [(None, f"unrecognised record: expected {kinds}")]
+
+
+def _check_string(record: dict[str, Any], field: str) -> list[Issue]:
+    """A required, non-empty string field."""
+    value = record.get(field)
+    if value is None:
+        return [(field, "is required")]
+    if not isinstance(value, str):
+        return [(field, f"must be a string, got {type(value).__name__}")]
+    return [] if value.strip() else [(field, "must not be empty")]
+
+
+def _check_skyrl_row(row: dict[str, Any]) -> list[Issue]:
+    issues = _check_string(row, "data_source") + _check_string(row, "env_class")
+    issues += _check_prompt(row.get("prompt"))
+    spec = row.get("reward_spec")
+    if not isinstance(spec, dict):
+        issues.append(("reward_spec", "is required: an object with 'method' and 'ground_truth'"))
+    else:
+        issues += [("reward_spec." + field, m) for field, m in _check_string(spec, "method")]
+    if row.get("extra_info") is not None and not isinstance(row["extra_info"], dict):
+        issues.append(("extra_info", "must be an object"))
+    return issues + _check_episode_settings(row)
+
+
+def _check_prompt(prompt: Any) -> list[Issue]:
+    """A non-empty list of {role, content} messages with known roles."""
+    if not isinstance(prompt, list) or not prompt:
+        return [("prompt", "must be a non-empty list of {role, content} messages")]
+    issues: list[Issue] = []
+    for index, message in enumerate(prompt):
+        where = f"prompt[{index}]"
+        if not isinstance(message, dict):
+            issues.append((where, "must be an object with 'role' and 'content'"))
+            continue
+        role = message.get("role")
+        if role not in KNOWN_ROLES:
+            issues.append(
+                (f"{where}.role", f"must be one of {', '.join(KNOWN_ROLES)}, got {role!r}")
+            )
+        if not isinstance(message.get("content"), str):
+            issues.append((f"{where}.content", "must be a string"))
+    return issues
+
+
+def _check_episode_settings(row: dict[str, Any]) -> list[Issue]:
+    """The optional `tools`, `max_turns` and `sandbox` of a SkyRL row."""
+    issues: list[Issue] = []
+    tools, max_turns, sandbox = row.get("tools"), row.get("max_turns"), row.get("sandbox")
+    if tools is not None and not _is_string_list(tools):
+        issues.append(("tools", "must be a list of tool names"))
+    if max_turns is not None and (type(max_turns) is not int or max_turns < 1):
+        issues.append(("max_turns", "must be a positive integer"))
+    if sandbox is not None:
+        try:
+            SandboxSpec.from_dict(sandbox)
+        except (TypeError, ValueError) as exc:
+            issues.append(("sandbox", f"not a valid sandbox spec: {exc}"))
+    return issues
+
+
+def _check_swe_instance(instance: dict[str, Any]) -> list[Issue]:
+    issues = [issue for field in SWE_REQUIRED for issue in _check_string(instance, field)]
+    for field in SWE_TEST_LISTS:
+        value = instance.get(field)
+        if value is not None and _test_list(value) is None:
+            issues.append((field, "must be a list of test names or a JSON string of one"))
+    return issues
+
+
+def _is_string_list(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def _test_list(value: Any) -> list[str] | None:
+    """A FAIL_TO_PASS/PASS_TO_PASS value as a list, or None when it is malformed."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    return value if _is_string_list(value) else None
+
+
+# ----------------------------------------------------------------------------- conversion
+
+
+def record_id(record: dict[str, Any], position: int) -> str:
+    """A valid record's task id: extra_info.id, extra_info.index, instance_id, or
+    `<data_source>-<position>`."""
+    if _is_skyrl(record):
+        extra = record.get("extra_info") or {}
+        for value in (extra.get("id"), extra.get("index"), record.get("instance_id")):
+            if value is not None:
+                return str(value)
+        return f"{record['data_source']}-{position}"
+    return record["instance_id"]
+
+
+def _to_tasks(records: Mapping[int, dict[str, Any]]) -> tuple[list[Task], list[Problem]]:
+    """Valid records as Tasks, and the problems of those that could not be converted."""
+    tasks: list[Task] = []
+    problems: list[Problem] = []
+    for position, (number, record) in enumerate(records.items()):
+        try:
+            tasks.append(_to_task(record, position))
+        except TaskError as exc:
+            problems.append(Problem(number, None, str(exc)))
+    return tasks, problems
+
+
+def _to_task(record: dict[str, Any], position: int) -> Task:
+    """One valid record as a Task; SWE-bench instances go through `tasks.swe`."""
+    if not _is_skyrl(record):
+        from tasks.swe import instance_to_task  # lazy: tasks.swe pulls in the SWE stack
+
+        return instance_to_task(record)
+    return Task(
+        id=record_id(record, position),
+        data_source=record["data_source"],
+        prompt=[{k: v for k, v in m.items() if v is not None} for m in record["prompt"]],
+        env_class=record["env_class"],
+        reward_spec=dict(record["reward_spec"]),
+        sandbox=SandboxSpec.from_dict(record["sandbox"]) if record.get("sandbox") else None,
+        tools=list(record.get("tools") or []),
+        max_turns=record.get("max_turns") or 1,
+        metadata=dict(record.get("extra_info") or {}),
+    )

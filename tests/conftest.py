@@ -1,0 +1,51 @@
+"""Shared fixtures: real backends, the real base image, nothing mocked."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+
+def require(condition: bool, reason: str) -> None:
+    """Skip on a developer's machine that lacks a component; fail in CI, where all must exist."""
+    if condition:
+        return
+    if os.environ.get("CI"):
+        pytest.fail(f"CI must provide this: {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def docker_backend():
+    from sandboxes.docker_backend import DockerBackend, engine_available
+    from sandboxes.images import build_base_image
+
+    require(engine_available(), "no Docker engine answers")
+    build_base_image()
+    return DockerBackend()
+
+
+@pytest.fixture(scope="session")
+def local_backend():
+    import shutil
+
+    from sandboxes.images import build_rootfs
+
+    require(shutil.which("bwrap") is not None, "bubblewrap (bwrap) is not installed")
+    require(os.geteuid() == 0 or Path(os.environ.get("HARNESS_CACHE", "")).exists(), "building the root filesystem needs root")
+    build_rootfs()
+    from sandboxes.local_backend import LocalBackend
+
+    return LocalBackend()
+
+
+@pytest.fixture(params=["docker", "local"])
+def backend(request):
+    return request.getfixturevalue(f"{request.param}_backend")
