@@ -137,11 +137,11 @@ class DockerSandbox(Sandbox):
             return False
 
     def _read_oom_count(self) -> int:
-        probe = self.container.exec_run(
-            ["sh", "-c", "cat /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events 2>/dev/null"],
-            user="root",
+        """The memory cgroup's OOM-kill counter (read-only inside the container)."""
+        probe = self.shell.exec(
+            "cat /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events 2>/dev/null", 10
         )
-        for line in probe.output.decode(errors="replace").splitlines():
+        for line in probe.output.splitlines():
             key, _, value = line.partition(" ")
             if key == "oom_kill" and value.strip().isdigit():
                 return int(value)

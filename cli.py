@@ -1,0 +1,211 @@
+"""The `harness` command. Thin: parse arguments, call a package, print."""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from sandboxes import SandboxError, SandboxSpec, get_backend, install_signal_handlers
+from sandboxes.images import BASE_IMAGE
+from tasks.errors import TaskError
+
+app = typer.Typer(help="Agentic coding harness: sandboxes, verifiable rewards, eval, RL training.", no_args_is_help=True)
+sandbox_app = typer.Typer(help="Create, use and clean up sandboxes.", no_args_is_help=True)
+data_app = typer.Typer(help="Prepare datasets in the SkyRL-compatible Parquet schema.", no_args_is_help=True)
+tasks_app = typer.Typer(help="List, inspect and validate task sets.", no_args_is_help=True)
+app.add_typer(sandbox_app, name="sandbox")
+app.add_typer(data_app, name="data")
+app.add_typer(tasks_app, name="tasks")
+console = Console()
+BackendOption = typer.Option("auto", "--backend", help="docker, local (bubblewrap) or auto.")
+
+
+def friendly_errors(command):
+    """Print our own errors as one clear line and exit non-zero, without a traceback."""
+
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        install_signal_handlers()
+        try:
+            return command(*args, **kwargs)
+        except (SandboxError, TaskError) as err:
+            console.print(f"[bold red]error:[/] {err}", highlight=False)
+            raise typer.Exit(1)
+        except KeyboardInterrupt:
+            console.print("[yellow]interrupted; sandboxes closed[/]")
+            raise typer.Exit(130)
+
+    return wrapper
+
+
+@app.callback()
+def main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log diagnostics to stderr.")):
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+
+
+# -- sandbox -------------------------------------------------------------------------------------
+
+
+@sandbox_app.command("build-base")
+@friendly_errors
+def sandbox_build_base(
+    rootfs_only: bool = typer.Option(False, help="Only debootstrap the root filesystem (for the local backend)."),
+):
+    """Build the default base image locally (debootstrap + docker import); a no-op when up to date."""
+    from sandboxes.images import base_rootfs, build_base_image, build_rootfs
+
+    with console.status("building the base image (debootstrap takes about a minute)") as status:
+        show = lambda line: status.update(f"[dim]{line[:100]}")  # noqa: E731
+        if rootfs_only:
+            console.print(f"root filesystem: {build_rootfs(on_line=show)}")
+        else:
+            console.print(f"image: {build_base_image(on_line=show)} (also tagged {BASE_IMAGE}); root filesystem: {base_rootfs()}")
+
+
+@sandbox_app.command("exec")
+@friendly_errors
+def sandbox_exec(
+    command: str = typer.Argument(..., help="A bash command line."),
+    image: str = typer.Option(BASE_IMAGE, help="Image (docker) or root filesystem directory (local)."),
+    timeout: float = typer.Option(60.0, help="Seconds before the command is interrupted."),
+    backend: str = BackendOption,
+):
+    """Run one command in a fresh sandbox, print its output and exit with its exit code."""
+    with get_backend(backend).create(SandboxSpec(image=image)) as sb:
+        result = sb.exec(command, timeout=timeout)
+    sys.stdout.write(result.output)
+    if result.message:
+        console.print(f"[yellow]{result.message}", highlight=False)
+    raise typer.Exit(result.exit_code if 0 <= result.exit_code < 256 else 1)
+
+
+@sandbox_app.command("shell")
+@friendly_errors
+def sandbox_shell(
+    image: str = typer.Option(BASE_IMAGE, help="Image (docker) or root filesystem directory (local)."),
+    timeout: float = typer.Option(300.0, help="Seconds before each command is interrupted."),
+    backend: str = BackendOption,
+):
+    """An interactive session in a new sandbox (state persists between lines; Ctrl-D leaves)."""
+    with get_backend(backend).create(SandboxSpec(image=image)) as sb:
+        console.print(f"sandbox {sb.id} ({sb.backend}); Ctrl-D to leave", style="dim")
+        while True:
+            try:
+                line = input("$ ")
+            except EOFError:
+                break
+            if line.strip():
+                result = sb.exec(line, timeout=timeout)
+                sys.stdout.write(result.output)
+                if result.exit_code or result.message:
+                    console.print(f"[dim]exit {result.exit_code} {result.message}", highlight=False)
+
+
+@sandbox_app.command("ls")
+@friendly_errors
+def sandbox_ls(backend: str = BackendOption):
+    """List the sandboxes that exist now, with their owner process and run id."""
+    rows = get_backend(backend).list()
+    table = Table("id", "status", "image", "owner", "run id")
+    for row in rows:
+        table.add_row(row["id"], row.get("status", ""), row.get("image", ""), row.get("harness.owner", ""), row.get("harness.run_id", ""))
+    console.print(table if rows else "no sandboxes")
+
+
+@sandbox_app.command("prune")
+@friendly_errors
+def sandbox_prune(
+    all_: bool = typer.Option(False, "--all", help="Also remove sandboxes of processes that still run."),
+    backend: str = BackendOption,
+):
+    """Remove sandboxes and snapshots left behind by crashed processes."""
+    removed = get_backend(backend).prune(everything=all_)
+    for name in removed:
+        console.print(f"removed {name}")
+    console.print(f"{len(removed)} removed")
+
+
+@sandbox_app.command("bench")
+@friendly_errors
+def sandbox_bench():
+    """Benchmark the runtime against `docker exec` and docker-py in one run (prints ratios)."""
+    from bench.sandbox_bench import main as run_bench
+
+    run_bench()
+
+
+# -- data and tasks ------------------------------------------------------------------------------
+
+
+@data_app.command("gsm8k")
+@friendly_errors
+def data_gsm8k(
+    output_dir: Path = typer.Option(..., "--output-dir", help="Where train.parquet and validation.parquet go."),
+    source: str = typer.Option("hf", help="'hf' (openai/gsm8k on the hub) or a local folder/file of the JSONL or Parquet."),
+):
+    """Write GSM8K as train/validation Parquet in the SkyRL schema."""
+    from tasks.gsm8k import prepare_gsm8k
+
+    for split, path in prepare_gsm8k(output_dir.expanduser(), source=source).items():
+        console.print(f"{split}: {path}")
+
+
+@tasks_app.command("ls")
+@friendly_errors
+def tasks_ls(source: Optional[str] = typer.Argument(None, help="A task set: built-in name or path.")):
+    """List the built-in task sets, or the tasks of one set."""
+    from tasks.taskset import BUILTIN_TASKSETS, load_tasks
+
+    if source is None:
+        for name in sorted(BUILTIN_TASKSETS):
+            console.print(name)
+        return
+    table = Table("id", "env", "turns", "tools")
+    for task in load_tasks(source):
+        table.add_row(task.id, task.env_class, str(task.max_turns), ",".join(task.tools))
+    console.print(table)
+
+
+@tasks_app.command("show")
+@friendly_errors
+def tasks_show(
+    task_id: str = typer.Argument(..., help="The task id."),
+    source: str = typer.Option(..., "--tasks", help="The task set holding it (built-in name or path)."),
+):
+    """Print one task: prompt, reward spec, sandbox and metadata."""
+    from dataclasses import asdict
+
+    from tasks.taskset import load_tasks
+
+    for task in load_tasks(source):
+        if task.id == task_id:
+            console.print_json(json.dumps(asdict(task), default=str))
+            return
+    raise TaskError(f"no task {task_id!r} in {source}; `harness tasks ls {source}` lists them")
+
+
+@tasks_app.command("validate")
+@friendly_errors
+def tasks_validate(path: Path = typer.Argument(..., help="A .jsonl, .json or .parquet task file.")):
+    """Report every malformed record with its line and field; exit 1 if there is any."""
+    from tasks.taskset import validate_file
+
+    problems = validate_file(path)
+    for problem in problems:
+        console.print(f"{path}: {problem}", highlight=False)
+    if problems:
+        console.print(f"[red]{len(problems)} problem(s)[/]")
+        raise typer.Exit(1)
+    console.print(f"[green]{path}: ok")
+
+
+if __name__ == "__main__":
+    app()

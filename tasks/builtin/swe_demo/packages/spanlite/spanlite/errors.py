@@ -1,0 +1,5 @@
+"""Exceptions raised by spanlite."""
+
+
+class SpanParseError(ValueError):
+    """Text could not be read as a date, a span or a timestamp."""
