@@ -42,8 +42,16 @@ def _gsm8k_validation(variant: str) -> Callable[[], list[Task]]:
     return lambda: gsm8k_tasks(read_gsm8k(default_gsm8k_source(), "test"), variant, "test")
 
 
+def _swe_demo() -> list[Task]:
+    from .swe import instance_to_task
+    from .swe_demo import load_swe_demo
+
+    return [instance_to_task(instance) for instance in load_swe_demo()]
+
+
 register_taskset("gsm8k", _gsm8k_validation("single"))
 register_taskset("gsm8k-tool", _gsm8k_validation("tool"))
+register_taskset("swe-demo", _swe_demo)
 
 
 # ----------------------------------------------------------------------------- loading

@@ -1,0 +1,149 @@
+"""Which model patches may be graded at all: the first line of defence against reward hacking.
+
+A reward must rise only when the code is fixed. A patch is refused, with the reason, when it
+touches what decides the verdict instead of the code under test: test files and the paths the
+test patch owns, pytest configuration, interpreter start-up hooks, modules that shadow the
+test runner, compiled bytecode, symlinks, git metadata, or source that reaches into the test
+runner or ends the process early. The runtime checks in `grading` catch what slips past.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+
+_TEST_DIRS = {"test", "tests", "testing"}
+_TEST_CONFIG_FILES = {"pytest.ini", "tox.ini", "setup.cfg", "noxfile.py", ".coveragerc"}
+_STARTUP_HOOKS = {"sitecustomize.py", "usercustomize.py"}
+_RUNNER_SHADOWS = {"pytest.py", "_pytest", "pytest", "py.py", "unittest", "pluggy"}
+# In pyproject.toml only test configuration is off limits; other edits (dependencies) are fine.
+_PYPROJECT_TEST_CONFIG = re.compile(r"pytest|addopts|testpaths|python_files|python_functions|norecursedirs|\[tool\.")
+# Source that has no business in a bug fix: reaching into the test runner or cutting the
+# process short so that a report never shows the failures.
+_SUSPICIOUS_SOURCE = [
+    (re.compile(r"\b_?pytest\b"), "refers to the test runner (pytest)"),
+    (re.compile(r"\bos\._exit\s*\("), "calls os._exit"),
+    (re.compile(r"\batexit\b"), "registers exit hooks"),
+    (re.compile(r"""["'](?:PASSED|FAILED|ERROR|XFAIL|SKIPPED)\b"""), "prints test-result markers"),
+    (re.compile(r"\bsys\.(?:settrace|setprofile|modules\s*\[)"), "rewires the interpreter"),
+    (re.compile(r"PYTEST_|conftest|SWEBENCH_TEST_EXIT_CODE|>>>>> "), "refers to the test harness"),
+]
+
+
+@dataclass
+class PatchFile:
+    path: str
+    added: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    is_symlink: bool = False
+    is_binary: bool = False
+    is_new: bool = False
+
+
+_HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
+
+
+def parse_patch(patch: str) -> list[PatchFile]:
+    """The files a git or plain unified diff touches, with their added and removed lines.
+
+    Hunk line counts are followed, so content lines that look like headers ("--- x") are
+    read as content. Anything unparseable is skipped: it will not apply either.
+    """
+    files: dict[str, PatchFile] = {}
+    current: PatchFile | None = None
+    source = ""
+    old_left = new_left = 0
+    for line in patch.splitlines():
+        if old_left > 0 or new_left > 0:  # inside a hunk
+            tag = line[:1]
+            if tag in ("-", " ", ""):
+                old_left -= 1
+            if tag in ("+", " ", ""):
+                new_left -= 1
+            if current is not None and tag == "+":
+                current.added.append(line[1:])
+            elif current is not None and tag == "-":
+                current.removed.append(line[1:])
+            continue
+        if line.startswith("diff --git "):
+            current = files.setdefault(_strip_prefix(line.split()[-1]), PatchFile(_strip_prefix(line.split()[-1])))
+        elif line.startswith("--- "):
+            source = _header_path(line)
+        elif line.startswith("+++ "):
+            target = _header_path(line)
+            name = source if target == "/dev/null" else target
+            current = files.setdefault(name, PatchFile(name))
+        elif (match := _HUNK.match(line)):
+            old_left = int(match.group(1) or 1)
+            new_left = int(match.group(2) or 1)
+        elif current is None:
+            continue
+        elif line.startswith(("new file mode 120000", "new mode 120000", "old mode 120000")):
+            current.is_symlink = True
+        elif line.startswith("new file mode"):
+            current.is_new = True
+        elif line.startswith(("GIT binary patch", "Binary files ")):
+            current.is_binary = True
+        elif line.startswith(("rename to ", "copy to ")):
+            renamed = line.split(" ", 2)[2]
+            files.setdefault(renamed, PatchFile(renamed))
+    return list(files.values())
+
+
+def _header_path(line: str) -> str:
+    return _strip_prefix(line[4:].split("\t")[0].strip())
+
+
+def _strip_prefix(path: str) -> str:
+    path = path.strip('"')
+    return path[2:] if path[:2] in ("a/", "b/") else path
+
+
+def is_test_path(path: str) -> bool:
+    parts = PurePosixPath(path).parts
+    name = parts[-1] if parts else ""
+    return (
+        any(part in _TEST_DIRS for part in parts[:-1])
+        or name == "conftest.py"
+        or (name.startswith("test_") and name.endswith(".py"))
+        or name.endswith("_test.py")
+    )
+
+
+def patch_violations(model_patch: str, test_patch: str = "") -> list[str]:
+    """Every reason to refuse `model_patch`; empty when it may be graded."""
+    protected = {f.path for f in parse_patch(test_patch)}
+    reasons = []
+    for item in parse_patch(model_patch):
+        reasons += [f"{item.path}: {why}" for why in _file_violations(item, protected)]
+    return reasons
+
+
+def _file_violations(item: PatchFile, protected: set[str]) -> list[str]:
+    path = PurePosixPath(item.path)
+    name = path.name
+    found = []
+    if item.path in protected:
+        found.append("the test patch owns this path")
+    if is_test_path(item.path):
+        found.append("test files are not part of a fix")
+    if name in _TEST_CONFIG_FILES:
+        found.append("test-runner configuration")
+    if name == "pyproject.toml" and any(_PYPROJECT_TEST_CONFIG.search(l) for l in item.added + item.removed):
+        found.append("changes test configuration in pyproject.toml")
+    if name in _STARTUP_HOOKS or name.endswith(".pth"):
+        found.append("interpreter start-up hook")
+    if any(part in _RUNNER_SHADOWS for part in path.parts) or path.stem in _RUNNER_SHADOWS:
+        found.append("shadows the test runner")
+    if ".git" in path.parts or name in (".gitattributes",):
+        found.append("git metadata")
+    if name.endswith((".pyc", ".pyo", ".so")) or "__pycache__" in path.parts or item.is_binary:
+        found.append("binary or compiled files")
+    if item.is_symlink:
+        found.append("symlinks")
+    if name.endswith(".py"):
+        for pattern, why in _SUSPICIOUS_SOURCE:
+            if any(pattern.search(line) for line in item.added):
+                found.append(f"added code {why}")
+    return found

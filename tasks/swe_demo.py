@@ -1,0 +1,162 @@
+"""The built-in `swe-demo` task set: SWE-bench instances made from the packages in builtin/.
+
+Each task folder holds a problem statement, a patch that plants the bug and a test patch.
+From them we build, once and cached by content hash: a git repository at the buggy base
+commit (no history that reveals the fix), the gold patch (the bug patch reversed), the eval
+script, an image on the base image with the repository at /testbed, and FAIL_TO_PASS /
+PASS_TO_PASS computed by running the tests without and with the gold patch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import os
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+from typing import Any, Callable
+
+from sandboxes import Backend
+from sandboxes.images import BASE_REPOSITORY, cache_dir, recipe_hash
+
+from .errors import TaskError
+from .swe import WORKDIR, make_eval_script
+
+log = logging.getLogger(__name__)
+CONTENT = Path(__file__).parent / "builtin" / "swe_demo"
+_GIT_ENV = {
+    "GIT_AUTHOR_NAME": "harness", "GIT_AUTHOR_EMAIL": "harness@localhost",
+    "GIT_COMMITTER_NAME": "harness", "GIT_COMMITTER_EMAIL": "harness@localhost",
+    "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z",
+}
+
+
+def task_dirs() -> list[Path]:
+    return sorted(p for p in (CONTENT / "tasks").iterdir() if (p / "task.json").exists())
+
+
+def load_swe_demo(backend: Backend | None = None, on_step: Callable[[str], None] = log.info) -> list[dict[str, Any]]:
+    """Every swe-demo instance, with its image built and its test lists computed."""
+    from sandboxes import get_backend
+
+    backend = backend or get_backend("docker")
+    return [build_instance(path, backend, on_step) for path in task_dirs()]
+
+
+def build_instance(task_dir: Path, backend: Backend, on_step: Callable[[str], None] = log.info) -> dict[str, Any]:
+    meta = json.loads((task_dir / "task.json").read_text())
+    package_dir = CONTENT / "packages" / meta["package"]
+    digest = _content_hash(task_dir, package_dir)
+    work = cache_dir() / "swe-demo" / f"{meta['instance_id']}-{digest}"
+    cached = work / "instance.json"
+    if cached.exists():
+        instance = json.loads(cached.read_text())
+        _ensure_image(instance, work / "repo", on_step)
+        return instance
+    on_step(f"{meta['instance_id']}: building the repository")
+    repo = work / "repo"
+    base_commit, gold = _make_repo(package_dir, task_dir / "bug.patch", repo)
+    test_patch = (task_dir / "test.patch").read_text()
+    instance = {
+        "instance_id": meta["instance_id"],
+        "repo": f"harness-demo/{meta['package']}",
+        "base_commit": base_commit,
+        "environment_setup_commit": base_commit,
+        "patch": gold,
+        "test_patch": test_patch,
+        "problem_statement": meta["problem_statement"],
+        "hints_text": meta.get("hints_text", ""),
+        "created_at": meta.get("created_at", ""),
+        "version": meta.get("version", "0.1"),
+        "image": f"harness-swe-demo/{meta['instance_id']}:{digest}",
+        "eval_script": make_eval_script(base_commit, test_patch),
+        "log_parser": "parse_log_pytest",
+        "eval_type": "pass_and_fail",
+        "workdir": WORKDIR,
+        "kind": meta.get("kind", ""),
+    }
+    _ensure_image(instance, repo, on_step)
+    on_step(f"{meta['instance_id']}: computing FAIL_TO_PASS and PASS_TO_PASS")
+    instance.update(compute_test_lists(instance, backend))
+    cached.write_text(json.dumps(instance, indent=1))
+    return instance
+
+
+def compute_test_lists(instance: dict[str, Any], backend: Backend) -> dict[str, list[str]]:
+    """FAIL_TO_PASS and PASS_TO_PASS from real runs without and with the gold patch."""
+    from .grading import parse_log, run_eval
+
+    statuses = []
+    for patch in ("", instance["patch"]):
+        _, log_text = run_eval(instance, patch, backend)
+        status_map, _, problem = parse_log(instance, log_text)
+        if problem:
+            raise TaskError(f"{instance['instance_id']}: the test run {'with' if patch else 'without'} the fix is unusable: {problem}")
+        statuses.append(status_map)
+    before, after = statuses
+    fail_to_pass = sorted(t for t, s in after.items() if s == "PASSED" and before.get(t) != "PASSED")
+    pass_to_pass = sorted(t for t, s in after.items() if s == "PASSED" and before.get(t) == "PASSED")
+    if not fail_to_pass:
+        raise TaskError(f"{instance['instance_id']}: no test fails before the fix and passes after it")
+    return {"FAIL_TO_PASS": fail_to_pass, "PASS_TO_PASS": pass_to_pass}
+
+
+def _content_hash(task_dir: Path, package_dir: Path) -> str:
+    digest = hashlib.sha256(recipe_hash().encode())
+    for root in (task_dir, package_dir):
+        for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+            digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def _git(repo: Path, *args: str) -> str:
+    result = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, env={**os.environ, **_GIT_ENV})
+    if result.returncode != 0:
+        raise TaskError(f"git {' '.join(args)} failed in {repo}: {result.stderr.strip()}")
+    return result.stdout
+
+
+def _make_repo(package_dir: Path, bug_patch: Path, repo: Path) -> tuple[str, str]:
+    """A one-commit repository with the bug planted; returns (base commit, gold patch)."""
+    shutil.rmtree(repo, ignore_errors=True)
+    shutil.copytree(package_dir, repo, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache"))
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "apply", str(bug_patch))
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "Initial import")
+    base_commit = _git(repo, "rev-parse", "HEAD").strip()
+    _git(repo, "apply", "-R", str(bug_patch))
+    gold = _git(repo, "diff")
+    _git(repo, "checkout", "--", ".")
+    return base_commit, gold
+
+
+def _ensure_image(instance: dict[str, Any], repo: Path, on_step: Callable[[str], None]) -> None:
+    import docker.errors
+
+    from sandboxes.docker_backend import docker_client
+    from sandboxes.images import build_base_image
+
+    client = docker_client()
+    try:
+        client.images.get(instance["image"])
+        return
+    except docker.errors.ImageNotFound:
+        pass
+    base = build_base_image()
+    on_step(f"{instance['instance_id']}: building image {instance['image']}")
+    context = io.BytesIO()
+    with tarfile.open(fileobj=context, mode="w") as tar:
+        dockerfile = f"FROM {base}\nCOPY repo {WORKDIR}\nWORKDIR {WORKDIR}\n".encode()
+        info = tarfile.TarInfo("Dockerfile")
+        info.size = len(dockerfile)
+        tar.addfile(info, io.BytesIO(dockerfile))
+        tar.add(repo, arcname="repo")
+    context.seek(0)
+    repository, tag = instance["image"].rsplit(":", 1)
+    client.images.build(fileobj=context, custom_context=True, tag=f"{repository}:{tag}", rm=True,
+                        network_mode="none", labels={"harness.task": instance["instance_id"], "harness.base": BASE_REPOSITORY})
