@@ -142,6 +142,48 @@ def sandbox_bench():
     run_bench()
 
 
+# -- grading -------------------------------------------------------------------------------------
+
+
+@app.command("grade")
+@friendly_errors
+def grade_command(
+    predictions: str = typer.Option(..., help="SWE-bench predictions (.jsonl/.json), or `gold` / `empty`."),
+    tasks: str = typer.Option("swe-demo", "--tasks", help="Task set: built-in name or path of SWE-bench instances."),
+    output: Path = typer.Option(Path("runs/grade"), help="Run directory (results.jsonl, report.json, report.md)."),
+    workers: int = typer.Option(2, help="Instances graded at once."),
+    fractional: bool = typer.Option(False, help="Reward the share of FAIL_TO_PASS fixed (0 if a PASS_TO_PASS breaks)."),
+    backend: str = BackendOption,
+):
+    """Grade predictions like SWE-bench does, in fresh sandboxes; resumable (rerun to finish)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from tasks.grade_run import grade_predictions, load_predictions, scripted_predictions, summarize
+    from tasks.taskset import load_tasks
+
+    with console.status(f"loading {tasks} (images are built once and cached)"):
+        instances = [t.metadata["instance"] for t in load_tasks(tasks) if t.env_class == "swe"]
+    if not instances:
+        raise TaskError(f"{tasks} holds no SWE-bench instances")
+    preds = scripted_predictions(instances, predictions) if predictions in ("gold", "empty") else load_predictions(predictions)
+    counts = {"resolved": 0, "done": 0}
+    columns = [TextColumn("grading"), BarColumn(), MofNCompleteColumn(), TextColumn("resolved {task.fields[resolved]}"), TimeElapsedColumn()]
+    with Progress(*columns, console=console) as progress:
+        bar = progress.add_task("grade", total=len(preds), resolved=0)
+
+        def advance(report):
+            counts["resolved"] += report.resolved
+            progress.update(bar, advance=1, resolved=counts["resolved"])
+
+        results = grade_predictions(instances, preds, get_backend(backend), output, workers, fractional, advance)
+    summary = summarize(results)
+    table = Table("instance", "resolution", "reward", "note")
+    for row in results:
+        table.add_row(row["instance_id"], row["resolution"], f"{row['reward']:.2f}", ("; ".join(row["rejected"]) or row["invalid_log"] or row["error"])[:80])
+    console.print(table)
+    console.print(f"resolved {summary['resolved']}/{summary['total']} ({summary['resolve_rate']:.1%}); report: {output / 'report.md'}")
+
+
 # -- data and tasks ------------------------------------------------------------------------------
 
 

@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import posixpath
+import queue
 import resource
 import select
 import shutil
@@ -32,9 +33,10 @@ import signal
 import stat
 import subprocess
 import termios
+import threading
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from pathlib import Path
 
 from .base import LABEL_OWNER, Backend, Sandbox, Snapshot, labels
@@ -52,10 +54,39 @@ SNAPSHOT_META = "harness-snapshot.json"
 _CPU_PERIOD_US = 100_000
 _CHUNK = 1 << 20
 
-# bwrap's --die-with-parent is PR_SET_PDEATHSIG, which fires when the *thread* that forked it
-# exits. Forking every bwrap from one thread that lives as long as the process keeps sandboxes
-# made in short-lived threads (create_many, pools) alive.
-_SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bwrap-spawner")
+
+
+class _Spawner:
+    """Forks every bwrap from one daemon thread that lives as long as the process.
+
+    bwrap's --die-with-parent is PR_SET_PDEATHSIG, which fires when the *thread* that forked
+    it exits: sandboxes made in short-lived threads (create_many, pools) would die with them.
+    """
+
+    def __init__(self):
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def popen(self, *args, **kwargs) -> subprocess.Popen:
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="bwrap-spawner", daemon=True)
+                self._thread.start()
+        future: Future = Future()
+        self._jobs.put((future, args, kwargs))
+        return future.result()
+
+    def _run(self) -> None:
+        while True:
+            future, args, kwargs = self._jobs.get()
+            try:
+                future.set_result(subprocess.Popen(*args, **kwargs))
+            except BaseException as err:
+                future.set_exception(err)
+
+
+_SPAWNER = _Spawner()
 
 
 class _PtyTransport:
@@ -151,20 +182,22 @@ class LocalSandbox(Sandbox):
 
     def _start_shell(self, output_cap: int | None) -> ShellSession:
         try:
-            return ShellSession(self._open_shell, is_alive=lambda: not self.closed, **_cap(output_cap))
-        except SandboxError:
-            raise
-        except Exception:  # the shell's stream ended before its first marker: bwrap failed
-            output = self._transport.tail.decode(errors="replace").strip() if self._transport else ""
-            raise SandboxError(f"sandbox {self.id} did not start: {output or 'bwrap exited without output'}") from None
+            return ShellSession(self._open_shell, is_alive=self._alive, **_cap(output_cap))
+        except SandboxError as err:
+            if self._transport is None or self._transport.process.poll() is None:
+                raise
+            output = self._transport.tail.decode(errors="replace").strip()  # bwrap says why it failed
+            raise SandboxError(f"sandbox {self.id} did not start ({err}): {output or 'no output'}") from None
 
     def _open_shell(self) -> _PtyTransport:
         master, slave = os.openpty()
+        modes = termios.tcgetattr(slave)
+        modes[3] &= ~termios.ECHO  # bash's first input is not echoed back (the shell turns echo off too)
+        termios.tcsetattr(slave, termios.TCSANOW, modes)
         info_read, info_write = os.pipe()
         cgroup_fds = [os.open(group / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC) for group in self.cgroups.values()]
         try:
-            process = _SPAWNER.submit(
-                subprocess.Popen,
+            process = _SPAWNER.popen(
                 self._bwrap_command(info_write),
                 stdin=slave,
                 stdout=slave,
@@ -172,7 +205,7 @@ class LocalSandbox(Sandbox):
                 pass_fds=(info_write,),
                 start_new_session=True,
                 preexec_fn=_child_setup(cgroup_fds, None if "memory" in self.cgroups else parse_bytes(self.spec.memory)),
-            ).result()
+            )
         except BaseException:
             os.close(master)
             raise
@@ -182,6 +215,21 @@ class LocalSandbox(Sandbox):
         self._transport = _PtyTransport(process, master, _read_child_pid(info_read))
         self._write_owner(pid=process.pid)
         return self._transport
+
+    @property
+    def process(self) -> subprocess.Popen | None:
+        """The running bwrap process (a new one after each restart of the shell)."""
+        return self._transport.process if self._transport else None
+
+    def _alive(self) -> bool:
+        """False once bwrap itself was killed (from outside, or by close); a shell that merely
+        exited ends bwrap with an exit status instead, and gets restarted."""
+        if self.closed or self._transport is None:
+            return False
+        try:
+            return self._transport.process.wait(timeout=2) >= 0
+        except subprocess.TimeoutExpired:
+            return True
 
     def _bwrap_command(self, info_fd: int) -> list[str]:
         spec = self.spec
