@@ -33,6 +33,24 @@ def owner_label() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+def owner_alive(owner: str) -> bool:
+    """Whether the process named by an owner label still runs (only knowable on this host)."""
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname():
+        return True  # another machine's process: only `prune --all` removes it
+    if not pid.isdigit():
+        return False
+    if int(pid) == os.getpid():
+        return True
+    try:
+        os.kill(int(pid), 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
 def labels(extra: dict[str, str] | None = None) -> dict[str, str]:
     return {
         LABEL_MANAGED: "1",

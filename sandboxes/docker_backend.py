@@ -12,7 +12,7 @@ import threading
 import time
 from pathlib import Path, PurePosixPath
 
-from .base import LABEL_MANAGED, LABEL_OWNER, Backend, Sandbox, Snapshot, labels, owner_label
+from .base import LABEL_MANAGED, LABEL_OWNER, Backend, Sandbox, Snapshot, labels, owner_alive, owner_label
 from .errors import EngineUnavailable, FileNotFoundInSandbox, ImageNotFound, SandboxClosed, SandboxError
 from .shell import ShellSession
 from .spec import SandboxSpec, parse_bytes
@@ -337,35 +337,17 @@ class DockerBackend(Backend):
     def prune(self, everything: bool = False) -> list[str]:
         removed = []
         for container in self.client.containers.list(all=True, filters={"label": f"{LABEL_MANAGED}=1"}):
-            if everything or not _owner_alive(container.labels.get(LABEL_OWNER, "")):
+            if everything or not owner_alive(container.labels.get(LABEL_OWNER, "")):
                 try:
                     container.remove(force=True)
                     removed.append(f"container {container.id[:12]}")
                 except Exception as err:
                     log.warning("could not remove %s: %s", container.id[:12], err)
         for image in self.client.images.list(filters={"label": f"{LABEL_MANAGED}=1"}):
-            if everything or not _owner_alive(image.labels.get(LABEL_OWNER, "")):
+            if everything or not owner_alive(image.labels.get(LABEL_OWNER, "")):
                 try:
                     self.api.remove_image(image.id, force=True)
                     removed.append(f"snapshot {image.id[:19]}")
                 except Exception as err:
                     log.warning("could not remove image %s: %s", image.id[:19], err)
         return removed
-
-
-def _owner_alive(owner: str) -> bool:
-    """Whether the process named by an owner label still runs (only knowable on this host)."""
-    host, _, pid = owner.rpartition(":")
-    if host != socket.gethostname():
-        return True  # another machine's process: only `prune --all` removes it
-    if not pid.isdigit():
-        return False
-    if int(pid) == os.getpid():
-        return True
-    try:
-        os.kill(int(pid), 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True

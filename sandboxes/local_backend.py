@@ -18,6 +18,7 @@ unless it sits directly under /.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import fcntl
@@ -39,8 +40,8 @@ import uuid
 from concurrent.futures import Future
 from pathlib import Path
 
-from .base import LABEL_OWNER, Backend, Sandbox, Snapshot, labels
-from .docker_backend import SHELL_CAPS, _owner_alive
+from .base import LABEL_OWNER, Backend, Sandbox, Snapshot, labels, owner_alive
+from .docker_backend import SHELL_CAPS
 from .errors import FileNotFoundInSandbox, ImageNotFound, SandboxClosed, SandboxError
 from .images import PATH, base_rootfs, cache_dir
 from .shell import ShellSession
@@ -55,7 +56,6 @@ _CPU_PERIOD_US = 100_000
 _CHUNK = 1 << 20
 
 
-
 class _Spawner:
     """Forks every bwrap from one daemon thread that lives as long as the process.
 
@@ -64,6 +64,10 @@ class _Spawner:
     """
 
     def __init__(self):
+        self._reset()
+        os.register_at_fork(after_in_child=self._reset)  # a forked child has no such thread
+
+    def _reset(self) -> None:
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -135,7 +139,7 @@ class _PtyTransport:
         # Killing the namespace's pid 1 kills every process in it; bwrap then reaps it and exits.
         # (Killing bwrap first would work too, through --die-with-parent, but leave pid 1 as a
         # zombie for the host's init to reap.)
-        if self.process.poll() is None and self.child_pid:
+        if self.process.poll() is None and _is_bwrap(self.child_pid):
             _kill(self.child_pid)
             try:
                 self.process.wait(timeout=2)
@@ -152,7 +156,9 @@ class _PtyTransport:
 class LocalSandbox(Sandbox):
     backend = "local"
 
-    def __init__(self, spec: SandboxSpec, root: Path, mount_point: str, seed: Path | None = None, output_cap: int | None = None):
+    def __init__(
+        self, spec: SandboxSpec, root: Path, mount_point: str, seed: Path | None = None, output_cap: int | None = None
+    ):
         super().__init__(spec)
         self.root = root
         self.mount_point = mount_point  # where the workspace is bound; spec.workdir is where the shell starts
@@ -208,6 +214,7 @@ class LocalSandbox(Sandbox):
             )
         except BaseException:
             os.close(master)
+            os.close(info_read)
             raise
         finally:
             for fd in (slave, info_write, *cgroup_fds):
@@ -237,12 +244,13 @@ class LocalSandbox(Sandbox):
         if not spec.network:
             command.append("--unshare-net")
         command += ["--hostname", self.id, *_root_binds(self.root)]
-        command += ["--bind", str(self.dir / "workspace"), self.mount_point, "--bind", str(self.dir / "tmp"), "/tmp"]
+        command += ["--bind", str(self.dir / "tmp"), "/tmp", "--bind", str(self.dir / "workspace"), self.mount_point]
         for host, inside, read_only in spec.mounts:
             command += ["--ro-bind" if read_only else "--bind", host, inside]
         # /proc/sys and sysrq-trigger are host-wide knobs that uid 0 could otherwise write.
-        command += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger"]
-        command += ["--dev", "/dev", "--tmpfs", "/dev/shm", "--remount-ro", "/"]
+        command += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys"]
+        command += ["--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger"]
+        command += ["--dev", "/dev", "--tmpfs", "/dev/shm", "--remount-ro", "/dev", "--remount-ro", "/"]
         user = _user_ids(spec.user, self.root)
         if user is None:
             command += ["--cap-drop", "ALL"] + [arg for cap in SHELL_CAPS for arg in ("--cap-add", f"CAP_{cap}")]
@@ -364,8 +372,21 @@ class LocalSandbox(Sandbox):
         except OSError as err:
             raise SandboxClosed(f"sandbox {self.id} is no longer running ({err.strerror})") from None
 
-    def _errors(self, path: str) -> "_ErrorMap":
-        return _ErrorMap(path, self)
+    @contextlib.contextmanager
+    def _errors(self, path: str):
+        """Turn OSErrors of a file operation into the sandbox's errors, naming the sandbox path."""
+        try:
+            yield
+        except SandboxError:
+            raise
+        except OSError as err:
+            where = f"{path} in sandbox {self.id}"
+            if err.errno == errno.ENOENT:
+                raise FileNotFoundInSandbox(f"{where}: no such file or folder") from None
+            if err.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+                writable = [self.mount_point, "/tmp"] + [inside for _, inside, read_only in self.spec.mounts if not read_only]
+                raise SandboxError(f"cannot write {where}: only {', '.join(writable)} are writable ({err.strerror})") from None
+            raise SandboxError(f"{where}: {err.strerror}") from None
 
     # -- state -----------------------------------------------------------------------------
 
@@ -401,6 +422,8 @@ class LocalBackend(Backend):
 
     def create(self, spec: SandboxSpec) -> LocalSandbox:
         """`spec.image`: the base image name, a root filesystem directory, or a snapshot's directory."""
+        if spec.disk:
+            _warn_once("the local backend cannot limit disk size: spec.disk is ignored")
         image = spec.image
         if image.startswith("harness-base"):
             return LocalSandbox(spec, self._base_root(), spec.workdir, output_cap=self.output_cap)
@@ -436,7 +459,7 @@ class LocalBackend(Backend):
     def prune(self, everything: bool = False) -> list[str]:
         removed = []
         for folder, owner in _sandbox_dirs():
-            if everything or not _owner_alive(owner.get("labels", {}).get(LABEL_OWNER, "")):
+            if everything or not owner_alive(owner.get("labels", {}).get(LABEL_OWNER, "")):
                 if _is_bwrap(owner.get("pid", 0)):
                     _kill(owner["pid"])
                 _remove_cgroups([Path(group) for group in owner.get("cgroups", [])])
@@ -444,7 +467,7 @@ class LocalBackend(Backend):
                 removed.append(f"sandbox {folder.name}")
         for folder in sorted((cache_dir() / "local-snapshots").glob("*")):
             meta = _read_json(folder / SNAPSHOT_META)
-            if everything or not _owner_alive(meta.get("labels", {}).get(LABEL_OWNER, "")):
+            if everything or not owner_alive(meta.get("labels", {}).get(LABEL_OWNER, "")):
                 shutil.rmtree(folder, ignore_errors=True)
                 removed.append(f"snapshot {folder.name}")
         return removed
@@ -526,6 +549,15 @@ def _is_bwrap(pid: int) -> bool:
     return pid > 0 and _read_text(Path(f"/proc/{pid}/comm")).strip() == "bwrap"
 
 
+_warned: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        log.warning(message)
+
+
 def _kill(pid: int) -> None:
     try:
         os.kill(pid, signal.SIGKILL)
@@ -551,18 +583,20 @@ def _make_cgroups(name: str, spec: SandboxSpec) -> dict[str, Path]:
                 raise OSError(errno.ENOENT, "no cgroup v1 hierarchy")
             group = parent / name
             group.mkdir()
+            try:
+                for file, value in values:
+                    if (group / file).exists():
+                        (group / file).write_text(str(value))
+            except OSError:
+                group.rmdir()
+                raise
             made[controller] = group
-            for file, value in values:
-                if (group / file).exists():
-                    (group / file).write_text(str(value))
         except OSError as err:
             log.debug("cgroup %s: %s", controller, err)
             missing.append(controller)
     if missing:
-        log.warning(
-            "cgroup v1 %s not writable here: %s unenforced for local sandboxes",
-            "/".join(missing), "memory falls back to RLIMIT_AS, pids and cpu are" if "memory" in missing else "pids/cpu",
-        )
+        fallback = " (memory falls back to RLIMIT_AS)" if "memory" in missing else ""
+        _warn_once(f"cgroup v1 {'/'.join(missing)} is not writable here: local sandboxes run without those limits{fallback}")
     return made
 
 
@@ -617,9 +651,8 @@ class _OpenHow(ctypes.Structure):
 def _openat2(root_fd: int, path: str, flags: int, mode: int = 0) -> int:
     """openat2(2) with RESOLVE_IN_ROOT: `..` and absolute symlinks stop at `root_fd`, like a chroot."""
     how = _OpenHow(flags | os.O_CLOEXEC, mode if flags & os.O_CREAT else 0, _RESOLVE_IN_ROOT | _RESOLVE_NO_MAGICLINKS)
-    fd = _libc.syscall(
-        ctypes.c_long(_SYS_OPENAT2), ctypes.c_int(root_fd), os.fsencode(path), ctypes.byref(how), ctypes.c_size_t(ctypes.sizeof(how))
-    )
+    size = ctypes.c_size_t(ctypes.sizeof(how))
+    fd = _libc.syscall(ctypes.c_long(_SYS_OPENAT2), ctypes.c_int(root_fd), os.fsencode(path), ctypes.byref(how), size)
     if fd < 0:
         code = ctypes.get_errno()
         if code == errno.ENOSYS:
@@ -646,28 +679,6 @@ class _Fd:
         self.close()
 
 
-class _ErrorMap:
-    """Turns OSErrors of a file operation into the sandbox's errors, naming the sandbox path."""
-
-    def __init__(self, path: str, sandbox: LocalSandbox):
-        self.path = path
-        self.sandbox = sandbox
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind, err, trace) -> bool:
-        if not isinstance(err, OSError) or isinstance(err, SandboxError):
-            return False
-        where = f"{self.path} in sandbox {self.sandbox.id}"
-        if err.errno == errno.ENOENT:
-            raise FileNotFoundInSandbox(f"{where}: no such file or folder") from None
-        if err.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
-            writable = ", ".join([self.sandbox.mount_point, "/tmp"] + [m[1] for m in self.sandbox.spec.mounts if not m[2]])
-            raise SandboxError(f"cannot write {where}: only {writable} are writable ({err.strerror})") from None
-        raise SandboxError(f"{where}: {err.strerror}") from None
-
-
 def _require_regular(fd: int, path: str) -> None:
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         raise SandboxError(f"{path} in the sandbox is not a regular file")
@@ -691,13 +702,14 @@ def _copy_fd(source: int, target: int) -> None:
         _write_all(target, chunk)
 
 
-def _download_tree(dir_fd: int, local: Path) -> None:
-    """Copy a sandbox folder out one entry at a time, never following the sandbox's symlinks."""
+def _download_tree(dir_fd: int, local: Path, depth: str = ".") -> None:
+    """Copy a sandbox folder out one entry at a time, never following the sandbox's symlinks;
+    `depth` is where `dir_fd` sits in the folder being downloaded."""
     for entry in os.scandir(dir_fd):
         target = local / entry.name
         if entry.is_symlink():
             link = os.readlink(entry.name, dir_fd=dir_fd)
-            if posixpath.isabs(link) or posixpath.normpath(link).startswith(".."):
+            if posixpath.isabs(link) or posixpath.normpath(posixpath.join(depth, link)).startswith(".."):
                 log.warning("not downloading symlink %s -> %s: it points outside the folder", target, link)
             else:
                 target.symlink_to(link)
@@ -706,7 +718,7 @@ def _download_tree(dir_fd: int, local: Path) -> None:
         if entry.is_dir(follow_symlinks=False):
             target.mkdir(exist_ok=True)
             with _Fd(os.open(entry.name, flags | os.O_DIRECTORY, dir_fd=dir_fd)) as child:
-                _download_tree(child, target)
+                _download_tree(child, target, posixpath.join(depth, entry.name))
         elif entry.is_file(follow_symlinks=False):
             with _Fd(os.open(entry.name, flags, dir_fd=dir_fd)) as child, open(target, "wb") as out:
                 _copy_fd(child, out.fileno())

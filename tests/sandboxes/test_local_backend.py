@@ -71,7 +71,7 @@ def test_writes_outside_the_workspace_and_tmp_fail(box, rootfs):
 def test_planted_symlinks_resolve_inside_the_sandbox(box, rootfs, host_secret, tmp_path):
     folder = host_secret.parent
     box.exec(f"ln -s {host_secret} leak; ln -s {folder} leakdir; ln -s ../../../../../../.. up; ln -s /etc/passwd pw")
-    box.exec(f"mkdir d; echo x > d/f; ln -s {folder} d/host; ln -s f d/rel")
+    box.exec(f"mkdir -p d/sub; echo x > d/f; ln -s {folder} d/host; ln -s f d/rel; ln -s ../f d/sub/up; ln -s ../../x d/sub/out")
     for path in ("leak", "leakdir/secret.txt", f"up{host_secret}", f"/workspace/up/up{host_secret}"):
         with pytest.raises(FileNotFoundInSandbox):
             box.read_file(path)
@@ -79,7 +79,8 @@ def test_planted_symlinks_resolve_inside_the_sandbox(box, rootfs, host_secret, t
             box.download(path, tmp_path / "out")
     assert box.read_file("pw") == (rootfs / "etc" / "passwd").read_bytes()  # the sandbox's own /etc
     box.download("d", tmp_path / "d")
-    assert sorted(os.listdir(tmp_path / "d")) == ["f", "rel"]  # the link out of the folder stayed behind
+    assert sorted(os.listdir(tmp_path / "d")) == ["f", "rel", "sub"]  # links out of the folder stay behind
+    assert os.listdir(tmp_path / "d" / "sub") == ["up"] and (tmp_path / "d" / "sub" / "up").read_text() == "x\n"
     with pytest.raises(SandboxError):
         box.write_file("leakdir/planted.txt", "x")  # /var/tmp/... is read-only in the sandbox
     assert sorted(os.listdir(folder)) == ["secret.txt"]

@@ -1,0 +1,137 @@
+"""The agent loop: one policy works one task in one environment until the episode ends.
+
+Every way an episode ends is an exception caught in one place (`run_episode`), which then
+scores the end state with the task's verifier, whatever the ending.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from sandboxes import Backend, Sandbox, SandboxError
+from tasks.errors import TaskError
+from tasks.task import Task
+
+from .environments import make_environment
+from .errors import PolicyError
+from .parsing import ParsedTurn, parse_tool_calls
+from .policy import Completion, Policy, Sampling
+from .tokens import TokenLedger
+from .tools import schemas
+from .trajectory import Trajectory
+
+
+@dataclass
+class EpisodeLimits:
+    max_turns: int | None = None  # None: the task's own limit
+    max_context: int = 32_768  # tokens, local models
+    wall_time: float = 1800.0  # seconds
+    max_format_errors: int = 3  # turns in a row without a usable tool call
+
+
+class EpisodeEnd(Exception):
+    def __init__(self, status: str, error: str = ""):
+        super().__init__(status)
+        self.status = status
+        self.error = error
+
+
+def run_episode(
+    task: Task,
+    policy: Policy,
+    sampling: Sampling,
+    limits: EpisodeLimits = EpisodeLimits(),
+    backend: Backend | None = None,
+    sandbox: Sandbox | None = None,
+    sample: int = 0,
+) -> Trajectory:
+    policy = policy.for_task(task)
+    started = time.monotonic()
+    trajectory = Trajectory(task_id=task.id, sample=sample, policy=policy.name)
+    timings = {"policy_s": 0.0, "env_s": 0.0}
+    env = make_environment(task, backend, sandbox)
+    ledger = None
+    try:
+        try:
+            clock = time.monotonic()
+            messages = env.init()
+            timings["env_s"] += time.monotonic() - clock
+            tools = schemas(env.tools) if env.tools else []
+            trajectory.messages = messages
+            ledger = TokenLedger(policy.tokenizer, messages, tools) if policy.tokenizer is not None else None
+            _loop(task, policy, env, sampling, limits, trajectory, ledger, tools, timings, started)
+        except EpisodeEnd as end:
+            trajectory.exit_status, trajectory.error = end.status, end.error
+        except PolicyError as err:
+            trajectory.exit_status, trajectory.error = "policy_error", str(err)
+        except SandboxError as err:
+            trajectory.exit_status, trajectory.error = "sandbox_error", str(err)
+        clock = time.monotonic()
+        try:
+            reward = env.finish()
+            trajectory.reward, trajectory.reward_details = reward.value, reward.details
+            trajectory.model_patch = env.answer if task.env_class == "swe" else ""
+        except (SandboxError, TaskError) as err:
+            trajectory.error = (trajectory.error + "; " if trajectory.error else "") + f"scoring failed: {err}"
+        timings["env_s"] += time.monotonic() - clock
+    finally:
+        env.close()
+    if ledger is not None:
+        trajectory.token_ids, trajectory.loss_mask, trajectory.logprobs = ledger.ids, ledger.mask, ledger.logprobs
+    timings["total_s"] = time.monotonic() - started
+    trajectory.timings = timings
+    return trajectory
+
+
+def _loop(task, policy, env, sampling, limits, trajectory, ledger, tools, timings, started) -> None:
+    max_turns = limits.max_turns or task.max_turns
+    format_errors = 0
+    while True:
+        if trajectory.turns >= max_turns:
+            raise EpisodeEnd("max_turns")
+        if time.monotonic() - started > limits.wall_time:
+            raise EpisodeEnd("wall_time")
+        if ledger is not None and len(ledger.ids) + sampling.max_tokens > limits.max_context:
+            raise EpisodeEnd("context_exceeded", f"{len(ledger.ids)} tokens + {sampling.max_tokens} to generate > {limits.max_context}")
+        clock = time.monotonic()
+        completion = _generate(policy, ledger, trajectory.messages, tools, sampling)
+        timings["policy_s"] += time.monotonic() - clock
+        trajectory.turns += 1
+        trajectory.prompt_tokens += completion.prompt_tokens
+        trajectory.completion_tokens += completion.completion_tokens
+        turn = _parse(completion, trajectory.turns)
+        trajectory.messages.append(_assistant_message(turn))
+        clock = time.monotonic()
+        result = env.step(turn)
+        timings["env_s"] += time.monotonic() - clock
+        trajectory.messages += result.observations
+        if result.done:
+            raise EpisodeEnd("submitted")
+        if ledger is not None and result.observations:
+            ledger.add_observations(result.observations)
+        format_errors = format_errors + 1 if result.format_error else 0
+        if format_errors >= limits.max_format_errors:
+            raise EpisodeEnd("format_errors", f"{format_errors} turns in a row without a usable tool call")
+
+
+def _generate(policy: Policy, ledger: TokenLedger | None, messages, tools, sampling: Sampling) -> Completion:
+    if ledger is None:
+        return policy.generate(messages, tools, sampling)
+    completion = policy.generate_ids(ledger.ids, sampling)
+    ledger.add_completion(completion)
+    return completion
+
+
+def _parse(completion: Completion, turn_number: int) -> ParsedTurn:
+    if completion.tool_calls is not None:
+        return ParsedTurn(completion.text, list(completion.tool_calls))
+    return parse_tool_calls(completion.text, call_prefix=f"call_{turn_number}")
+
+
+def _assistant_message(turn: ParsedTurn) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": turn.content}
+    if turn.tool_calls:
+        message["tool_calls"] = [call.to_openai() for call in turn.tool_calls]
+    return message

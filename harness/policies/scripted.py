@@ -1,0 +1,99 @@
+"""Scripted policies: `gold` (the reference solution, through the tools), `empty`, `replay`.
+
+They exercise the whole loop (tools, sandbox, verifier) without a model, so they give the
+ceiling and floor of a task set and measure the harness's own overhead.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..errors import PolicyError
+from ..policy import Completion, Policy, Sampling, ToolCall
+from ..trajectory import Trajectory
+
+
+class ScriptedPolicy(Policy):
+    """Plays a fixed list of turns, one per call."""
+
+    def __init__(self, name: str, turns: list[Completion]):
+        self.name = name
+        self.turns = turns
+        self.position = 0
+
+    def generate(self, messages, tools, sampling: Sampling) -> Completion:
+        if self.position >= len(self.turns):
+            return Completion(text="", finish_reason="stop")
+        turn = self.turns[self.position]
+        self.position += 1
+        return turn
+
+
+def call(name: str, **arguments: Any) -> Completion:
+    return Completion(text="", finish_reason="tool_calls", tool_calls=[ToolCall(f"call_{name}", name, json.dumps(arguments))])
+
+
+class GoldPolicy(Policy):
+    name = "gold"
+
+    def for_task(self, task) -> Policy:
+        if task.env_class == "swe":
+            patch = task.metadata["instance"]["patch"]
+            workdir = task.metadata["instance"].get("workdir", "/testbed")
+            turns = [
+                call("str_replace_editor", command="create", path="/tmp/gold.patch", file_text=patch),
+                call("bash", command=f"cd {workdir} && git apply /tmp/gold.patch && rm /tmp/gold.patch && git status --short"),
+                call("submit"),
+            ]
+        elif task.env_class == "gsm8k_tool":
+            turns = [call("submit", answer=str(task.reward_spec["ground_truth"]))]
+        else:
+            turns = [Completion(text=f"The answer is below.\n#### {task.reward_spec['ground_truth']}")]
+        return ScriptedPolicy("gold", turns)
+
+    def generate(self, messages, tools, sampling):
+        raise PolicyError("the gold policy plays per task: use for_task()")
+
+
+class EmptyPolicy(Policy):
+    name = "empty"
+
+    def for_task(self, task) -> Policy:
+        turns = [call("submit")] if task.tools else [Completion(text="")]
+        return ScriptedPolicy("empty", turns)
+
+    def generate(self, messages, tools, sampling):
+        raise PolicyError("the empty policy plays per task: use for_task()")
+
+
+class ReplayPolicy(Policy):
+    """Re-runs the assistant turns of saved trajectories (a .json file or a folder of them)."""
+
+    def __init__(self, source: str | Path):
+        source = Path(source)
+        files = sorted(source.rglob("*.json")) if source.is_dir() else [source]
+        if not files:
+            raise PolicyError(f"no trajectories to replay in {source}")
+        self.name = f"replay:{source}"
+        self.by_task: dict[str, Trajectory] = {}
+        for path in files:
+            try:
+                trajectory = Trajectory.from_dict(json.loads(path.read_text()))
+            except (json.JSONDecodeError, TypeError) as err:
+                raise PolicyError(f"{path} is not a trajectory: {err}") from None
+            self.by_task.setdefault(trajectory.task_id, trajectory)
+
+    def for_task(self, task) -> Policy:
+        if task.id not in self.by_task:
+            raise PolicyError(f"no saved trajectory for task {task.id}")
+        turns = []
+        for message in self.by_task[task.id].messages:
+            if message["role"] == "assistant":
+                calls = [ToolCall(c["id"], c["function"]["name"], c["function"]["arguments"]) for c in message.get("tool_calls", [])]
+                turns.append(Completion(text=message.get("content") or "", tool_calls=calls or None))
+        return ScriptedPolicy(self.name, turns)
+
+    def generate(self, messages, tools, sampling):
+        raise PolicyError("the replay policy plays per task: use for_task()")

@@ -1,0 +1,65 @@
+"""The policy concept: whatever produces the next assistant turn."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import PolicyError
+
+
+@dataclass
+class Sampling:
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 1024
+    seed: int | None = None
+    stop: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ToolCall:
+    """One call the model asked for (OpenAI shape: id, function name, JSON arguments)."""
+
+    id: str
+    name: str
+    arguments: str  # the raw JSON text, as the model wrote it
+
+    def to_openai(self) -> dict[str, Any]:
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
+
+
+@dataclass
+class Completion:
+    """One assistant turn. Local engines fill in the exact tokens they produced."""
+
+    text: str
+    finish_reason: str = "stop"  # stop | length | tool_calls | error
+    token_ids: list[int] | None = None  # generated tokens, exactly as sampled
+    logprobs: list[float] | None = None  # one per generated token
+    tool_calls: list[ToolCall] | None = None  # native calls (endpoints); None: parse the text
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class Policy(ABC):
+    """Produces assistant turns from a conversation (endpoints) or from token ids (local)."""
+
+    name: str = "policy"
+    tokenizer: Any = None  # set by local policies: the trajectory keeps their exact tokens
+
+    @abstractmethod
+    def generate(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], sampling: Sampling) -> Completion:
+        """The next assistant turn for an OpenAI-format conversation."""
+
+    def for_task(self, task) -> "Policy":
+        """The policy to use for one episode of `task` (scripted policies specialise here)."""
+        return self
+
+    def generate_ids(self, prompt_ids: list[int], sampling: Sampling) -> Completion:
+        """The next turn continuing exactly these tokens (local engines only)."""
+        raise PolicyError(f"{self.name} cannot continue raw token ids")
+
+    def close(self) -> None:
+        pass

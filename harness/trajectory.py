@@ -1,0 +1,53 @@
+"""What an episode leaves behind: messages, exact tokens, reward, how and why it ended."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+EXIT_STATUSES = (
+    "submitted",  # the agent submitted (or gave its final answer)
+    "max_turns",  # the turn limit ran out
+    "context_exceeded",  # the next turn would not fit the context budget
+    "wall_time",  # the episode's wall-clock limit passed
+    "format_errors",  # too many turns in a row without a usable tool call
+    "policy_error",  # the model or endpoint failed
+    "sandbox_error",  # the sandbox died or could not be created
+)
+
+
+@dataclass
+class Trajectory:
+    task_id: str
+    sample: int = 0
+    policy: str = ""
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    exit_status: str = ""
+    error: str = ""
+    reward: float = 0.0
+    reward_details: dict[str, Any] = field(default_factory=dict)
+    turns: int = 0
+    model_patch: str = ""
+    # local models only: the exact token record (see harness.tokens)
+    token_ids: list[int] | None = None
+    loss_mask: list[int] | None = None
+    logprobs: list[float] | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    timings: dict[str, float] = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Trajectory":
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+    def save(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.to_dict()))
+        tmp.replace(path)
