@@ -15,6 +15,7 @@ from rich.table import Table
 
 from sandboxes import SandboxError, SandboxSpec, get_backend, install_signal_handlers
 from sandboxes.images import BASE_IMAGE
+from harness.errors import HarnessError
 from tasks.errors import TaskError
 
 app = typer.Typer(help="Agentic coding harness: sandboxes, verifiable rewards, eval, RL training.", no_args_is_help=True)
@@ -36,7 +37,7 @@ def friendly_errors(command):
         install_signal_handlers()
         try:
             return command(*args, **kwargs)
-        except (SandboxError, TaskError) as err:
+        except (SandboxError, TaskError, HarnessError) as err:
             console.print(f"[bold red]error:[/] {err}", highlight=False)
             raise typer.Exit(1)
         except KeyboardInterrupt:
@@ -140,6 +141,61 @@ def sandbox_bench():
     from bench.sandbox_bench import main as run_bench
 
     run_bench()
+
+
+# -- evaluation ----------------------------------------------------------------------------------
+
+
+@app.command("eval")
+@friendly_errors
+def eval_command(
+    checkpoint: str = typer.Option("gold", help="gold, empty, replay:PATH, a checkpoint folder, or endpoint:MODEL."),
+    tasks: str = typer.Option("swe-demo", "--tasks", help="Task set: built-in name (swe-demo, gsm8k, gsm8k-tool) or path."),
+    max_turns: Optional[int] = typer.Option(None, help="Turn limit per episode (default: the task's own, 30 for repo tasks)."),
+    workers: int = typer.Option(4, help="Episodes run at once."),
+    samples: int = typer.Option(1, help="Attempts per task (k of pass@k)."),
+    temperature: float = typer.Option(0.0, help="Sampling temperature (0 = greedy)."),
+    max_tokens: int = typer.Option(1024, help="Tokens per assistant turn."),
+    limit: Optional[int] = typer.Option(None, help="Only the first N tasks of the set."),
+    output: Optional[Path] = typer.Option(None, help="Run directory (default runs/eval-<checkpoint>-<tasks>)."),
+    resume: bool = typer.Option(False, help="Finish an interrupted run in --output without redoing its episodes."),
+    base_url: Optional[str] = typer.Option(None, help="Endpoint base URL for endpoint:MODEL (else $OPENAI_BASE_URL)."),
+    backend: str = BackendOption,
+):
+    """Evaluate a checkpoint, endpoint or scripted policy on a task set; writes a report."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from harness.evaluate import EvalConfig, evaluate
+    from harness.policies.factory import make_policy
+    from tasks.taskset import load_tasks
+
+    with console.status(f"loading {tasks}"):
+        task_list = load_tasks(tasks)[:limit]
+    sandbox_backend = get_backend(backend) if any(t.sandbox for t in task_list) else None
+    if sandbox_backend is not None and sandbox_backend.name != "docker":
+        console.print("[yellow]no Docker engine answers: episodes run in the local bubblewrap backend[/]")
+    name = Path(checkpoint).name or checkpoint
+    output = output or Path("runs") / f"eval-{name.replace(':', '_')}-{Path(tasks).stem}"
+    config = EvalConfig(tasks=tasks, checkpoint=checkpoint, output=str(output), samples=samples, workers=workers,
+                        max_turns=max_turns, temperature=temperature, max_tokens=max_tokens, backend=backend)
+    policy = make_policy(checkpoint, base_url=base_url)
+    stats = {"resolved": 0, "errors": 0}
+    columns = [TextColumn("episodes"), BarColumn(), MofNCompleteColumn(), TextColumn("resolved {task.fields[resolved]} errors {task.fields[errors]}"), TimeElapsedColumn()]
+    with Progress(*columns, console=console) as progress:
+        bar = progress.add_task("eval", total=len(task_list) * samples, resolved=0, errors=0)
+
+        def advance(row):
+            stats["resolved"] += row["resolved"]
+            stats["errors"] += bool(row["error"])
+            progress.update(bar, advance=1, **stats)
+
+        try:
+            report = evaluate(task_list, policy, config, sandbox_backend, resume=resume, on_result=advance)
+        finally:
+            policy.close()
+    console.print((output / "report.md").read_text(), highlight=False)
+    console.print(f"run directory: {output}")
+    return report
 
 
 # -- grading -------------------------------------------------------------------------------------

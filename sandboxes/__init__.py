@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from .base import Backend, Sandbox, Snapshot, install_signal_handlers, live_count
+from .base import Backend, Sandbox, Snapshot, close_all, install_signal_handlers, live_count
 from .errors import (
     EngineUnavailable,
     FileNotFoundInSandbox,
@@ -22,7 +22,7 @@ BACKENDS = ("auto", "docker", "local")
 __all__ = [
     "Backend", "Sandbox", "Snapshot", "SandboxPool", "SandboxSpec", "ExecResult", "SandboxError",
     "EngineUnavailable", "FileNotFoundInSandbox", "ImageNotFound", "SandboxClosed", "SandboxExpired",
-    "get_backend", "install_signal_handlers", "live_count",
+    "close_all", "get_backend", "install_signal_handlers", "live_count",
 ]
 
 

@@ -247,6 +247,11 @@ def live_count() -> int:
     return len(_LIVE)
 
 
+def close_all() -> None:
+    """Close every sandbox this process holds (on Ctrl-C, so running episodes end at once)."""
+    _LIVE.close_all()
+
+
 def _exit_on_sigterm(signum, frame):
     raise SystemExit(128 + signum)  # unwinds context managers, then atexit closes the rest
 

@@ -119,6 +119,17 @@ def test_memory_hog_is_killed_by_the_memory_cgroup(box):
     assert box.exec("echo alive").output == "alive\n"
 
 
+def test_without_writable_cgroups_memory_falls_back_to_rlimit(local, monkeypatch):
+    from sandboxes import local_backend
+
+    monkeypatch.setattr(local_backend, "_own_cgroup", lambda controller: None)
+    with local.create(SPEC) as sandbox:
+        assert sandbox.cgroups == {}
+        result = sandbox.exec("python3 -c 'x = bytearray(1024**3)'", timeout=60)
+        assert result.exit_code == 1 and "MemoryError" in result.output
+        assert sandbox.exec("echo alive").output == "alive\n"
+
+
 def test_fork_bomb_is_contained_by_pids_max(local):
     sandbox = local.create(SPEC)
     group = sandbox.cgroups.get("pids")

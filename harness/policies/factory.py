@@ -1,0 +1,43 @@
+"""`--checkpoint` values to policies."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import PolicyError
+from ..policy import Policy
+from .scripted import EmptyPolicy, GoldPolicy, ReplayPolicy
+
+HELP = "gold, empty, replay:PATH, a Hugging Face checkpoint folder, or endpoint:MODEL (with --base-url)"
+
+
+def make_policy(checkpoint: str, base_url: str | None = None, device: str = "auto", engine: str = "auto") -> Policy:
+    if checkpoint == "gold":
+        return GoldPolicy()
+    if checkpoint == "empty":
+        return EmptyPolicy()
+    if checkpoint.startswith("replay:"):
+        return ReplayPolicy(checkpoint.removeprefix("replay:"))
+    if checkpoint.startswith("endpoint:"):
+        from .endpoint import EndpointPolicy
+
+        return EndpointPolicy(checkpoint.removeprefix("endpoint:"), base_url=base_url)
+    path = Path(checkpoint).expanduser()
+    if path.is_dir():
+        if engine == "vllm" or (engine == "auto" and _vllm_usable()):
+            from .vllm_engine import VLLMPolicy
+
+            return VLLMPolicy(str(path))
+        from .hf import HFPolicy
+
+        return HFPolicy(str(path), device=device)
+    raise PolicyError(f"--checkpoint {checkpoint!r} is none of: {HELP}")
+
+
+def _vllm_usable() -> bool:
+    try:
+        import torch
+        import vllm  # noqa: F401
+    except ImportError:
+        return False
+    return torch.cuda.is_available()

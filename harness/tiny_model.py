@@ -1,0 +1,197 @@
+"""A tiny Qwen2-architecture checkpoint built locally, for tests and smoke runs without a model hub.
+
+`init_tiny(DIR)` writes a directory that `AutoModelForCausalLM.from_pretrained` and
+`AutoTokenizer.from_pretrained` load as they are: a byte-level BPE tokenizer trained on a small
+generated corpus, Qwen's special tokens and chat format (with tool calls), and random weights.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import torch
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+TOOL_TAGS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]
+EOS, PAD = "<|im_end|>", "<|endoftext|>"
+
+# Qwen2's pre-tokenization split (contractions, letters, single digits, punctuation, whitespace).
+SPLIT_PATTERN = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+
+# Qwen2.5's chat format, written from its description: tool schemas listed in the system turn,
+# calls as <tool_call> JSON blocks, tool results grouped into one user turn of <tool_response>s.
+CHAT_TEMPLATE = """\
+{%- if messages and messages[0].role == 'system' -%}
+    {%- set system = messages[0].content -%}
+    {%- set turns = messages[1:] -%}
+{%- else -%}
+    {%- set system = 'You are a helpful assistant.' -%}
+    {%- set turns = messages -%}
+{%- endif -%}
+{{- '<|im_start|>system\\n' + system -}}
+{%- if tools -%}
+    {{- '\\n\\n# Tools\\n\\nYou can call functions to help with the request. Their signatures are inside <tools></tools>:\\n<tools>' -}}
+    {%- for tool in tools -%}
+        {{- '\\n' + tool | tojson -}}
+    {%- endfor -%}
+    {{- '\\n</tools>\\n\\nTo call a function, answer with its name and a JSON object of arguments inside <tool_call></tool_call> tags:\\n<tool_call>\\n{"name": <function-name>, "arguments": <args-json-object>}\\n</tool_call>' -}}
+{%- endif -%}
+{{- '<|im_end|>\\n' -}}
+{%- for message in turns -%}
+    {%- if message.role == 'tool' -%}
+        {%- if loop.first or turns[loop.index0 - 1].role != 'tool' -%}
+            {{- '<|im_start|>user' -}}
+        {%- endif -%}
+        {{- '\\n<tool_response>\\n' + message.content + '\\n</tool_response>' -}}
+        {%- if loop.last or turns[loop.index0 + 1].role != 'tool' -%}
+            {{- '<|im_end|>\\n' -}}
+        {%- endif -%}
+    {%- elif message.role == 'assistant' -%}
+        {{- '<|im_start|>assistant\\n' + (message.content or '') -}}
+        {%- for call in message.tool_calls or [] -%}
+            {%- set fn = call.function or call -%}
+            {%- if not loop.first or message.content -%}
+                {{- '\\n' -}}
+            {%- endif -%}
+            {{- '<tool_call>\\n{"name": "' + fn.name + '", "arguments": ' -}}
+            {#- OpenAI carries arguments as JSON text: keep it as written; dicts are serialised. -#}
+            {{- fn.arguments if fn.arguments is string else fn.arguments | tojson -}}
+            {{- '}\\n</tool_call>' -}}
+        {%- endfor -%}
+        {{- '<|im_end|>\\n' -}}
+    {%- else -%}
+        {{- '<|im_start|>' + message.role + '\\n' + (message.content or '') + '<|im_end|>\\n' -}}
+    {%- endif -%}
+{%- endfor -%}
+{%- if add_generation_prompt -%}
+    {{- '<|im_start|>assistant\\n' -}}
+{%- endif -%}
+"""
+
+WORDS = """the of and to in is that it for was on are as with be at by this have from or one had not but
+what all were when we there can an your which their said if do will each about how up out them then she
+many some so these would other into has more her two like him see time could no make than first been its
+who now people my made over did down only way find use may water long little very after words called just
+where most know get through back much go good new write our me man too any day same right look think also
+around another came come work three word must because does part even place well such here take why things
+help put years different away again off went old number great tell men say small every found still between
+name should home big give air line set own under read last never us left end along while might next sound
+below saw something thought both few those always looked show large often together asked house world going
+want school important until form food keep children feet land side without boy once animals life enough took
+sometimes four head above kind began almost live page got earth need far hand high year mother light parts
+country father let night following picture being study second eyes soon times story boys since white days
+file test error value function return class import self list dict string path output input result check fix
+bug patch repository commit branch tests passed failed run command shell directory config model token answer
+""".split()
+
+PYTHON_SNIPPETS = [
+    "def {a}({b}, {c}=None):\n    if {c} is None:\n        {c} = []\n    return [{b} for {b} in {c} if {b}]\n",
+    "class {A}:\n    def __init__(self, {b}):\n        self.{b} = {b}\n\n    def __repr__(self):\n        return f\"{A}({{self.{b}!r}})\"\n",
+    "import os\nimport sys\nfrom pathlib import Path\n\n{a} = Path(sys.argv[1]).read_text()\nprint(len({a}.splitlines()))\n",
+    "for {b} in range({n}):\n    {a}[{b}] += {b} * {m}\n",
+    "try:\n    {a} = json.loads({b})\nexcept ValueError as exc:\n    raise RuntimeError(f\"bad {b}: {{exc}}\") from exc\n",
+    "assert {a}({n}) == {m}, \"{a} failed\"\n",
+    "with open(\"{a}.txt\", \"w\") as f:\n    f.write(\"{b}\\n\")\n",
+    "@pytest.mark.parametrize(\"{b}\", [{n}, {m}])\ndef test_{a}({b}):\n    assert {a}({b}) >= 0\n",
+]
+
+BASH_SNIPPETS = [
+    "cd /testbed && python -m pytest -q tests/test_{a}.py -x\n",
+    "grep -rn \"{a}\" src/ | head -n {n}\n",
+    "ls -la {a}/ && cat {a}/{b}.py\n",
+    "sed -n '{n},{m}p' {a}.py\n",
+    "git diff --stat && git status --short\n",
+    "echo \"{a} {b}\" > /tmp/{a}.log; wc -l /tmp/{a}.log\n",
+    "find . -name '*.py' -newer {a}.py | xargs python -m py_compile\n",
+]
+
+
+def _corpus(seed: int, lines: int = 12000) -> list[str]:
+    """English-like prose, Python and bash snippets, numbers and tool-call JSON, a few hundred KB."""
+    rng = random.Random(seed)
+
+    def fill(template: str) -> str:
+        a, b, c = rng.sample(WORDS, 3)
+        return template.format(a=a, b=b, c=c, A=a.title(), n=rng.randint(0, 999), m=rng.randint(0, 99999))
+
+    def tool_call() -> str:
+        arguments = {"command": fill(rng.choice(BASH_SNIPPETS)).strip(), "timeout": rng.randint(1, 600)}
+        return "<tool_call>\n" + json.dumps({"name": rng.choice(["bash", "submit", "read_file"]), "arguments": arguments}) + "\n</tool_call>"
+
+    makers = [
+        lambda: " ".join(rng.choices(WORDS, k=rng.randint(4, 20))).capitalize() + rng.choice([".", "?", "!", ":"]),
+        lambda: fill(rng.choice(PYTHON_SNIPPETS)),
+        lambda: fill(rng.choice(BASH_SNIPPETS)),
+        lambda: " ".join(str(rng.randint(0, 10**rng.randint(1, 9))) for _ in range(rng.randint(1, 8))),
+        lambda: json.dumps({rng.choice(WORDS): [rng.random(), rng.choice(WORDS), None, True] for _ in range(3)}),
+        tool_call,
+        lambda: "<tool_response>\n" + fill(rng.choice(BASH_SNIPPETS)) + "</tool_response>",
+    ]
+    return [rng.choice(makers)() for _ in range(lines)]
+
+
+def _train_tokenizer(corpus: list[str], vocab_size: int) -> PreTrainedTokenizerFast:
+    """Byte-level BPE without a normalizer, so that any text round-trips exactly."""
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(SPLIT_PATTERN), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size - len(SPECIAL_TOKENS) - len(TOOL_TAGS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(corpus, trainer)
+    # "PreTrainedTokenizerFast" makes AutoTokenizer load tokenizer.json as it is; the Qwen2
+    # tokenizer class would rebuild the pipeline with an NFC normalizer, breaking round trips.
+    wrapped = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        eos_token=EOS,
+        pad_token=PAD,
+        additional_special_tokens=SPECIAL_TOKENS,
+        model_max_length=4096,
+        chat_template=CHAT_TEMPLATE,
+    )
+    wrapped.add_tokens(TOOL_TAGS)  # plain added tokens, as in Qwen: kept by skip_special_tokens
+    return wrapped
+
+
+def init_tiny(output_dir: str | Path, vocab_size: int = 2048, seed: int = 0) -> Path:
+    """Write a tiny random Qwen2 checkpoint (tokenizer, chat template, safetensors) to output_dir.
+
+    Sizes: hidden 64, 2 layers, 4 attention heads (2 key/value), MLP 128, context 4096, tied
+    embeddings. Same arguments, same checkpoint. Returns the directory.
+    """
+    output_dir = Path(output_dir)
+    tokenizer = _train_tokenizer(_corpus(seed), vocab_size)
+    eos_id, pad_id = tokenizer.convert_tokens_to_ids([EOS, PAD])
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=128,
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        bos_token_id=pad_id,
+        eos_token_id=eos_id,
+        pad_token_id=pad_id,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = Qwen2ForCausalLM(config)
+    model.generation_config = GenerationConfig(bos_token_id=pad_id, eos_token_id=eos_id, pad_token_id=pad_id)
+    model.save_pretrained(output_dir, safe_serialization=True)
+    tokenizer.save_pretrained(output_dir)
+    return output_dir
