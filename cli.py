@@ -198,6 +198,40 @@ def eval_command(
     return report
 
 
+@app.command("generate")
+@friendly_errors
+def generate_command(
+    checkpoint: str = typer.Option(..., help="gold, empty, replay:PATH, a checkpoint folder, or endpoint:MODEL."),
+    tasks: str = typer.Option("swe-demo", "--tasks", help="Task set: built-in name or path."),
+    output: Path = typer.Option(..., help="Dataset directory (trajectories.parquet, README.md, dataset_card.json)."),
+    samples: int = typer.Option(1, help="Trajectories per task."),
+    keep: str = typer.Option("all", help="all, or rewarded (reward >= --min-reward)."),
+    min_reward: float = typer.Option(1.0, help="Threshold for --keep rewarded."),
+    temperature: float = typer.Option(1.0, help="Sampling temperature."),
+    max_turns: Optional[int] = typer.Option(None, help="Turn limit per episode."),
+    max_tokens: int = typer.Option(1024, help="Tokens per assistant turn."),
+    workers: int = typer.Option(4, help="Episodes run at once."),
+    limit: Optional[int] = typer.Option(None, help="Only the first N tasks."),
+    resume: bool = typer.Option(False, help="Finish an interrupted generation in --output."),
+    base_url: Optional[str] = typer.Option(None, help="Endpoint base URL for endpoint:MODEL."),
+    backend: str = BackendOption,
+):
+    """Write a synthetic trajectory dataset (Parquet, ready for SFT) with a dataset card."""
+    from harness.generate import write_dataset
+
+    if keep not in ("all", "rewarded"):
+        raise HarnessError(f"--keep must be all or rewarded, not {keep!r}")
+    run_dir = output / "run"
+    eval_command(checkpoint=checkpoint, tasks=tasks, max_turns=max_turns, workers=workers, samples=samples,
+                 temperature=temperature, max_tokens=max_tokens, limit=limit, output=run_dir, resume=resume,
+                 base_url=base_url, backend=backend)
+    from harness.evaluate import EvalConfig
+
+    config = EvalConfig(**json.loads((run_dir / "config.json").read_text()))
+    card = write_dataset(run_dir, output, config, keep=keep, min_reward=min_reward)
+    console.print(f"kept {card['kept']} of {card['generated']} trajectories: {output / 'trajectories.parquet'}")
+
+
 # -- grading -------------------------------------------------------------------------------------
 
 

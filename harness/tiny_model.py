@@ -12,7 +12,7 @@ import random
 from pathlib import Path
 
 import torch
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -137,8 +137,14 @@ def _corpus(seed: int, lines: int = 12000) -> list[str]:
 
 
 def _train_tokenizer(corpus: list[str], vocab_size: int) -> PreTrainedTokenizerFast:
-    """Byte-level BPE without a normalizer, so that any text round-trips exactly."""
+    """Qwen2's pipeline: NFC, Qwen's split, byte-level BPE. Any NFC text round-trips exactly.
+
+    The NFC normalizer is there because transformers 5 loads every qwen2 checkpoint with its
+    own Qwen2Tokenizer pipeline, which applies NFC whatever tokenizer.json says; writing the
+    same pipeline keeps tokenization identical under every loader (tokenizers, vLLM, 4.x).
+    """
     tokenizer = Tokenizer(models.BPE())
+    tokenizer.normalizer = normalizers.NFC()
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
         [
             pre_tokenizers.Split(Regex(SPLIT_PATTERN), behavior="isolated"),
@@ -152,9 +158,10 @@ def _train_tokenizer(corpus: list[str], vocab_size: int) -> PreTrainedTokenizerF
         show_progress=False,
     )
     tokenizer.train_from_iterator(corpus, trainer)
-    # "PreTrainedTokenizerFast" makes AutoTokenizer load tokenizer.json as it is; the Qwen2
-    # tokenizer class would rebuild the pipeline with an NFC normalizer, breaking round trips.
-    wrapped = PreTrainedTokenizerFast(
+    tokenizer.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
+    # Plain added tokens, as in Qwen: one id each, but kept by skip_special_tokens.
+    tokenizer.add_tokens([AddedToken(t, special=False, normalized=False) for t in TOOL_TAGS])
+    return PreTrainedTokenizerFast(
         tokenizer_object=tokenizer,
         eos_token=EOS,
         pad_token=PAD,
@@ -162,8 +169,6 @@ def _train_tokenizer(corpus: list[str], vocab_size: int) -> PreTrainedTokenizerF
         model_max_length=4096,
         chat_template=CHAT_TEMPLATE,
     )
-    wrapped.add_tokens(TOOL_TAGS)  # plain added tokens, as in Qwen: kept by skip_special_tokens
-    return wrapped
 
 
 def init_tiny(output_dir: str | Path, vocab_size: int = 2048, seed: int = 0) -> Path:
