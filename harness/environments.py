@@ -16,7 +16,7 @@ from sandboxes import Backend, Sandbox
 from tasks.task import Reward, Task
 from tasks.verifiers import verify
 
-from .errors import ToolError
+from .errors import HarnessError, ToolError
 from .parsing import ParsedTurn
 from .tools import Toolbox
 
@@ -37,9 +37,10 @@ class StepResult:
 class Environment(ABC):
     tools: list[str] = []
 
-    def __init__(self, task: Task, backend: Backend | None = None, sandbox: Sandbox | None = None):
+    def __init__(self, task: Task, backend: Backend | None = None, sandbox: Sandbox | None = None, command_timeout: float = 120.0):
         self.task = task
         self.backend = backend
+        self.command_timeout = command_timeout
         self.sandbox = sandbox  # a ready sandbox (forked or from a pool); else created in init
         self.answer = ""  # the final answer (text tasks) or the model patch (repo tasks)
 
@@ -64,7 +65,7 @@ class ToolEnvironment(Environment):
         self.tools = list(self.task.tools)
         if self.sandbox is None and self.task.sandbox is not None:
             self.sandbox = self.backend.create(self.task.sandbox)
-        self.toolbox = Toolbox(self.sandbox)
+        self.toolbox = Toolbox(self.sandbox, command_timeout=self.command_timeout)
         return super().init()
 
     def step(self, turn: ParsedTurn) -> StepResult:
@@ -106,6 +107,8 @@ class SWEEnvironment(ToolEnvironment):
     """A repository at its base commit; the model patch is the diff of the work tree."""
 
     def finish(self) -> Reward:
+        if self.sandbox is None:
+            return Reward(0.0, {"reason": "the sandbox never started"})
         self.answer = self.current_patch()
         return super().finish()
 
@@ -152,7 +155,7 @@ ENVIRONMENTS: dict[str, Callable[..., Environment]] = {
 }
 
 
-def make_environment(task: Task, backend: Backend | None = None, sandbox: Sandbox | None = None) -> Environment:
+def make_environment(task: Task, backend: Backend | None = None, sandbox: Sandbox | None = None, command_timeout: float = 120.0) -> Environment:
     if task.env_class not in ENVIRONMENTS:
-        raise ToolError(f"no environment for env_class {task.env_class!r}; known: {sorted(ENVIRONMENTS)}")
-    return ENVIRONMENTS[task.env_class](task, backend, sandbox)
+        raise HarnessError(f"no environment for env_class {task.env_class!r}; known: {sorted(ENVIRONMENTS)}")
+    return ENVIRONMENTS[task.env_class](task, backend, sandbox, command_timeout)

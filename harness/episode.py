@@ -29,6 +29,7 @@ class EpisodeLimits:
     max_context: int = 32_768  # tokens, local models
     wall_time: float = 1800.0  # seconds
     max_format_errors: int = 3  # turns in a row without a usable tool call
+    command_timeout: float = 120.0  # seconds per tool call
 
 
 class EpisodeEnd(Exception):
@@ -51,7 +52,7 @@ def run_episode(
     started = time.monotonic()
     trajectory = Trajectory(task_id=task.id, sample=sample, policy=policy.name)
     timings = {"policy_s": 0.0, "env_s": 0.0}
-    env = make_environment(task, backend, sandbox)
+    env = make_environment(task, backend, sandbox, limits.command_timeout)
     ledger = None
     try:
         try:

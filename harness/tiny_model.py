@@ -198,5 +198,17 @@ def init_tiny(output_dir: str | Path, vocab_size: int = 2048, seed: int = 0) -> 
         model = Qwen2ForCausalLM(config)
     model.generation_config = GenerationConfig(bos_token_id=pad_id, eos_token_id=eos_id, pad_token_id=pad_id)
     model.save_pretrained(output_dir, safe_serialization=True)
-    tokenizer.save_pretrained(output_dir)
+    _save_tokenizer(tokenizer, output_dir)
     return output_dir
+
+
+def _save_tokenizer(tokenizer: PreTrainedTokenizerFast, output_dir: Path) -> None:
+    """Save, then describe the tokenizer the way Qwen2.5 checkpoints do, which transformers 4.x and 5.x both load."""
+    tokenizer.save_pretrained(output_dir)
+    config_path = output_dir / "tokenizer_config.json"
+    config = json.loads(config_path.read_text())
+    config.pop("backend", None)
+    config["additional_special_tokens"] = config.pop("extra_special_tokens", SPECIAL_TOKENS)
+    config["tokenizer_class"] = "Qwen2Tokenizer"
+    config["chat_template"] = CHAT_TEMPLATE
+    config_path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n")

@@ -25,6 +25,10 @@ ENGINE_HINT = (
     "Start the engine with `dockerd --bridge=none --iptables=false &` (or `systemctl start docker`), "
     "point DOCKER_HOST at a running one, or use the local bubblewrap backend (`--backend local`)."
 )
+IMAGE_HINTS = {
+    "harness-base": "build it with `harness sandbox build-base`",
+    "harness-swe-demo/": "build the task images with `harness tasks ls swe-demo`",
+}
 _client_lock = threading.Lock()
 _client = None
 
@@ -266,6 +270,7 @@ class DockerBackend(Backend):
         self.api = self.client.api
         self.output_cap = output_cap
         self._disk_quota_supported: bool | None = None
+        self._known_images: set[str] = set()
 
     def create(self, spec: SandboxSpec) -> DockerSandbox:
         container = self._run_container(spec)
@@ -282,17 +287,28 @@ class DockerBackend(Backend):
         import docker.errors
 
         options = self._container_options(spec)
+        self._check_image(spec.image)
         try:
             return self.client.containers.run(**options)
-        except docker.errors.ImageNotFound:
-            hint = "build it with `harness sandbox build-base`" if spec.image.startswith("harness-base") else "build or pull it first"
-            raise ImageNotFound(f"image {spec.image!r} not found locally: {hint}") from None
         except docker.errors.APIError as err:
             if "storage-opt" in str(err) and "storage_opt" in options:
                 log.warning("the storage driver cannot limit disk size; sandboxes run without a disk limit")
                 self._disk_quota_supported = False
                 return self._run_container(spec)
             raise SandboxError(f"cannot start a container from {spec.image!r}: {err.explanation or err}") from None
+
+    def _check_image(self, image: str) -> None:
+        """Fail clearly on a missing image; never let `run` try to pull it from a registry."""
+        import docker.errors
+
+        if image in self._known_images:
+            return
+        try:
+            self.client.images.get(image)
+        except docker.errors.ImageNotFound:
+            hint = next((h for prefix, h in IMAGE_HINTS.items() if image.startswith(prefix)), "build or pull it first")
+            raise ImageNotFound(f"image {image!r} not found locally: {hint}") from None
+        self._known_images.add(image)
 
     def _container_options(self, spec: SandboxSpec) -> dict:
         memory = parse_bytes(spec.memory)
@@ -325,6 +341,7 @@ class DockerBackend(Backend):
         return options
 
     def remove_snapshot(self, snapshot: Snapshot) -> None:
+        self._known_images.discard(snapshot.ref)
         try:
             self.api.remove_image(snapshot.ref, force=True)
         except Exception as err:

@@ -213,7 +213,10 @@ class ShellSession:
         if not self._is_alive():
             raise SandboxClosed("the sandbox died while the command ran (killed from outside, or out of memory)")
         self.restarts += 1
-        self.start()
+        try:
+            self.start()
+        except SandboxError as err:
+            raise SandboxError(f"the shell died and could not be restarted ({err}); the sandbox may have hit its pids limit") from None
         result = self._result(collector, -1, started)
         result.shell_restarted = True
         result.message = "the shell exited during the command and was restarted: cwd, variables and jobs were reset"

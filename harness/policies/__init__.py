@@ -1,0 +1,1 @@
+"""Policy backends: endpoints, local checkpoints and scripted policies."""

@@ -1,0 +1,97 @@
+"""Tool-call parsing and the tools themselves, against a real sandbox."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness.errors import ToolError
+from harness.parsing import parse_tool_calls
+from harness.tools import Toolbox, schemas, truncate
+from sandboxes import SandboxSpec
+from sandboxes.images import BASE_IMAGE
+
+
+def test_parses_hermes_tool_calls_and_reports_malformed_ones():
+    text = (
+        "Let me look.\n<tool_call>\n{\"name\": \"bash\", \"arguments\": {\"command\": \"ls -la\"}}\n</tool_call>\n"
+        "<tool_call>{\"name\": \"bash\", \"arguments\": {\"command\": </tool_call>\n"
+        "<tool_call>[1, 2]</tool_call><tool_call>{\"name\": \"submit\"}"
+    )
+    turn = parse_tool_calls(text)
+    assert turn.content == "Let me look."
+    assert [(c.name, json.loads(c.arguments)) for c in turn.tool_calls] == [("bash", {"command": "ls -la"})]
+    assert len(turn.errors) == 3
+    assert "not valid JSON" in turn.errors[0] and "JSON object" in turn.errors[1] and "not closed" in turn.errors[2]
+
+
+def test_plain_text_has_no_calls():
+    turn = parse_tool_calls("I think the answer is 42.")
+    assert turn.tool_calls == [] and turn.errors == [] and turn.content == "I think the answer is 42."
+
+
+def test_schemas_follow_the_openai_function_format():
+    for schema in schemas(["bash", "str_replace_editor", "submit"]):
+        assert schema["type"] == "function" and schema["function"]["parameters"]["type"] == "object"
+    with pytest.raises(ToolError):
+        schemas(["nope"])
+
+
+def test_truncate_keeps_head_and_tail():
+    text = "a" * 10_000 + "b" * 10_000
+    cut = truncate(text, 1000)
+    assert cut.startswith("a" * 500) and cut.endswith("b" * 500) and "19000 characters truncated" in cut
+
+
+@pytest.fixture
+def toolbox(docker_backend):
+    with docker_backend.create(SandboxSpec(image=BASE_IMAGE)) as sb:
+        sb.exec("mkdir -p /workspace && cd /workspace && printf 'one\\ntwo\\nthree\\ntwo\\n' > f.txt")
+        yield Toolbox(sb, command_timeout=5)
+
+
+def test_editor_view_create_replace_insert_undo(toolbox):
+    run = toolbox.run
+    assert "     1\tone" in run("str_replace_editor", {"command": "view", "path": "/workspace/f.txt"})
+    assert run("str_replace_editor", {"command": "view", "path": "/workspace/f.txt", "view_range": [2, 3]}).splitlines() == ["     2\ttwo", "     3\tthree"]
+    assert "f.txt" in run("str_replace_editor", {"command": "view", "path": "/workspace"})
+    with pytest.raises(ToolError, match="occurs 2 times"):
+        run("str_replace_editor", {"command": "str_replace", "path": "/workspace/f.txt", "old_str": "two", "new_str": "2"})
+    with pytest.raises(ToolError, match="did not appear verbatim"):
+        run("str_replace_editor", {"command": "str_replace", "path": "/workspace/f.txt", "old_str": "four", "new_str": "4"})
+    out = run("str_replace_editor", {"command": "str_replace", "path": "/workspace/f.txt", "old_str": "three", "new_str": "THREE"})
+    assert "THREE" in out and "has been edited" in out
+    run("str_replace_editor", {"command": "insert", "path": "/workspace/f.txt", "insert_line": 0, "new_str": "zero"})
+    assert toolbox.sandbox.read_file("/workspace/f.txt") == b"zero\none\ntwo\nTHREE\ntwo\n"
+    run("str_replace_editor", {"command": "undo_edit", "path": "/workspace/f.txt"})
+    run("str_replace_editor", {"command": "undo_edit", "path": "/workspace/f.txt"})
+    assert toolbox.sandbox.read_file("/workspace/f.txt") == b"one\ntwo\nthree\ntwo\n"
+    with pytest.raises(ToolError, match="already exists"):
+        run("str_replace_editor", {"command": "create", "path": "/workspace/f.txt", "file_text": "x"})
+    assert "created" in run("str_replace_editor", {"command": "create", "path": "/workspace/new/g.py", "file_text": "print(1)\n"})
+    assert run("bash", {"command": "python3 /workspace/new/g.py"}) == "1\n"
+
+
+def test_tool_errors_are_clear(toolbox):
+    with pytest.raises(ToolError, match="not valid JSON"):
+        toolbox.run("bash", '{"command": ')
+    with pytest.raises(ToolError, match="missing required argument `command`"):
+        toolbox.run("bash", "{}")
+    with pytest.raises(ToolError, match="does not exist"):
+        toolbox.run("str_replace_editor", {"command": "view", "path": "/nope"})
+    with pytest.raises(ToolError, match="must be absolute"):
+        toolbox.run("str_replace_editor", {"command": "view", "path": "relative.txt"})
+    with pytest.raises(ToolError, match="unknown editor command"):
+        toolbox.run("str_replace_editor", {"command": "delete", "path": "/workspace/f.txt"})
+
+
+def test_hanging_command_times_out_and_the_shell_survives(toolbox):
+    out = toolbox.run("bash", {"command": "export KEEP=1; sleep 60"})
+    assert "timed out" in out and "exit code 124" in out
+    assert toolbox.run("bash", {"command": "echo $KEEP"}) == "1\n"
+
+
+def test_huge_and_binary_observations_are_truncated(toolbox):
+    out = toolbox.run("bash", {"command": "seq 1 200000; head -c 3000 /dev/urandom"})
+    assert "characters truncated" in out and len(out) < 13_000
