@@ -232,6 +232,41 @@ def generate_command(
     console.print(f"kept {card['kept']} of {card['generated']} trajectories: {output / 'trajectories.parquet'}")
 
 
+@app.command("serve")
+@friendly_errors
+def serve_command(
+    checkpoint: str = typer.Option(..., help="A Hugging Face checkpoint folder."),
+    host: str = typer.Option("127.0.0.1", help="Address to listen on (localhost by default)."),
+    port: int = typer.Option(8000, help="Port."),
+    model_name: Optional[str] = typer.Option(None, help="Model id in /v1/models (default: the folder name)."),
+):
+    """Serve a local checkpoint as an OpenAI-compatible /v1/chat/completions endpoint (with tools)."""
+    from harness.policies.hf import HFPolicy
+    from harness.server import make_server
+
+    policy = HFPolicy(checkpoint)
+    name = model_name or Path(checkpoint).name
+    server = make_server(policy, name, host, port)
+    console.print(f"serving {name} at http://{host}:{server.server_address[1]}/v1 (Ctrl-C stops)")
+    try:
+        server.serve_forever()
+    finally:
+        server.server_close()
+
+
+model_app = typer.Typer(help="Build and inspect models.", no_args_is_help=True)
+app.add_typer(model_app, name="model")
+
+
+@model_app.command("init-tiny")
+@friendly_errors
+def model_init_tiny(output_dir: Path = typer.Argument(..., help="Where the checkpoint goes.")):
+    """Build a tiny Qwen2-architecture checkpoint with a locally trained tokenizer (for tests)."""
+    from harness.tiny_model import init_tiny
+
+    console.print(f"tiny checkpoint: {init_tiny(output_dir)}")
+
+
 # -- grading -------------------------------------------------------------------------------------
 
 

@@ -12,7 +12,7 @@ import threading
 import time
 from pathlib import Path, PurePosixPath
 
-from .base import LABEL_MANAGED, LABEL_OWNER, Backend, Sandbox, Snapshot, labels, owner_alive, owner_label
+from .base import LABEL_MANAGED, LABEL_OWNER, Backend, Sandbox, Snapshot, labels, owner_alive
 from .errors import EngineUnavailable, FileNotFoundInSandbox, ImageNotFound, SandboxClosed, SandboxError
 from .shell import ShellSession
 from .spec import SandboxSpec, parse_bytes
@@ -348,18 +348,23 @@ class DockerBackend(Backend):
             log.warning("could not remove snapshot image %s: %s", snapshot.ref[:19], err)
 
     def list(self) -> list[dict]:
-        found = self.client.containers.list(all=True, filters={"label": f"{LABEL_MANAGED}=1"})
-        return [{"id": c.id[:12], "status": c.status, "image": (c.image.tags or [c.image.id[:19]])[0] if c.image else "?", **c.labels} for c in found]
+        # One low-level call: no per-container inspect that races with auto-removal.
+        found = self.api.containers(all=True, filters={"label": f"{LABEL_MANAGED}=1"})
+        return [{"id": c["Id"][:12], "status": c.get("State", ""), "image": c.get("Image", ""), **(c.get("Labels") or {})} for c in found]
 
     def prune(self, everything: bool = False) -> list[str]:
+        import docker.errors
+
         removed = []
-        for container in self.client.containers.list(all=True, filters={"label": f"{LABEL_MANAGED}=1"}):
-            if everything or not owner_alive(container.labels.get(LABEL_OWNER, "")):
+        for container in self.list():
+            if everything or not owner_alive(container.get(LABEL_OWNER, "")):
                 try:
-                    container.remove(force=True)
-                    removed.append(f"container {container.id[:12]}")
+                    self.api.remove_container(container["id"], force=True)
+                    removed.append(f"container {container['id']}")
+                except docker.errors.NotFound:
+                    pass  # removed meanwhile (auto-remove)
                 except Exception as err:
-                    log.warning("could not remove %s: %s", container.id[:12], err)
+                    log.warning("could not remove %s: %s", container["id"], err)
         for image in self.client.images.list(filters={"label": f"{LABEL_MANAGED}=1"}):
             if everything or not owner_alive(image.labels.get(LABEL_OWNER, "")):
                 try:

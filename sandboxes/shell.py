@@ -215,6 +215,8 @@ class ShellSession:
         self.restarts += 1
         try:
             self.start()
+        except SandboxClosed:
+            raise
         except SandboxError as err:
             raise SandboxError(f"the shell died and could not be restarted ({err}); the sandbox may have hit its pids limit") from None
         result = self._result(collector, -1, started)

@@ -266,7 +266,7 @@ def policy_loss(
         advantages = advantages.unsqueeze(-1)
     log_ratio = torch.where(mask, logprobs - old_logprobs, 0.0)
     ratio = torch.exp(log_ratio)
-    clipped_ratio = torch.clamp(ratio, 1 - clip_low, 1 + clip_low)
+    clipped_ratio = torch.clamp(ratio, 1 - clip_low, 1 + clip_high)
     pg_per_token = -torch.min(ratio * advantages, clipped_ratio * advantages)
     per_token = pg_per_token
 

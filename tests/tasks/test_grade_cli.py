@@ -3,21 +3,16 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
 from tasks.errors import TaskSetError
 from tasks.grade_run import load_predictions
-
-
-def harness(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cli", *args], capture_output=True, text=True, timeout=1800)
+from tests.cli_helpers import harness, rows_of
 
 
 def results(run_dir) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    return rows_of(run_dir / "results.jsonl")
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """Our GRPO pieces give the same numbers as TRL's trainers, run as TRL runs them.
 
-A real ``GRPOTrainer`` (and ``RLOOTrainer``) is built offline on a tiny random Qwen2 checkpoint with a word-level
-tokenizer. For losses, the same batch (prompt and completion ids and masks, advantages, old and reference
+A real ``GRPOTrainer`` (and ``RLOOTrainer``) is built offline on the project's tiny random Qwen2 checkpoint
+(``harness.tiny_model``). For losses, the same batch (prompt and completion ids and masks, advantages, old and reference
 log-probs) goes to TRL's ``GRPOTrainer._compute_loss`` and to our ``sequence_logprobs`` + ``policy_loss``; the
 losses, the gradients of every parameter and the clip/KL metrics must agree. For advantages, TRL generates and
 scores a batch itself and we recompute its advantages from the same rewards.
@@ -20,74 +20,63 @@ import torch
 
 try:
     from datasets import Dataset
-    from tokenizers import Tokenizer, models, pre_tokenizers
     from trl import GRPOConfig, GRPOTrainer, RLOOConfig, RLOOTrainer
 except ImportError as missing:
     if os.environ.get("CI"):
         raise
     pytest.skip(f"TRL parity needs trl ({missing}); pip install trl", allow_module_level=True)
 
-from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from trainer.algorithms import group_advantages, policy_loss, sequence_logprobs, token_entropy
+from harness.tiny_model import init_tiny
+from trainer.algorithms import (
+    group_advantages,
+    policy_loss,
+    sequence_logprobs,
+    token_entropy,
+)
 
-PAD, EOS = 0, 1
 MAX_COMPLETION_LENGTH = 8  # longer than the completions below, so Dr. GRPO's constant differs from their length
 TEMPERATURE = 0.7
 CLIP_LOW, CLIP_HIGH = 0.2, 0.28
-AGGREGATION = {"grpo": "seq_mean_token_mean", "dr_grpo": "seq_mean_token_sum_norm", "dapo": "token_mean"}
-AGGREGATION["bnpo"] = "token_mean"  # bnpo and dapo agree on one batch; they differ only across accumulated batches
+# TRL loss type -> our aggregation; bnpo and dapo agree on one batch and differ only across accumulated batches
+AGGREGATION = {
+    "grpo": "seq_mean_token_mean",
+    "dr_grpo": "seq_mean_token_sum_norm",
+    "dapo": "token_mean",
+    "bnpo": "token_mean",
+}
 LOSS_ATOL, GRAD_ATOL, RTOL = 1e-6, 1e-6, 1e-5
 
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A tiny random Qwen2 and a word-level tokenizer on disk; TRL loads its reference model from here."""
-    path = tmp_path_factory.mktemp("tiny-qwen2")
-    vocab = {"<pad>": PAD, "<eos>": EOS, "<unk>": 2, **{f"w{i}": i for i in range(3, 100)}}
-    word_level = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    word_level.pre_tokenizer = pre_tokenizers.Whitespace()
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=word_level, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>")
-    torch.manual_seed(0)
-    config = Qwen2Config(
-        vocab_size=len(vocab),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-        pad_token_id=PAD,
-        bos_token_id=EOS,
-        eos_token_id=EOS,
-    )
-    Qwen2ForCausalLM(config).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
+    """The project's tiny Qwen2 checkpoint (tied embeddings, byte-level BPE); TRL loads its reference model from it."""
+    return init_tiny(tmp_path_factory.mktemp("tiny-qwen2"))
 
 
 def common_settings(checkpoint: Path) -> dict:
     """Trainer arguments for one process on the CPU in float32 (TRL defaults to bf16 autocast), nothing saved."""
-    return dict(
-        output_dir=str(checkpoint / "out"),
-        use_cpu=True,
-        bf16=False,
-        report_to="none",
-        save_strategy="no",
-        activation_checkpointing=False,
-        max_completion_length=MAX_COMPLETION_LENGTH,
-        temperature=TEMPERATURE,
-    )
+    return {
+        "output_dir": str(checkpoint / "out"),
+        "use_cpu": True,
+        "bf16": False,
+        "report_to": "none",
+        "save_strategy": "no",
+        "activation_checkpointing": False,
+        "max_completion_length": MAX_COMPLETION_LENGTH,
+        "temperature": TEMPERATURE,
+    }
 
 
 def trainer_kwargs(checkpoint: Path, rewards: list[float]) -> dict:
     """Model, tokenizer, data set and a reward function that hands out ``rewards`` in order."""
-    return dict(
-        model=AutoModelForCausalLM.from_pretrained(checkpoint),
-        processing_class=PreTrainedTokenizerFast.from_pretrained(checkpoint),
-        train_dataset=Dataset.from_dict({"prompt": ["w3 w4"] * 8}),
-        reward_funcs=lambda completions, **_: rewards[: len(completions)],
-    )
+    return {
+        "model": AutoModelForCausalLM.from_pretrained(checkpoint),
+        "processing_class": AutoTokenizer.from_pretrained(checkpoint),
+        "train_dataset": Dataset.from_dict({"prompt": ["w3 w4"] * 8}),
+        "reward_funcs": lambda completions, **_: rewards[: len(completions)],
+    }
 
 
 def grpo_trainer(checkpoint: Path, **config) -> GRPOTrainer:
@@ -98,15 +87,15 @@ def grpo_trainer(checkpoint: Path, **config) -> GRPOTrainer:
     return trainer
 
 
-def make_batch() -> dict[str, torch.Tensor]:
+def make_batch(pad_id: int) -> dict[str, torch.Tensor]:
     """Two prompts x two completions: left-padded prompts, right-padded completions of different lengths."""
     torch.manual_seed(1)
     prompt_mask = torch.tensor([[1, 1, 1], [1, 1, 1], [0, 1, 1], [0, 1, 1]])
     completion_mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 1, 1, 1, 0], [1, 0, 0, 0, 0]])
     return {
-        "prompt_ids": torch.randint(3, 100, (4, 3)).masked_fill(prompt_mask == 0, PAD),
+        "prompt_ids": torch.randint(0, pad_id, (4, 3)).masked_fill(prompt_mask == 0, pad_id),
         "prompt_mask": prompt_mask,
-        "completion_ids": torch.randint(3, 100, (4, 5)).masked_fill(completion_mask == 0, PAD),
+        "completion_ids": torch.randint(0, pad_id, (4, 5)).masked_fill(completion_mask == 0, pad_id),
         "completion_mask": completion_mask,
         "advantages": torch.tensor([1.2, -0.7, 0.5, -1.0]),
         "num_items_in_batch": completion_mask.sum(),
@@ -150,7 +139,7 @@ def test_loss_and_gradients_match_grpo_trainer(checkpoint: Path, loss_type: str,
         epsilon_high=CLIP_HIGH,
         use_bias_correction_kl=False,
     )
-    model, batch = trainer.model, make_batch()
+    model, batch = trainer.model, make_batch(trainer.processing_class.pad_token_id)
     with torch.no_grad():
         if beta:  # move the policy away from the reference so that the KL term is not zero
             for param in model.parameters():
@@ -201,7 +190,7 @@ def test_loss_and_gradients_match_grpo_trainer(checkpoint: Path, loss_type: str,
 
 def test_logprobs_and_entropy_match_grpo_trainer(checkpoint: Path) -> None:
     trainer = grpo_trainer(checkpoint)
-    batch = make_batch()
+    batch = make_batch(trainer.processing_class.pad_token_id)
     input_ids, attention_mask, response_mask = full_sequences(batch)
     prompt_length = batch["prompt_ids"].size(1)
     with torch.no_grad():

@@ -1,0 +1,18 @@
+"""Running the real `harness` command in a subprocess, and reading its append-only results."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def harness(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cli", *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+def rows_of(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]

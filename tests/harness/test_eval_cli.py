@@ -1,0 +1,64 @@
+"""`harness eval` and `harness generate` end to end through the CLI, with real containers."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pyarrow.parquet as pq
+
+from tests.cli_helpers import harness, rows_of
+
+
+def test_eval_gold_resolves_all_of_swe_demo(tmp_path, docker_backend):
+    done = harness("eval", "--checkpoint", "gold", "--tasks", "swe-demo", "--output", str(tmp_path), "--workers", "4")
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["episodes"] >= 12 and report["resolve_rate"] == 1.0 and report["pass@1"] == 1.0
+    assert report["exit_statuses"] == {"submitted": report["episodes"]}
+    predictions = [json.loads(l) for l in (tmp_path / "predictions.jsonl").read_text().splitlines()]
+    assert len(predictions) == report["episodes"] and all(p["model_patch"].startswith("diff --git") for p in predictions)
+    assert len(list((tmp_path / "trajectories").glob("*.json"))) == report["episodes"]
+    again = harness("eval", "--checkpoint", "gold", "--tasks", "swe-demo", "--output", str(tmp_path))
+    assert again.returncode == 1 and "--resume" in again.stdout
+
+
+def test_ctrl_c_keeps_results_closes_sandboxes_and_resume_finishes(tmp_path, docker_backend):
+    command = [sys.executable, "-m", "cli", "eval", "--checkpoint", "gold", "--tasks", "swe-demo", "--output", str(tmp_path), "--workers", "2"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    results = tmp_path / "results.jsonl"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and (not results.exists() or len(results.read_text().splitlines()) < 3):
+        time.sleep(0.2)
+    process.send_signal(signal.SIGINT)
+    process.wait(timeout=120)
+    assert process.returncode != 0
+    kept = rows_of(results)
+    assert 3 <= len(kept) < 16
+    owner = f":{process.pid}"
+    assert not [s for s in docker_backend.list() if s.get("harness.owner", "").endswith(owner)]
+    done = harness("eval", "--checkpoint", "gold", "--tasks", "swe-demo", "--output", str(tmp_path), "--resume")
+    assert done.returncode == 0, done.stdout
+    rows = rows_of(results)
+    assert rows[: len(kept)] == kept
+    assert sorted(r["task_id"] for r in rows) == sorted({r["task_id"] for r in rows})  # no duplicates
+    assert len(rows) == json.loads((tmp_path / "report.json").read_text())["episodes"] >= 12
+
+
+def test_generate_writes_a_dataset_that_loads_back(tmp_path, docker_backend):
+    import datasets
+
+    done = harness("generate", "--checkpoint", "gold", "--tasks", "gsm8k-tool", "--limit", "3", "--samples", "2",
+                   "--keep", "rewarded", "--output", str(tmp_path))
+    assert done.returncode == 0, done.stdout
+    table = pq.read_table(tmp_path / "trajectories.parquet")
+    assert table.num_rows == 6 and set(table.column("reward").to_pylist()) == {1.0}
+    loaded = datasets.load_dataset("parquet", data_files=str(tmp_path / "trajectories.parquet"))["train"]
+    messages = json.loads(loaded[0]["messages"])
+    assert messages[0]["role"] == "user" and messages[1]["tool_calls"][0]["function"]["name"] == "submit"
+    card = json.loads((tmp_path / "dataset_card.json").read_text())
+    assert card["kept"] == 6 and card["reward_distribution"] == {"1.0": 6}
+    assert "reward distribution" in (tmp_path / "README.md").read_text()
