@@ -122,7 +122,8 @@ def _corpus(seed: int, lines: int = 12000) -> list[str]:
 
     def tool_call() -> str:
         arguments = {"command": fill(rng.choice(BASH_SNIPPETS)).strip(), "timeout": rng.randint(1, 600)}
-        return "<tool_call>\n" + json.dumps({"name": rng.choice(["bash", "submit", "read_file"]), "arguments": arguments}) + "\n</tool_call>"
+        call = {"name": rng.choice(["bash", "submit", "read_file"]), "arguments": arguments}
+        return "<tool_call>\n" + json.dumps(call) + "\n</tool_call>"
 
     makers = [
         lambda: " ".join(rng.choices(WORDS, k=rng.randint(4, 20))).capitalize() + rng.choice([".", "?", "!", ":"]),

@@ -90,7 +90,7 @@ class HFPolicy(Policy):
         """Copy tensors into the model in place: all of its weights or any subset of them."""
         unknown = set(state_dict) - set(self.model.state_dict())
         if unknown:
-            raise PolicyError(f"{self.name} has no weights named {sorted(unknown)[:5]}: is this state dict from another model?")
+            raise PolicyError(f"{self.name} has no weights named {sorted(unknown)[:5]}: a state dict of another model?")
         self.model.load_state_dict(state_dict, strict=False)
 
     def _token_budget(self, prompt: list[int], max_tokens: int) -> int:
@@ -100,7 +100,9 @@ class HFPolicy(Policy):
             raise PolicyError(f"max_tokens is {max_tokens}: it must be at least 1")
         room = self.context - len(prompt) if self.context else max_tokens
         if room < 1:
-            raise PolicyError(f"the prompt has {len(prompt)} tokens, which fills the context of {self.name} ({self.context} tokens)")
+            raise PolicyError(
+                f"the prompt has {len(prompt)} tokens, which fills the context of {self.name} ({self.context} tokens)"
+            )
         return min(max_tokens, room)
 
     def _left_pad(self, prompts: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -122,7 +124,9 @@ class HFPolicy(Policy):
         # lies within the last len(stop in bytes) tokens: decode only those.
         return stop in self.tokenizer.decode(ids[-len(stop.encode()):], skip_special_tokens=False)
 
-    def _completion(self, prompt_len: int, ids: list[int], logprobs: list[float], reason: str, stops: list[str]) -> Completion:
+    def _completion(
+        self, prompt_len: int, ids: list[int], logprobs: list[float], reason: str, stops: list[str]
+    ) -> Completion:
         body = ids[:-1] if ids[-1] in self.eos_ids else ids
         text = self.tokenizer.decode(body, skip_special_tokens=False)
         cuts = [text.find(stop) for stop in stops if stop in text]
@@ -156,7 +160,9 @@ def _generators(seed: int | None, rows: int, device: torch.device) -> list[torch
     return [torch.Generator(device=device).manual_seed(seed + row) for row in range(rows)]
 
 
-def _sample(logits: torch.Tensor, sampling: Sampling, generators: list[torch.Generator | None]) -> tuple[torch.Tensor, torch.Tensor]:
+def _sample(
+    logits: torch.Tensor, sampling: Sampling, generators: list[torch.Generator | None]
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Next token of each row and its logprob under the distribution sampled from (before top-p)."""
     if sampling.temperature <= 0:
         logprobs = logits.log_softmax(-1)

@@ -10,10 +10,9 @@ from harness.errors import PolicyError
 from harness.policies.hf import HFPolicy
 from harness.policy import Sampling
 
-ANSWERS = {"What is 2+2?": "4", "Say hello.": "hello there, friend", "Name a Python file.": "setup.py"}
-
-
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+ANSWERS = {"What is 2+2?": "4", "Say hello.": "hello there, friend", "Name a Python file.": "setup.py"}
 
 
 @pytest.fixture(scope="module")

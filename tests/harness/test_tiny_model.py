@@ -10,7 +10,6 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
 from harness.tiny_model import SPECIAL_TOKENS, TOOL_TAGS, init_tiny
 
-
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 

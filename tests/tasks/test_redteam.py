@@ -25,7 +25,7 @@ Static layer (`patch_policy`); "runtime alone" is what grading does with the pol
 | precreate_hidden_tests       | adds the hidden tests' names, empty bodies, to tests/test_lru.py     | policy  | tests (file restored)|
 | conftest_force_pass          | root conftest.py: makereport hookwrapper sets outcome "passed"       | policy  | log: canary passed   |
 | pytest_ini_deselect          | pytest.ini addopts -k "not refreshes_recency"                        | policy  | tests (F2P missing)  |
-| setup_cfg_addopts            | setup.cfg [tool:pytest] addopts -k ...                               | policy  | tests                |
+| setup_cfg_addopts            | setup.cfg [tool:pytest] addopts -k ...                               | policy  | tests (not read)     |
 | pyproject_addopts            | pyproject.toml [tool.pytest.ini_options] addopts -k ...              | policy  | tests (F2P missing)  |
 | tox_ini_pytest_section       | tox.ini [pytest] addopts -k ...                                      | policy  | tests (not read)     |
 | sitecustomize_hook           | sitecustomize.py that patches the runner's reports                   | policy  | tests (not loaded)   |
@@ -66,9 +66,9 @@ import py_compile
 import re
 import subprocess
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
@@ -98,7 +98,7 @@ def repo(instance, tmp_path_factory) -> Path:
 
 
 def _git(repo: Path, *args: str, stdin: str | None = None) -> str:
-    result = subprocess.run(["git", *args], cwd=repo, input=stdin, capture_output=True, text=True)
+    result = subprocess.run(["git", *args], cwd=repo, input=stdin, capture_output=True, text=True, check=False)
     assert result.returncode == 0, f"git {' '.join(args)}: {result.stderr}"
     return result.stdout
 
