@@ -1,0 +1,131 @@
+"""The learner: a policy model, its optimizer and scheduler, one GRPO step at a time.
+
+A single process (CPU, or one GPU). Multi-GPU sharding (FSDP2) is not built yet: the
+`fsdp2` strategy is refused with a clear error rather than silently running on one device.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM
+
+from .algorithms import policy_loss, sequence_logprobs
+from .batch import Batch
+from .errors import ConfigError, TrainerError
+
+
+@dataclass
+class LearnerSettings:
+    learning_rate: float = 1e-5
+    weight_decay: float = 0.0
+    warmup_steps: int = 0
+    total_steps: int = 1000
+    lr_scheduler: str = "constant"  # constant | linear | cosine
+    max_grad_norm: float = 1.0
+    micro_batch_size: int = 4
+    ppo_epochs: int = 1
+    clip_low: float = 0.2
+    clip_high: float = 0.28
+    kl_coef: float = 0.0
+    kl_type: str = "k1"
+    loss_aggregation: str = "seq_mean_token_mean"
+    max_len: int | None = None
+    temperature: float = 1.0
+    strategy: str = "single"
+
+
+def _device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+class Learner:
+    def __init__(self, model_path: str | Path, settings: LearnerSettings, ref_model_path: str | Path | None = None):
+        if settings.strategy != "single":
+            raise ConfigError(f"trainer.strategy={settings.strategy!r} is not built yet; use 'single' (one process, CPU or one GPU)")
+        if not (Path(model_path) / "config.json").is_file():
+            raise ConfigError(f"trainer.policy.model.path: no Hugging Face checkpoint at {model_path}")
+        self.settings = settings
+        self.device = _device()
+        self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).to(self.device)
+        self.model.train()
+        self.ref = None
+        if settings.kl_coef > 0:
+            self.ref = AutoModelForCausalLM.from_pretrained(ref_model_path or model_path, dtype=torch.float32).to(self.device).eval()
+            self.ref.requires_grad_(False)
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=settings.learning_rate, weight_decay=settings.weight_decay)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
+        self.step = 0
+
+    def _lr_factor(self, step: int) -> float:
+        s = self.settings
+        if step < s.warmup_steps:
+            return (step + 1) / (s.warmup_steps + 1)
+        progress = min((step - s.warmup_steps) / max(s.total_steps - s.warmup_steps, 1), 1.0)
+        if s.lr_scheduler == "linear":
+            return 1.0 - progress
+        if s.lr_scheduler == "cosine":
+            return 0.5 * (1.0 + math.cos(math.pi * progress))
+        return 1.0
+
+    def train_step(self, batch: Batch) -> dict[str, float]:
+        """PPO epochs over micro-batches; one optimizer step per epoch. Raises on a non-finite loss."""
+        s = self.settings
+        metrics: dict[str, float] = {}
+        tokens = float(batch.loss_mask.sum())
+        if tokens == 0:
+            return {"skipped": 1.0}
+        ref_logprobs = self._ref_logprobs(batch) if self.ref is not None else None
+        for _ in range(s.ppo_epochs):
+            self.optimizer.zero_grad(set_to_none=True)
+            parts: list[dict[str, float]] = []
+            for start in range(0, len(batch), s.micro_batch_size):
+                rows = slice(start, start + s.micro_batch_size)
+                micro = batch.rows(rows)
+                if micro.loss_mask.sum() == 0:
+                    continue
+                logprobs = sequence_logprobs(self.model, micro.input_ids.to(self.device), micro.attention_mask.to(self.device),
+                                             micro.loss_mask.to(self.device), s.temperature)
+                loss, part = policy_loss(
+                    logprobs, micro.old_logprobs.to(self.device), micro.advantages.to(self.device), micro.loss_mask.to(self.device),
+                    clip_low=s.clip_low, clip_high=s.clip_high,
+                    ref_logprobs=None if ref_logprobs is None else ref_logprobs[rows].to(self.device),
+                    kl_coef=s.kl_coef, kl_type=s.kl_type, aggregation=s.loss_aggregation, max_len=s.max_len,
+                )
+                if not torch.isfinite(loss):
+                    raise TrainerError(f"non-finite loss ({loss.item()}) at step {self.step}: training stopped; the last checkpoint is intact")
+                (loss * len(micro) / len(batch)).backward()
+                parts.append({**part, "loss": loss.item()})
+            grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), s.max_grad_norm)
+            if not torch.isfinite(grad_norm):
+                raise TrainerError(f"non-finite gradient norm at step {self.step}: training stopped; the last checkpoint is intact")
+            self.optimizer.step()
+            metrics = {k: sum(p[k] for p in parts) / len(parts) for k in parts[0]} | {"grad_norm": float(grad_norm)}
+        self.scheduler.step()
+        self.step += 1
+        return metrics | {"lr": self.scheduler.get_last_lr()[0], "trained_tokens": tokens}
+
+    @torch.no_grad()
+    def _ref_logprobs(self, batch: Batch) -> torch.Tensor:
+        out = []
+        for start in range(0, len(batch), self.settings.micro_batch_size):
+            micro = batch.rows(slice(start, start + self.settings.micro_batch_size))
+            out.append(sequence_logprobs(self.ref, micro.input_ids.to(self.device), micro.attention_mask.to(self.device),
+                                         micro.loss_mask.to(self.device), self.settings.temperature).cpu())
+        width = batch.input_ids.shape[1]
+        return torch.cat([torch.nn.functional.pad(o, (0, width - o.shape[1])) for o in out])
+
+    def weights(self) -> dict[str, torch.Tensor]:
+        """A CPU copy of the weights for the inference engines (weight sync)."""
+        return {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
+
+    def state(self) -> dict:
+        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(), "step": self.step}
+
+    def load_state(self, state: dict) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.step = state["step"]

@@ -1,0 +1,65 @@
+"""Per-step metrics: JSONL and TensorBoard always, Weights & Biases when `logger: wandb`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+
+
+class MetricsLogger:
+    def __init__(self, run_dir: Path, logger: str = "jsonl", project: str = "harness", run_name: str = "", config: dict | None = None):
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.path = run_dir / "metrics.jsonl"
+        self.tensorboard = SummaryWriter(str(run_dir / "tensorboard"))
+        self.wandb = None
+        if logger == "wandb":
+            try:
+                import wandb
+            except ImportError:
+                raise ConfigError("logger: wandb needs the wandb package (`pip install wandb`)") from None
+            self.wandb = wandb.init(project=project, name=run_name, config=config, dir=str(run_dir))
+
+    def log(self, step: int, metrics: dict[str, Any]) -> None:
+        with self.path.open("a") as handle:
+            handle.write(json.dumps({"step": step, **metrics}) + "\n")
+        for key, value in metrics.items():
+            if isinstance(value, (int, float)):
+                self.tensorboard.add_scalar(key, value, step)
+        if self.wandb is not None:
+            self.wandb.log(metrics, step=step)
+
+    def close(self) -> None:
+        self.tensorboard.close()
+        if self.wandb is not None:
+            self.wandb.finish()
+
+
+def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
+    path = run_dir / "metrics.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def plot_curve(run_dir: Path, key: str = "val/reward_mean", output: str = "reward_curve.png") -> Path | None:
+    """Save the curve of one metric over steps as a PNG in the run folder."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    points = [(m["step"], m[key]) for m in read_metrics(run_dir) if key in m]
+    if not points:
+        return None
+    figure, axes = plt.subplots(figsize=(6, 4))
+    axes.plot([p[0] for p in points], [p[1] for p in points], marker="o")
+    axes.set_xlabel("step")
+    axes.set_ylabel(key)
+    axes.set_ylim(-0.02, 1.02)
+    axes.grid(alpha=0.3)
+    path = run_dir / output
+    figure.savefig(path, dpi=100, bbox_inches="tight")
+    plt.close(figure)
+    return path
