@@ -16,6 +16,7 @@ from rich.table import Table
 from sandboxes import SandboxError, SandboxSpec, get_backend, install_signal_handlers
 from sandboxes.images import BASE_IMAGE
 from harness.errors import HarnessError
+from trainer.errors import TrainerError
 from tasks.errors import TaskError
 
 app = typer.Typer(help="Agentic coding harness: sandboxes, verifiable rewards, eval, RL training.", no_args_is_help=True)
@@ -37,7 +38,7 @@ def friendly_errors(command):
         install_signal_handlers()
         try:
             return command(*args, **kwargs)
-        except (SandboxError, TaskError, HarnessError) as err:
+        except (SandboxError, TaskError, HarnessError, TrainerError) as err:
             console.print(f"[bold red]error:[/] {err}", highlight=False)
             raise typer.Exit(1)
         except KeyboardInterrupt:
@@ -265,6 +266,30 @@ def model_init_tiny(output_dir: Path = typer.Argument(..., help="Where the check
     from harness.tiny_model import init_tiny
 
     console.print(f"tiny checkpoint: {init_tiny(output_dir)}")
+
+
+# -- training ------------------------------------------------------------------------------------
+
+
+@app.command("train", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@friendly_errors
+def train_command(
+    ctx: typer.Context,
+    config: Optional[Path] = typer.Option(None, "--config", help="YAML config (see examples/); dotted overrides follow, e.g. trainer.epochs=5."),
+):
+    """GRPO on Ray with transformers (CPU/GPU) or vLLM (GPU) rollouts; resumes from the last checkpoint."""
+    from trainer.config import load_config
+    from trainer.recipe import train
+
+    cfg = load_config(str(config) if config else None, list(ctx.args))
+    console.print(f"run directory: {cfg.trainer.output_dir}")
+
+    def show(step, metrics):
+        parts = [f"step {step}"] + [f"{k.split('/')[-1]} {metrics[k]:.3f}" for k in ("train/reward_mean", "val/reward_mean", "train/loss", "time/rollout_s") if k in metrics]
+        console.print("  ".join(parts), highlight=False)
+
+    run_dir = train(cfg, on_step=show)
+    console.print(f"done: {run_dir} (checkpoints in {run_dir / 'checkpoints'})")
 
 
 # -- grading -------------------------------------------------------------------------------------

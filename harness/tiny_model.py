@@ -175,8 +175,10 @@ def _train_tokenizer(corpus: list[str], vocab_size: int) -> PreTrainedTokenizerF
 def init_tiny(output_dir: str | Path, vocab_size: int = 2048, seed: int = 0) -> Path:
     """Write a tiny random Qwen2 checkpoint (tokenizer, chat template, safetensors) to output_dir.
 
+    vocab_size counts every token: BPE merges, the 256 bytes and the 7 added tokens. seed fixes
+    both the tokenizer's training corpus and the weights: same arguments, same checkpoint.
     Sizes: hidden 64, 2 layers, 4 attention heads (2 key/value), MLP 128, context 4096, tied
-    embeddings. Same arguments, same checkpoint. Returns the directory.
+    embeddings (about 0.2M parameters). Returns the directory.
     """
     output_dir = Path(output_dir)
     tokenizer = _train_tokenizer(_corpus(seed), vocab_size)
@@ -204,7 +206,7 @@ def init_tiny(output_dir: str | Path, vocab_size: int = 2048, seed: int = 0) -> 
 
 
 def _save_tokenizer(tokenizer: PreTrainedTokenizerFast, output_dir: Path) -> None:
-    """Save, then describe the tokenizer the way Qwen2.5 checkpoints do, which transformers 4.x and 5.x both load."""
+    """Save, then describe the tokenizer as Qwen2.5 checkpoints do, for loaders that expect one."""
     tokenizer.save_pretrained(output_dir)
     config_path = output_dir / "tokenizer_config.json"
     config = json.loads(config_path.read_text())

@@ -232,13 +232,14 @@ def gsm8k_tasks(
     path_or_rows: str | Path | Iterable[dict[str, str]],
     variant: Variant = "single",
     split: str | None = None,
+    name: str = "gsm8k",
 ) -> list[Task]:
     """GSM8K `Task`s from a JSONL/Parquet file, a directory of splits, or {question, answer} rows.
 
     'single': one text turn, no tools (env_class 'gsm8k'). 'tool': up to 5 turns with the
     `python` and `submit` tools in a small sandbox (env_class 'gsm8k_tool'). `split` names
-    the ids (gsm8k-<split>-<index>) and is read from a directory; it defaults to the split
-    a file is named after, else 'test'.
+    the ids (<name>-<split>-<index>) and is read from a directory; it defaults to the split
+    a file is named after, else 'test'. `name` serves other task sets in the GSM8K format.
     """
     if variant not in ("single", "tool"):
         raise TaskError(f"unknown GSM8K variant {variant!r}: use 'single' or 'tool'")
@@ -254,8 +255,8 @@ def gsm8k_tasks(
     tool = variant == "tool"
     return [
         Task(
-            id=f"gsm8k-{split}-{index}",
-            data_source=DATA_SOURCE,
+            id=f"{name}-{split}-{index}",
+            data_source=DATA_SOURCE if name == "gsm8k" else name,
             prompt=_prompt(row["question"], variant),
             env_class="gsm8k_tool" if tool else "gsm8k",
             reward_spec=_reward_spec(row),

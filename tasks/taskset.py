@@ -42,6 +42,12 @@ def _gsm8k_validation(variant: str) -> Callable[[], list[Task]]:
     return lambda: gsm8k_tasks(read_gsm8k(default_gsm8k_source(), "test"), variant, "test")
 
 
+def _arith(split: str, variant: str) -> list[Task]:
+    from .arith import arith_tasks
+
+    return arith_tasks(split, variant)
+
+
 def _swe_demo() -> list[Task]:
     from .swe import instance_to_task
     from .swe_demo import load_swe_demo
@@ -52,6 +58,10 @@ def _swe_demo() -> list[Task]:
 register_taskset("gsm8k", _gsm8k_validation("single"))
 register_taskset("gsm8k-tool", _gsm8k_validation("tool"))
 register_taskset("swe-demo", _swe_demo)
+register_taskset("arith", lambda: _arith("validation", "single"))
+register_taskset("arith-train", lambda: _arith("train", "single"))
+register_taskset("arith-tool", lambda: _arith("validation", "tool"))
+register_taskset("arith-tool-train", lambda: _arith("train", "tool"))
 
 
 # ----------------------------------------------------------------------------- loading

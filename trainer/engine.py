@@ -11,6 +11,7 @@ from __future__ import annotations
 import queue
 import threading
 from concurrent.futures import Future
+from dataclasses import replace
 from typing import Any
 
 from harness.policy import Completion, Policy, Sampling
@@ -59,14 +60,16 @@ class BatchingEngine:
             except queue.Empty:
                 pass
             by_sampling: dict[str, list] = {}
-            for request in pending:
-                by_sampling.setdefault(repr(request[1]), []).append(request)
+            for request in pending:  # one batch per sampling setting; seeds differ per request
+                by_sampling.setdefault(repr(replace(request[1], seed=None)), []).append(request)
             for requests in by_sampling.values():
                 self._run(requests)
 
     def _run(self, requests: list) -> None:
         try:
             with self.lock:
+                # The batch is seeded from its first request (row i gets seed + i), so a seeded
+                # rollout is reproducible as long as requests are batched the same way.
                 if hasattr(self.policy, "generate_ids_batch"):
                     results = self.policy.generate_ids_batch([r[0] for r in requests], requests[0][1])
                 else:

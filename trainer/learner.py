@@ -103,6 +103,9 @@ class Learner:
             if not torch.isfinite(grad_norm):
                 raise TrainerError(f"non-finite gradient norm at step {self.step}: training stopped; the last checkpoint is intact")
             self.optimizer.step()
+            if not all(torch.isfinite(p).all() for p in self.model.parameters()):
+                raise TrainerError(f"the update at step {self.step} made the weights non-finite (learning rate too high?): "
+                                   "training stopped; the last checkpoint is intact")
             metrics = {k: sum(p[k] for p in parts) / len(parts) for k in parts[0]} | {"grad_norm": float(grad_norm)}
         self.scheduler.step()
         self.step += 1

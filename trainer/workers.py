@@ -103,10 +103,15 @@ class LearnerActor:
     def train_step(self, batch) -> dict[str, float]:
         return self.learner.train_step(batch)
 
-    def sft_step(self, batch) -> dict[str, float]:
+    def sft_step(self, batch, lr: float) -> dict[str, float]:
         from .sft import sft_step
 
-        return sft_step(self.learner, batch)
+        return sft_step(self.learner, batch, lr)
+
+    def reset_optimizer(self) -> bool:
+        """Start RL with fresh optimizer moments after the SFT warm start."""
+        self.learner.optimizer.state.clear()
+        return True
 
     def weights(self) -> dict[str, Any]:
         return self.learner.weights()

@@ -1,0 +1,47 @@
+"""`arith`: generated arithmetic word problems in the GSM8K format (a warm-up set small models learn).
+
+Deterministic from a seed; the train and validation splits never share a problem. Answers
+are written GSM8K-style: the working, then `#### <number>`.
+"""
+
+from __future__ import annotations
+
+import random
+
+from .gsm8k import gsm8k_tasks
+from .task import Task
+
+NAMES = ["Ada", "Ben", "Cleo", "Dev", "Eli", "Fay", "Gus", "Hana", "Ivo", "Jun"]
+THINGS = ["apples", "books", "coins", "pens", "shells", "stamps", "cards", "marbles"]
+TEMPLATES = [
+    ("{n} has {a} {t}. {n} gets {b} more. How many {t} does {n} have now?", "+"),
+    ("{n} has {a} {t} and gives away {b}. How many {t} are left?", "-"),
+    ("{n} buys {a} bags with {b} {t} in each bag. How many {t} does {n} buy?", "*"),
+]
+
+
+def arith_rows(count: int, seed: int, max_operand: int = 9) -> list[dict[str, str]]:
+    rng = random.Random(seed)
+    rows, seen = [], set()
+    while len(rows) < count:
+        template, op = rng.choice(TEMPLATES)
+        a, b = rng.randint(1, max_operand), rng.randint(1, max_operand)
+        if op == "-" and b > a:
+            a, b = b, a
+        question = template.format(n=rng.choice(NAMES), t=rng.choice(THINGS), a=a, b=b)
+        if question in seen:
+            continue
+        seen.add(question)
+        value = {"+": a + b, "-": a - b, "*": a * b}[op]
+        rows.append({"question": question, "answer": f"{a} {op} {b} = {value}\n#### {value}"})
+    return rows
+
+
+def arith_splits(train: int = 2000, validation: int = 200, seed: int = 0) -> dict[str, list[dict[str, str]]]:
+    """Disjoint splits: validation problems are drawn first and excluded from train."""
+    pool = arith_rows(train + validation, seed)
+    return {"validation": pool[:validation], "train": pool[validation:]}
+
+
+def arith_tasks(split: str = "validation", variant: str = "single", seed: int = 0) -> list[Task]:
+    return gsm8k_tasks(arith_splits(seed=seed)[split], variant, split, name="arith")

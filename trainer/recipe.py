@@ -1,0 +1,233 @@
+"""`harness train`: GRPO on Ray, read top to bottom.
+
+    rollouts (environment workers, inference engines)  ->  one Batch  ->  learner step
+    ->  weight sync to the engines  ->  metrics, evaluation, checkpoint  ->  next step
+
+The driver decides; Ray actors (`trainer.workers`) do. A run killed at any point resumes
+from its last checkpoint with the same model, optimizer, scheduler, data position and RNG.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import ray
+import torch
+
+from harness.episode import EpisodeLimits
+from harness.policy import Sampling
+from tasks.task import Task
+from tasks.taskset import load_tasks
+
+from .batch import build_batch
+from .checkpoint import latest_checkpoint, load_trainer_state
+from .config import TrainConfig, save_config
+from .errors import ConfigError, TrainerError
+from .learner import LearnerSettings
+from .metrics import MetricsLogger, plot_curve, read_metrics
+
+log = logging.getLogger(__name__)
+
+
+def load_task_sets(sources: list[str]) -> list[Task]:
+    tasks = [task for source in sources for task in load_tasks(source)]
+    if sources and not tasks:
+        raise ConfigError(f"the task sets {sources} are empty")
+    return tasks
+
+
+def data_order(count: int, epoch: int, seed: int, shuffle: bool) -> list[int]:
+    order = list(range(count))
+    if shuffle:
+        random.Random(seed * 1_000_003 + epoch).shuffle(order)
+    return order
+
+
+def learner_settings(cfg: TrainConfig, total_steps: int) -> LearnerSettings:
+    t, a, g = cfg.trainer, cfg.trainer.algorithm, cfg.generator
+    return LearnerSettings(
+        learning_rate=t.learning_rate, weight_decay=t.weight_decay, warmup_steps=t.warmup_steps, total_steps=total_steps,
+        lr_scheduler=t.lr_scheduler, max_grad_norm=t.max_grad_norm or float("inf"),
+        micro_batch_size=t.micro_batch_size * g.n_samples_per_prompt, ppo_epochs=a.ppo_epochs,
+        clip_low=a.clip_low, clip_high=a.clip_high, kl_coef=a.kl_coef, kl_type=a.kl_type,
+        loss_aggregation=a.loss_aggregation, max_len=g.max_tokens * g.max_turns, temperature=g.temperature, strategy=t.strategy,
+    )
+
+
+def train(cfg: TrainConfig, on_step: Callable[[int, dict], None] = lambda step, metrics: None) -> Path:
+    from .workers import EngineActor, LearnerActor, RolloutWorker
+
+    run_dir = Path(cfg.trainer.output_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    save_config(cfg, run_dir / "config.yaml")
+    model_path = cfg.trainer.policy.model.path
+    if not model_path or not (Path(model_path) / "config.json").is_file():
+        raise ConfigError(f"trainer.policy.model.path: no Hugging Face checkpoint at {model_path!r}")
+    train_tasks = load_task_sets(cfg.data.train_data)
+    val_tasks = load_task_sets(cfg.data.val_data)
+    if not train_tasks:
+        raise ConfigError("data.train_data is empty: name at least one task set")
+    steps_per_epoch = max(len(train_tasks) // cfg.trainer.train_batch_size, 1)
+    total_steps = min(steps_per_epoch * cfg.trainer.epochs, cfg.trainer.max_steps or 10**12)
+
+    resume_from = _resume_point(cfg, run_dir)
+    start_path = str(resume_from) if resume_from else model_path
+    _seed_everything(cfg.trainer.seed)
+    ray.init(address=cfg.trainer.ray_address, ignore_reinit_error=True, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")])}}
+             if cfg.trainer.ray_address is None else None)
+    learner = LearnerActor.options(num_cpus=0).remote(start_path, learner_settings(cfg, total_steps), cfg.trainer.ref.model.path or model_path)
+    engines = [EngineActor.options(num_cpus=0, max_concurrency=256).remote(cfg.inference.backend, start_path)
+               for _ in range(cfg.inference.num_engines)]
+    workers = [RolloutWorker.options(num_cpus=0, max_concurrency=64).remote(engines[i % len(engines)], start_path, cfg.generator.sandbox_backend, cfg.generator.env_workers)
+               for i in range(max(len(engines), 1))]
+    logger = MetricsLogger(run_dir, cfg.logger.backend, cfg.logger.project, cfg.trainer.run_name or run_dir.name, asdict(cfg))
+    step, position = 0, {"epoch": 0, "index": 0}
+    try:
+        if resume_from:
+            state = load_trainer_state(resume_from)
+            ray.get(learner.load_state.remote(state))
+            step, position = state["step"], state["data_position"]
+            _truncate_metrics(run_dir, step)
+            log.info("resumed from %s (step %d)", resume_from, step)
+        elif cfg.trainer.sft_warmup is not None:
+            _sft_warmup(cfg, learner, engines, train_tasks, logger)
+        if step == 0 and val_tasks:
+            logger.log(0, evaluate(cfg, workers, val_tasks))
+        pad_id = _pad_id(start_path)
+        while step < total_steps:
+            order = data_order(len(train_tasks), position["epoch"], cfg.data.seed, cfg.data.shuffle)
+            if position["index"] + cfg.trainer.train_batch_size > len(order):
+                position = {"epoch": position["epoch"] + 1, "index": 0}
+                continue
+            prompts = [train_tasks[i] for i in order[position["index"] : position["index"] + cfg.trainer.train_batch_size]]
+            metrics = _grpo_step(cfg, prompts, workers, learner, engines, pad_id, seed=cfg.trainer.seed * 100_003 + step * 1_000)
+            metrics |= {"data/epoch": position["epoch"], "data/index": position["index"]}
+            step += 1
+            position = {"epoch": position["epoch"], "index": position["index"] + cfg.trainer.train_batch_size}
+            if val_tasks and (step == total_steps or (cfg.trainer.eval_interval and step % cfg.trainer.eval_interval == 0)):
+                metrics |= evaluate(cfg, workers, val_tasks)
+            logger.log(step, metrics)
+            on_step(step, metrics)
+            if step == total_steps or (cfg.trainer.ckpt_interval and step % cfg.trainer.ckpt_interval == 0):
+                ray.get(learner.save.remote(run_dir, step, {"data_position": position, "step": step}))
+    finally:
+        logger.close()
+        for actor in [learner, *engines, *workers]:
+            ray.kill(actor)
+    plot_curve(run_dir)
+    return run_dir
+
+
+def _grpo_step(cfg: TrainConfig, prompts: list[Task], workers, learner, engines, pad_id: int, seed: int) -> dict[str, float]:
+    g = cfg.generator
+    sampling = Sampling(temperature=g.temperature, top_p=g.top_p, max_tokens=g.max_tokens, seed=seed)
+    limits = EpisodeLimits(max_turns=g.max_turns, max_context=g.max_context)
+    started = time.monotonic()
+    groups = _rollouts(workers, prompts, g.n_samples_per_prompt, sampling, limits)
+    rollout_s = time.monotonic() - started
+    trajectories = [t for group in groups for t in group]
+    crashed = [t for t in trajectories if t.exit_status == "policy_error"]
+    if crashed:
+        raise TrainerError(f"the inference engine failed during rollouts ({crashed[0].error}); no update was made, "
+                           "the last checkpoint is intact: rerun to resume")
+    a = cfg.trainer.algorithm
+    batch = build_batch(groups, pad_id, a.advantage, a.filter_zero_variance, a.filter_truncated)
+    clock = time.monotonic()
+    metrics = ray.get(learner.train_step.remote(batch))
+    train_s = time.monotonic() - clock
+    clock = time.monotonic()
+    weights = learner.weights.remote()
+    ray.get([engine.load_weights.remote(weights) for engine in engines])
+    sync_s = time.monotonic() - clock
+    generated = sum(sum(t.loss_mask) for t in trajectories)
+    policy_s = sum(t.timings.get("policy_s", 0.0) for t in trajectories)
+    env_s = sum(t.timings.get("env_s", 0.0) for t in trajectories)
+    return {
+        **{f"train/{k}": v for k, v in batch.stats.items()},
+        **{f"train/{k}": v for k, v in metrics.items()},
+        "time/rollout_s": rollout_s, "time/generation_s_summed": policy_s, "time/environment_s_summed": env_s,
+        "time/train_s": train_s, "time/weight_sync_s": sync_s,
+        "throughput/generated_tokens_per_s": generated / rollout_s if rollout_s else 0.0,
+        "train/turns_mean": sum(t.turns for t in trajectories) / len(trajectories),
+    }
+
+
+def _rollouts(workers, prompts: list[Task], n: int, sampling: Sampling, limits: EpisodeLimits):
+    refs = [workers[i % len(workers)].rollout_group.remote(task, n, sampling, limits) for i, task in enumerate(prompts)]
+    try:
+        return ray.get(refs)
+    except ray.exceptions.RayActorError as err:
+        raise TrainerError(f"a rollout actor died ({err}); no update was made, the last checkpoint is intact: rerun to resume") from None
+
+
+def evaluate(cfg: TrainConfig, workers, tasks: list[Task]) -> dict[str, float]:
+    """Greedy, one sample per validation task, through the same rollout path."""
+    g = cfg.generator
+    sampling = Sampling(temperature=0.0, max_tokens=g.max_tokens, seed=0)
+    groups = _rollouts(workers, tasks, 1, sampling, EpisodeLimits(max_turns=g.max_turns, max_context=g.max_context))
+    rewards = [t.reward for group in groups for t in group]
+    return {"val/reward_mean": sum(rewards) / len(rewards), "val/pass_rate": sum(r >= 1.0 for r in rewards) / len(rewards)}
+
+
+def _sft_warmup(cfg: TrainConfig, learner, engines, train_tasks: list[Task], logger: MetricsLogger) -> None:
+    from transformers import AutoTokenizer
+
+    from .sft import examples_from_parquet, examples_from_tasks, make_batches
+
+    warm = cfg.trainer.sft_warmup
+    tokenizer = AutoTokenizer.from_pretrained(cfg.trainer.policy.model.path)
+    examples = []
+    for source in warm.data:
+        examples += examples_from_parquet(source, tokenizer) if source.endswith(".parquet") else examples_from_tasks(load_tasks(source), tokenizer)
+    if not warm.data:
+        examples = examples_from_tasks(train_tasks, tokenizer)
+    size = cfg.trainer.train_batch_size * cfg.generator.n_samples_per_prompt
+    number = 0
+    for epoch in range(warm.epochs):
+        for batch in make_batches(examples, size, _pad_id(cfg.trainer.policy.model.path), cfg.trainer.seed + epoch):
+            number += 1
+            metrics = ray.get(learner.sft_step.remote(batch, warm.learning_rate))
+            logger.log(0, {**metrics, "sft/step": number})
+    ray.get(learner.reset_optimizer.remote())
+    weights = learner.weights.remote()
+    ray.get([engine.load_weights.remote(weights) for engine in engines])
+
+
+def _resume_point(cfg: TrainConfig, run_dir: Path) -> Path | None:
+    if cfg.trainer.resume == "never":
+        return None
+    if cfg.trainer.resume == "auto":
+        return latest_checkpoint(run_dir)
+    path = Path(cfg.trainer.resume).expanduser()
+    if not (path / "trainer_state.pt").exists():
+        raise ConfigError(f"trainer.resume: {path} is not a checkpoint of this trainer (no trainer_state.pt)")
+    return path
+
+
+def _truncate_metrics(run_dir: Path, step: int) -> None:
+    """Forget metrics of steps after the checkpoint: they will be run again."""
+    kept = [m for m in read_metrics(run_dir) if m["step"] <= step]
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in kept))
+
+
+def _pad_id(model_path: str) -> int:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+
+
+def _seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+

@@ -1,0 +1,121 @@
+"""Supervised fine-tuning with the same loss masks as RL: the warm start before GRPO, and
+rejection-sampling fine-tuning on trajectory Parquet written by `harness generate`.
+
+Trajectories that carry token ids are trained on as recorded. Trajectories from endpoints
+(messages only) and reference answers are rendered with the chat template, turn by turn,
+masking everything but the assistant's own tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from harness.tokens import render
+from tasks.task import Task
+
+from .algorithms import sequence_logprobs
+from .errors import TrainerError
+
+Example = tuple[list[int], list[int]]  # (token ids, loss mask)
+
+
+@dataclass
+class SFTBatch:
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    loss_mask: torch.Tensor
+
+    def __len__(self) -> int:
+        return self.input_ids.shape[0]
+
+
+def examples_from_tasks(tasks: list[Task], tokenizer) -> list[Example]:
+    """Prompt + reference answer (GSM8K-format tasks keep it in metadata['answer'])."""
+    examples = []
+    for task in tasks:
+        answer = task.metadata.get("answer")
+        if answer is None:
+            raise TrainerError(f"task {task.id} has no reference answer to fine-tune on")
+        prompt = list(render(tokenizer, task.prompt, None, True, True))
+        reply = tokenizer.encode(answer, add_special_tokens=False) + [tokenizer.convert_tokens_to_ids("<|im_end|>")]
+        examples.append((prompt + reply, [0] * len(prompt) + [1] * len(reply)))
+    return examples
+
+
+def examples_from_parquet(path: str | Path, tokenizer, min_reward: float | None = None) -> list[Example]:
+    import pyarrow.parquet as pq
+
+    examples = []
+    for row in pq.read_table(path).to_pylist():
+        if min_reward is not None and row["reward"] < min_reward:
+            continue
+        if row.get("token_ids"):
+            examples.append((list(row["token_ids"]), list(row["loss_mask"])))
+        else:
+            examples.append(_render_messages(json.loads(row["messages"]), tokenizer))
+    if not examples:
+        raise TrainerError(f"{path} holds no trajectories to fine-tune on")
+    return examples
+
+
+def _render_messages(messages: list[dict], tokenizer) -> Example:
+    """Mask 1 on each assistant turn: the difference between rendering up to it and before it."""
+    ids: list[int] = []
+    mask: list[int] = []
+    for end in range(1, len(messages) + 1):
+        if messages[end - 1]["role"] != "assistant":
+            continue
+        before = list(render(tokenizer, messages[: end - 1], None, True, True))
+        through = list(render(tokenizer, messages[:end], None, False, True))
+        if through[: len(before)] != before:
+            raise TrainerError("the chat template renders a conversation prefix differently; cannot mask turns")
+        mask += [0] * (len(before) - len(ids)) + [1] * (len(through) - len(before))
+        ids = through
+    return ids, mask
+
+
+def make_batches(examples: list[Example], batch_size: int, pad_id: int, seed: int) -> list[SFTBatch]:
+    order = list(range(len(examples)))
+    random.Random(seed).shuffle(order)
+    batches = []
+    for start in range(0, len(order), batch_size):
+        rows = [examples[i] for i in order[start : start + batch_size]]
+        width = max(len(ids) for ids, _ in rows)
+        input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+        attention = torch.zeros((len(rows), width), dtype=torch.long)
+        loss_mask = torch.zeros((len(rows), width))
+        for r, (ids, mask) in enumerate(rows):
+            input_ids[r, : len(ids)] = torch.tensor(ids)
+            attention[r, : len(ids)] = 1
+            loss_mask[r, : len(ids)] = torch.tensor(mask, dtype=torch.float32)
+        loss_mask[:, 0] = 0
+        batches.append(SFTBatch(input_ids, attention, loss_mask))
+    return batches
+
+
+def sft_step(learner, batch: SFTBatch, lr: float) -> dict[str, float]:
+    """One optimizer step (at learning rate `lr`) of token-mean NLL on the masked tokens."""
+    model, device = learner.model, learner.device
+    for group in learner.optimizer.param_groups:
+        group["lr"] = lr  # the RL schedule sets it again at its next step
+    learner.optimizer.zero_grad(set_to_none=True)
+    tokens = batch.loss_mask.sum()
+    total = 0.0
+    size = learner.settings.micro_batch_size
+    for start in range(0, len(batch), size):
+        rows = slice(start, start + size)
+        mask = batch.loss_mask[rows].to(device)
+        logprobs = sequence_logprobs(model, batch.input_ids[rows].to(device), batch.attention_mask[rows].to(device), mask)
+        loss = -(logprobs * mask).sum() / tokens
+        if not torch.isfinite(loss):
+            raise TrainerError("non-finite SFT loss: training stopped; the last checkpoint is intact")
+        loss.backward()
+        total += loss.item()
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), learner.settings.max_grad_norm)
+    learner.optimizer.step()
+    return {"sft/loss": total, "sft/grad_norm": float(grad_norm), "sft/tokens": float(tokens)}
