@@ -221,10 +221,11 @@ def main(argv: list[str] | None = None) -> dict:
         for round_number in range(args.rounds):
             for instance in instances:
                 console.print(f"round {round_number + 1}/{args.rounds}: {instance['instance_id']}")
-                sides = [lambda: ours.append(grade_ours(instance, ours_backend)),
-                         lambda: peer.append(grade_peer(instance, client, Path(log_root), run_id))]
-                for side in sides if round_number % 2 == 0 else reversed(sides):
-                    side()
+                for side in ("ours", "peer") if round_number % 2 == 0 else ("peer", "ours"):
+                    if side == "ours":
+                        ours.append(grade_ours(instance, ours_backend))
+                    else:
+                        peer.append(grade_peer(instance, client, Path(log_root), run_id))
 
     result = {
         "instances": len(instances),

@@ -172,24 +172,25 @@ def _train_tokenizer(corpus: list[str], vocab_size: int) -> PreTrainedTokenizerF
     )
 
 
-def init_tiny(output_dir: str | Path, vocab_size: int = 2048, seed: int = 0) -> Path:
+def init_tiny(output_dir: str | Path, vocab_size: int = 2048, seed: int = 0, hidden_size: int = 64,
+              layers: int = 2, heads: int = 4, kv_heads: int = 2, intermediate_size: int | None = None) -> Path:
     """Write a tiny random Qwen2 checkpoint (tokenizer, chat template, safetensors) to output_dir.
 
     vocab_size counts every token: BPE merges, the 256 bytes and the 7 added tokens. seed fixes
     both the tokenizer's training corpus and the weights: same arguments, same checkpoint.
-    Sizes: hidden 64, 2 layers, 4 attention heads (2 key/value), MLP 128, context 4096, tied
-    embeddings (about 0.2M parameters). Returns the directory.
+    Default sizes: hidden 64, 2 layers, 4 attention heads (2 key/value), MLP 2 x hidden (128),
+    context 4096, tied embeddings (about 0.2M parameters). Returns the directory.
     """
     output_dir = Path(output_dir)
     tokenizer = _train_tokenizer(_corpus(seed), vocab_size)
     eos_id, pad_id = tokenizer.convert_tokens_to_ids([EOS, PAD])
     config = Qwen2Config(
         vocab_size=len(tokenizer),
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        intermediate_size=128,
+        hidden_size=hidden_size,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        intermediate_size=intermediate_size or 2 * hidden_size,
         max_position_embeddings=4096,
         tie_word_embeddings=True,
         bos_token_id=pad_id,

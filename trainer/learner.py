@@ -103,13 +103,16 @@ class Learner:
             if not torch.isfinite(grad_norm):
                 raise TrainerError(f"non-finite gradient norm at step {self.step}: training stopped; the last checkpoint is intact")
             self.optimizer.step()
-            if not all(torch.isfinite(p).all() for p in self.model.parameters()):
-                raise TrainerError(f"the update at step {self.step} made the weights non-finite (learning rate too high?): "
-                                   "training stopped; the last checkpoint is intact")
+            self.check_finite_weights()
             metrics = {k: sum(p[k] for p in parts) / len(parts) for k in parts[0]} | {"grad_norm": float(grad_norm)}
         self.scheduler.step()
         self.step += 1
         return metrics | {"lr": self.scheduler.get_last_lr()[0], "trained_tokens": tokens}
+
+    def check_finite_weights(self) -> None:
+        if not all(torch.isfinite(p).all() for p in self.model.parameters()):
+            raise TrainerError(f"the update at step {self.step} made the weights non-finite (learning rate too high?): "
+                               "training stopped; the last checkpoint is intact")
 
     @torch.no_grad()
     def _ref_logprobs(self, batch: Batch) -> torch.Tensor:

@@ -142,7 +142,7 @@ def _grpo_step(cfg: TrainConfig, prompts: list[Task], workers, learner, engines,
     a = cfg.trainer.algorithm
     batch = build_batch(groups, pad_id, a.advantage, a.filter_zero_variance, a.filter_truncated)
     clock = time.monotonic()
-    metrics = ray.get(learner.train_step.remote(batch))
+    metrics = _learner_call(learner.train_step.remote(batch))
     train_s = time.monotonic() - clock
     clock = time.monotonic()
     weights = learner.weights.remote()
@@ -167,6 +167,17 @@ def _rollouts(workers, prompts: list[Task], n: int, sampling: Sampling, limits: 
         return ray.get(refs)
     except ray.exceptions.RayActorError as err:
         raise TrainerError(f"a rollout actor died ({err}); no update was made, the last checkpoint is intact: rerun to resume") from None
+
+
+def _learner_call(ref):
+    """The learner's result; its failures come back as one clear TrainerError."""
+    try:
+        return ray.get(ref)
+    except ray.exceptions.RayTaskError as err:
+        cause = err.cause if isinstance(getattr(err, "cause", None), Exception) else err
+        if isinstance(cause, TrainerError):
+            raise TrainerError(str(cause)) from None
+        raise TrainerError(f"the learner failed: {type(cause).__name__}: {cause}; the last checkpoint is intact") from None
 
 
 def evaluate(cfg: TrainConfig, workers, tasks: list[Task]) -> dict[str, float]:
@@ -195,7 +206,7 @@ def _sft_warmup(cfg: TrainConfig, learner, engines, train_tasks: list[Task], log
     for epoch in range(warm.epochs):
         for batch in make_batches(examples, size, _pad_id(cfg.trainer.policy.model.path), cfg.trainer.seed + epoch):
             number += 1
-            metrics = ray.get(learner.sft_step.remote(batch, warm.learning_rate))
+            metrics = _learner_call(learner.sft_step.remote(batch, warm.learning_rate))
             logger.log(0, {**metrics, "sft/step": number})
     ray.get(learner.reset_optimizer.remote())
     weights = learner.weights.remote()

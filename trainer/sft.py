@@ -118,4 +118,5 @@ def sft_step(learner, batch: SFTBatch, lr: float) -> dict[str, float]:
         total += loss.item()
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), learner.settings.max_grad_norm)
     learner.optimizer.step()
+    learner.check_finite_weights()
     return {"sft/loss": total, "sft/grad_norm": float(grad_norm), "sft/tokens": float(tokens)}

@@ -1,0 +1,127 @@
+"""Where the project comes from: a local git repository, a git URL, or a PyPI sdist.
+
+Whatever the source, the result is the same: a clean tree without `.git` (the files of one
+commit) in the work dir, and the commit it was taken from. A PyPI sdist (or a folder that is
+not a repository) is first imported as a one-commit repository with a fixed identity and
+dates, so its commit is reproducible. `source.json` records what was fetched, so a resumed
+run uses the same files (a newer release on PyPI does not change a run half-way).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ..swe_demo import _git
+from .errors import SynthError
+
+
+@dataclass(frozen=True)
+class Project:
+    """A project's clean tree (`root`, no `.git`) and where it came from."""
+
+    name: str  # normalised: lowercase, '-' separated; names the instances and images
+    root: Path
+    origin: str  # what the user asked for
+    commit: str  # the commit the tree is a copy of
+    version: str = ""
+
+
+def normalise(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "project"
+
+
+def fetch_project(repo: str, work: Path) -> Project:
+    """The project named by `repo` (a path, a git URL or a PyPI requirement), under `work`."""
+    record = work / "source.json"
+    if record.exists():
+        known = json.loads(record.read_text())
+        if known["origin"] == repo and Path(known["root"]).is_dir() and not Path(repo).exists():
+            return Project(**{**known, "root": Path(known["root"])})
+    shutil.rmtree(work / "source", ignore_errors=True)
+    (work / "source").mkdir(parents=True)
+    if Path(repo).exists():
+        project = _from_path(Path(repo).resolve(), work / "source", repo)
+    elif re.match(r"^(\w+://|git@)", repo) or repo.endswith(".git"):
+        project = _from_git_url(repo, work / "source")
+    else:
+        project = _from_pypi(repo, work / "source")
+    record.write_text(json.dumps({**asdict(project), "root": str(project.root)}, indent=1))
+    return project
+
+
+def _from_path(path: Path, into: Path, origin: str) -> Project:
+    if not path.is_dir():
+        raise SynthError(f"{path} is not a folder: give a git repository, a git URL or a PyPI name")
+    if (path / ".git").exists():
+        return _export_head(path, into / "tree", origin, normalise(path.name))
+    copy = into / "import"
+    shutil.copytree(path, copy, ignore=shutil.ignore_patterns(".git", "__pycache__", "*.pyc", ".pytest_cache"))
+    return _import(copy, into, origin, normalise(path.name))
+
+
+def _from_git_url(url: str, into: Path) -> Project:
+    clone = into / "clone"
+    done = subprocess.run(["git", "clone", "-q", "--depth", "1", url, str(clone)], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SynthError(f"cannot clone {url}: {done.stderr.strip()} (is it reachable from here?)")
+    name = normalise(url.rstrip("/").rsplit("/", 1)[-1].removesuffix(".git"))
+    return _export_head(clone, into / "tree", url, name)
+
+
+def _from_pypi(requirement: str, into: Path) -> Project:
+    """`pip download` the sdist, unpack it and import it as a one-commit repository."""
+    download = into / "download"
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:", "-d", str(download), requirement],
+        capture_output=True, text=True,
+    )
+    archives = sorted(download.glob("*")) if download.exists() else []
+    if done.returncode != 0 or not archives:
+        raise SynthError(f"cannot download the sdist of {requirement!r} from PyPI: {done.stderr.strip()[-800:]}")
+    unpacked = into / "import"
+    _unpack(archives[0], unpacked)
+    tops = [p for p in unpacked.iterdir()]
+    top = tops[0] if len(tops) == 1 and tops[0].is_dir() else unpacked
+    name = normalise(re.split(r"[<>=!~\[; ]", requirement, maxsplit=1)[0])
+    version = archives[0].name.removesuffix(".tar.gz").removesuffix(".zip").rsplit("-", 1)[-1]
+    return _import(top, into, requirement, name, version)
+
+
+def _unpack(archive: Path, into: Path) -> None:
+    if archive.suffix == ".zip":
+        with zipfile.ZipFile(archive) as handle:
+            handle.extractall(into)
+    else:
+        with tarfile.open(archive) as handle:
+            handle.extractall(into, filter="data")
+
+
+def _import(tree: Path, into: Path, origin: str, name: str, version: str = "") -> Project:
+    """Commit `tree` as the only commit of a new repository, then export that commit."""
+    repo = into / "repo"
+    tree.rename(repo)
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", "-A", "-f")
+    _git(repo, "commit", "-q", "--no-verify", "-m", f"Import {origin}")
+    return _export_head(repo, into / "tree", origin, name, version)
+
+
+def _export_head(repo: Path, tree: Path, origin: str, name: str, version: str = "") -> Project:
+    """The files of HEAD (as committed: no local changes, no ignored files) copied to `tree`."""
+    commit = _git(repo, "rev-parse", "HEAD").strip()
+    archive = subprocess.run(["git", "archive", "--format=tar", "HEAD"], cwd=repo, capture_output=True)
+    if archive.returncode != 0:
+        raise SynthError(f"git archive failed in {repo}: {archive.stderr.decode(errors='replace').strip()}")
+    shutil.rmtree(tree, ignore_errors=True)
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as handle:
+        handle.extractall(tree, filter="data")
+    return Project(name=name, root=tree, origin=origin, commit=commit, version=version)

@@ -1,0 +1,102 @@
+"""Problem statements: an issue-style report written from the failing tests alone.
+
+What a user would see: which tests fail, the line of the test that failed and the error
+pytest printed. Never the file that holds the bug, never the fix. `failures` gathers that from
+the test log; `write_statement` turns it into a report (a policy may do it instead).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+
+from .validate import error_kind, failure_messages
+
+MAX_SHOWN = 3
+MAX_LINES = 8
+_SECTION = re.compile(r"^=+ (.+?) =+$")
+_BLOCK = re.compile(r"^_{3,} (.+?) _{3,}$")
+_ENTRY = re.compile(r"^(\S+?):\d+: in \S+")
+TITLES = ["`{test}` fails: {message}", "Wrong result in {project}: `{test}` fails", "{project}: {kind} in `{test}`"]
+INTROS = [
+    "Running the test suite of {project} on the current code, {count} failing. The tests check documented "
+    "behaviour, so the library seems to be at fault, not the tests.",
+    "I'm seeing {count} failing in {project}'s own suite on a clean checkout; nothing else was changed.",
+    "{project} misbehaves: {count} failing, and the assertions look right to me.",
+]
+OUTROS = [
+    "Expected: these tests pass. Could someone take a look?",
+    "The behaviour the tests describe is what the library should do; please fix the code so they pass again.",
+    "I'd expect the suite to pass here.",
+]
+
+
+def failures(log: str, tests: list[str], hide: str) -> list[dict]:
+    """For each test: its status line message and what its traceback shows of the test itself.
+
+    Lines that mention `hide` (the path of the file with the bug) are left out.
+    """
+    messages = failure_messages(log)
+    blocks = _failure_blocks(log)
+    found = []
+    for test in tests:
+        path, _, head = test.partition("::")
+        lines = blocks.get(head.replace("::", "."), [])
+        details = [line for line in _test_lines(lines, path) if hide not in line]
+        found.append({"test": test, "message": messages.get(test, ""), "details": details[:MAX_LINES]})
+    return found
+
+
+def _failure_blocks(log: str) -> dict[str, list[str]]:
+    """Lines of each block in pytest's FAILURES and ERRORS sections, by block title."""
+    blocks: dict[str, list[str]] = {}
+    section, current = "", None
+    for line in log.splitlines():
+        if match := _SECTION.match(line):
+            section, current = match.group(1), None
+        elif section in ("FAILURES", "ERRORS") and (match := _BLOCK.match(line)):
+            title = match.group(1).removeprefix("ERROR at setup of ").removeprefix("ERROR at teardown of ")
+            current = blocks.setdefault(title, [])
+        elif current is not None and line.startswith("----"):
+            current = None  # captured output follows
+        elif current is not None:
+            current.append(line)
+    return blocks
+
+
+def _test_lines(lines: list[str], test_file: str) -> list[str]:
+    """The code lines of traceback entries in the test file, and the error lines (`E ...`)."""
+    kept, in_test = [], False
+    for line in lines:
+        if match := _ENTRY.match(line):
+            in_test = match.group(1) == test_file
+        elif line.startswith("E "):
+            kept.append(line[1:].strip())
+        elif in_test and line.strip():
+            kept.append(line.strip())
+    return kept
+
+
+def write_statement(info: dict) -> str:
+    """The default writer: a short report built from `info["failures"]`, varied by `info["seed"]`."""
+    rng = random.Random(info.get("seed", 0))
+    shown = info["failures"][:MAX_SHOWN]
+    first = shown[0]
+    count = len(info["failures"])
+    values = {
+        "project": info["project"],
+        "test": first["test"].rsplit("::", 1)[-1],
+        "message": (first["message"] or "it fails")[:100],
+        "kind": error_kind(first["message"]) or "a failure",
+        "count": f"{count} test{'s are' if count > 1 else ' is'}",
+    }
+    parts = [rng.choice(TITLES).format(**values), rng.choice(INTROS).format(**values)]
+    for failure in shown:
+        body = failure["details"] or ([failure["message"]] if failure["message"] else [])
+        parts.append(f"`{failure['test']}`:\n\n" + "\n".join("    " + line for line in body))
+    rest = [f["test"] for f in info["failures"][MAX_SHOWN:]]
+    if rest:
+        more = ", ".join(f"`{t}`" for t in rest[:10]) + (" and others" if len(rest) > 10 else "")
+        parts.append(f"These fail as well: {more}.")
+    parts.append(rng.choice(OUTROS))
+    return "\n\n".join(parts) + "\n"

@@ -1,0 +1,139 @@
+"""Running the suite in fresh sandboxes: the baseline, and the verdict on one candidate bug.
+
+Every run goes through `tasks.grading.run_eval` (a fresh sandbox from the environment image,
+the patch applied, the SWE-bench-shaped eval script run detached with its output in a file)
+and `parse_log`, so the test names and statuses are exactly those grading will see.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+
+from sandboxes import Backend
+
+from ..grading import parse_log, run_eval
+from ..swe import WORKDIR, make_eval_script
+from .errors import SynthError
+
+PASSED = "PASSED"
+_SHORT_SUMMARY = re.compile(r"^(FAILED|ERROR) (\S+)(?: - (.*))?$", re.M)
+
+
+@dataclass
+class TestRun:
+    statuses: dict[str, str]
+    log: str
+    duration: float
+    timed_out: bool = False
+    problem: str = ""  # why the log is not usable ("" when it is)
+
+
+@dataclass
+class Baseline:
+    test_command: str
+    passing: list[str]  # passed in both runs
+    excluded: dict[str, str]  # test -> statuses of the two runs, for those that did not pass twice
+    duration: float  # the slower of the two runs
+
+    def to_dict(self) -> dict:
+        return {"test_command": self.test_command, "passing": self.passing, "excluded": self.excluded,
+                "duration": self.duration}
+
+
+@dataclass
+class Outcome:
+    """What one candidate did: `status` kept / rejected / flaky, and for kept ones the tests."""
+
+    status: str
+    reason: str = ""
+    fail_to_pass: list[str] = field(default_factory=list)
+    pass_to_pass: list[str] = field(default_factory=list)
+    signature: list[tuple[str, str, str]] = field(default_factory=list)  # (test, status, error kind)
+    log: str = ""  # the first run's log, for the problem statement
+
+
+def probe_instance(image: str, test_command: str) -> dict:
+    """A throw-away instance that makes `run_eval` run `test_command` in `image`."""
+    return {"instance_id": "synth-probe", "repo": "synth/probe", "version": "", "image": image, "base_commit": "",
+            "eval_script": make_eval_script("", "", test_command), "log_parser": "parse_log_pytest",
+            "eval_type": "pass_and_fail", "FAIL_TO_PASS": [], "PASS_TO_PASS": [], "workdir": WORKDIR}
+
+
+def run_tests(image: str, test_command: str, patch: str, backend: Backend, timeout: float) -> TestRun:
+    from swebench.harness.constants import TESTS_TIMEOUT
+
+    instance = probe_instance(image, test_command)
+    started = time.monotonic()
+    method, log = run_eval(instance, patch, backend, timeout)
+    duration = time.monotonic() - started
+    if patch and not method:
+        return TestRun({}, log, duration, problem="the patch does not apply")
+    if TESTS_TIMEOUT in log:
+        return TestRun({}, log, duration, timed_out=True)
+    statuses, _, problem = parse_log(instance, log)
+    return TestRun(statuses, log, duration, problem=problem or ("" if statuses else "no test results"))
+
+
+def run_baseline(image: str, commands: tuple[str, ...], backend: Backend, timeout: float) -> Baseline:
+    """Run the clean suite twice per command until one gives passing tests; keep tests that pass twice."""
+    failures = []
+    for command in commands:
+        runs = [run_tests(image, command, "", backend, timeout) for _ in range(2)]
+        bad = next((run for run in runs if run.timed_out or run.problem), None)
+        if bad is None and any(s == PASSED for s in runs[0].statuses.values()):
+            tests = sorted(set(runs[0].statuses) | set(runs[1].statuses))
+            passing = [t for t in tests if all(run.statuses.get(t) == PASSED for run in runs)]
+            excluded = {t: "/".join(run.statuses.get(t, "MISSING") for run in runs) for t in tests if t not in passing}
+            if passing:
+                return Baseline(command, passing, excluded, max(run.duration for run in runs))
+        why = "timed out" if bad and bad.timed_out else (bad.problem if bad else "no test passes")
+        failures.append(f"`{command}`: {why}\n{_tail(runs[0].log)}")
+    raise SynthError("the project's tests do not run in the environment image:\n" + "\n\n".join(failures)
+                     + "\nPass a working --test-command, or check that the test dependencies are declared.")
+
+
+def judge(image: str, baseline: Baseline, patch: str, backend: Backend, timeout: float) -> Outcome:
+    """Keep a bug when baseline tests fail under it, the same ones twice, and all others pass."""
+    first = run_tests(image, baseline.test_command, patch, backend, timeout)
+    rejected = _unusable(first, baseline)
+    if rejected:
+        return Outcome("rejected", rejected)
+    failing = [t for t in baseline.passing if first.statuses[t] != PASSED]
+    if not failing:
+        return Outcome("rejected", "no test fails")
+    second = run_tests(image, baseline.test_command, patch, backend, timeout)
+    if _unusable(second, baseline) or [t for t in baseline.passing if second.statuses[t] != PASSED] != failing:
+        return Outcome("flaky", "the second run failed other tests")
+    messages = failure_messages(first.log)
+    signature = [(t, first.statuses[t], error_kind(messages.get(t, ""))) for t in failing]
+    passing = [t for t in baseline.passing if t not in failing]
+    return Outcome("kept", fail_to_pass=failing, pass_to_pass=passing, signature=signature, log=first.log)
+
+
+def _unusable(run: TestRun, baseline: Baseline) -> str:
+    if run.timed_out:
+        return "timeout"
+    if run.problem:
+        return "unusable log"
+    if any(t not in run.statuses for t in baseline.passing):
+        return "tests did not run"  # a collection error or a crash took baseline tests with it
+    return ""
+
+
+def failure_messages(log: str) -> dict[str, str]:
+    """test -> the one-line message of pytest's short summary (`FAILED test - message`)."""
+    return {test: (message or "").strip() for _, test, message in _SHORT_SUMMARY.findall(log)}
+
+
+def error_kind(message: str) -> str:
+    """The exception type a short-summary message starts with (`AssertionError` for `assert ...`)."""
+    if message.startswith("assert"):
+        return "AssertionError"
+    head = message.split(":", 1)[0].strip()
+    return head if re.fullmatch(r"[\w.]+", head) else ""
+
+
+def _tail(log: str, lines: int = 25) -> str:
+    return "\n".join(log.strip().splitlines()[-lines:])

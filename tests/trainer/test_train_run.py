@@ -1,0 +1,127 @@
+"""`harness train` for real: tiny model, real Ray, real rollouts; resume after SIGKILL; bad input."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.cli_helpers import ROOT, harness, rows_of
+
+TINY_RUN = [
+    "data.train_data=[\"arith-train\"]", "data.val_data=[\"arith\"]", "trainer.train_batch_size=2",
+    "generator.n_samples_per_prompt=4", "generator.max_tokens=12", "trainer.learning_rate=1e-4", "trainer.eval_interval=0",
+]
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    from harness.tiny_model import init_tiny
+
+    return init_tiny(tmp_path_factory.mktemp("tiny"))
+
+
+def train_args(model, run_dir, *extra):
+    return ["train", f"trainer.policy.model.path={model}", f"trainer.output_dir={run_dir}", *TINY_RUN, *extra]
+
+
+def test_short_grpo_run_writes_loadable_checkpoints_and_metrics(tiny_model, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    run_dir = tmp_path / "run"
+    done = harness(*train_args(tiny_model, run_dir, "trainer.max_steps=2", "trainer.ckpt_interval=1",
+                               'trainer.sft_warmup={data: ["arith-train"], epochs: 1, learning_rate: 0.001}'))
+    assert done.returncode == 0, done.stdout + done.stderr
+    metrics = rows_of(run_dir / "metrics.jsonl")
+    sft = [m["sft/loss"] for m in metrics if "sft/loss" in m]
+    assert len(sft) > 100 and sum(sft[-10:]) < 0.7 * sum(sft[:10])  # the warm start learned
+    metrics = [m for m in metrics if "sft/loss" not in m]
+    assert [m["step"] for m in metrics] == [0, 1, 2]
+    step = metrics[1]
+    for key in ("train/reward_mean", "train/pass_rate", "train/advantage_std", "train/loss", "train/clip_frac", "train/grad_norm",
+                "train/response_length_mean", "time/rollout_s", "time/train_s", "time/weight_sync_s", "throughput/generated_tokens_per_s"):
+        assert key in step, key
+    assert "val/reward_mean" in metrics[0] and "val/reward_mean" in metrics[-1]
+    assert (run_dir / "reward_curve.png").stat().st_size > 1000
+    assert list((run_dir / "tensorboard").glob("events.*"))
+    checkpoint = run_dir / "checkpoints" / "global_step_2"
+    model = AutoModelForCausalLM.from_pretrained(checkpoint)  # as it is, no conversion
+    original = AutoModelForCausalLM.from_pretrained(tiny_model)
+    changed = any(not torch.equal(a, b) for a, b in zip(model.state_dict().values(), original.state_dict().values()))
+    assert changed, "training must change the weights"
+    evaluated = harness("eval", "--checkpoint", str(checkpoint), "--tasks", "arith", "--limit", "3", "--max-tokens", "8",
+                        "--output", str(tmp_path / "eval"))
+    assert evaluated.returncode == 0, evaluated.stdout
+    assert json.loads((tmp_path / "eval" / "report.json").read_text())["episodes"] == 3
+
+
+def test_killed_run_resumes_where_it_stopped(tiny_model, tmp_path):
+    run_dir = tmp_path / "run"
+    args = [sys.executable, "-m", "cli", *train_args(tiny_model, run_dir, "trainer.max_steps=4", "trainer.ckpt_interval=1")]
+    process = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not (run_dir / "checkpoints" / "global_step_2" / "trainer_state.pt").exists():
+        assert process.poll() is None, "the run ended before it could be killed"
+        time.sleep(0.2)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    done = harness(*train_args(tiny_model, run_dir, "trainer.max_steps=4", "trainer.ckpt_interval=1"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    metrics = rows_of(run_dir / "metrics.jsonl")
+    steps = [m["step"] for m in metrics]
+    assert steps == sorted(set(steps)) and steps[-1] == 4  # nothing lost, nothing logged twice
+    assert [m["data/index"] for m in metrics if m["step"] >= 1] == [0, 2, 4, 6]  # the data position carried over
+    state = torch.load(run_dir / "checkpoints" / "global_step_4" / "trainer_state.pt", weights_only=False)
+    assert state["step"] == 4 and state["data_position"] == {"epoch": 0, "index": 8}
+    adam_steps = {int(s["step"]) for s in state["optimizer"]["state"].values()}
+    assert adam_steps == {4}, "the optimizer restarted instead of resuming"
+    assert state["scheduler"]["last_epoch"] == 4
+
+
+def test_bad_inputs_fail_clearly_without_a_traceback(tiny_model, tmp_path):
+    missing_model = harness("train", "trainer.policy.model.path=/nonexistent/model", "data.train_data=[\"arith-train\"]",
+                            f"trainer.output_dir={tmp_path / 'a'}")
+    assert missing_model.returncode == 1 and "trainer.policy.model.path" in missing_model.stdout
+    missing_data = harness("train", f"trainer.policy.model.path={tiny_model}", "data.train_data=[\"/nonexistent/train.parquet\"]",
+                           f"trainer.output_dir={tmp_path / 'b'}")
+    assert missing_data.returncode == 1 and "/nonexistent/train.parquet" in missing_data.stdout
+    bad_key = harness("train", f"trainer.policy.model.path={tiny_model}", "trainer.epoch=3")
+    assert bad_key.returncode == 1 and "trainer.epochs" in bad_key.stdout
+    for result in (missing_model, missing_data, bad_key):
+        assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_exploding_update_stops_with_a_clear_message_and_no_bad_checkpoint(tiny_model, tmp_path):
+    run_dir = tmp_path / "run"
+    done = harness(*train_args(tiny_model, run_dir, "trainer.max_steps=3", "trainer.ckpt_interval=1", "trainer.max_grad_norm=0",
+                               'trainer.sft_warmup={data: ["arith-train"], epochs: 1, learning_rate: 1.0e+30}'))
+    assert done.returncode == 1 and "non-finite" in done.stdout, done.stdout + done.stderr
+    for checkpoint in (run_dir / "checkpoints").glob("global_step_*"):
+        weights = __import__("safetensors.torch", fromlist=["load_file"]).load_file(checkpoint / "model.safetensors")
+        assert all(torch.isfinite(w).all() for w in weights.values()), f"{checkpoint} holds non-finite weights"
+
+
+def test_sft_on_generated_trajectories_lowers_the_loss(tiny_model, tmp_path, docker_backend):
+    from transformers import AutoTokenizer
+
+    from trainer.learner import Learner, LearnerSettings
+    from trainer.sft import examples_from_parquet, make_batches, sft_step
+
+    done = harness("generate", "--checkpoint", "gold", "--tasks", "arith-tool-train", "--limit", "8", "--output", str(tmp_path / "data"))
+    assert done.returncode == 0, done.stdout
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    examples = examples_from_parquet(tmp_path / "data" / "trajectories.parquet", tokenizer)
+    assert len(examples) == 8 and all(0 < sum(mask) < len(ids) for ids, mask in examples)
+    first_ids, first_mask = examples[0]
+    taught = tokenizer.decode([t for t, m in zip(first_ids, first_mask) if m])
+    assert "submit" in taught and "<|im_end|>" in taught  # the assistant's tool call, nothing else
+    learner = Learner(tiny_model, LearnerSettings(learning_rate=3e-3, micro_batch_size=8))
+    batches = make_batches(examples, 8, tokenizer.pad_token_id, seed=0)
+    losses = [sft_step(learner, batches[0], lr=3e-3)["sft/loss"] for _ in range(15)]
+    assert losses[-1] < 0.5 * losses[0]
