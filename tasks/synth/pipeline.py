@@ -1,0 +1,317 @@
+"""`synthesize`: a project in, validated SWE-bench instances out, one planted bug each.
+
+Source -> environment image -> baseline (the suite twice) -> candidate mutations in a seeded
+order -> each judged in fresh sandboxes, `workers` at a time -> kept ones become instances
+(a one-commit repository with the bug, its image, the gold patch, a problem statement),
+appended to the output as they are kept. Every verdict goes to the work log, so a killed run
+resumes where it stopped; the summary counts kept, rejected (by reason) and flaky candidates
+per mutation kind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from sandboxes import Backend, SandboxError
+
+from ..patch_policy import patch_violations
+from ..swe import WORKDIR, make_eval_script
+from ..swe_demo import _make_repo
+from .environment import Environment, build_environment, build_image, image_exists
+from .errors import SynthError
+from .mutations import Mutation, compiles, find_mutations, order, unified_patch
+from .source import fetch_project
+from .statement import failures, write_statement
+from .validate import Baseline, Outcome, judge, run_baseline
+from .worklog import WorkLog
+
+log = logging.getLogger(__name__)
+MAX_ERRORS_IN_A_ROW = 5
+
+
+@dataclass
+class SynthEvent:
+    """Progress: `stage` is source, environment, baseline, mutations, candidate or done."""
+
+    stage: str
+    message: str
+    decided: int = 0
+    planned: int = 0
+    kept: int = 0
+
+
+@dataclass
+class SynthSummary:
+    project: str
+    origin: str
+    commit: str
+    image: str
+    test_command: str
+    output: str
+    baseline_passing: int
+    baseline_excluded: dict[str, str]
+    candidates: int  # mutations found
+    decided: int  # candidates with a verdict (this run and earlier ones)
+    kept: int
+    flaky: int
+    rejected: dict[str, int]  # reason -> count
+    by_kind: dict[str, dict] = field(default_factory=dict)  # kind -> {kept, flaky, rejected: {reason: n}}
+    errors: int = 0  # sandbox errors of this run (not recorded: a resume retries them)
+    duration: float = 0.0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def synthesize(
+    repo: str,
+    output: Path,
+    max_tasks: int = 200,
+    seed: int = 0,
+    workers: int = 2,
+    test_command: str | None = None,
+    backend: Backend | None = None,
+    on_event: Callable[[SynthEvent], None] | None = None,
+    statement_writer: Callable[[dict], str] | None = None,
+    max_candidates: int | None = None,
+    test_timeout: float | None = None,
+) -> SynthSummary:
+    """Plant bugs in `repo` (a git repository path, a git URL or a PyPI name) and write up to
+    `max_tasks` validated SWE-bench instances to `output` (JSONL).
+
+    The work dir `<output without suffix>.work` keeps the work log; running again with the same
+    arguments resumes. `statement_writer(info)` replaces the default problem-statement writer
+    (`info`: project, seed, failures, and the instance without its statement).
+    `max_candidates` bounds how many candidates are judged in all; `test_timeout` (seconds)
+    bounds one test run (default: 3x the slower baseline run, at least 30 s).
+    """
+    started = time.monotonic()
+    output = Path(output)
+    work = output.with_suffix(".work")
+    work.mkdir(parents=True, exist_ok=True)
+    emit = on_event or (lambda event: log.info("%s: %s", event.stage, event.message))
+    if backend is None:
+        from sandboxes import get_backend
+
+        backend = get_backend("docker")
+
+    emit(SynthEvent("source", f"fetching {repo}"))
+    project = fetch_project(repo, work)
+    emit(SynthEvent("environment", f"{project.name} at {project.commit[:12]}: preparing the environment image"))
+    env = build_environment(project, test_command, lambda message: emit(SynthEvent("environment", message)))
+    worklog = WorkLog(work, _hash(env.image, *env.test_commands))
+    baseline = worklog.baseline()
+    if baseline is None:
+        emit(SynthEvent("baseline", "running the test suite twice"))
+        baseline = run_baseline(env.image, env.test_commands, backend, timeout=test_timeout or 900.0)
+        worklog.save_baseline(baseline)
+    emit(SynthEvent("baseline", f"{len(baseline.passing)} tests pass twice, {len(baseline.excluded)} excluded"))
+
+    found = find_mutations(project.root)
+    if not found:
+        raise SynthError(f"{project.name} has no function outside its tests to plant a bug in")
+    run = _Run(project.root, env, baseline, worklog, backend, output, seed, statement_writer,
+               timeout=test_timeout or max(30.0, 3 * baseline.duration))
+    run.number = {m.id: i + 1 for i, m in enumerate(found)}  # stable across seeds
+    planned = min(len(found), max_candidates or len(found))
+    emit(SynthEvent("mutations", f"{len(found)} candidate bugs, judging up to {planned}", planned=planned))
+    run.restore(found)
+    run.judge_all(order(found, seed), max_tasks, planned, workers, emit)
+
+    summary = run.summary(len(found), time.monotonic() - started)
+    Path(f"{output}.summary.json").write_text(json.dumps(summary.to_dict(), indent=1))
+    emit(SynthEvent("done", f"{summary.kept} tasks in {output}", summary.decided, planned, summary.kept))
+    return summary
+
+
+class _Run:
+    """The state of one run: what was decided, what is kept, and the output file."""
+
+    def __init__(self, root: Path, env: Environment, baseline: Baseline, worklog: WorkLog, backend: Backend,
+                 output: Path, seed: int, statement_writer, timeout: float):
+        self.root, self.env, self.baseline, self.worklog, self.backend = root, env, baseline, worklog, backend
+        self.output, self.seed, self.timeout = output, seed, timeout
+        self.write_statement = statement_writer or write_statement
+        self.number: dict[str, int] = {}
+        self.signatures: set[str] = set()
+        self.lock = threading.Lock()
+        self.errors = 0
+
+    # -- resuming ------------------------------------------------------------------------
+
+    def restore(self, found: list[Mutation]) -> None:
+        """Rewrite the output from the kept entries of the work log (rebuilding lost images)."""
+        by_id = {m.id: m for m in found}
+        kept = sorted((e for e in self.worklog.entries.values() if e["status"] == "kept"),
+                      key=lambda e: self.number.get(e["id"], 0))
+        with self.output.open("w") as handle:
+            for entry in kept:
+                self.signatures.add(entry["signature"])
+                if not image_exists(entry["instance"]["image"]):
+                    self._build_repo_and_image(by_id[entry["id"]], entry["instance"]["instance_id"], entry["instance"]["image"])
+                handle.write(json.dumps(entry["instance"]) + "\n")
+
+    # -- judging -------------------------------------------------------------------------
+
+    def judge_all(self, ordered: list[Mutation], max_tasks: int, planned: int, workers: int, emit) -> None:
+        sources = {}
+        pending = iter(m for m in ordered if m.id not in self.worklog.entries)
+        running: dict = {}
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="synth") as pool:
+            try:
+                while True:
+                    while len(running) < workers and self.kept() < max_tasks and len(self.worklog.entries) + len(running) < planned:
+                        mutation = next(pending, None)
+                        if mutation is None:
+                            break
+                        source = sources.setdefault(mutation.path, (self.root / mutation.path).read_bytes())
+                        if not compiles(mutation.apply(source), mutation.path):
+                            self.worklog.append(_entry(mutation, "rejected", "does not compile"))
+                            continue
+                        running[pool.submit(self.judge_one, mutation, source)] = mutation
+                    if not running:
+                        return
+                    done, _ = wait(running, return_when=FIRST_COMPLETED)
+                    for future in done:
+                        mutation = running.pop(future)
+                        self._record(mutation, future, max_tasks)
+                        emit(SynthEvent("candidate", f"{mutation.kind} in {mutation.function}: "
+                                        f"{self.worklog.entries.get(mutation.id, {}).get('status', 'error')}",
+                                        len(self.worklog.entries), planned, self.kept()))
+            finally:
+                for future in running:
+                    future.cancel()
+
+    def _record(self, mutation: Mutation, future, max_tasks: int) -> None:
+        try:
+            entry = future.result()
+        except SandboxError as err:
+            self.errors += 1
+            log.warning("sandbox error on %s (not recorded, a resume retries it): %s", mutation.id, err)
+            if self.errors >= MAX_ERRORS_IN_A_ROW:
+                raise SynthError(f"{self.errors} sandbox errors in a row, the last: {err}") from err
+            return
+        self.errors = 0
+        if entry["status"] == "kept":
+            if self.kept() >= max_tasks:
+                return  # over the cap: left undecided for a later, larger run
+            with self.output.open("a") as handle:
+                handle.write(json.dumps(entry["instance"]) + "\n")
+        self.worklog.append(entry)
+
+    def judge_one(self, mutation: Mutation, source: bytes) -> dict:
+        """Judge one candidate; a kept one comes back with its instance (image built)."""
+        patch = unified_patch(mutation.path, source, mutation.apply(source))
+        outcome = judge(self.env.image, self.baseline, patch, self.backend, self.timeout)
+        if outcome.status != "kept":
+            return _entry(mutation, outcome.status, outcome.reason)
+        signature = json.dumps(outcome.signature)
+        with self.lock:
+            if signature in self.signatures:
+                return _entry(mutation, "rejected", "duplicate")
+            self.signatures.add(signature)
+        instance = self._instance(mutation, patch, outcome)
+        refused = patch_violations(instance["patch"], "")
+        if refused:
+            return _entry(mutation, "rejected", "gold patch refused by the patch policy")
+        return {**_entry(mutation, "kept"), "signature": signature, "instance": instance}
+
+    # -- instances -----------------------------------------------------------------------
+
+    def _instance(self, mutation: Mutation, patch: str, outcome: Outcome) -> dict:
+        name = self.env.project.name
+        number = self.number[mutation.id]
+        instance_id = f"{name}__{name}-synth-{number}"
+        image = f"harness-synth/{name}:synth-{number}-{_hash(self.env.image, patch)}"
+        base_commit, gold = self._build_repo_and_image(mutation, instance_id, image, patch)
+        instance = {
+            "instance_id": instance_id,
+            "repo": f"{name}/{name}",
+            "base_commit": base_commit,
+            "environment_setup_commit": base_commit,
+            "patch": gold,
+            "test_patch": "",
+            "problem_statement": "",
+            "hints_text": "",
+            "created_at": "",
+            "version": self.env.project.version or "0.0",
+            "FAIL_TO_PASS": outcome.fail_to_pass,
+            "PASS_TO_PASS": outcome.pass_to_pass,
+            "image": image,
+            "eval_script": make_eval_script(base_commit, "", self.baseline.test_command),
+            "log_parser": "parse_log_pytest",
+            "eval_type": "pass_and_fail",
+            "workdir": WORKDIR,
+            "kind": mutation.kind,
+            "synth": {"origin": self.env.project.origin, "source_commit": self.env.project.commit,
+                      "file": mutation.path, "function": mutation.function, "line": mutation.line,
+                      "mutation": mutation.description, "env_image": self.env.image},
+        }
+        info = {"project": name, "seed": self.seed * 100003 + number, "instance": dict(instance),
+                "failures": failures(outcome.log, outcome.fail_to_pass, hide=mutation.path)}
+        instance["problem_statement"] = self.write_statement(info)
+        return instance
+
+    def _build_repo_and_image(self, mutation: Mutation, instance_id: str, image: str, patch: str | None = None):
+        """The one-commit repository with the bug planted, and the image: the environment
+        image plus that repository's .git and the buggy file. Returns (base commit, gold)."""
+        folder = self.output.with_suffix(".work") / "instances" / instance_id
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        if patch is None:
+            source = (self.root / mutation.path).read_bytes()
+            patch = unified_patch(mutation.path, source, mutation.apply(source))
+        (folder / "bug.patch").write_text(patch)
+        try:
+            base_commit, gold = _make_repo(self.root, folder / "bug.patch", folder / "repo")
+            dockerfile = (f"FROM {self.env.image}\nCOPY repo/.git {WORKDIR}/.git\n"
+                          f"COPY {json.dumps(['repo/' + mutation.path, f'{WORKDIR}/{mutation.path}'])}\n")
+            build_image(image, dockerfile, {"repo/.git": folder / "repo" / ".git",
+                                            f"repo/{mutation.path}": folder / "repo" / mutation.path},
+                        what=f"the image of {instance_id}")
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        return base_commit, gold
+
+    # -- counting ------------------------------------------------------------------------
+
+    def kept(self) -> int:
+        return sum(1 for e in self.worklog.entries.values() if e["status"] == "kept")
+
+    def summary(self, candidates: int, duration: float) -> SynthSummary:
+        by_kind: dict[str, dict] = {}
+        rejected: dict[str, int] = {}
+        for entry in self.worklog.entries.values():
+            counts = by_kind.setdefault(entry["kind"], {"kept": 0, "flaky": 0, "rejected": {}})
+            if entry["status"] == "rejected":
+                counts["rejected"][entry["reason"]] = counts["rejected"].get(entry["reason"], 0) + 1
+                rejected[entry["reason"]] = rejected.get(entry["reason"], 0) + 1
+            else:
+                counts[entry["status"]] += 1
+        project = self.env.project
+        return SynthSummary(
+            project=project.name, origin=project.origin, commit=project.commit, image=self.env.image,
+            test_command=self.baseline.test_command, output=str(self.output),
+            baseline_passing=len(self.baseline.passing), baseline_excluded=self.baseline.excluded,
+            candidates=candidates, decided=len(self.worklog.entries), kept=self.kept(),
+            flaky=sum(c["flaky"] for c in by_kind.values()), rejected=rejected,
+            by_kind=dict(sorted(by_kind.items())), errors=self.errors, duration=round(duration, 1),
+        )
+
+
+def _entry(mutation: Mutation, status: str, reason: str = "") -> dict:
+    return {"id": mutation.id, "kind": mutation.kind, "status": status, "reason": reason,
+            "function": mutation.function, "mutation": mutation.description}
+
+
+def _hash(*parts: str) -> str:
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:12]
