@@ -144,7 +144,8 @@ class _Run:
         self.number: dict[str, int] = {}
         self.signatures: set[str] = set()
         self.lock = threading.Lock()
-        self.errors = 0
+        self.errors = 0  # sandbox errors of this run
+        self.errors_in_a_row = 0
 
     # -- resuming ------------------------------------------------------------------------
 
@@ -196,11 +197,12 @@ class _Run:
             entry = future.result()
         except SandboxError as err:
             self.errors += 1
+            self.errors_in_a_row += 1
             log.warning("sandbox error on %s (not recorded, a resume retries it): %s", mutation.id, err)
-            if self.errors >= MAX_ERRORS_IN_A_ROW:
-                raise SynthError(f"{self.errors} sandbox errors in a row, the last: {err}") from err
+            if self.errors_in_a_row >= MAX_ERRORS_IN_A_ROW:
+                raise SynthError(f"{self.errors_in_a_row} sandbox errors in a row, the last: {err}") from err
             return
-        self.errors = 0
+        self.errors_in_a_row = 0
         if entry["status"] == "kept":
             if self.kept() >= max_tasks:
                 return  # over the cap: left undecided for a later, larger run

@@ -10,19 +10,17 @@ from __future__ import annotations
 import random
 import re
 
-from .validate import error_kind, failure_messages
+from .testlog import block_of, error_kind, error_line, failure_blocks, short_messages
 
 MAX_SHOWN = 3
 MAX_LINES = 8
-_SECTION = re.compile(r"^=+ (.+?) =+$")
-_BLOCK = re.compile(r"^_{3,} (.+?) _{3,}$")
 _ENTRY = re.compile(r"^(\S+?):\d+: in \S+")
 TITLES = ["`{test}` fails: {message}", "Wrong result in {project}: `{test}` fails", "{project}: {kind} in `{test}`"]
 INTROS = [
-    "Running the test suite of {project} on the current code, {count} failing. The tests check documented "
+    "Running the test suite of {project} on the current code gives {count}. The tests check documented "
     "behaviour, so the library seems to be at fault, not the tests.",
-    "I'm seeing {count} failing in {project}'s own suite on a clean checkout; nothing else was changed.",
-    "{project} misbehaves: {count} failing, and the assertions look right to me.",
+    "I'm seeing {count} in {project}'s own suite on a clean checkout; nothing else was changed.",
+    "{project} misbehaves: its suite has {count}, and the assertions look right to me.",
 ]
 OUTROS = [
     "Expected: these tests pass. Could someone take a look?",
@@ -32,42 +30,24 @@ OUTROS = [
 
 
 def failures(log: str, tests: list[str], hide: str) -> list[dict]:
-    """For each test: its status line message and what its traceback shows of the test itself.
+    """For each test: the error it ended with and what its traceback shows of the test itself.
 
     Lines that mention `hide` (the path of the file with the bug) are left out.
     """
-    messages = failure_messages(log)
-    blocks = _failure_blocks(log)
+    blocks, messages = failure_blocks(log), short_messages(log)
     found = []
     for test in tests:
-        path, _, head = test.partition("::")
-        lines = blocks.get(head.replace("::", "."), [])
-        details = [line for line in _test_lines(lines, path) if hide not in line]
-        found.append({"test": test, "message": messages.get(test, ""), "details": details[:MAX_LINES]})
+        block = block_of(blocks, test)
+        details = [line for line in _test_lines(block, test.partition("::")[0]) if hide not in line]
+        message = error_line(block, messages.get(test, ""))
+        found.append({"test": test, "message": "" if hide in message else message, "details": details[:MAX_LINES]})
     return found
 
 
-def _failure_blocks(log: str) -> dict[str, list[str]]:
-    """Lines of each block in pytest's FAILURES and ERRORS sections, by block title."""
-    blocks: dict[str, list[str]] = {}
-    section, current = "", None
-    for line in log.splitlines():
-        if match := _SECTION.match(line):
-            section, current = match.group(1), None
-        elif section in ("FAILURES", "ERRORS") and (match := _BLOCK.match(line)):
-            title = match.group(1).removeprefix("ERROR at setup of ").removeprefix("ERROR at teardown of ")
-            current = blocks.setdefault(title, [])
-        elif current is not None and line.startswith("----"):
-            current = None  # captured output follows
-        elif current is not None:
-            current.append(line)
-    return blocks
-
-
-def _test_lines(lines: list[str], test_file: str) -> list[str]:
+def _test_lines(block: list[str], test_file: str) -> list[str]:
     """The code lines of traceback entries in the test file, and the error lines (`E ...`)."""
     kept, in_test = [], False
-    for line in lines:
+    for line in block:
         if match := _ENTRY.match(line):
             in_test = match.group(1) == test_file
         elif line.startswith("E "):
@@ -88,7 +68,7 @@ def write_statement(info: dict) -> str:
         "test": first["test"].rsplit("::", 1)[-1],
         "message": (first["message"] or "it fails")[:100],
         "kind": error_kind(first["message"]) or "a failure",
-        "count": f"{count} test{'s are' if count > 1 else ' is'}",
+        "count": f"{count} failing tests" if count > 1 else "a failing test",
     }
     parts = [rng.choice(TITLES).format(**values), rng.choice(INTROS).format(**values)]
     for failure in shown:

@@ -7,7 +7,6 @@ and `parse_log`, so the test names and statuses are exactly those grading will s
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass, field
 
@@ -16,9 +15,9 @@ from sandboxes import Backend
 from ..grading import parse_log, run_eval
 from ..swe import WORKDIR, make_eval_script
 from .errors import SynthError
+from .testlog import block_of, error_kind, error_line, failure_blocks, short_messages
 
 PASSED = "PASSED"
-_SHORT_SUMMARY = re.compile(r"^(FAILED|ERROR) (\S+)(?: - (.*))?$", re.M)
 
 
 @dataclass
@@ -84,7 +83,7 @@ def run_baseline(image: str, commands: tuple[str, ...], backend: Backend, timeou
         bad = next((run for run in runs if run.timed_out or run.problem), None)
         if bad is None and any(s == PASSED for s in runs[0].statuses.values()):
             tests = sorted(set(runs[0].statuses) | set(runs[1].statuses))
-            passing = [t for t in tests if all(run.statuses.get(t) == PASSED for run in runs)]
+            passing = [t for t in tests if all(run.statuses.get(t) == PASSED for run in runs) and _whole_name(t)]
             excluded = {t: "/".join(run.statuses.get(t, "MISSING") for run in runs) for t in tests if t not in passing}
             if passing:
                 return Baseline(command, passing, excluded, max(run.duration for run in runs))
@@ -106,10 +105,15 @@ def judge(image: str, baseline: Baseline, patch: str, backend: Backend, timeout:
     second = run_tests(image, baseline.test_command, patch, backend, timeout)
     if _unusable(second, baseline) or [t for t in baseline.passing if second.statuses[t] != PASSED] != failing:
         return Outcome("flaky", "the second run failed other tests")
-    messages = failure_messages(first.log)
-    signature = [(t, first.statuses[t], error_kind(messages.get(t, ""))) for t in failing]
+    blocks, messages = failure_blocks(first.log), short_messages(first.log)
+    signature = [(t, first.statuses[t], error_kind(error_line(block_of(blocks, t), messages.get(t, "")))) for t in failing]
     passing = [t for t in baseline.passing if t not in failing]
     return Outcome("kept", fail_to_pass=failing, pass_to_pass=passing, signature=signature, log=first.log)
+
+
+def _whole_name(test: str) -> bool:
+    """False for ids the log parser cut at a space (`test_x[a b]` comes out as `test_x[a`)."""
+    return "[" not in test or test.endswith("]")
 
 
 def _unusable(run: TestRun, baseline: Baseline) -> str:
@@ -120,19 +124,6 @@ def _unusable(run: TestRun, baseline: Baseline) -> str:
     if any(t not in run.statuses for t in baseline.passing):
         return "tests did not run"  # a collection error or a crash took baseline tests with it
     return ""
-
-
-def failure_messages(log: str) -> dict[str, str]:
-    """test -> the one-line message of pytest's short summary (`FAILED test - message`)."""
-    return {test: (message or "").strip() for _, test, message in _SHORT_SUMMARY.findall(log)}
-
-
-def error_kind(message: str) -> str:
-    """The exception type a short-summary message starts with (`AssertionError` for `assert ...`)."""
-    if message.startswith("assert"):
-        return "AssertionError"
-    head = message.split(":", 1)[0].strip()
-    return head if re.fullmatch(r"[\w.]+", head) else ""
 
 
 def _tail(log: str, lines: int = 25) -> str:

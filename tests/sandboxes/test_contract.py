@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import resource
 import signal
 import socket
@@ -279,3 +280,29 @@ def test_prune_removes_leftovers_of_a_crashed_process(backend):
     assert [s for s in backend.list() if s.get("harness.owner") == owner], "the crash should leave one behind"
     assert backend.prune()
     assert [s for s in backend.list() if s.get("harness.owner") == owner] == []
+
+
+def test_warm_pool_hands_out_started_sandboxes_and_refills(backend):
+    from sandboxes import SandboxPool
+
+    with SandboxPool(backend, SPEC, size=2) as pool:
+        assert pool.wait_ready(120)
+        first = pool.acquire()
+        assert first.exec("echo warm").output == "warm\n"
+        assert pool.wait_ready(120)  # refilled in the background
+        assert len(mine(backend)) == 3
+        first.close()
+    assert mine(backend) == []  # closing the pool closes what it held
+
+
+def test_unreachable_engine_is_a_clear_error_and_auto_falls_back(tmp_path):
+    env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-such.sock"}
+    root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+    forced = subprocess.run([sys.executable, "-m", "cli", "sandbox", "exec", "--backend", "docker", "true"],
+                            capture_output=True, text=True, env=env, cwd=root, timeout=120)
+    assert forced.returncode == 1 and "dockerd" in forced.stdout and "Traceback" not in forced.stdout + forced.stderr
+    if not shutil.which("bwrap"):
+        return
+    auto = subprocess.run([sys.executable, "-m", "cli", "sandbox", "exec", "echo from-$((40 + 2))"],
+                          capture_output=True, text=True, env=env, cwd=root, timeout=120)
+    assert auto.returncode == 0 and "from-42" in auto.stdout, auto.stdout + auto.stderr
