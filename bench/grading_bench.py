@@ -54,7 +54,7 @@ from tasks.swe_demo import build_instance, task_dirs
 TARGET = 0.5  # ours / peer overhead
 TEST_TIMEOUT = 1800  # SWE-bench's default per instance
 CLOCK = 'echo "HARNESS_BENCH_CLOCK $(date +%s.%N)"'
-_CLOCK_LINE = re.compile(r"^HARNESS_BENCH_CLOCK (\d+\.\d+)$", re.M)
+_CLOCK_LINE = re.compile(r"^HARNESS_BENCH_CLOCK (\d+\.\d+)$", re.MULTILINE)
 # What run_instance runs, in its order (swebench.harness.run_evaluation.GIT_APPLY_CMDS).
 GIT_APPLY_CMDS = ["git apply --verbose", "git apply --verbose --3way", "git apply --verbose --reject",
                   "patch --batch --forward --fuzz=5 -p1 -i"]
@@ -90,7 +90,7 @@ def with_test_clock(instance: dict) -> dict:
     return {**instance, "eval_script": "\n".join(lines)}
 
 
-def test_seconds(log: str) -> float:
+def seconds_of_tests(log: str) -> float:
     stamps = [float(s) for s in _CLOCK_LINE.findall(log)]
     if len(stamps) != 2:
         raise BenchError(f"expected 2 clock lines in the test log, found {len(stamps)}:\n{log[-2000:]}")
@@ -122,7 +122,7 @@ def grade_ours(instance: dict, backend: LogKeepingBackend) -> Sample:
     total = time.perf_counter() - started
     if not report.resolved:
         raise BenchError(f"our grader did not resolve {instance['instance_id']} with its gold patch: {report.to_dict()}")
-    return Sample(total, test_seconds(backend.last_read.decode("utf-8", errors="replace")))
+    return Sample(total, seconds_of_tests(backend.last_read.decode("utf-8", errors="replace")))
 
 
 def copy_to_container(container, src: Path, dst: PurePosixPath) -> None:
@@ -198,7 +198,7 @@ def grade_peer(instance: dict, client, log_root: Path, run_id: str) -> Sample:
     total = time.perf_counter() - started
     if not report[spec.instance_id]["resolved"]:
         raise BenchError(f"the peer did not resolve {spec.instance_id} with its gold patch: {report}")
-    return Sample(total, test_seconds(test_output), stop)
+    return Sample(total, seconds_of_tests(test_output), stop)
 
 
 def median(samples: list[Sample], measure: str) -> float:

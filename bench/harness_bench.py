@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from unittest import mock
 
+import docker.errors
 from rich.console import Console
 from rich.table import Table
 
@@ -141,11 +142,11 @@ def peer_python(console: Console) -> Path:
     python = venv / "bin" / "python"
     wanted = MINI_SWE_AGENT.split("==")[1]
     probe = [str(python), "-c", "import minisweagent; print(minisweagent.__version__)"]
-    if python.exists() and subprocess.run(probe, capture_output=True, text=True, env=_quiet()).stdout.strip() == wanted:
+    if python.exists() and subprocess.run(probe, capture_output=True, text=True, env=_quiet(), check=False).stdout.strip() == wanted:
         return python
     console.print(f"[bold]installing {MINI_SWE_AGENT} into {venv} (once; a few minutes)...")
     for command in ([sys.executable, "-m", "venv", "--clear", str(venv)], [str(python), "-m", "pip", "install", "-q", MINI_SWE_AGENT]):
-        done = subprocess.run(command, capture_output=True, text=True)
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise PeerUnavailable(f"`{' '.join(command)}` failed: {(done.stderr or done.stdout)[-2000:]}")
     return python
@@ -176,7 +177,7 @@ def run_ours(tasks: list[Task], workers: int, backend: Backend) -> Batch:
 
 
 def peer_run_args(task: Task, label: str) -> list[str]:
-    spec = task.sandbox
+    spec = task.sandbox  # every swe-demo task has the same limits
     return ["--rm", "--init", "--network=none", "--pull=never", f"--cpus={spec.cpus}", f"--memory={spec.memory}",
             f"--memory-swap={spec.memory}", f"--pids-limit={spec.pids}", f"--label={label}"]
 
@@ -193,10 +194,13 @@ def run_peer(python: Path, tasks: list[Task], workers: int) -> tuple[Batch, str]
     }
     try:
         done = subprocess.run([str(python), "-c", PEER_DRIVER], input=json.dumps(job), capture_output=True, text=True,
-                              env=_quiet(), timeout=300 + 30 * len(tasks))
+                              env=_quiet(), timeout=300 + 30 * len(tasks), check=False)
     finally:
         for container in docker_client().containers.list(all=True, filters={"label": label}):
-            container.remove(force=True)
+            try:
+                container.remove(force=True)
+            except docker.errors.NotFound:
+                pass  # removed meanwhile (--rm)
     if done.returncode != 0:
         raise BenchError(f"the mini-swe-agent driver failed:\n{done.stderr[-3000:]}")
     report = json.loads(done.stdout.strip().splitlines()[-1])

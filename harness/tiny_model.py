@@ -113,7 +113,7 @@ BASH_SNIPPETS = [
 
 
 def _corpus(seed: int, lines: int = 12000) -> list[str]:
-    """English-like prose, Python and bash snippets, numbers and tool-call JSON, a few hundred KB."""
+    """English-like prose, arithmetic word problems, Python and bash snippets, numbers and tool-call JSON, a few hundred KB."""
     rng = random.Random(seed)
 
     def fill(template: str) -> str:
@@ -125,7 +125,18 @@ def _corpus(seed: int, lines: int = 12000) -> list[str]:
         call = {"name": rng.choice(["bash", "submit", "read_file"]), "arguments": arguments}
         return "<tool_call>\n" + json.dumps(call) + "\n</tool_call>"
 
+    def word_problem() -> str:  # GSM8K-style arithmetic, so that questions and `#### 42` answers tokenize compactly
+        from tasks.arith import NAMES, TEMPLATES, THINGS
+        from tasks.gsm8k import INSTRUCTION, TOOL_INSTRUCTION
+
+        (template, op), a, b = rng.choice(TEMPLATES), rng.randint(0, 99), rng.randint(0, 99)
+        question = template.format(n=rng.choice(NAMES), t=rng.choice(THINGS), a=a, b=b)
+        value = {"+": a + b, "-": a - b, "*": a * b}[op]
+        answer = f"{a} {op} {b} = {value}\n#### {value}"
+        return rng.choice([question + "\n\n" + rng.choice([INSTRUCTION, TOOL_INSTRUCTION]), answer, "system\nYou are a helpful assistant.\nuser\nassistant\n"])
+
     makers = [
+        word_problem,
         lambda: " ".join(rng.choices(WORDS, k=rng.randint(4, 20))).capitalize() + rng.choice([".", "?", "!", ":"]),
         lambda: fill(rng.choice(PYTHON_SNIPPETS)),
         lambda: fill(rng.choice(BASH_SNIPPETS)),

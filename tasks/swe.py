@@ -41,7 +41,7 @@ def test_list(value: Any) -> list[str]:
 
 def instance_to_task(instance: dict[str, Any], max_turns: int = 30) -> Task:
     """A SWE-bench instance (v5 fields) as a Task for the agent loop."""
-    missing = [name for name in REQUIRED_FIELDS if not instance.get(name) and name != "patch"]
+    missing = [name for name in REQUIRED_FIELDS if not instance.get(name) and name not in ("patch", "test_patch")]
     if missing:
         raise TaskError(f"SWE-bench instance {instance.get('instance_id', '?')} lacks {', '.join(missing)}")
     instance = dict(instance)

@@ -259,7 +259,9 @@ def _check_episode_settings(row: dict[str, Any]) -> list[Issue]:
 
 
 def _check_swe_instance(instance: dict[str, Any]) -> list[Issue]:
-    issues = [issue for field in SWE_REQUIRED for issue in _check_string(instance, field)]
+    issues = [issue for field in SWE_REQUIRED if field != "test_patch" for issue in _check_string(instance, field)]
+    if not isinstance(instance.get("test_patch"), str):  # "" when the tests exist already (synthesized tasks)
+        issues.append(("test_patch", "is required: a string, empty when the repository already has the tests"))
     for field in SWE_TEST_LISTS:
         value = instance.get(field)
         if value is not None and _test_list(value) is None:

@@ -13,14 +13,17 @@ import hashlib
 import io
 import logging
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import tomllib
+from collections.abc import Callable
 from configparser import ConfigParser
+from configparser import Error as ConfigError
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from sandboxes.images import cache_dir
 
@@ -30,7 +33,7 @@ from .source import Project
 
 log = logging.getLogger(__name__)
 IMAGE_REPOSITORY = "harness-synth"
-TEST_NAME = re.compile(r"test", re.I)
+TEST_NAME = re.compile(r"test", re.IGNORECASE)
 DEFAULT_BUILD_REQUIRES = ["setuptools>=40.8.0", "wheel"]
 
 
@@ -85,7 +88,7 @@ def _has_testpaths(root: Path) -> bool:
     return False
 
 
-def test_requirements(root: Path) -> tuple[list[str], list[str], list[str]]:
+def declared_test_dependencies(root: Path) -> tuple[list[str], list[str], list[str]]:
     """(test extras, requirements from test dependency groups, test requirement files)."""
     pyproject = _pyproject(root)
     extras = list(pyproject.get("project", {}).get("optional-dependencies", {}))
@@ -113,7 +116,7 @@ def _installable(root: Path) -> bool:
 
 def install_command(root: Path) -> str:
     """The offline install run inside the image build."""
-    extras, requirements, files = test_requirements(root)
+    extras, requirements, files = declared_test_dependencies(root)
     targets = [f"-e '.[{','.join(extras)}]'" if extras else "-e ."] if _installable(root) else []
     targets += [_quote(r) for r in requirements] + [f"-r {_quote(f)}" for f in files]
     pretend = "" if (root / "PKG-INFO").exists() else "SETUPTOOLS_SCM_PRETEND_VERSION=0.0.0 "
@@ -125,7 +128,7 @@ def fetch_wheelhouse(project: Project, on_step: Callable[[str], None] = log.info
     """Everything the install needs, as wheels, in a folder cached by what declares it."""
     root = project.root
     declared = [p for name in ("pyproject.toml", "setup.py", "setup.cfg", "PKG-INFO") if (p := root / name).exists()]
-    extras, requirements, files = test_requirements(root)
+    extras, requirements, files = declared_test_dependencies(root)
     declared += [root / f for f in files]
     digest = _hash(sys.version.split()[0], *(p.name + "\0" + p.read_text(errors="replace") for p in declared))
     wheelhouse = cache_dir() / "synth" / "wheelhouse" / digest
@@ -134,20 +137,23 @@ def fetch_wheelhouse(project: Project, on_step: Callable[[str], None] = log.info
     on_step(f"downloading the dependencies of {project.name} into {wheelhouse}")
     wheelhouse.mkdir(parents=True, exist_ok=True)
     build_requires = _pyproject(root).get("build-system", {}).get("requires", DEFAULT_BUILD_REQUIRES)
-    _pip(root, "download", "-d", wheelhouse, *build_requires, *DEFAULT_BUILD_REQUIRES)
     targets = [f".[{','.join(extras)}]" if extras else "."] if _installable(root) else []
     targets += list(requirements) + [arg for f in files for arg in ("-r", f)]
-    if targets:
-        _pip(root, "download", "-d", wheelhouse, *targets)
-    for sdist in [p for p in wheelhouse.iterdir() if p.name.endswith((".tar.gz", ".zip", ".tar.bz2"))]:
-        _pip(root, "wheel", "--no-deps", "-w", wheelhouse, sdist)
-        sdist.unlink()
+    with tempfile.TemporaryDirectory() as scratch:  # pip writes build metadata into the project
+        copy = shutil.copytree(root, Path(scratch) / "project")
+        _pip(copy, "download", "-d", wheelhouse, *build_requires, *DEFAULT_BUILD_REQUIRES)
+        if targets:
+            _pip(copy, "download", "-d", wheelhouse, *targets)
+        for sdist in [p for p in wheelhouse.iterdir() if p.name.endswith((".tar.gz", ".zip", ".tar.bz2"))]:
+            _pip(copy, "wheel", "--no-deps", "-w", wheelhouse, sdist)
+            sdist.unlink()
     (wheelhouse / ".complete").write_text("")
     return wheelhouse
 
 
 def _pip(cwd: Path, *args) -> None:
-    done = subprocess.run([sys.executable, "-m", "pip", *map(str, args)], cwd=cwd, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "pip", *map(str, args)], cwd=cwd, capture_output=True, text=True,
+                          check=False)
     if done.returncode != 0:
         raise SynthError(f"pip {args[0]} of the project's dependencies failed: {done.stderr.strip()[-1500:]}")
 
@@ -216,7 +222,7 @@ def _ini(path: Path) -> ConfigParser:
     if path.exists():
         try:
             config.read(path)
-        except Exception as err:  # configparser has many error types; a broken file is just skipped
+        except (ConfigError, UnicodeDecodeError) as err:  # a broken file is just skipped
             log.warning("cannot read %s: %s", path, err)
     return config
 

@@ -10,9 +10,9 @@ project, `order` puts them in a seeded order that alternates between kinds.
 from __future__ import annotations
 
 import ast
-import copy
 import difflib
 import hashlib
+import itertools
 import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -209,9 +209,9 @@ def _replace(node: ast.AST, new: ast.AST, src: _Source, description: str) -> Edi
 
 
 def _swap_operator(node: ast.AST, left: ast.AST, right: ast.AST, old: type, new: type,
-                   rebuilt: Callable[[], ast.AST], src: _Source) -> Edit:
+                   rebuilt: ast.AST, src: _Source) -> Edit:
     """Replace only the operator token between `left` and `right` where the text between them
-    is plain (spaces, parentheses); otherwise rewrite the whole node."""
+    is plain (spaces, parentheses); otherwise rewrite the whole node as `rebuilt`."""
     description = f"`{_SYMBOL[old]}` -> `{_SYMBOL[new]}`"
     gap_start, gap_end = src.end(left), src.start(right)
     gap = src.segment(gap_start, gap_end)
@@ -219,7 +219,7 @@ def _swap_operator(node: ast.AST, left: ast.AST, right: ast.AST, old: type, new:
     if " ".join(core.split()) == _SYMBOL[old] and gap.count(core) == 1 and "#" not in gap:
         at = gap_start + len(gap[: gap.index(core)].encode())
         return at, at + len(core.encode()), _SYMBOL[new], description, node.lineno
-    return _replace(node, rebuilt(), src, description)
+    return _replace(node, rebuilt, src, description)
 
 
 # ----------------------------------------------------------------------------- the kinds
@@ -232,12 +232,7 @@ def flip_comparison(function, src) -> Iterator[Edit]:
             operands = [node.left, *node.comparators]
             for i, op in enumerate(node.ops):
                 new = _FLIP_COMPARE[type(op)]
-
-                def rebuilt(i=i, new=new):
-                    copy_ = copy.deepcopy(node)
-                    copy_.ops[i] = new()
-                    return copy_
-
+                rebuilt = ast.Compare(node.left, [new() if j == i else o for j, o in enumerate(node.ops)], node.comparators)
                 yield _swap_operator(node, operands[i], operands[i + 1], type(op), new, rebuilt, src)
 
 
@@ -246,11 +241,11 @@ def flip_boolean(function, src) -> Iterator[Edit]:
     for node in _body_nodes(function):
         if isinstance(node, ast.BoolOp):
             old, new = type(node.op), ast.Or if isinstance(node.op, ast.And) else ast.And
-            rebuilt = lambda node=node, new=new: ast.BoolOp(new(), node.values)  # noqa: E731
+            rebuilt = ast.BoolOp(new(), node.values)
             if len(node.values) == 2:
                 yield _swap_operator(node, node.values[0], node.values[1], old, new, rebuilt, src)
             else:
-                yield _replace(node, rebuilt(), src, f"`{_SYMBOL[old]}` -> `{_SYMBOL[new]}`")
+                yield _replace(node, rebuilt, src, f"`{_SYMBOL[old]}` -> `{_SYMBOL[new]}`")
 
 
 def flip_arithmetic(function, src) -> Iterator[Edit]:
@@ -258,7 +253,7 @@ def flip_arithmetic(function, src) -> Iterator[Edit]:
     for node in _body_nodes(function):
         if isinstance(node, ast.BinOp) and type(node.op) in _FLIP_ARITH:
             new = _FLIP_ARITH[type(node.op)]
-            rebuilt = lambda node=node, new=new: ast.BinOp(node.left, new(), node.right)  # noqa: E731
+            rebuilt = ast.BinOp(node.left, new(), node.right)
             yield _swap_operator(node, node.left, node.right, type(node.op), new, rebuilt, src)
 
 
@@ -331,8 +326,8 @@ def remove_else(function, src) -> Iterator[Edit]:
     """The `else:`/`elif` branch of an `if` removed (from the end of the `if` body)."""
     for node in _body_nodes(function):
         if isinstance(node, ast.If) and node.orelse:
-            elif_ = len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If) and \
-                src.segment(src.end(node.body[-1]), src.start(node.orelse[0])).strip().startswith("elif")
+            elif_ = isinstance(node.orelse[0], ast.If) and \
+                "else" not in src.segment(src.end(node.body[-1]), src.start(node.orelse[0]))
             what = "elif branch" if elif_ else "else branch"
             yield src.end(node.body[-1]), src.end(node.orelse[-1]), "", f"removed the {what}", node.orelse[0].lineno
 
@@ -341,8 +336,7 @@ def swap_arguments(function, src) -> Iterator[Edit]:
     """Two adjacent positional arguments of a call swapped."""
     for node in _body_nodes(function):
         if isinstance(node, ast.Call):
-            args = node.args
-            for first, second in zip(args, args[1:]):
+            for first, second in itertools.pairwise(node.args):
                 if isinstance(first, ast.Starred) or isinstance(second, ast.Starred):
                     continue
                 a, b = src.segment(src.start(first), src.end(first)), src.segment(src.start(second), src.end(second))

@@ -184,15 +184,15 @@ class _Run:
                     done, _ = wait(running, return_when=FIRST_COMPLETED)
                     for future in done:
                         mutation = running.pop(future)
-                        self._record(mutation, future, max_tasks)
-                        emit(SynthEvent("candidate", f"{mutation.kind} in {mutation.function}: "
-                                        f"{self.worklog.entries.get(mutation.id, {}).get('status', 'error')}",
+                        verdict = self._record(mutation, future, max_tasks)
+                        emit(SynthEvent("candidate", f"{mutation.kind} in {mutation.function}: {verdict}",
                                         len(self.worklog.entries), planned, self.kept()))
             finally:
                 for future in running:
                     future.cancel()
 
-    def _record(self, mutation: Mutation, future, max_tasks: int) -> None:
+    def _record(self, mutation: Mutation, future, max_tasks: int) -> str:
+        """Log the verdict (and write a kept instance); returns it in words."""
         try:
             entry = future.result()
         except SandboxError as err:
@@ -201,14 +201,15 @@ class _Run:
             log.warning("sandbox error on %s (not recorded, a resume retries it): %s", mutation.id, err)
             if self.errors_in_a_row >= MAX_ERRORS_IN_A_ROW:
                 raise SynthError(f"{self.errors_in_a_row} sandbox errors in a row, the last: {err}") from err
-            return
+            return f"sandbox error ({err})"
         self.errors_in_a_row = 0
         if entry["status"] == "kept":
             if self.kept() >= max_tasks:
-                return  # over the cap: left undecided for a later, larger run
+                return "not needed (max_tasks reached)"  # left undecided for a later, larger run
             with self.output.open("a") as handle:
                 handle.write(json.dumps(entry["instance"]) + "\n")
         self.worklog.append(entry)
+        return f"{entry['status']} ({entry['reason']})" if entry["reason"] else entry["status"]
 
     def judge_one(self, mutation: Mutation, source: bytes) -> dict:
         """Judge one candidate; a kept one comes back with its instance (image built)."""

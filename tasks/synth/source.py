@@ -70,7 +70,8 @@ def _from_path(path: Path, into: Path, origin: str) -> Project:
 
 def _from_git_url(url: str, into: Path) -> Project:
     clone = into / "clone"
-    done = subprocess.run(["git", "clone", "-q", "--depth", "1", url, str(clone)], capture_output=True, text=True)
+    done = subprocess.run(["git", "clone", "-q", "--depth", "1", url, str(clone)], capture_output=True, text=True,
+                          check=False)
     if done.returncode != 0:
         raise SynthError(f"cannot clone {url}: {done.stderr.strip()} (is it reachable from here?)")
     name = normalise(url.rstrip("/").rsplit("/", 1)[-1].removesuffix(".git"))
@@ -82,7 +83,7 @@ def _from_pypi(requirement: str, into: Path) -> Project:
     download = into / "download"
     done = subprocess.run(
         [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:", "-d", str(download), requirement],
-        capture_output=True, text=True,
+        capture_output=True, text=True, check=False,
     )
     archives = sorted(download.glob("*")) if download.exists() else []
     if done.returncode != 0 or not archives:
@@ -118,7 +119,7 @@ def _import(tree: Path, into: Path, origin: str, name: str, version: str = "") -
 def _export_head(repo: Path, tree: Path, origin: str, name: str, version: str = "") -> Project:
     """The files of HEAD (as committed: no local changes, no ignored files) copied to `tree`."""
     commit = _git(repo, "rev-parse", "HEAD").strip()
-    archive = subprocess.run(["git", "archive", "--format=tar", "HEAD"], cwd=repo, capture_output=True)
+    archive = subprocess.run(["git", "archive", "--format=tar", "HEAD"], cwd=repo, capture_output=True, check=False)
     if archive.returncode != 0:
         raise SynthError(f"git archive failed in {repo}: {archive.stderr.decode(errors='replace').strip()}")
     shutil.rmtree(tree, ignore_errors=True)

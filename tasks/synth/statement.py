@@ -17,8 +17,8 @@ MAX_LINES = 8
 _ENTRY = re.compile(r"^(\S+?):\d+: in \S+")
 TITLES = ["`{test}` fails: {message}", "Wrong result in {project}: `{test}` fails", "{project}: {kind} in `{test}`"]
 INTROS = [
-    "Running the test suite of {project} on the current code gives {count}. The tests check documented "
-    "behaviour, so the library seems to be at fault, not the tests.",
+    ("Running the test suite of {project} on the current code gives {count}. The tests check documented "
+     "behaviour, so the library seems to be at fault, not the tests."),
     "I'm seeing {count} in {project}'s own suite on a clean checkout; nothing else was changed.",
     "{project} misbehaves: its suite has {count}, and the assertions look right to me.",
 ]
@@ -38,7 +38,8 @@ def failures(log: str, tests: list[str], hide: str) -> list[dict]:
     found = []
     for test in tests:
         block = block_of(blocks, test)
-        details = [line for line in _test_lines(block, test.partition("::")[0]) if hide not in line]
+        lines = _test_lines(block, test.partition("::")[0])
+        details = [line for i, line in enumerate(lines) if hide not in line and line not in lines[:i]]
         message = error_line(block, messages.get(test, ""))
         found.append({"test": test, "message": "" if hide in message else message, "details": details[:MAX_LINES]})
     return found

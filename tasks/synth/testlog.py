@@ -7,7 +7,7 @@ import re
 
 _SECTION = re.compile(r"^=+ (.+?) =+$")
 _BLOCK = re.compile(r"^_{3,} (.+?) _{3,}$")
-_SHORT_SUMMARY = re.compile(r"^(?:FAILED|ERROR) (\S+)(?: - (.*))?$", re.M)
+_SHORT_SUMMARY = re.compile(r"^(?:FAILED|ERROR) (\S+)(?: - (.*))?$", re.MULTILINE)
 
 
 def failure_blocks(log: str) -> dict[str, list[str]]:

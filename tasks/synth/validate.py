@@ -21,7 +21,7 @@ PASSED = "PASSED"
 
 
 @dataclass
-class TestRun:
+class SuiteRun:
     statuses: dict[str, str]
     log: str
     duration: float
@@ -60,7 +60,7 @@ def probe_instance(image: str, test_command: str) -> dict:
             "eval_type": "pass_and_fail", "FAIL_TO_PASS": [], "PASS_TO_PASS": [], "workdir": WORKDIR}
 
 
-def run_tests(image: str, test_command: str, patch: str, backend: Backend, timeout: float) -> TestRun:
+def run_tests(image: str, test_command: str, patch: str, backend: Backend, timeout: float) -> SuiteRun:
     from swebench.harness.constants import TESTS_TIMEOUT
 
     instance = probe_instance(image, test_command)
@@ -68,11 +68,11 @@ def run_tests(image: str, test_command: str, patch: str, backend: Backend, timeo
     method, log = run_eval(instance, patch, backend, timeout)
     duration = time.monotonic() - started
     if patch and not method:
-        return TestRun({}, log, duration, problem="the patch does not apply")
+        return SuiteRun({}, log, duration, problem="the patch does not apply")
     if TESTS_TIMEOUT in log:
-        return TestRun({}, log, duration, timed_out=True)
+        return SuiteRun({}, log, duration, timed_out=True)
     statuses, _, problem = parse_log(instance, log)
-    return TestRun(statuses, log, duration, problem=problem or ("" if statuses else "no test results"))
+    return SuiteRun(statuses, log, duration, problem=problem or ("" if statuses else "no test results"))
 
 
 def run_baseline(image: str, commands: tuple[str, ...], backend: Backend, timeout: float) -> Baseline:
@@ -116,7 +116,7 @@ def _whole_name(test: str) -> bool:
     return "[" not in test or test.endswith("]")
 
 
-def _unusable(run: TestRun, baseline: Baseline) -> str:
+def _unusable(run: SuiteRun, baseline: Baseline) -> str:
     if run.timed_out:
         return "timeout"
     if run.problem:

@@ -39,6 +39,9 @@ def test_ctrl_c_keeps_results_closes_sandboxes_and_resume_finishes(tmp_path, doc
     kept = rows_of(results)
     assert 3 <= len(kept) < 16
     owner = f":{process.pid}"
+    deadline = time.monotonic() + 30  # removal finishes in the engine after the kill
+    while [s for s in docker_backend.list() if s.get("harness.owner", "").endswith(owner)] and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert not [s for s in docker_backend.list() if s.get("harness.owner", "").endswith(owner)]
     done = harness("eval", "--checkpoint", "gold", "--tasks", "swe-demo", "--output", str(tmp_path), "--resume")
     assert done.returncode == 0, done.stdout

@@ -31,6 +31,14 @@ def mine(backend) -> list[dict]:
     return [s for s in backend.list() if s.get("harness.owner") == owner_label()]
 
 
+def eventually_empty(listing, timeout: float = 30.0) -> list:
+    """Closing returns at once; the engine finishes removing containers in the background."""
+    deadline = time.monotonic() + timeout
+    while (found := listing()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return found
+
+
 def kill_from_outside(sandbox) -> None:
     if sandbox.backend == "docker":
         sandbox.container.kill()
@@ -120,7 +128,7 @@ def test_fork_bomb_is_contained(backend):
     finally:
         sb.close()
     assert subprocess.run(["true"]).returncode == 0  # the host can still start processes
-    assert sb.id not in {s["id"] for s in mine(backend)} and not mine(backend)
+    assert eventually_empty(lambda: mine(backend)) == []
 
 
 def test_memory_hog_is_killed_with_a_clear_message(sandbox):
@@ -239,7 +247,7 @@ def test_many_sandboxes_then_none_left(backend):
     finally:
         for sb in sandboxes:
             sb.close()
-    assert mine(backend) == []
+    assert eventually_empty(lambda: mine(backend)) == []
 
 
 _CHILD = """
@@ -266,7 +274,7 @@ def test_interrupted_process_leaves_nothing(backend, how):
     assert [s for s in backend.list() if s.get("harness.owner") == owner]
     child.send_signal(signal.SIGINT if how == "sigint" else signal.SIGTERM)
     child.wait(timeout=60)
-    assert [s for s in backend.list() if s.get("harness.owner") == owner] == []
+    assert eventually_empty(lambda: [s for s in backend.list() if s.get("harness.owner") == owner]) == []
 
 
 def test_prune_removes_leftovers_of_a_crashed_process(backend):
@@ -279,7 +287,7 @@ def test_prune_removes_leftovers_of_a_crashed_process(backend):
     owner = f"{socket.gethostname()}:{child.pid}"
     assert [s for s in backend.list() if s.get("harness.owner") == owner], "the crash should leave one behind"
     assert backend.prune()
-    assert [s for s in backend.list() if s.get("harness.owner") == owner] == []
+    assert eventually_empty(lambda: [s for s in backend.list() if s.get("harness.owner") == owner]) == []
 
 
 def test_warm_pool_hands_out_started_sandboxes_and_refills(backend):
@@ -292,7 +300,7 @@ def test_warm_pool_hands_out_started_sandboxes_and_refills(backend):
         assert pool.wait_ready(120)  # refilled in the background
         assert len(mine(backend)) == 3
         first.close()
-    assert mine(backend) == []  # closing the pool closes what it held
+    assert eventually_empty(lambda: mine(backend)) == []  # closing the pool closes what it held
 
 
 def test_unreachable_engine_is_a_clear_error_and_auto_falls_back(tmp_path):
