@@ -384,6 +384,37 @@ def tasks_show(
     raise TaskError(f"no task {task_id!r} in {source}; `harness tasks ls {source}` lists them")
 
 
+@tasks_app.command("synth")
+@friendly_errors
+def tasks_synth(
+    repo: str = typer.Option(..., "--repo", help="A local git repository, a git URL, or a PyPI project name."),
+    output: Path = typer.Option(..., help="JSONL of SWE-bench instances to write (appended as tasks are kept)."),
+    max_tasks: int = typer.Option(200, help="Stop after this many validated tasks."),
+    seed: int = typer.Option(0, help="Seed of the mutation order (a run is reproducible)."),
+    workers: int = typer.Option(2, help="Candidates validated at once (each in its own sandbox)."),
+    test_command: Optional[str] = typer.Option(None, help="Override the detected test command (pytest by default)."),
+    backend: str = BackendOption,
+):
+    """Synthesize validated repo-fix tasks from a real Python project by planting bugs (AST mutations)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from tasks.synth.pipeline import synthesize
+
+    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("kept {task.fields[kept]}"), TimeElapsedColumn()]
+    with Progress(*columns, console=console) as progress:
+        bar = progress.add_task("preparing", total=None, kept=0)
+
+        def show(event):
+            progress.update(bar, description=event.stage, completed=event.decided, total=event.planned or None, kept=event.kept)
+            if event.stage != "candidate":
+                progress.console.print(f"[dim]{event.stage}: {event.message}", highlight=False)
+
+        summary = synthesize(repo, output, max_tasks=max_tasks, seed=seed, workers=workers, test_command=test_command,
+                             backend=get_backend(backend), on_event=show)
+    console.print(f"kept {summary.kept} of {summary.decided} candidates ({summary.flaky} flaky); rejected: {summary.rejected}")
+    console.print(f"tasks: {output}; summary: {output}.summary.json")
+
+
 @tasks_app.command("validate")
 @friendly_errors
 def tasks_validate(path: Path = typer.Argument(..., help="A .jsonl, .json or .parquet task file.")):

@@ -4,14 +4,18 @@
 
 Both sides train the same tiny random Qwen2 (`harness.tiny_model.init_tiny`, hidden 128, 4
 layers, vocabulary 2048 by default) in float32 on the CPU, with the same number of torch
-threads, on the same rollout batch: `--prompts` prompts of `--prompt-length` tokens, `--group`
+threads (`--threads`, 1 by default: on a shared machine more threads mostly measure the
+scheduler), on the same rollout batch: `--prompts` prompts of `--prompt-length` tokens, `--group`
 completions each of between half and all of `--completion-length` tokens (right-padded), group
 advantages from 0/1 rewards, and old log-probs taken from the starting weights plus noise (so
 that the ratios move off 1 and some tokens are clipped). Same loss (DAPO token mean: TRL's
 `loss_type="dapo"` is our `token_mean`; clip 0.2 / 0.28, beta 0, temperature 1), same
 optimizer (`torch.optim.AdamW`, lr 1e-5, no weight decay, constant schedule), gradient norm
 clipped at 1.0, the whole batch in one forward (`--micro-batch` splits it on both sides: our
-`micro_batch_size`, TRL's gradient accumulation).
+`micro_batch_size`, TRL's gradient accumulation). As a check that both sides do the same step,
+the table shows both losses at step 1; they agree to float rounding. (With `--micro-batch`
+below the batch they differ a little by design: our `token_mean` weights micro-batches by their
+sequences, as TRL's `bnpo` does, while TRL's `dapo` divides by the whole batch's tokens.)
 
 Measured (the headline, "learner step"): one optimizer step on an already generated batch.
 - ours: `trainer.learner.Learner.train_step(Batch)`.
@@ -380,18 +384,17 @@ def compare(make_spec, rounds: int, console) -> dict:
     return result
 
 
-def add_rows(table, label: str, result: dict, targets: bool) -> None:
+def add_rows(table, step: str, result: dict, targets: bool) -> None:
     o, t = result["ours"], result["trl"]
     speed_target = f" (target >= {TARGET_SPEED:.0f})" if targets else ""
     memory_target = f" (target <= {TARGET_MEMORY:.0f})" if targets else ""
-    table.add_row(f"{label}: completion tokens / s", f"{o['tokens_per_s']:,.0f}", f"{t['tokens_per_s']:,.0f}",
+    table.add_row(step, "completion tokens / s", f"{o['tokens_per_s']:,.0f}", f"{t['tokens_per_s']:,.0f}",
                   f"{result['ratio_tokens_per_s']:.2f}{speed_target}")
-    table.add_row(f"{label}: step time (median)", f"{o['step_s']:.3f} s", f"{t['step_s']:.3f} s",
-                  f"{o['step_s'] / t['step_s']:.2f}")
-    table.add_row(f"{label}: peak RSS", f"{o['peak_rss_mb']:,.0f} MB", f"{t['peak_rss_mb']:,.0f} MB",
+    table.add_row("", "step time", f"{o['step_s']:.3f} s", f"{t['step_s']:.3f} s", f"{o['step_s'] / t['step_s']:.2f}")
+    table.add_row("", "peak RSS", f"{o['peak_rss_mb']:,.0f} MB", f"{t['peak_rss_mb']:,.0f} MB",
                   f"{result['ratio_peak_rss']:.2f}{memory_target}")
-    table.add_row(f"{label}: step memory (peak - peak before step 1)", f"{o['step_rss_mb']:,.0f} MB",
-                  f"{t['step_rss_mb']:,.0f} MB", f"{result['ratio_step_rss']:.2f}")
+    table.add_row("", "step memory (peak - peak before step 1)", f"{o['step_rss_mb']:,.0f} MB",
+                  f"{t['step_rss_mb']:,.0f} MB", f"{result['ratio_step_rss']:.2f}", end_section=True)
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -406,7 +409,8 @@ def main(argv: list[str] | None = None) -> dict:
                         help="sequences per forward pass on both sides (default: the whole batch)")
     parser.add_argument("--hidden", type=int, default=128, help="model hidden size (default 128)")
     parser.add_argument("--layers", type=int, default=4, help="model layers (default 4)")
-    parser.add_argument("--threads", type=int, default=None, help="torch threads on both sides (default: all cores)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads on both sides (default 1: steady figures on a shared machine)")
     parser.add_argument("--rounds", type=int, default=2, help="runs per side, the order flipping each round (default 2)")
     parser.add_argument("--full-steps", type=int, default=3,
                         help="timed full steps (generation + update) per run; 0 skips them (default 3)")
@@ -417,6 +421,8 @@ def main(argv: list[str] | None = None) -> dict:
         worker(Spec(**json.loads(args.worker)))
         return {}
 
+    import torch
+    import trl
     from rich.console import Console
     from rich.table import Table
 
@@ -427,14 +433,12 @@ def main(argv: list[str] | None = None) -> dict:
     micro = args.micro_batch or rows
     if rows % micro:
         raise SystemExit(f"--micro-batch {micro} must divide the batch of {rows} sequences (--prompts x --group)")
-    threads = args.threads or len(os.sched_getaffinity(0))
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="trainer-bench-") as tmp:
         checkpoint = init_tiny(Path(tmp) / "model", hidden_size=args.hidden, layers=args.layers)
         console.print(f"[bold]building the rollout batch ({args.prompts} prompts x {args.group} completions, "
                       f"{args.prompt_length} + up to {args.completion_length} tokens)...")
         batch_path = Path(tmp) / "batch.pt"
-        import torch
-
         torch.save(make_rollout_batch(checkpoint, args.prompts, args.group, args.prompt_length, args.completion_length),
                    batch_path)
         texts_path = Path(tmp) / "prompts.json"
@@ -444,42 +448,51 @@ def main(argv: list[str] | None = None) -> dict:
             return Spec(side=side, mode=mode, checkpoint=str(checkpoint),
                         batch=str(batch_path if mode == "learner" else texts_path), out_dir=tmp, steps=steps,
                         warmup=args.warmup, prompts=args.prompts, group=args.group,
-                        completion_length=args.completion_length, micro_batch=micro, threads=threads,
+                        completion_length=args.completion_length, micro_batch=micro, threads=args.threads,
                         learning_rate=args.learning_rate)
 
-        console.print("[bold]learner step (same prepared batch)...")
+        console.print("[bold]learner step (the same prepared batch on both sides)...")
         learner = compare(lambda side: spec(side, "learner", args.steps), args.rounds, console)
         full = None
         if args.full_steps > 0:
-            console.print("[bold]full step (generation + update)...")
+            console.print("[bold]full step (generation + scoring + update)...")
             full = compare(lambda side: spec(side, "full", args.full_steps), args.rounds, console)
 
+    threads_seen = {result[side]["threads"] for result in filter(None, (learner, full)) for side in SIDES}
+    if threads_seen != {args.threads}:
+        raise BenchError(f"the runs used {sorted(threads_seen)} torch threads, not the {args.threads} asked for")
     loss_gap = abs(learner["ours"]["first_loss"] - learner["trl"]["first_loss"])
     result = {
         "config": {"prompts": args.prompts, "group": args.group, "prompt_length": args.prompt_length,
                    "completion_length": args.completion_length, "micro_batch": micro, "hidden": args.hidden,
-                   "layers": args.layers, "threads": threads, "steps": args.steps, "warmup": args.warmup,
-                   "rounds": args.rounds, "full_steps": args.full_steps, "dtype": "float32", "loss": "dapo / token_mean"},
+                   "layers": args.layers, "threads": args.threads, "steps": args.steps, "warmup": args.warmup,
+                   "rounds": args.rounds, "full_steps": args.full_steps, "dtype": "float32",
+                   "loss": "TRL dapo / our token_mean", "optimizer": "torch.optim.AdamW"},
+        "peer": f"trl {trl.__version__}",
         "learner": learner,
         "full": full,
+        "ratio_tokens_per_s": learner["ratio_tokens_per_s"],
+        "ratio_peak_rss": learner["ratio_peak_rss"],
         "first_loss_gap": loss_gap,
+        "load_average": [load_before, os.getloadavg()[0]],
         "target": {"tokens_per_s": TARGET_SPEED, "peak_rss": TARGET_MEMORY},
     }
-    result |= {"ratio_tokens_per_s": learner["ratio_tokens_per_s"], "ratio_peak_rss": learner["ratio_peak_rss"]}
 
-    import trl
-
-    table = Table(title=f"GRPO step on CPU, {args.prompts} prompts x {args.group} samples, {args.prompt_length} + "
-                        f"<= {args.completion_length} tokens, hidden {args.hidden} x {args.layers} layers, fp32, "
-                        f"{threads} threads ({args.rounds} runs per side, medians; ratios are ours / TRL)")
+    table = Table(title=f"GRPO step on CPU: ours vs TRL {trl.__version__} GRPOTrainer (medians; ratios are ours / TRL)",
+                  caption=f"{args.prompts} prompts x {args.group} samples, {args.prompt_length} + <= "
+                          f"{args.completion_length} tokens, Qwen2 hidden {args.hidden} x {args.layers} layers, fp32, "
+                          f"micro-batch {micro}, {args.threads} torch thread(s), {args.rounds} runs per side, "
+                          f"{args.steps} learner / {args.full_steps} full steps per run; load average "
+                          f"{load_before:.1f} -> {result['load_average'][1]:.1f}")
+    table.add_column("step")
     table.add_column("measure")
     table.add_column("ours", justify="right")
-    table.add_column(f"TRL {trl.__version__} GRPOTrainer", justify="right")
-    table.add_column("ratio", justify="right")
-    add_rows(table, "learner step", learner, targets=True)
+    table.add_column("TRL", justify="right")
+    table.add_column("ours / TRL", justify="right")
+    add_rows(table, "learner (same batch)", learner, targets=True)
     if full is not None:
-        add_rows(table, "full step (generate + update)", full, targets=False)
-    table.add_row("loss at step 1 (same weights, same batch)", f"{learner['ours']['first_loss']:.6f}",
+        add_rows(table, "full (generate + update)", full, targets=False)
+    table.add_row("check", "loss at step 1 (same weights, same batch)", f"{learner['ours']['first_loss']:.6f}",
                   f"{learner['trl']['first_loss']:.6f}", f"|diff| {loss_gap:.1e}")
     console.print(table)
     return result

@@ -13,9 +13,6 @@ import hashlib
 import io
 import json
 import logging
-import os
-import shutil
-import subprocess
 import tarfile
 from pathlib import Path
 from typing import Any, Callable
@@ -24,15 +21,11 @@ from sandboxes import Backend
 from sandboxes.images import BASE_REPOSITORY, cache_dir, recipe_hash
 
 from .errors import TaskError
+from .repos import make_bugged_repo
 from .swe import WORKDIR, make_eval_script
 
 log = logging.getLogger(__name__)
 CONTENT = Path(__file__).parent / "builtin" / "swe_demo"
-_GIT_ENV = {
-    "GIT_AUTHOR_NAME": "harness", "GIT_AUTHOR_EMAIL": "harness@localhost",
-    "GIT_COMMITTER_NAME": "harness", "GIT_COMMITTER_EMAIL": "harness@localhost",
-    "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z",
-}
 
 
 def task_dirs() -> list[Path]:
@@ -59,7 +52,7 @@ def build_instance(task_dir: Path, backend: Backend, on_step: Callable[[str], No
         return instance
     on_step(f"{meta['instance_id']}: building the repository")
     repo = work / "repo"
-    base_commit, gold = _make_repo(package_dir, task_dir / "bug.patch", repo)
+    base_commit, gold = make_bugged_repo(package_dir, task_dir / "bug.patch", repo)
     test_patch = (task_dir / "test.patch").read_text()
     instance = {
         "instance_id": meta["instance_id"],
@@ -111,28 +104,6 @@ def _content_hash(task_dir: Path, package_dir: Path) -> str:
         for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
             digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:12]
-
-
-def _git(repo: Path, *args: str) -> str:
-    result = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, env={**os.environ, **_GIT_ENV})
-    if result.returncode != 0:
-        raise TaskError(f"git {' '.join(args)} failed in {repo}: {result.stderr.strip()}")
-    return result.stdout
-
-
-def _make_repo(package_dir: Path, bug_patch: Path, repo: Path) -> tuple[str, str]:
-    """A one-commit repository with the bug planted; returns (base commit, gold patch)."""
-    shutil.rmtree(repo, ignore_errors=True)
-    shutil.copytree(package_dir, repo, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache"))
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "apply", str(bug_patch))
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", "Initial import")
-    base_commit = _git(repo, "rev-parse", "HEAD").strip()
-    _git(repo, "apply", "-R", str(bug_patch))
-    gold = _git(repo, "diff")
-    _git(repo, "checkout", "--", ".")
-    return base_commit, gold
 
 
 def _ensure_image(instance: dict[str, Any], repo: Path, on_step: Callable[[str], None]) -> None:

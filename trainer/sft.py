@@ -102,7 +102,7 @@ def sft_step(learner, batch: SFTBatch, lr: float) -> dict[str, float]:
     """One optimizer step (at learning rate `lr`) of token-mean NLL on the masked tokens."""
     model, device = learner.model, learner.device
     for group in learner.optimizer.param_groups:
-        group["lr"] = lr  # the RL schedule sets it again at its next step
+        group["lr"] = lr  # LearnerActor.reset_optimizer restores the RL schedule's rate
     learner.optimizer.zero_grad(set_to_none=True)
     tokens = batch.loss_mask.sum()
     total = 0.0

@@ -109,8 +109,11 @@ class LearnerActor:
         return sft_step(self.learner, batch, lr)
 
     def reset_optimizer(self) -> bool:
-        """Start RL with fresh optimizer moments after the SFT warm start."""
+        """Start RL with fresh optimizer moments after the SFT warm start, at the RL schedule's learning rate
+        (SFT steps set their own; the scheduler only sets it again after the first RL step)."""
         self.learner.optimizer.state.clear()
+        for group, lr in zip(self.learner.optimizer.param_groups, self.learner.scheduler.get_last_lr()):
+            group["lr"] = lr
         return True
 
     def weights(self) -> dict[str, Any]:

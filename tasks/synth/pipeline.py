@@ -25,7 +25,7 @@ from sandboxes import Backend, SandboxError
 
 from ..patch_policy import patch_violations
 from ..swe import WORKDIR, make_eval_script
-from ..swe_demo import _make_repo
+from ..repos import make_bugged_repo
 from .environment import Environment, build_environment, build_image, image_exists
 from .errors import SynthError
 from .mutations import Mutation, compiles, find_mutations, order, unified_patch
@@ -275,7 +275,7 @@ class _Run:
             patch = unified_patch(mutation.path, source, mutation.apply(source))
         (folder / "bug.patch").write_text(patch)
         try:
-            base_commit, gold = _make_repo(self.root, folder / "bug.patch", folder / "repo")
+            base_commit, gold = make_bugged_repo(self.root, folder / "bug.patch", folder / "repo")
             dockerfile = (f"FROM {self.env.image}\nCOPY repo/.git {WORKDIR}/.git\n"
                           f"COPY {json.dumps(['repo/' + mutation.path, f'{WORKDIR}/{mutation.path}'])}\n")
             build_image(image, dockerfile, {"repo/.git": folder / "repo" / ".git",

@@ -20,7 +20,7 @@ import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..swe_demo import _git
+from ..repos import git
 from .errors import SynthError
 
 
@@ -110,15 +110,15 @@ def _import(tree: Path, into: Path, origin: str, name: str, version: str = "") -
     """Commit `tree` as the only commit of a new repository, then export that commit."""
     repo = into / "repo"
     tree.rename(repo)
-    _git(repo, "init", "-q", "-b", "main")
-    _git(repo, "add", "-A", "-f")
-    _git(repo, "commit", "-q", "--no-verify", "-m", f"Import {origin}")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A", "-f")
+    git(repo, "commit", "-q", "--no-verify", "-m", f"Import {origin}")
     return _export_head(repo, into / "tree", origin, name, version)
 
 
 def _export_head(repo: Path, tree: Path, origin: str, name: str, version: str = "") -> Project:
     """The files of HEAD (as committed: no local changes, no ignored files) copied to `tree`."""
-    commit = _git(repo, "rev-parse", "HEAD").strip()
+    commit = git(repo, "rev-parse", "HEAD").strip()
     archive = subprocess.run(["git", "archive", "--format=tar", "HEAD"], cwd=repo, capture_output=True, check=False)
     if archive.returncode != 0:
         raise SynthError(f"git archive failed in {repo}: {archive.stderr.decode(errors='replace').strip()}")

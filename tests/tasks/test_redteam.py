@@ -88,11 +88,12 @@ def instance(docker_backend):
 @pytest.fixture(scope="module")
 def repo(instance, tmp_path_factory) -> Path:
     """The task's repository at its base commit (the same recipe as the image's /testbed)."""
-    from tasks.swe_demo import CONTENT, _make_repo
+    from tasks.repos import make_bugged_repo
+    from tasks.swe_demo import CONTENT
 
     meta = json.loads((CONTENT / "tasks" / TASK_ID / "task.json").read_text())
     path = tmp_path_factory.mktemp("redteam") / "repo"
-    base_commit, gold = _make_repo(CONTENT / "packages" / meta["package"], CONTENT / "tasks" / TASK_ID / "bug.patch", path)
+    base_commit, gold = make_bugged_repo(CONTENT / "packages" / meta["package"], CONTENT / "tasks" / TASK_ID / "bug.patch", path)
     assert base_commit == instance["base_commit"] and gold == instance["patch"]
     return path
 
