@@ -37,11 +37,11 @@ the policy; TRL: `GRPOTrainer.train()` as it is, generating with `model.generate
 same reward function.
 
 Throughput is completion tokens trained per second (the tokens in the loss), the median over
-the timed steps after `--warmup` untimed ones. Memory is each process's peak resident set
-(`getrusage(RUSAGE_SELF).ru_maxrss`): every run is a fresh subprocess, so the figure is
-that side's own peak; "step memory" is the peak minus the peak before the first step (model,
-optimizer, batch and libraries loaded), the part the training step itself adds. tracemalloc
-is not used: torch's CPU tensors are not allocated through Python's allocator. The sides run
+the timed steps after `--warmup` untimed ones. Memory is each process's peak resident set:
+every run is a fresh subprocess, so the figure is that side's own peak (read as `VmHWM`, see
+`max_rss_mb` for why not `ru_maxrss`); "step memory" is the peak minus the peak before the
+first step (libraries, model and batch loaded), the part the training step itself adds.
+tracemalloc is not used: torch's CPU tensors are not allocated through Python's allocator. The sides run
 `--rounds` times each, the order flipping every round, so the ratios hold on a noisy machine.
 """
 
@@ -92,6 +92,18 @@ class Spec:
 
 
 def max_rss_mb() -> float:
+    """This process's peak resident set so far, in MiB: `VmHWM` of /proc/self/status.
+
+    Not `getrusage(RUSAGE_SELF).ru_maxrss`: on Linux that also counts the parent's resident set at the fork, carried
+    over the exec, so a worker started by this benchmark (which holds torch, TRL and a model) would report at least
+    the parent's size. `VmHWM` belongs to the worker's own address space. ru_maxrss is the fallback without /proc.
+    """
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
@@ -149,6 +161,21 @@ def make_rollout_batch(checkpoint: Path, prompts: int, group: int, prompt_length
         "old_per_token_logps": old,
         "rewards": rewards,
     }
+
+
+def grow_vocabulary(checkpoint: Path, size: int) -> None:
+    """Resize the checkpoint's (tied) embedding and LM head to `size` rows; the new ids are never sampled in the
+    prepared batch, but every logit row has `size` entries, which is what makes the LM head costly in real models."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float32)
+    if size < model.config.vocab_size:
+        raise SystemExit(f"--vocab {size} is below the tokenizer's {model.config.vocab_size} tokens")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model.resize_token_embeddings(size, mean_resizing=False)
+    model.save_pretrained(checkpoint, safe_serialization=True)
 
 
 def prompt_texts(checkpoint: Path, prompts: int, prompt_length: int, seed: int = 0) -> list[str]:
@@ -409,6 +436,9 @@ def main(argv: list[str] | None = None) -> dict:
                         help="sequences per forward pass on both sides (default: the whole batch)")
     parser.add_argument("--hidden", type=int, default=128, help="model hidden size (default 128)")
     parser.add_argument("--layers", type=int, default=4, help="model layers (default 4)")
+    parser.add_argument("--vocab", type=int, default=None,
+                        help="grow the model's vocabulary (embedding and LM head) to this size, as real models are "
+                             "(e.g. 151936 for Qwen2.5); default: the tiny tokenizer's (2048)")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads on both sides (default 1: steady figures on a shared machine)")
     parser.add_argument("--rounds", type=int, default=2, help="runs per side, the order flipping each round (default 2)")
@@ -436,6 +466,9 @@ def main(argv: list[str] | None = None) -> dict:
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="trainer-bench-") as tmp:
         checkpoint = init_tiny(Path(tmp) / "model", hidden_size=args.hidden, layers=args.layers)
+        if args.vocab:
+            grow_vocabulary(checkpoint, args.vocab)
+        vocab = json.loads((checkpoint / "config.json").read_text())["vocab_size"]
         console.print(f"[bold]building the rollout batch ({args.prompts} prompts x {args.group} completions, "
                       f"{args.prompt_length} + up to {args.completion_length} tokens)...")
         batch_path = Path(tmp) / "batch.pt"
@@ -465,7 +498,7 @@ def main(argv: list[str] | None = None) -> dict:
     result = {
         "config": {"prompts": args.prompts, "group": args.group, "prompt_length": args.prompt_length,
                    "completion_length": args.completion_length, "micro_batch": micro, "hidden": args.hidden,
-                   "layers": args.layers, "threads": args.threads, "steps": args.steps, "warmup": args.warmup,
+                   "layers": args.layers, "vocab": vocab, "threads": args.threads, "steps": args.steps, "warmup": args.warmup,
                    "rounds": args.rounds, "full_steps": args.full_steps, "dtype": "float32",
                    "loss": "TRL dapo / our token_mean", "optimizer": "torch.optim.AdamW"},
         "peer": f"trl {trl.__version__}",
@@ -480,7 +513,8 @@ def main(argv: list[str] | None = None) -> dict:
 
     table = Table(title=f"GRPO step on CPU: ours vs TRL {trl.__version__} GRPOTrainer (medians; ratios are ours / TRL)",
                   caption=f"{args.prompts} prompts x {args.group} samples, {args.prompt_length} + <= "
-                          f"{args.completion_length} tokens, Qwen2 hidden {args.hidden} x {args.layers} layers, fp32, "
+                          f"{args.completion_length} tokens, Qwen2 hidden {args.hidden} x {args.layers} layers, "
+                          f"vocabulary {vocab}, fp32, "
                           f"micro-batch {micro}, {args.threads} torch thread(s), {args.rounds} runs per side, "
                           f"{args.steps} learner / {args.full_steps} full steps per run; load average "
                           f"{load_before:.1f} -> {result['load_average'][1]:.1f}")
