@@ -1,6 +1,7 @@
 """GRPO step on CPU: our learner against TRL's GRPOTrainer, same model, batch and settings.
 
     python -m bench.trainer_bench [--steps 5] [--prompts 8] [--group 8] [--completion-length 128]
+                                  [--micro-batch N] [--vocab N] [--threads 1] [--full-steps 3]
 
 Both sides train the same tiny random Qwen2 (`harness.tiny_model.init_tiny`, hidden 128, 4
 layers, vocabulary 2048 by default) in float32 on the CPU, with the same number of torch
@@ -37,12 +38,16 @@ the policy; TRL: `GRPOTrainer.train()` as it is, generating with `model.generate
 same reward function.
 
 Throughput is completion tokens trained per second (the tokens in the loss), the median over
-the timed steps after `--warmup` untimed ones. Memory is each process's peak resident set:
+the timed steps after `--warmup` untimed ones. The same per CPU-second of the process
+(`time.process_time`) is shown beside it: on a machine that other jobs share, wall-clock
+figures move with their load, CPU time much less. Memory is each process's peak resident set:
 every run is a fresh subprocess, so the figure is that side's own peak (read as `VmHWM`, see
 `max_rss_mb` for why not `ru_maxrss`); "step memory" is the peak minus the peak before the
 first step (libraries, model and batch loaded), the part the training step itself adds.
-tracemalloc is not used: torch's CPU tensors are not allocated through Python's allocator. The sides run
-`--rounds` times each, the order flipping every round, so the ratios hold on a noisy machine.
+tracemalloc is not used: torch's CPU tensors are not allocated through Python's allocator.
+The sides run `--rounds` times each, the order flipping every round, so that drift in the
+machine's load falls on both. `--vocab` grows the vocabulary toward a real model's, where the
+LM head dominates a step.
 """
 
 from __future__ import annotations
@@ -228,16 +233,18 @@ def run_ours(spec: Spec) -> dict:
     else:
         step = _our_full_step(spec, learner)
     setup_rss = max_rss_mb()
-    times, tokens, losses = [], [], []
+    times, cpu_times, tokens, losses = [], [], [], []
     for index in range(spec.warmup + spec.steps):
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         trained, loss = step(index)
-        elapsed = time.perf_counter() - started
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu_started
         losses.append(loss)
         if index >= spec.warmup:
             times.append(elapsed)
+            cpu_times.append(cpu)
             tokens.append(trained)
-    return {"step_s": times, "tokens": tokens, "first_loss": losses[0], "setup_rss_mb": setup_rss}
+    return {"step_s": times, "step_cpu_s": cpu_times, "tokens": tokens, "first_loss": losses[0],
+            "setup_rss_mb": setup_rss}
 
 
 def _our_full_step(spec: Spec, learner):
@@ -328,13 +335,14 @@ def run_trl(spec: Spec) -> dict:
 
     class StepTimer(TrainerCallback):
         def __init__(self):
-            self.started, self.times = 0.0, []
+            self.started, self.cpu_started, self.times, self.cpu_times = 0.0, 0.0, [], []
 
         def on_step_begin(self, args, state, control, **kwargs):
-            self.started = time.perf_counter()
+            self.started, self.cpu_started = time.perf_counter(), time.process_time()
 
         def on_step_end(self, args, state, control, **kwargs):
             self.times.append(time.perf_counter() - self.started)
+            self.cpu_times.append(time.process_time() - self.cpu_started)
 
     timer = StepTimer()
     trainer.add_callback(timer)
@@ -344,6 +352,7 @@ def run_trl(spec: Spec) -> dict:
         raise BenchError(f"TRL ran {len(timer.times)} optimizer steps, expected {spec.warmup + spec.steps}")
     return {
         "step_s": timer.times[spec.warmup:],
+        "step_cpu_s": timer.cpu_times[spec.warmup:],
         "tokens": step_tokens[spec.warmup:],
         "first_loss": sum(losses[:accumulation]),
         "setup_rss_mb": setup_rss,
@@ -362,11 +371,12 @@ def worker(spec: Spec) -> None:
 def run_worker(spec: Spec, timeout: float = 3600) -> dict:
     """One side in a fresh interpreter; its stdout's tagged line is the result."""
     threads = str(spec.threads)
+    python_path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     env = os.environ | {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "HF_HUB_OFFLINE": "1",
                         "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-                        "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+                        "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": python_path}
     done = subprocess.run([sys.executable, "-m", "bench.trainer_bench", "--worker", json.dumps(asdict(spec))],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
     lines = [line for line in done.stdout.splitlines() if line.startswith(RESULT_TAG)]
     if done.returncode != 0 or not lines:
         raise BenchError(f"the {spec.side} worker ({spec.mode}) failed (exit {done.returncode}):\n"
@@ -381,10 +391,12 @@ def run_worker(spec: Spec, timeout: float = 3600) -> dict:
 def summarize(runs: list[dict]) -> dict:
     """Median over every timed step of every run of one side; memory: the median over runs."""
     per_step = [tokens / seconds for run in runs for tokens, seconds in zip(run["tokens"], run["step_s"])]
+    per_cpu_s = [tokens / seconds for run in runs for tokens, seconds in zip(run["tokens"], run["step_cpu_s"])]
     peaks = [run["peak_rss_mb"] for run in runs]
     setups = [run["setup_rss_mb"] for run in runs]
     return {
         "tokens_per_s": statistics.median(per_step),
+        "tokens_per_cpu_s": statistics.median(per_cpu_s),
         "step_s": statistics.median(s for run in runs for s in run["step_s"]),
         "tokens_per_step": statistics.median(t for run in runs for t in run["tokens"]),
         "peak_rss_mb": statistics.median(peaks),
@@ -406,6 +418,7 @@ def compare(make_spec, rounds: int, console) -> dict:
     result = {side: summarize(runs[side]) for side in SIDES}
     ours, trl = result["ours"], result["trl"]
     result["ratio_tokens_per_s"] = ours["tokens_per_s"] / trl["tokens_per_s"]
+    result["ratio_tokens_per_cpu_s"] = ours["tokens_per_cpu_s"] / trl["tokens_per_cpu_s"]
     result["ratio_peak_rss"] = ours["peak_rss_mb"] / trl["peak_rss_mb"]
     result["ratio_step_rss"] = ours["step_rss_mb"] / max(trl["step_rss_mb"], 1e-9)
     return result
@@ -418,6 +431,8 @@ def add_rows(table, step: str, result: dict, targets: bool) -> None:
     table.add_row(step, "completion tokens / s", f"{o['tokens_per_s']:,.0f}", f"{t['tokens_per_s']:,.0f}",
                   f"{result['ratio_tokens_per_s']:.2f}{speed_target}")
     table.add_row("", "step time", f"{o['step_s']:.3f} s", f"{t['step_s']:.3f} s", f"{o['step_s'] / t['step_s']:.2f}")
+    table.add_row("", "completion tokens / CPU-second", f"{o['tokens_per_cpu_s']:,.0f}",
+                  f"{t['tokens_per_cpu_s']:,.0f}", f"{result['ratio_tokens_per_cpu_s']:.2f}")
     table.add_row("", "peak RSS", f"{o['peak_rss_mb']:,.0f} MB", f"{t['peak_rss_mb']:,.0f} MB",
                   f"{result['ratio_peak_rss']:.2f}{memory_target}")
     table.add_row("", "step memory (peak - peak before step 1)", f"{o['step_rss_mb']:,.0f} MB",
@@ -441,7 +456,8 @@ def main(argv: list[str] | None = None) -> dict:
                              "(e.g. 151936 for Qwen2.5); default: the tiny tokenizer's (2048)")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads on both sides (default 1: steady figures on a shared machine)")
-    parser.add_argument("--rounds", type=int, default=2, help="runs per side, the order flipping each round (default 2)")
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="runs per side, the order flipping each round (default 2)")
     parser.add_argument("--full-steps", type=int, default=3,
                         help="timed full steps (generation + update) per run; 0 skips them (default 3)")
     parser.add_argument("--learning-rate", type=float, default=1e-5, help=argparse.SUPPRESS)
@@ -498,7 +514,8 @@ def main(argv: list[str] | None = None) -> dict:
     result = {
         "config": {"prompts": args.prompts, "group": args.group, "prompt_length": args.prompt_length,
                    "completion_length": args.completion_length, "micro_batch": micro, "hidden": args.hidden,
-                   "layers": args.layers, "vocab": vocab, "threads": args.threads, "steps": args.steps, "warmup": args.warmup,
+                   "layers": args.layers, "vocab": vocab, "threads": args.threads, "steps": args.steps,
+                   "warmup": args.warmup,
                    "rounds": args.rounds, "full_steps": args.full_steps, "dtype": "float32",
                    "loss": "TRL dapo / our token_mean", "optimizer": "torch.optim.AdamW"},
         "peer": f"trl {trl.__version__}",
