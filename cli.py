@@ -261,11 +261,18 @@ app.add_typer(model_app, name="model")
 
 @model_app.command("init-tiny")
 @friendly_errors
-def model_init_tiny(output_dir: Path = typer.Argument(..., help="Where the checkpoint goes.")):
-    """Build a tiny Qwen2-architecture checkpoint with a locally trained tokenizer (for tests)."""
+def model_init_tiny(
+    output_dir: Path = typer.Argument(..., help="Where the checkpoint goes."),
+    hidden_size: int = typer.Option(64, "--hidden-size", min=8, help="Model width (heads: 4, key/value heads: 2)."),
+    layers: int = typer.Option(2, "--layers", min=1, help="Transformer layers."),
+    vocab_size: int = typer.Option(2048, "--vocab-size", min=512, help="Tokens, BPE merges and special tokens included."),
+    seed: int = typer.Option(0, "--seed", help="Fixes the tokenizer's corpus and the weights."),
+):
+    """Build a tiny random Qwen2-architecture checkpoint with a locally trained tokenizer (tests, CPU runs)."""
     from harness.tiny_model import init_tiny
 
-    console.print(f"tiny checkpoint: {init_tiny(output_dir)}")
+    path = init_tiny(output_dir, vocab_size=vocab_size, seed=seed, hidden_size=hidden_size, layers=layers)
+    console.print(f"tiny checkpoint: {path}")
 
 
 # -- training ------------------------------------------------------------------------------------

@@ -60,7 +60,7 @@ def run_episode(
             messages = env.init()
             timings["env_s"] += time.monotonic() - clock
             tools = schemas(env.tools) if env.tools else []
-            trajectory.messages = messages
+            trajectory.messages, trajectory.tools = messages, tools
             ledger = TokenLedger(policy.tokenizer, messages, tools) if policy.tokenizer is not None else None
             _loop(task, policy, env, sampling, limits, trajectory, ledger, tools, timings, started)
         except EpisodeEnd as end:

@@ -24,6 +24,7 @@ SCHEMA = pa.schema([
     ("sample", pa.int32()),
     ("policy", pa.string()),
     ("messages", pa.string()),  # OpenAI chat messages with tool calls, as JSON
+    ("tools", pa.string()),  # the OpenAI tool schemas offered, as JSON: the chat template renders them into the prompt
     ("tool_calls", pa.int32()),
     ("reward", pa.float64()),
     ("exit_status", pa.string()),
@@ -41,6 +42,7 @@ def trajectory_row(t: Trajectory) -> dict[str, Any]:
         "sample": t.sample,
         "policy": t.policy,
         "messages": json.dumps(t.messages, ensure_ascii=False),
+        "tools": json.dumps(t.tools, ensure_ascii=False),
         "tool_calls": sum(len(m.get("tool_calls") or []) for m in t.messages),
         "reward": t.reward,
         "exit_status": t.exit_status,
@@ -84,7 +86,8 @@ def _card_markdown(card: dict[str, Any]) -> str:
         f"- reward distribution (all generated): {card['reward_distribution']}",
         f"- exit statuses: {card['exit_statuses']}",
         f"- trajectories with exact token ids and loss masks: {card['with_tokens']}", "",
-        "Columns: task_id, sample, policy, messages (OpenAI chat JSON with tool calls), tool_calls, reward,",
+        "Columns: task_id, sample, policy, messages (OpenAI chat JSON with tool calls), tools (the tool schemas offered,",
+        "JSON), tool_calls, reward,",
         "exit_status, turns, token_ids / loss_mask / logprobs (local models: exactly as generated; the loss",
         "mask is 1 on policy tokens, 0 on prompt, tool and observation tokens), metadata (JSON).", "",
         f"Source config: `{json.dumps(config)}`", "",

@@ -24,6 +24,7 @@ class Trajectory:
     sample: int = 0
     policy: str = ""
     messages: list[dict[str, Any]] = field(default_factory=list)
+    tools: list[dict[str, Any]] = field(default_factory=list)  # the OpenAI tool schemas the policy was offered
     exit_status: str = ""
     error: str = ""
     reward: float = 0.0

@@ -92,6 +92,22 @@ def extract_answer(text: str, mode: Mode = "strict") -> str | None:
     raise ValueError(f"unknown GSM8K answer mode {mode!r}: use 'strict' or 'flexible'")
 
 
+_ANNOTATION = re.compile(r"<<([^<>=]+)=[^<>]*>>")  # GSM8K's calculator notes: <<48/2=24>>
+_WORKING_LINE = re.compile(r"^\s*([\d\s.+\-*/()]*\d[\d\s.+\-*/()]*?)\s*=\s*-?[\d.,]+\s*$", re.MULTILINE)  # 7 - 1 = 6
+
+
+def final_calculation(answer: str) -> str | None:
+    """The expression of a reference solution's last calculation, as Python ('48/2'), or None.
+
+    Read from GSM8K's last `<<expr=value>>` note, else from the last `expr = value` line of
+    the working (the `arith` format). Demonstrations of tool use run it in the `python` tool.
+    """
+    notes = _ANNOTATION.findall(answer)
+    lines = _WORKING_LINE.findall(answer.partition("####")[0])
+    expression = (notes or lines or [None])[-1]
+    return expression.strip() if expression and any(op in expression for op in "+-*/") else None
+
+
 def gsm8k_reward(
     response: str, ground_truth: str, mode: Mode = "strict", format_score: float = 0.0
 ) -> Reward:

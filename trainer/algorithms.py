@@ -20,6 +20,7 @@ with ``max_len=max_completion_length``, ``"dapo"`` and ``"bnpo"`` are ``"token_m
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from typing import Literal
 
@@ -162,15 +163,27 @@ def sequence_logprobs(
 
     Returns:
         ``[B, T]`` float32 log-probabilities.
+
+    The ``[B, T, V]`` logits are the largest tensors of a step, so they are kept small: the LM head runs only
+    from the first scored position of the batch on (``logits_to_keep``, where the model's forward takes it; the
+    prompt's logits are never used), and one ``log_softmax`` + ``gather`` leaves autograd one ``[B, T, V]``
+    tensor to keep, with no temperature-scaled copy at temperature 1.
     """
     scored = response_mask.bool()
     if bool(scored[:, 0].any()):
         raise ConfigError("response_mask marks position 0, which has no preceding token to predict it from")
-    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float() / temperature
-    targets = input_ids[:, 1:].unsqueeze(-1)
-    logprobs = logits.gather(-1, targets).squeeze(-1) - torch.logsumexp(logits, dim=-1)
-    logprobs = nn.functional.pad(logprobs, (1, 0))
-    return logprobs.masked_fill(~scored, 0.0)
+    columns = scored.any(0).nonzero()
+    first = int(columns[0]) if len(columns) else input_ids.shape[1]  # logits at first - 1 .. T - 1 are needed
+    if "logits_to_keep" in inspect.signature(model.forward).parameters:
+        logits = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=input_ids.shape[1] - first + 1).logits
+    else:
+        logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, first - 1 :]
+    logits = logits.float()
+    if temperature != 1.0:
+        logits = logits / temperature
+    targets = nn.functional.pad(input_ids[:, first:], (0, 1))  # a dummy target past the end, dropped below
+    logprobs = logits.log_softmax(-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)[:, :-1]
+    return nn.functional.pad(logprobs, (first, 0)).masked_fill(~scored, 0.0)
 
 
 def kl_penalty(logprobs: Tensor, ref_logprobs: Tensor, kl_type: KLType = "k1") -> Tensor:

@@ -129,6 +129,10 @@ class SFTWarmupConfig:
     epochs: int = _field(1, min=1)
     #: Learning rate of the warm-up.
     learning_rate: float = _field(1e-5, above=0.0)
+    #: Examples per optimizer step; null = `trainer.train_batch_size` × `generator.n_samples_per_prompt`.
+    batch_size: int | None = _field(None, min=1)
+    #: Stop the warm-up after this many optimizer steps even if epochs remain (a partial warm start); null = no cap.
+    max_steps: int | None = _field(None, min=1)
 
 
 @dataclass(frozen=True)

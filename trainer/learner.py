@@ -6,7 +6,6 @@ A single process (CPU, or one GPU). Multi-GPU sharding (FSDP2) is not built yet:
 
 from __future__ import annotations
 
-import inspect
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,36 +40,6 @@ class LearnerSettings:
 
 def _device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-
-
-def token_logprobs(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                   loss_mask: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
-    """`algorithms.sequence_logprobs` (same arguments, same numbers to float rounding), with less work on the logits.
-
-    - The LM head runs only from the first scored position of the batch on (`logits_to_keep`): the prompt's
-      logits are never used, and the `[B, T, V]` logits are the largest tensors of a step.
-    - One `log_softmax` + `gather` on the logits as the model returns them, instead of `gather - logsumexp` on a
-      shifted, temperature-scaled copy: autograd keeps one `[B, T, V]` tensor (the `log_softmax` output) and the
-      backward makes fewer `[B, T, V]` temporaries.
-    - No temperature-scaled copy of the logits when the temperature is 1.
-    Models whose forward has no `logits_to_keep` get `sequence_logprobs` itself.
-    """
-    scored = loss_mask.bool()
-    columns = scored.any(0).nonzero()
-    if not _keeps_logits(model) or len(columns) == 0 or int(columns[0]) == 0:
-        return sequence_logprobs(model, input_ids, attention_mask, loss_mask, temperature)  # it also reports errors
-    first = int(columns[0])  # logits at positions first - 1 .. T - 1 score tokens first .. T - 1 (and one past the end)
-    logits = model(input_ids=input_ids, attention_mask=attention_mask,
-                   logits_to_keep=input_ids.shape[1] - first + 1).logits.float()
-    if temperature != 1.0:
-        logits = logits / temperature
-    targets = torch.nn.functional.pad(input_ids[:, first:], (0, 1))  # a dummy target past the end, dropped below
-    logprobs = logits.log_softmax(-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)[:, :-1]
-    return torch.nn.functional.pad(logprobs, (first, 0)).masked_fill(~scored, 0.0)
-
-
-def _keeps_logits(model: torch.nn.Module) -> bool:
-    return "logits_to_keep" in inspect.signature(model.forward).parameters
 
 
 class Learner:
@@ -118,7 +87,7 @@ class Learner:
                 micro = batch.rows(rows)
                 if micro.loss_mask.sum() == 0:
                     continue
-                logprobs = token_logprobs(self.model, micro.input_ids.to(self.device), micro.attention_mask.to(self.device),
+                logprobs = sequence_logprobs(self.model, micro.input_ids.to(self.device), micro.attention_mask.to(self.device),
                                              micro.loss_mask.to(self.device), s.temperature)
                 loss, part = policy_loss(
                     logprobs, micro.old_logprobs.to(self.device), micro.advantages.to(self.device), micro.loss_mask.to(self.device),
@@ -150,7 +119,7 @@ class Learner:
         out = []
         for start in range(0, len(batch), self.settings.micro_batch_size):
             micro = batch.rows(slice(start, start + self.settings.micro_batch_size))
-            out.append(token_logprobs(self.ref, micro.input_ids.to(self.device), micro.attention_mask.to(self.device),
+            out.append(sequence_logprobs(self.ref, micro.input_ids.to(self.device), micro.attention_mask.to(self.device),
                                          micro.loss_mask.to(self.device), self.settings.temperature).cpu())
         width = batch.input_ids.shape[1]
         return torch.cat([torch.nn.functional.pad(o, (0, width - o.shape[1])) for o in out])

@@ -9,6 +9,7 @@ from its last checkpoint with the same model, optimizer, scheduler, data positio
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -201,13 +202,12 @@ def _sft_warmup(cfg: TrainConfig, learner, engines, train_tasks: list[Task], log
         examples += examples_from_parquet(source, tokenizer) if source.endswith(".parquet") else examples_from_tasks(load_tasks(source), tokenizer)
     if not warm.data:
         examples = examples_from_tasks(train_tasks, tokenizer)
-    size = cfg.trainer.train_batch_size * cfg.generator.n_samples_per_prompt
-    number = 0
-    for epoch in range(warm.epochs):
-        for batch in make_batches(examples, size, _pad_id(cfg.trainer.policy.model.path), cfg.trainer.seed + epoch):
-            number += 1
-            metrics = _learner_call(learner.sft_step.remote(batch, warm.learning_rate))
-            logger.log(0, {**metrics, "sft/step": number})
+    size = warm.batch_size or cfg.trainer.train_batch_size * cfg.generator.n_samples_per_prompt
+    pad_id = _pad_id(cfg.trainer.policy.model.path)
+    batches = (batch for epoch in range(warm.epochs) for batch in make_batches(examples, size, pad_id, cfg.trainer.seed + epoch))
+    for number, batch in enumerate(itertools.islice(batches, warm.max_steps), start=1):
+        metrics = _learner_call(learner.sft_step.remote(batch, warm.learning_rate))
+        logger.log(0, {**metrics, "sft/step": number})
     ray.get(learner.reset_optimizer.remote())
     weights = learner.weights.remote()
     ray.get([engine.load_weights.remote(weights) for engine in engines])

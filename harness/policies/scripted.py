@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tasks.gsm8k import final_calculation
+
 from ..errors import PolicyError
 from ..policy import Completion, Policy, Sampling, ToolCall
 from ..trajectory import Trajectory
@@ -48,7 +50,10 @@ class GoldPolicy(Policy):
                 call("submit"),
             ]
         elif task.env_class == "gsm8k_tool":
-            turns = [call("submit", answer=str(task.reward_spec["ground_truth"]))]
+            # The reference's last calculation through the `python` tool, then its printed result.
+            expression = final_calculation(task.metadata.get("answer", ""))
+            compute = [call("python", code=f"print({expression})")] if expression else []
+            turns = [*compute, call("submit", answer=str(task.reward_spec["ground_truth"]))]
         else:
             turns = [Completion(text=f"The answer is below.\n#### {task.reward_spec['ground_truth']}")]
         return ScriptedPolicy("gold", turns)

@@ -61,7 +61,10 @@ def test_generate_writes_a_dataset_that_loads_back(tmp_path, docker_backend):
     assert table.num_rows == 6 and set(table.column("reward").to_pylist()) == {1.0}
     loaded = datasets.load_dataset("parquet", data_files=str(tmp_path / "trajectories.parquet"))["train"]
     messages = json.loads(loaded[0]["messages"])
-    assert messages[0]["role"] == "user" and messages[1]["tool_calls"][0]["function"]["name"] == "submit"
+    # The gold demonstration computes the reference's last calculation with the python tool, then submits its result.
+    calls = [m["tool_calls"][0]["function"]["name"] for m in messages if m["role"] == "assistant"]
+    assert messages[0]["role"] == "user" and calls == ["python", "submit"]
+    assert messages[2]["role"] == "tool" and float(messages[2]["content"].strip()) == float(messages[2]["content"])  # python printed a number
     card = json.loads((tmp_path / "dataset_card.json").read_text())
     assert card["kept"] == 6 and card["reward_distribution"] == {"1.0": 6}
     assert "reward distribution" in (tmp_path / "README.md").read_text()

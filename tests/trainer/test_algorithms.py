@@ -282,8 +282,20 @@ def test_token_entropy() -> None:
     assert token_entropy(logits, torch.tensor([[1, 0, 0]])).item() == pytest.approx(math.log(8))
 
 
-def test_sequence_logprobs_match_prefix_by_prefix_scoring() -> None:
-    model = tiny_qwen2()
+class _WithoutLogitsToKeep(torch.nn.Module):
+    """A causal LM whose forward has no `logits_to_keep`: scored through the full-logits path."""
+
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, attention_mask):
+        return self.model(input_ids=input_ids, attention_mask=attention_mask)
+
+
+@pytest.mark.parametrize("wrap", [False, True], ids=["logits_to_keep", "full_logits"])
+def test_sequence_logprobs_match_prefix_by_prefix_scoring(wrap: bool) -> None:
+    model = _WithoutLogitsToKeep(tiny_qwen2()) if wrap else tiny_qwen2()
     torch.manual_seed(1)
     input_ids = torch.randint(3, 100, (2, 7))
     attention_mask = torch.tensor([[1, 1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 1, 0, 0]])
@@ -297,6 +309,8 @@ def test_sequence_logprobs_match_prefix_by_prefix_scoring() -> None:
             expected = torch.log_softmax(prefix_logits.logits[0, -1] / temperature, -1)[input_ids[b, t]]
             assert logprobs[b, t].item() == pytest.approx(expected.item(), abs=1e-5)
     assert (logprobs[response_mask == 0] == 0).all()
+    nothing_scored = sequence_logprobs(model, input_ids, attention_mask, torch.zeros_like(response_mask))
+    assert nothing_scored.shape == (2, 7) and (nothing_scored == 0).all()
     logprobs.sum().backward()
     assert all(p.grad is not None for p in model.parameters())
 

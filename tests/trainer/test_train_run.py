@@ -111,6 +111,7 @@ def test_sft_on_generated_trajectories_lowers_the_loss(tiny_model, tmp_path, doc
     from transformers import AutoTokenizer
 
     from trainer.learner import Learner, LearnerSettings
+    from tasks.taskset import load_tasks
     from trainer.sft import examples_from_parquet, make_batches, sft_step
 
     done = harness("generate", "--checkpoint", "gold", "--tasks", "arith-tool-train", "--limit", "8", "--output", str(tmp_path / "data"))
@@ -120,7 +121,12 @@ def test_sft_on_generated_trajectories_lowers_the_loss(tiny_model, tmp_path, doc
     assert len(examples) == 8 and all(0 < sum(mask) < len(ids) for ids, mask in examples)
     first_ids, first_mask = examples[0]
     taught = tokenizer.decode([t for t, m in zip(first_ids, first_mask) if m])
-    assert "submit" in taught and "<|im_end|>" in taught  # the assistant's tool call, nothing else
+    assert '"name": "python"' in taught and '"name": "submit"' in taught and "<tool_response>" not in taught  # the assistant's calls only
+    # The prompt is rendered with the tool schemas the episode offered, exactly as the policy saw it.
+    from harness.tokens import render
+    from harness.tools import schemas
+    prompt = list(render(tokenizer, [{"role": "user", "content": load_tasks("arith-tool-train")[0].prompt[0]["content"]}], schemas(["python", "submit"]), True, True))
+    assert first_ids[: len(prompt)] == prompt and "<tools>" in tokenizer.decode(prompt)
     learner = Learner(tiny_model, LearnerSettings(learning_rate=3e-3, micro_batch_size=8))
     batches = make_batches(examples, 8, tokenizer.pad_token_id, seed=0)
     losses = [sft_step(learner, batches[0], lr=3e-3)["sft/loss"] for _ in range(15)]
