@@ -42,13 +42,28 @@ def docker_client():
             import docker
 
             try:
-                client = docker.from_env(timeout=120, max_pool_size=64)
+                client = docker.from_env(timeout=120, max_pool_size=256)
+                _share_one_connection_pool(client)
                 client.ping()
             except Exception as err:
                 where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
                 raise EngineUnavailable(f"no Docker engine answers at {where} ({err}). {ENGINE_HINT}") from None
             _client = client
         return _client
+
+
+def _share_one_connection_pool(client) -> None:
+    """Send every request to a local engine through one connection pool.
+
+    docker-py's unix-socket adapter keeps a pool per request URL and closes all but the 25 most
+    recently used: with many sandboxes busy at once, a pool still in use by one thread is closed
+    by another ("Pool is closed", docker/compose#3586). All requests go to the same socket, so a
+    single pool (of max_pool_size connections) serves them all.
+    """
+    adapter = client.api.get_adapter(client.api.base_url)
+    if hasattr(adapter, "socket_path") and hasattr(adapter, "pools"):
+        per_url = adapter.get_connection
+        adapter.get_connection = lambda url, proxies=None: per_url(client.api.base_url, proxies)
 
 
 def engine_available() -> bool:

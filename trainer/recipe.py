@@ -168,6 +168,10 @@ def _rollouts(workers, prompts: list[Task], n: int, sampling: Sampling, limits: 
         return ray.get(refs)
     except ray.exceptions.RayActorError as err:
         raise TrainerError(f"a rollout actor died ({err}); no update was made, the last checkpoint is intact: rerun to resume") from None
+    except ray.exceptions.RayTaskError as err:
+        cause = getattr(err, "cause", None) or err
+        raise TrainerError(f"rollouts failed ({type(cause).__name__}: {cause}); no update was made, "
+                           "the last checkpoint is intact: rerun to resume") from None
 
 
 def _learner_call(ref):

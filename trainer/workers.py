@@ -7,6 +7,7 @@ one snapshot of the task's sandbox, so all samples start from the same state.
 
 from __future__ import annotations
 
+import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -21,11 +22,20 @@ from .engine import BatchingEngine, load_engine
 from .learner import Learner, LearnerSettings
 
 
+def _use_all_cores() -> None:
+    """Ray starts actors with one CPU thread (OMP_NUM_THREADS=1). Generation and training take turns (a
+    synchronous GRPO step), so on a CPU the busy actor may use every core the node has."""
+    import torch
+
+    torch.set_num_threads(len(os.sched_getaffinity(0)))
+
+
 @ray.remote
 class EngineActor:
     """One inference engine (transformers or vLLM), batching the requests of all episodes."""
 
     def __init__(self, backend: str, model_path: str):
+        _use_all_cores()
         self.engine = BatchingEngine(load_engine(backend, model_path))
 
     def generate_ids(self, prompt_ids: list[int], sampling: Sampling) -> Completion:
@@ -97,6 +107,7 @@ class LearnerActor:
     def __init__(self, model_path: str, settings: LearnerSettings, ref_model_path: str | None = None):
         from transformers import AutoTokenizer
 
+        _use_all_cores()
         self.learner = Learner(model_path, settings, ref_model_path)
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
 
