@@ -21,6 +21,7 @@ from sandboxes import Backend, close_all
 from tasks.grade_run import drop_partial_line, read_results
 from tasks.task import Task
 
+from .batching import BatchingEngine
 from .episode import EpisodeLimits, run_episode
 from .errors import HarnessError
 from .policy import Policy, Sampling
@@ -44,22 +45,6 @@ class EvalConfig:
     backend: str = "auto"
 
 
-class _Serialized(Policy):
-    """One generation at a time for in-process models shared by several episodes."""
-
-    def __init__(self, inner: Policy, lock: threading.Lock):
-        self.inner, self.lock = inner, lock
-        self.name, self.tokenizer = inner.name, inner.tokenizer
-
-    def generate(self, messages, tools, sampling):
-        with self.lock:
-            return self.inner.generate(messages, tools, sampling)
-
-    def generate_ids(self, prompt_ids, sampling):
-        with self.lock:
-            return self.inner.generate_ids(prompt_ids, sampling)
-
-
 def evaluate(
     tasks: list[Task],
     policy: Policy,
@@ -77,8 +62,9 @@ def evaluate(
     drop_partial_line(results_path)
     done = {(r["task_id"], r["sample"]) for r in read_results(results_path)}
     jobs = [(t, k) for t in tasks for k in range(config.samples) if (t.id, k) not in done]
-    lock, gen_lock = threading.Lock(), threading.Lock()
-    shared = _Serialized(policy, gen_lock) if policy.tokenizer is not None else policy
+    lock = threading.Lock()
+    # In-process models serve all episodes at once: their turns are batched, not queued one by one.
+    shared = BatchingEngine(policy) if policy.tokenizer is not None else policy
     limits = EpisodeLimits(max_turns=config.max_turns, max_context=config.max_context)
 
     def one(task: Task, sample: int) -> dict[str, Any]:
@@ -105,6 +91,8 @@ def evaluate(
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+        if shared is not policy:
+            shared.close()
     rows = read_results(results_path)
     report = build_report(rows, config)
     write_outputs(rows, report, tasks, out)

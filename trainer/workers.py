@@ -18,7 +18,9 @@ from harness.policy import Completion, Policy, Sampling
 from harness.trajectory import Trajectory
 from tasks.task import Task
 
-from .engine import BatchingEngine, load_engine
+from harness.batching import BatchingEngine
+
+from .engine import load_engine
 from .learner import Learner, LearnerSettings
 
 

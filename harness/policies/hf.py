@@ -55,13 +55,15 @@ class HFPolicy(Policy):
         return self.generate_ids_batch([prompt_ids], sampling)[0]
 
     @torch.inference_mode()
-    def generate_ids_batch(self, prompts: list[list[int]], sampling: Sampling) -> list[Completion]:
-        """One turn per prompt, sampled together (left padding). With a seed, row i is seeded with
-        seed + i, so a batch reproduces the unbatched calls with seeds seed, seed + 1, ..."""
+    def generate_ids_batch(self, prompts: list[list[int]], sampling: Sampling, seeds: list[int | None] | None = None) -> list[Completion]:
+        """One turn per prompt, sampled together (left padding). Row i is seeded with seeds[i] when given,
+        else with sampling.seed + i, so a batch reproduces the unbatched calls with those seeds."""
         limits = [self._token_budget(prompt, sampling.max_tokens) for prompt in prompts]
         input_ids, mask = self._left_pad(prompts)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        generators = _generators(sampling.seed, len(prompts), self.device)
+        if seeds is None:
+            seeds = [None if sampling.seed is None else sampling.seed + row for row in range(len(prompts))]
+        generators = [None if seed is None else torch.Generator(device=self.device).manual_seed(seed) for seed in seeds]
         tokens: list[list[int]] = [[] for _ in prompts]
         logprobs: list[list[float]] = [[] for _ in prompts]
         reasons: list[str | None] = [None for _ in prompts]
@@ -152,12 +154,6 @@ def _eos_ids(*ids: int | list[int] | None) -> set[int]:
     if not flat:
         raise PolicyError("the checkpoint names no end-of-sequence token (generation_config.json or tokenizer)")
     return flat
-
-
-def _generators(seed: int | None, rows: int, device: torch.device) -> list[torch.Generator | None]:
-    if seed is None:
-        return [None] * rows  # torch's global generator
-    return [torch.Generator(device=device).manual_seed(seed + row) for row in range(rows)]
 
 
 def _sample(

@@ -38,12 +38,15 @@ class VLLMPolicy(Policy):
     def generate_ids(self, prompt_ids: list[int], sampling: Sampling) -> Completion:
         return self.generate_ids_batch([prompt_ids], sampling)[0]
 
-    def generate_ids_batch(self, prompts: list[list[int]], sampling: Sampling) -> list[Completion]:
+    def generate_ids_batch(self, prompts: list[list[int]], sampling: Sampling, seeds: list[int | None] | None = None) -> list[Completion]:
+        """As `HFPolicy.generate_ids_batch`: row i seeded with seeds[i], else with sampling.seed + i."""
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
-        params = SamplingParams(temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens,
-                                seed=sampling.seed, stop=sampling.stop or None, logprobs=0, skip_special_tokens=False)
+        if seeds is None:
+            seeds = [None if sampling.seed is None else sampling.seed + row for row in range(len(prompts))]
+        params = [SamplingParams(temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens,
+                                 seed=seed, stop=sampling.stop or None, logprobs=0, skip_special_tokens=False) for seed in seeds]
         outputs = self.llm.generate([TokensPrompt(prompt_token_ids=ids) for ids in prompts], params, use_tqdm=False)
         completions = []
         for prompt, output in zip(prompts, outputs):
