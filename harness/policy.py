@@ -17,6 +17,10 @@ class Sampling:
     seed: int | None = None
     stop: list[str] = field(default_factory=list)
 
+    def row_seeds(self, rows: int) -> list[int | None]:
+        """Seeds of a batch's rows: seed, seed + 1, ... (None: the engine's own randomness)."""
+        return [None if self.seed is None else self.seed + row for row in range(rows)]
+
 
 @dataclass
 class ToolCall:

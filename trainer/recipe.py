@@ -169,9 +169,14 @@ def _rollouts(workers, prompts: list[Task], n: int, sampling: Sampling, limits: 
     except ray.exceptions.RayActorError as err:
         raise TrainerError(f"a rollout actor died ({err}); no update was made, the last checkpoint is intact: rerun to resume") from None
     except ray.exceptions.RayTaskError as err:
-        cause = getattr(err, "cause", None) or err
+        cause = _cause(err)
         raise TrainerError(f"rollouts failed ({type(cause).__name__}: {cause}); no update was made, "
                            "the last checkpoint is intact: rerun to resume") from None
+
+
+def _cause(err: Exception) -> Exception:
+    """The exception a Ray task raised, unwrapped from Ray's own."""
+    return err.cause if isinstance(getattr(err, "cause", None), Exception) else err
 
 
 def _learner_call(ref):
@@ -179,7 +184,7 @@ def _learner_call(ref):
     try:
         return ray.get(ref)
     except ray.exceptions.RayTaskError as err:
-        cause = err.cause if isinstance(getattr(err, "cause", None), Exception) else err
+        cause = _cause(err)
         if isinstance(cause, TrainerError):
             raise TrainerError(str(cause)) from None
         raise TrainerError(f"the learner failed: {type(cause).__name__}: {cause}; the last checkpoint is intact") from None

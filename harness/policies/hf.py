@@ -61,8 +61,7 @@ class HFPolicy(Policy):
         limits = [self._token_budget(prompt, sampling.max_tokens) for prompt in prompts]
         input_ids, mask = self._left_pad(prompts)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        if seeds is None:
-            seeds = [None if sampling.seed is None else sampling.seed + row for row in range(len(prompts))]
+        seeds = sampling.row_seeds(len(prompts)) if seeds is None else seeds
         generators = [None if seed is None else torch.Generator(device=self.device).manual_seed(seed) for seed in seeds]
         tokens: list[list[int]] = [[] for _ in prompts]
         logprobs: list[list[float]] = [[] for _ in prompts]

@@ -43,8 +43,7 @@ class VLLMPolicy(Policy):
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
-        if seeds is None:
-            seeds = [None if sampling.seed is None else sampling.seed + row for row in range(len(prompts))]
+        seeds = sampling.row_seeds(len(prompts)) if seeds is None else seeds
         params = [SamplingParams(temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens,
                                  seed=seed, stop=sampling.stop or None, logprobs=0, skip_special_tokens=False) for seed in seeds]
         outputs = self.llm.generate([TokensPrompt(prompt_token_ids=ids) for ids in prompts], params, use_tqdm=False)
