@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import logging
 import os
-import select
 import shlex
 import socket
 import tarfile
@@ -15,7 +14,7 @@ from pathlib import Path, PurePosixPath
 
 from .base import LABEL_MANAGED, LABEL_OWNER, Backend, Sandbox, Snapshot, labels, owner_alive
 from .errors import EngineUnavailable, FileNotFoundInSandbox, ImageNotFound, SandboxClosed, SandboxError
-from .shell import ShellSession
+from .shell import ShellSession, wait_readable
 from .spec import SandboxSpec, parse_bytes
 
 log = logging.getLogger(__name__)
@@ -92,8 +91,7 @@ class _ExecSocketTransport:
 
     def recv(self, timeout: float) -> bytes | None:
         try:
-            ready, _, _ = select.select([self.sock], [], [], timeout)
-            if not ready:
+            if not wait_readable(self.sock, timeout):
                 return b""
             data = self.sock.recv(1 << 16)
         except OSError:

@@ -28,7 +28,6 @@ import os
 import posixpath
 import queue
 import resource
-import select
 import shutil
 import signal
 import stat
@@ -44,7 +43,7 @@ from .base import LABEL_OWNER, Backend, Sandbox, Snapshot, labels, owner_alive
 from .docker_backend import SHELL_CAPS
 from .errors import FileNotFoundInSandbox, ImageNotFound, SandboxClosed, SandboxError
 from .images import PATH, base_rootfs, cache_dir
-from .shell import ShellSession
+from .shell import ShellSession, wait_readable
 from .spec import SandboxSpec, parse_bytes
 
 log = logging.getLogger(__name__)
@@ -111,8 +110,7 @@ class _PtyTransport:
 
     def recv(self, timeout: float) -> bytes | None:
         try:
-            ready, _, _ = select.select([self.master_fd], [], [], timeout)
-            if not ready:
+            if not wait_readable(self.master_fd, timeout):
                 return b""
             data = os.read(self.master_fd, 1 << 16)
         except OSError:  # EIO once every holder of the slave side is gone
@@ -510,8 +508,7 @@ def _read_child_pid(fd: int, timeout: float = 20.0) -> int:
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:
-            ready, _, _ = select.select([fd], [], [], deadline - time.monotonic())
-            chunk = os.read(fd, 4096) if ready else b""
+            chunk = os.read(fd, 4096) if wait_readable(fd, deadline - time.monotonic()) else b""
             if not chunk:
                 break
             data += chunk

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import re
+import select
 import secrets
 import time
 from typing import Callable, Protocol
@@ -42,6 +43,17 @@ _QUOTE_TABLE = [
 ]
 _QUOTE_TABLE[0x0A] = "\\n"
 
+
+
+def wait_readable(fd, timeout: float) -> bool:
+    """True once `fd` (a descriptor or a socket) has data or EOF, False after `timeout` seconds.
+
+    poll, not select: select() cannot watch descriptors numbered 1024 or more, which a process
+    holding a few hundred sandboxes has.
+    """
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(max(timeout, 0.0) * 1000))
 
 class Transport(Protocol):
     """A bidirectional byte stream to a shell running on a pty."""

@@ -57,6 +57,23 @@ def test_state_survives_between_commands(sandbox):
     assert result.exit_code == 0
 
 
+def test_works_when_the_process_holds_more_than_1024_descriptors(backend):
+    """A trainer holding hundreds of sandboxes gets descriptor numbers past select()'s limit of 1024."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 2048:
+        pytest.skip(f"the descriptor limit ({hard}) is too low to hold 1100 open files")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 2048), hard))
+    filler = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        with backend.create(SPEC) as sb:
+            result = sb.exec("echo hello; sleep 0.2; echo again", timeout=30)
+        assert result.output.split() == ["hello", "again"] and result.exit_code == 0
+    finally:
+        for fd in filler:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
 def test_exit_code_and_merged_stderr(sandbox):
     result = sandbox.exec("echo out; echo err >&2; exit_with() { return $1; }; exit_with 7")
     assert result.exit_code == 7
