@@ -11,7 +11,6 @@ import json
 import random
 from pathlib import Path
 
-import jinja2.sandbox
 import torch
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
@@ -122,21 +121,9 @@ def _corpus(seed: int, lines: int = 12000) -> list[str]:
         return template.format(a=a, b=b, c=c, A=a.title(), n=rng.randint(0, 999), m=rng.randint(0, 99999))
 
     def tool_call() -> str:
-        a, b = rng.randint(0, 999), rng.randint(0, 99)
-        name, arguments = rng.choice([
-            ("bash", {"command": fill(rng.choice(BASH_SNIPPETS)).strip()}),
-            ("python", {"code": f"print({a} {rng.choice('+-*/')} {b})"}),
-            ("submit", {"answer": str(a)}),
-            ("submit", {}),
-        ])
-        return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}) + "\n</tool_call>"
-
-    def system_turn_with_tools() -> str:  # rendered by the chat template, so that prompts with tools stay short
-        from harness.tools import SCHEMAS
-
-        names = rng.sample(sorted(SCHEMAS), rng.randint(1, len(SCHEMAS)))
-        text = _render_chat([], tools=[SCHEMAS[name] for name in names])
-        return text.replace("<|im_start|>", "").replace("<|im_end|>", "")
+        arguments = {"command": fill(rng.choice(BASH_SNIPPETS)).strip(), "timeout": rng.randint(1, 600)}
+        call = {"name": rng.choice(["bash", "submit", "read_file"]), "arguments": arguments}
+        return "<tool_call>\n" + json.dumps(call) + "\n</tool_call>"
 
     def word_problem() -> str:  # GSM8K-style arithmetic, so that questions and `#### 42` answers tokenize compactly
         from tasks.arith import NAMES, TEMPLATES, THINGS
@@ -156,17 +143,9 @@ def _corpus(seed: int, lines: int = 12000) -> list[str]:
         lambda: " ".join(str(rng.randint(0, 10**rng.randint(1, 9))) for _ in range(rng.randint(1, 8))),
         lambda: json.dumps({rng.choice(WORDS): [rng.random(), rng.choice(WORDS), None, True] for _ in range(3)}),
         tool_call,
-        system_turn_with_tools,
         lambda: "<tool_response>\n" + fill(rng.choice(BASH_SNIPPETS)) + "</tool_response>",
     ]
     return [rng.choice(makers)() for _ in range(lines)]
-
-
-def _render_chat(messages: list[dict], tools: list[dict] | None = None) -> str:
-    """CHAT_TEMPLATE rendered as transformers renders it (its `tojson` is json.dumps), without a tokenizer."""
-    environment = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-    environment.filters["tojson"] = json.dumps
-    return environment.from_string(CHAT_TEMPLATE).render(messages=messages, tools=tools, add_generation_prompt=False)
 
 
 def _train_tokenizer(corpus: list[str], vocab_size: int) -> PreTrainedTokenizerFast:

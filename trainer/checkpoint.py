@@ -23,12 +23,14 @@ def checkpoint_dir(run_dir: Path, step: int) -> Path:
     return run_dir / "checkpoints" / f"global_step_{step}"
 
 
-def save_checkpoint(run_dir: Path, step: int, model, tokenizer, trainer_state: dict[str, Any], keep: int = 2) -> Path:
+def save_checkpoint(run_dir: Path, step: int, model, tokenizer, trainer_state: dict[str, Any],
+                    weights: dict[str, torch.Tensor] | None = None, keep: int = 2) -> Path:
+    """`weights`: the whole state dict when `model` itself is sharded (FSDP2); else the model's own is saved."""
     final = checkpoint_dir(run_dir, step)
     staging = final.with_name(final.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
-    model.save_pretrained(staging, safe_serialization=True)
+    model.save_pretrained(staging, state_dict=weights, safe_serialization=True)
     tokenizer.save_pretrained(staging)
     torch.save({**trainer_state, "rng": rng_state()}, staging / STATE)
     shutil.rmtree(final, ignore_errors=True)

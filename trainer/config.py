@@ -119,6 +119,9 @@ class PlacementConfig:
     learner_gpus: int = _field(0, min=0)
     #: GPUs of the inference engines when not colocated; 0 with `colocate` (they use the learner's) or on the CPU.
     inference_gpus: int = _field(0, min=0)
+    #: Learner ranks when `learner_gpus` is 0: more than 1 runs `fsdp2` data parallel on CPUs (gloo), which tests
+    #: the multi-GPU code path on a machine without GPUs.
+    cpu_ranks: int = _field(1, min=1)
 
 
 @dataclass(frozen=True)
@@ -213,8 +216,8 @@ class InferenceConfig:
     tensor_parallel_size: int = _field(1, min=1)
     #: Share of each GPU's memory vLLM may take (weights, activations, KV cache).
     gpu_memory_utilization: float = _field(0.8, above=0.0, max=1.0)
-    #: How new weights reach the engines after a step: `load` (through a checkpoint in shared memory/disk)
-    #: or `nccl` (broadcast from the learner's GPUs).
+    #: How new weights reach the engines after a step: `load` (the learner's whole state dict through Ray's object
+    #: store, loaded in place). `nccl` (a broadcast from the learner's GPUs) is reserved and refused: not built yet.
     weight_sync: WeightSync = "load"
 
 
@@ -516,18 +519,28 @@ def _check(config: TrainConfig) -> list[str]:
     if not t.run_name or t.run_name != Path(t.run_name).name or t.run_name in (".", ".."):
         problems.append(f"trainer.run_name: {t.run_name!r} must be a plain name (no slashes); "
                         "set trainer.output_dir to choose the folder")
-    ranks = max(1, t.placement.learner_gpus)
+    ranks = t.placement.learner_gpus or t.placement.cpu_ranks
+    rank_key = "trainer.placement.learner_gpus" if t.placement.learner_gpus else "trainer.placement.cpu_ranks"
     if t.train_batch_size % (t.micro_batch_size * ranks):
-        per_rank = f" × trainer.placement.learner_gpus ({ranks})" if ranks > 1 else ""
+        per_rank = f" × {rank_key} ({ranks})" if ranks > 1 else ""
         problems.append(f"trainer.train_batch_size: {t.train_batch_size} is not divisible by "
                         f"trainer.micro_batch_size ({t.micro_batch_size}){per_rank}")
     if g.n_samples_per_prompt < 2:
         problems.append(f"generator.n_samples_per_prompt: {g.n_samples_per_prompt} sample per prompt gives "
                         f"every sample a zero advantage with trainer.algorithm.advantage={t.algorithm.advantage} "
                         "(it compares samples within a group); use 2 or more")
-    if t.strategy == "single" and t.placement.learner_gpus > 1:
-        problems.append(f"trainer.strategy: 'single' trains on one device but trainer.placement.learner_gpus is "
-                        f"{t.placement.learner_gpus}; use strategy fsdp2 or learner_gpus 1")
+    if t.strategy == "single" and ranks > 1:
+        problems.append(f"trainer.strategy: 'single' trains on one device but {rank_key} is {ranks}; "
+                        f"use strategy fsdp2 or {rank_key.rsplit('.', 1)[1]} 1")
+    if t.placement.learner_gpus and t.placement.cpu_ranks > 1:
+        problems.append(f"trainer.placement.cpu_ranks: {t.placement.cpu_ranks} with learner GPUs; the learner has one "
+                        "rank per GPU: set cpu_ranks to 1")
+    if inf.weight_sync == "nccl":
+        problems.append("inference.weight_sync: 'nccl' (a broadcast from the learner GPUs) is not built yet; use 'load' "
+                        "(the learner's weights reach the engines through Ray's object store)")
+    if t.placement.colocate and t.placement.learner_gpus and inf.tensor_parallel_size > 1:
+        problems.append(f"inference.tensor_parallel_size: {inf.tensor_parallel_size} with colocate: true; colocated "
+                        "engines take half of one learner GPU each: use tensor_parallel_size 1 or colocate: false")
     if t.placement.colocate and t.placement.inference_gpus not in (0, t.placement.learner_gpus):
         problems.append(f"trainer.placement.inference_gpus: {t.placement.inference_gpus} with colocate: true "
                         f"(engines share the {t.placement.learner_gpus} learner GPUs); set it to 0 or colocate: false")

@@ -7,8 +7,8 @@ from harness.policy import Policy
 from .errors import ConfigError
 
 
-def load_engine(backend: str, model_path: str) -> Policy:
-    """The rollout engine for `inference.backend`: transformers (CPU or GPU) or vLLM (GPU)."""
+def load_engine(backend: str, model_path: str, **vllm_options) -> Policy:
+    """The rollout engine for `inference.backend`: transformers (CPU or GPU) or vLLM (GPU, with `vllm_options`)."""
     if backend == "transformers":
         from harness.policies.hf import HFPolicy
 
@@ -16,5 +16,5 @@ def load_engine(backend: str, model_path: str) -> Policy:
     if backend == "vllm":
         from harness.policies.vllm_engine import VLLMPolicy
 
-        return VLLMPolicy(model_path)
+        return VLLMPolicy(model_path, **vllm_options)
     raise ConfigError(f"inference.backend: {backend!r} is not one of transformers, vllm")

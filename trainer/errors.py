@@ -7,3 +7,8 @@ class TrainerError(Exception):
 
 class ConfigError(TrainerError):
     """A training setting or an argument combination is invalid; the message names the setting to change."""
+
+
+def ray_cause(err: Exception) -> Exception:
+    """The exception a Ray task raised, unwrapped from Ray's own."""
+    return err.cause if isinstance(getattr(err, "cause", None), Exception) else err

@@ -1,7 +1,9 @@
 """The learner: a policy model, its optimizer and scheduler, one GRPO step at a time.
 
-A single process (CPU, or one GPU). Multi-GPU sharding (FSDP2) is not built yet: the
-`fsdp2` strategy is refused with a clear error rather than silently running on one device.
+`single`: one process (CPU, or one GPU). `fsdp2`: one of several data-parallel ranks
+(`trainer.workers.LearnerGroup` starts them and splits each batch); the model is sharded with
+FSDP2 and gradients are averaged across ranks, so a step equals the single-process step on the
+whole batch.
 """
 
 from __future__ import annotations
@@ -11,11 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
 from transformers import AutoModelForCausalLM
 
 from .algorithms import policy_loss, sequence_logprobs
 from .batch import Batch
 from .errors import ConfigError, TrainerError
+from .sharding import full_optimizer_state, full_tensor, full_weights, load_optimizer_state, local, shard
 
 
 @dataclass
@@ -44,21 +48,30 @@ def _device() -> torch.device:
 
 class Learner:
     def __init__(self, model_path: str | Path, settings: LearnerSettings, ref_model_path: str | Path | None = None):
-        if settings.strategy != "single":
-            raise ConfigError(f"trainer.strategy={settings.strategy!r} is not built yet; use 'single' (one process, CPU or one GPU)")
+        if settings.strategy not in ("single", "fsdp2"):
+            raise ConfigError(f"trainer.strategy: {settings.strategy!r} is not one of single, fsdp2")
+        if settings.strategy == "fsdp2" and not dist.is_initialized():
+            raise ConfigError("trainer.strategy fsdp2: the learner ranks must join a process group first (LearnerGroup does)")
         if not (Path(model_path) / "config.json").is_file():
             raise ConfigError(f"trainer.policy.model.path: no Hugging Face checkpoint at {model_path}")
         self.settings = settings
         self.device = _device()
-        self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).to(self.device)
+        self.world_size = dist.get_world_size() if settings.strategy == "fsdp2" else 1
+        self.model = self._load(model_path)
         self.model.train()
         self.ref = None
         if settings.kl_coef > 0:
-            self.ref = AutoModelForCausalLM.from_pretrained(ref_model_path or model_path, dtype=torch.float32).to(self.device).eval()
+            self.ref = self._load(ref_model_path or model_path).eval()
             self.ref.requires_grad_(False)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=settings.learning_rate, weight_decay=settings.weight_decay)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
         self.step = 0
+
+    def _load(self, path: str | Path) -> torch.nn.Module:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(self.device)
+        if self.settings.strategy == "fsdp2":
+            shard(model, self.device)
+        return model
 
     def _lr_factor(self, step: int) -> float:
         s = self.settings
@@ -71,13 +84,17 @@ class Learner:
             return 0.5 * (1.0 + math.cos(math.pi * progress))
         return 1.0
 
-    def train_step(self, batch: Batch) -> dict[str, float]:
-        """PPO epochs over micro-batches; one optimizer step per epoch. Raises on a non-finite loss."""
+    def train_step(self, batch: Batch, total_rows: int | None = None) -> dict[str, float]:
+        """PPO epochs over micro-batches; one optimizer step per epoch. Raises on a non-finite loss.
+
+        With several ranks, `batch` is this rank's share of `total_rows` rows; every rank runs the same number
+        of micro-batches (FSDP2's collectives pair up across ranks), empty ones included."""
         s = self.settings
         metrics: dict[str, float] = {}
         tokens = float(batch.loss_mask.sum())
-        if tokens == 0:
+        if tokens == 0 and self.world_size == 1:
             return {"skipped": 1.0}
+        share = self.world_size / (total_rows or len(batch))  # FSDP2 averages gradients over ranks
         ref_logprobs = self._ref_logprobs(batch) if self.ref is not None else None
         for _ in range(s.ppo_epochs):
             self.optimizer.zero_grad(set_to_none=True)
@@ -85,7 +102,11 @@ class Learner:
             for start in range(0, len(batch), s.micro_batch_size):
                 rows = slice(start, start + s.micro_batch_size)
                 micro = batch.rows(rows)
-                if micro.loss_mask.sum() == 0:
+                empty = micro.loss_mask.sum() == 0
+                if empty and self.world_size == 1:
+                    continue
+                if empty:  # nothing to learn here, but the other ranks wait for this rank's (zero) gradients
+                    self._zero_backward(micro)
                     continue
                 logprobs = sequence_logprobs(self.model, micro.input_ids.to(self.device), micro.attention_mask.to(self.device),
                                              micro.loss_mask.to(self.device), s.temperature)
@@ -97,20 +118,35 @@ class Learner:
                 )
                 if not torch.isfinite(loss):
                     raise TrainerError(f"non-finite loss ({loss.item()}) at step {self.step}: training stopped; the last checkpoint is intact")
-                (loss * len(micro) / len(batch)).backward()
+                (loss * len(micro) * share).backward()
                 parts.append({**part, "loss": loss.item()})
-            grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), s.max_grad_norm)
+            grad_norm = self.clip_gradients()
             if not torch.isfinite(grad_norm):
                 raise TrainerError(f"non-finite gradient norm at step {self.step}: training stopped; the last checkpoint is intact")
             self.optimizer.step()
             self.check_finite_weights()
-            metrics = {k: sum(p[k] for p in parts) / len(parts) for k in parts[0]} | {"grad_norm": float(grad_norm)}
+            metrics = {k: sum(p[k] for p in parts) / len(parts) for k in parts[0]} if parts else {}
+            metrics |= {"grad_norm": float(grad_norm), "micro_batches": float(len(parts))}
         self.scheduler.step()
         self.step += 1
         return metrics | {"lr": self.scheduler.get_last_lr()[0], "trained_tokens": tokens}
 
+    def _zero_backward(self, micro) -> None:
+        """A forward and backward through every weight that changes nothing: FSDP2's gather and reduce-scatter
+        of each layer run as on the other ranks."""
+        scored = micro.attention_mask.clone()
+        scored[:, 0] = 0
+        logprobs = sequence_logprobs(self.model, micro.input_ids.to(self.device), micro.attention_mask.to(self.device),
+                                     scored.to(self.device), self.settings.temperature)
+        (logprobs.sum() * 0.0).backward()
+
+    def clip_gradients(self) -> torch.Tensor:
+        """Clip to `max_grad_norm` (0: no clipping); the global norm, across ranks, before clipping."""
+        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.settings.max_grad_norm or float("inf"))
+        return full_tensor(norm)
+
     def check_finite_weights(self) -> None:
-        if not all(torch.isfinite(p).all() for p in self.model.parameters()):
+        if not all(torch.isfinite(local(p)).all() for p in self.model.parameters()):
             raise TrainerError(f"the update at step {self.step} made the weights non-finite (learning rate too high?): "
                                "training stopped; the last checkpoint is intact")
 
@@ -125,13 +161,15 @@ class Learner:
         return torch.cat([torch.nn.functional.pad(o, (0, width - o.shape[1])) for o in out])
 
     def weights(self) -> dict[str, torch.Tensor]:
-        """A CPU copy of the weights for the inference engines (weight sync)."""
-        return {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
+        """A whole CPU copy of the weights, for the inference engines and checkpoints ({} on ranks other than 0)."""
+        return full_weights(self.model)
 
     def state(self) -> dict:
-        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(), "step": self.step}
+        """What a resume needs besides the weights, in the same format under every strategy (rank 0's is whole)."""
+        optimizer = full_optimizer_state(self.model, self.optimizer)
+        return {"optimizer": optimizer, "scheduler": self.scheduler.state_dict(), "step": self.step}
 
     def load_state(self, state: dict) -> None:
-        self.optimizer.load_state_dict(state["optimizer"])
+        load_optimizer_state(self.model, self.optimizer, state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.step = state["step"]

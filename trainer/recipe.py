@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import random
+import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -31,7 +32,7 @@ from tasks.taskset import load_tasks
 from .batch import build_batch
 from .checkpoint import latest_checkpoint, load_trainer_state
 from .config import TrainConfig, save_config
-from .errors import ConfigError, TrainerError
+from .errors import ConfigError, TrainerError, ray_cause
 from .learner import LearnerSettings
 from .metrics import MetricsLogger, plot_curve, read_metrics
 
@@ -63,11 +64,37 @@ def learner_settings(cfg: TrainConfig, total_steps: int) -> LearnerSettings:
     )
 
 
+def learner_ranks(cfg: TrainConfig) -> int:
+    """One rank per learner GPU; on CPUs `placement.cpu_ranks` (several only with fsdp2, over gloo)."""
+    p = cfg.trainer.placement
+    return p.learner_gpus or p.cpu_ranks
+
+
+def gpu_shares(cfg: TrainConfig) -> tuple[float, float]:
+    """GPUs each learner rank and each engine asks Ray for. Colocated, a rank and an engine share one GPU."""
+    p, inf = cfg.trainer.placement, cfg.inference
+    if p.learner_gpus == 0:
+        return 0, 0
+    if p.colocate:
+        return 0.5, 0.5
+    return 1, inf.tensor_parallel_size
+
+
+def engine_options(cfg: TrainConfig) -> dict:
+    inf = cfg.inference
+    if inf.backend != "vllm":
+        return {}
+    return {"gpu_memory_utilization": inf.gpu_memory_utilization, "tensor_parallel_size": inf.tensor_parallel_size}
+
+
 def train(cfg: TrainConfig, on_step: Callable[[int, dict], None] = lambda step, metrics: None) -> Path:
-    from .workers import EngineActor, LearnerActor, RolloutWorker
+    from .workers import EngineActor, LearnerGroup, RolloutWorker
 
     run_dir = Path(cfg.trainer.output_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    resume_from = _resume_point(cfg, run_dir)
+    if resume_from is None:
+        _set_aside_previous_run(run_dir)
     save_config(cfg, run_dir / "config.yaml")
     model_path = cfg.trainer.policy.model.path
     if not model_path or not (Path(model_path) / "config.json").is_file():
@@ -79,14 +106,16 @@ def train(cfg: TrainConfig, on_step: Callable[[int, dict], None] = lambda step, 
     steps_per_epoch = max(len(train_tasks) // cfg.trainer.train_batch_size, 1)
     total_steps = min(steps_per_epoch * cfg.trainer.epochs, cfg.trainer.max_steps or 10**12)
 
-    resume_from = _resume_point(cfg, run_dir)
     start_path = str(resume_from) if resume_from else model_path
     _seed_everything(cfg.trainer.seed)
     ray.init(address=cfg.trainer.ray_address, ignore_reinit_error=True, include_dashboard=False, log_to_driver=False,
              runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")])}}
              if cfg.trainer.ray_address is None else None)
-    learner = LearnerActor.options(num_cpus=0).remote(start_path, learner_settings(cfg, total_steps), cfg.trainer.ref.model.path or model_path)
-    engines = [EngineActor.options(num_cpus=0, max_concurrency=256).remote(cfg.inference.backend, start_path)
+    learner_gpus, engine_gpus = gpu_shares(cfg)
+    learner = LearnerGroup(start_path, learner_settings(cfg, total_steps), cfg.trainer.ref.model.path or model_path,
+                           learner_ranks(cfg), learner_gpus)
+    engines = [EngineActor.options(num_cpus=0, num_gpus=engine_gpus, max_concurrency=256).remote(
+                   cfg.inference.backend, start_path, cfg.inference.num_engines, **engine_options(cfg))
                for _ in range(cfg.inference.num_engines)]
     workers = [RolloutWorker.options(num_cpus=0, max_concurrency=64).remote(engines[i % len(engines)], start_path, cfg.generator.sandbox_backend, cfg.generator.env_workers)
                for i in range(max(len(engines), 1))]
@@ -95,7 +124,7 @@ def train(cfg: TrainConfig, on_step: Callable[[int, dict], None] = lambda step, 
     try:
         if resume_from:
             state = load_trainer_state(resume_from)
-            ray.get(learner.load_state.remote(state))
+            learner.load_state(state)
             step, position = state["step"], state["data_position"]
             _truncate_metrics(run_dir, step)
             log.info("resumed from %s (step %d)", resume_from, step)
@@ -119,10 +148,10 @@ def train(cfg: TrainConfig, on_step: Callable[[int, dict], None] = lambda step, 
             logger.log(step, metrics)
             on_step(step, metrics)
             if step == total_steps or (cfg.trainer.ckpt_interval and step % cfg.trainer.ckpt_interval == 0):
-                ray.get(learner.save.remote(run_dir, step, {"data_position": position, "step": step}))
+                learner.save(run_dir, step, {"data_position": position, "step": step})
     finally:
         logger.close()
-        for actor in [learner, *engines, *workers]:
+        for actor in [*learner.actors, *engines, *workers]:
             ray.kill(actor)
     plot_curve(run_dir)
     return run_dir
@@ -143,10 +172,10 @@ def _grpo_step(cfg: TrainConfig, prompts: list[Task], workers, learner, engines,
     a = cfg.trainer.algorithm
     batch = build_batch(groups, pad_id, a.advantage, a.filter_zero_variance, a.filter_truncated)
     clock = time.monotonic()
-    metrics = _learner_call(learner.train_step.remote(batch))
+    metrics = learner.train_step(batch)
     train_s = time.monotonic() - clock
     clock = time.monotonic()
-    weights = learner.weights.remote()
+    weights = learner.weights()
     ray.get([engine.load_weights.remote(weights) for engine in engines])
     sync_s = time.monotonic() - clock
     generated = sum(sum(t.loss_mask) for t in trajectories)
@@ -169,25 +198,9 @@ def _rollouts(workers, prompts: list[Task], n: int, sampling: Sampling, limits: 
     except ray.exceptions.RayActorError as err:
         raise TrainerError(f"a rollout actor died ({err}); no update was made, the last checkpoint is intact: rerun to resume") from None
     except ray.exceptions.RayTaskError as err:
-        cause = _cause(err)
+        cause = ray_cause(err)
         raise TrainerError(f"rollouts failed ({type(cause).__name__}: {cause}); no update was made, "
                            "the last checkpoint is intact: rerun to resume") from None
-
-
-def _cause(err: Exception) -> Exception:
-    """The exception a Ray task raised, unwrapped from Ray's own."""
-    return err.cause if isinstance(getattr(err, "cause", None), Exception) else err
-
-
-def _learner_call(ref):
-    """The learner's result; its failures come back as one clear TrainerError."""
-    try:
-        return ray.get(ref)
-    except ray.exceptions.RayTaskError as err:
-        cause = _cause(err)
-        if isinstance(cause, TrainerError):
-            raise TrainerError(str(cause)) from None
-        raise TrainerError(f"the learner failed: {type(cause).__name__}: {cause}; the last checkpoint is intact") from None
 
 
 def evaluate(cfg: TrainConfig, workers, tasks: list[Task]) -> dict[str, float]:
@@ -215,10 +228,10 @@ def _sft_warmup(cfg: TrainConfig, learner, engines, train_tasks: list[Task], log
     pad_id = _pad_id(cfg.trainer.policy.model.path)
     batches = (batch for epoch in range(warm.epochs) for batch in make_batches(examples, size, pad_id, cfg.trainer.seed + epoch))
     for number, batch in enumerate(itertools.islice(batches, warm.max_steps), start=1):
-        metrics = _learner_call(learner.sft_step.remote(batch, warm.learning_rate))
+        metrics = learner.sft_step(batch, warm.learning_rate)
         logger.log(0, {**metrics, "sft/step": number})
-    ray.get(learner.reset_optimizer.remote())
-    weights = learner.weights.remote()
+    learner.reset_optimizer()
+    weights = learner.weights()
     ray.get([engine.load_weights.remote(weights) for engine in engines])
 
 
@@ -231,6 +244,22 @@ def _resume_point(cfg: TrainConfig, run_dir: Path) -> Path | None:
     if not (path / "trainer_state.pt").exists():
         raise ConfigError(f"trainer.resume: {path} is not a checkpoint of this trainer (no trainer_state.pt)")
     return path
+
+
+RUN_OUTPUTS = ("config.yaml", "metrics.jsonl", "tensorboard", "checkpoints", "reward_curve.png")
+
+
+def _set_aside_previous_run(run_dir: Path) -> None:
+    """A fresh start in a folder that holds an earlier run: move that run's outputs into `previous/<time>/`
+    rather than mixing its metrics with the new run's or deleting its checkpoints."""
+    found = [run_dir / name for name in RUN_OUTPUTS if (run_dir / name).exists()]
+    if not found:
+        return
+    (run_dir / "previous").mkdir(exist_ok=True)
+    aside = Path(tempfile.mkdtemp(prefix=time.strftime("%Y%m%d-%H%M%S-"), dir=run_dir / "previous"))
+    for path in found:
+        path.rename(aside / path.name)
+    log.info("%s held an earlier run; its outputs are now in %s", run_dir, aside)
 
 
 def _truncate_metrics(run_dir: Path, step: int) -> None:

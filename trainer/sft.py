@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from harness.tokens import render
+from harness.tools import schemas
 from tasks.task import Task
 
 from .algorithms import sequence_logprobs
@@ -35,13 +36,14 @@ class SFTBatch:
 
 
 def examples_from_tasks(tasks: list[Task], tokenizer) -> list[Example]:
-    """Prompt + reference answer (GSM8K-format tasks keep it in metadata['answer'])."""
+    """Prompt (with the task's tool schemas, as its episodes render it) + reference answer, answered in text
+    (GSM8K-format tasks keep it in metadata['answer'])."""
     examples = []
     for task in tasks:
         answer = task.metadata.get("answer")
         if answer is None:
             raise TrainerError(f"task {task.id} has no reference answer to fine-tune on")
-        prompt = list(render(tokenizer, task.prompt, None, True, True))
+        prompt = list(render(tokenizer, task.prompt, schemas(task.tools) or None, True, True))
         reply = tokenizer.encode(answer, add_special_tokens=False) + [tokenizer.convert_tokens_to_ids("<|im_end|>")]
         examples.append((prompt + reply, [0] * len(prompt) + [1] * len(reply)))
     return examples
@@ -100,13 +102,16 @@ def make_batches(examples: list[Example], batch_size: int, pad_id: int, seed: in
     return batches
 
 
-def sft_step(learner, batch: SFTBatch, lr: float) -> dict[str, float]:
-    """One optimizer step (at learning rate `lr`) of token-mean NLL on the masked tokens."""
+def sft_step(learner, batch: SFTBatch, lr: float, total_tokens: float | None = None) -> dict[str, float]:
+    """One optimizer step (at learning rate `lr`) of token-mean NLL on the masked tokens.
+
+    With several ranks, `batch` is this rank's share of a batch of `total_tokens` masked tokens; the loss
+    reported is this rank's part of the whole batch's mean."""
     model, device = learner.model, learner.device
     for group in learner.optimizer.param_groups:
         group["lr"] = lr  # LearnerActor.reset_optimizer restores the RL schedule's rate
     learner.optimizer.zero_grad(set_to_none=True)
-    tokens = batch.loss_mask.sum()
+    tokens = total_tokens or float(batch.loss_mask.sum())
     total = 0.0
     size = learner.settings.micro_batch_size
     for start in range(0, len(batch), size):
@@ -116,9 +121,9 @@ def sft_step(learner, batch: SFTBatch, lr: float) -> dict[str, float]:
         loss = -(logprobs * mask).sum() / tokens
         if not torch.isfinite(loss):
             raise TrainerError("non-finite SFT loss: training stopped; the last checkpoint is intact")
-        loss.backward()
+        (loss * learner.world_size).backward()  # FSDP2 averages gradients over ranks
         total += loss.item()
-    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), learner.settings.max_grad_norm)
+    grad_norm = learner.clip_gradients()
     learner.optimizer.step()
     learner.check_finite_weights()
-    return {"sft/loss": total, "sft/grad_norm": float(grad_norm), "sft/tokens": float(tokens)}
+    return {"sft/loss": total, "sft/grad_norm": float(grad_norm), "sft/tokens": float(batch.loss_mask.sum())}

@@ -21,24 +21,27 @@ from tasks.task import Task
 from harness.batching import BatchingEngine
 
 from .engine import load_engine
+from .errors import TrainerError, ray_cause
 from .learner import Learner, LearnerSettings
+from .sharding import split_rows
 
 
-def _use_all_cores() -> None:
+def _use_cores(share: int = 1) -> None:
     """Ray starts actors with one CPU thread (OMP_NUM_THREADS=1). Generation and training take turns (a
-    synchronous GRPO step), so on a CPU the busy actor may use every core the node has."""
+    synchronous GRPO step), so on a CPU the busy actors may use every core the node has, split between the
+    `share` actors that run at the same time (the engines, or the learner ranks)."""
     import torch
 
-    torch.set_num_threads(len(os.sched_getaffinity(0)))
+    torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) // share))
 
 
 @ray.remote
 class EngineActor:
     """One inference engine (transformers or vLLM), batching the requests of all episodes."""
 
-    def __init__(self, backend: str, model_path: str):
-        _use_all_cores()
-        self.engine = BatchingEngine(load_engine(backend, model_path))
+    def __init__(self, backend: str, model_path: str, share: int = 1, **engine_options: Any):
+        _use_cores(share)
+        self.engine = BatchingEngine(load_engine(backend, model_path, **engine_options))
 
     def generate_ids(self, prompt_ids: list[int], sampling: Sampling) -> Completion:
         return self.engine.generate_ids(prompt_ids, sampling)
@@ -106,20 +109,36 @@ class RolloutWorker:
 
 @ray.remote
 class LearnerActor:
-    def __init__(self, model_path: str, settings: LearnerSettings, ref_model_path: str | None = None):
+    """One learner rank: the whole learner with strategy `single`, one data-parallel FSDP2 rank with `fsdp2`."""
+
+    def __init__(self, rank: int, world_size: int):
+        self.rank, self.world_size = rank, world_size
+        _use_cores(share=world_size)  # the ranks train at the same time
+
+    def rendezvous(self) -> tuple[str, int]:
+        from .sharding import free_address
+
+        return free_address()
+
+    def setup(self, address: tuple[str, int] | None, model_path: str, settings: LearnerSettings, ref_model_path: str | None) -> bool:
         from transformers import AutoTokenizer
 
-        _use_all_cores()
+        from .learner import _device
+        from .sharding import join_group
+
+        if address is not None:
+            join_group(address, self.rank, self.world_size, _device())
         self.learner = Learner(model_path, settings, ref_model_path)
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
+        return True
 
-    def train_step(self, batch) -> dict[str, float]:
-        return self.learner.train_step(batch)
+    def train_step(self, batch, total_rows: int) -> dict[str, float]:
+        return self.learner.train_step(batch, total_rows)
 
-    def sft_step(self, batch, lr: float) -> dict[str, float]:
+    def sft_step(self, batch, lr: float, total_tokens: float) -> dict[str, float]:
         from .sft import sft_step
 
-        return sft_step(self.learner, batch, lr)
+        return sft_step(self.learner, batch, lr, total_tokens)
 
     def reset_optimizer(self) -> bool:
         """Start RL with fresh optimizer moments after the SFT warm start, at the RL schedule's learning rate
@@ -132,11 +151,70 @@ class LearnerActor:
     def weights(self) -> dict[str, Any]:
         return self.learner.weights()
 
-    def save(self, run_dir, step: int, extra: dict[str, Any]) -> str:
+    def save(self, run_dir, step: int, extra: dict[str, Any]) -> str | None:
+        """Every rank gathers; rank 0 writes the checkpoint."""
         from .checkpoint import save_checkpoint
 
-        return str(save_checkpoint(run_dir, step, self.learner.model, self.tokenizer, {**self.learner.state(), **extra}))
+        weights, state = self.learner.weights(), self.learner.state()
+        if self.rank != 0:
+            return None
+        return str(save_checkpoint(run_dir, step, self.learner.model, self.tokenizer, {**state, **extra}, weights))
 
     def load_state(self, state: dict[str, Any]) -> bool:
         self.learner.load_state(state)
         return True
+
+
+class LearnerGroup:
+    """The learner's ranks behind the calls the driver makes: one rank (`single`) or several FSDP2 ranks that
+    each take an equal share of every batch. Failures come back as one clear TrainerError."""
+
+    def __init__(self, model_path: str, settings: LearnerSettings, ref_model_path: str | None, ranks: int, gpus_per_rank: float):
+        self.actors = [LearnerActor.options(num_cpus=0, num_gpus=gpus_per_rank).remote(rank, ranks) for rank in range(ranks)]
+        address = self._get(self.actors[0].rendezvous.remote()) if ranks > 1 else None
+        self._get([actor.setup.remote(address, model_path, settings, ref_model_path) for actor in self.actors])
+
+    def train_step(self, batch) -> dict[str, float]:
+        if batch.loss_mask.sum() == 0:
+            return {"skipped": 1.0}
+        shares = split_rows(batch, len(self.actors))
+        results = self._get([actor.train_step.remote(share, len(shares[0]) * len(shares)) for actor, share in zip(self.actors, shares)])
+        return _merge(results, summed=("trained_tokens", "micro_batches"))
+
+    def sft_step(self, batch, lr: float) -> dict[str, float]:
+        shares = split_rows(batch, len(self.actors))
+        tokens = float(batch.loss_mask.sum())
+        results = self._get([actor.sft_step.remote(share, lr, tokens) for actor, share in zip(self.actors, shares)])
+        return _merge(results, summed=("sft/loss", "sft/tokens"))
+
+    def reset_optimizer(self) -> None:
+        self._get([actor.reset_optimizer.remote() for actor in self.actors])
+
+    def weights(self):
+        """A reference to the whole weights (rank 0's copy), for the engines to load."""
+        refs = [actor.weights.remote() for actor in self.actors]
+        self._get(refs[1:])  # the other ranks take part in the gathering and return nothing
+        return refs[0]
+
+    def save(self, run_dir, step: int, extra: dict[str, Any]) -> str:
+        return self._get([actor.save.remote(run_dir, step, extra) for actor in self.actors])[0]
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        self._get([actor.load_state.remote(state) for actor in self.actors])
+
+    @staticmethod
+    def _get(refs):
+        try:
+            return ray.get(refs)
+        except ray.exceptions.RayTaskError as err:
+            cause = ray_cause(err)
+            if isinstance(cause, TrainerError):
+                raise TrainerError(str(cause)) from None
+            raise TrainerError(f"the learner failed: {type(cause).__name__}: {cause}; the last checkpoint is intact") from None
+        except ray.exceptions.RayActorError as err:
+            raise TrainerError(f"a learner rank died ({err}); the last checkpoint is intact: rerun to resume") from None
+
+
+def _merge(results: list[dict[str, float]], summed: tuple[str, ...]) -> dict[str, float]:
+    """The ranks' metrics as one: counts and shares of a whole are added, the rest averaged."""
+    return {key: sum(r.get(key, 0.0) for r in results) / (1 if key in summed else len(results)) for key in results[0]}

@@ -246,7 +246,7 @@ def test_bad_choice_lists_the_allowed_values():
     ({"data": {"train_data": ["ok", 3]}}, "data.train_data[1]: expected a string, got 3"),
     ({"data": {"val_data": {"a": 1}}}, "data.val_data: expected a list, got {'a': 1}"),
     ({"trainer": {"placement": 4}},
-     "trainer.placement: expected a section with keys (colocate, learner_gpus, inference_gpus), got 4"),
+     "trainer.placement: expected a section with keys (colocate, learner_gpus, inference_gpus, cpu_ranks), got 4"),
 ])
 def test_wrong_types_name_the_key(raw: dict, words: str):
     assert words in error_of(raw)
@@ -286,6 +286,11 @@ def test_out_of_range_values(raw: dict, words: str):
     ({"data": {"max_prompt_length": 4096}}, "data.max_prompt_length: 4096 leaves no room"),
     ({"trainer": {"sft_warmup": {"epochs": 2}}}, "trainer.sft_warmup.data: required"),
     ({"trainer": {"run_name": "a/b"}}, "trainer.run_name: 'a/b' must be a plain name"),
+    ({"trainer": {"placement": {"cpu_ranks": 2}}}, "trainer.strategy: 'single' trains on one device but trainer.placement.cpu_ranks is 2"),
+    ({"trainer": {"strategy": "fsdp2", "placement": {"learner_gpus": 2, "cpu_ranks": 2}}}, "trainer.placement.cpu_ranks: 2 with learner GPUs"),
+    ({"inference": {"weight_sync": "nccl"}}, "inference.weight_sync: 'nccl' (a broadcast from the learner GPUs) is not built yet"),
+    ({"trainer": {"placement": {"learner_gpus": 1}}, "inference": {"backend": "vllm", "tensor_parallel_size": 2}},
+     "inference.tensor_parallel_size: 2 with colocate: true"),
 ])
 def test_cross_field_checks(raw: dict, words: str):
     assert words in error_of(raw)
@@ -346,7 +351,7 @@ def test_to_dict_is_plain_data():
     config = config_from_dict(MINIMAL)
     raw = to_dict(config)
     assert raw["trainer"]["algorithm"]["advantage"] == "grpo"
-    assert raw["trainer"]["placement"] == {"colocate": True, "learner_gpus": 0, "inference_gpus": 0}
+    assert raw["trainer"]["placement"] == {"colocate": True, "learner_gpus": 0, "inference_gpus": 0, "cpu_ranks": 1}
     assert config_from_dict(raw) == config
     assert isinstance(config, TrainConfig)
 

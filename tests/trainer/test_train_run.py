@@ -84,6 +84,31 @@ def test_killed_run_resumes_where_it_stopped(tiny_model, tmp_path):
     assert state["scheduler"]["last_epoch"] == 4
 
 
+def test_fresh_start_sets_the_earlier_run_aside_and_fsdp2_ranks_train_and_resume(tiny_model, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    run_dir = tmp_path / "run"
+    first = harness(*train_args(tiny_model, run_dir, "trainer.max_steps=1", "trainer.ckpt_interval=1"))
+    assert first.returncode == 0, first.stdout + first.stderr
+    fsdp2 = ["trainer.strategy=fsdp2", "trainer.placement.cpu_ranks=2", "trainer.ckpt_interval=1"]
+    fresh = harness(*train_args(tiny_model, run_dir, "trainer.max_steps=2", "trainer.resume=never", *fsdp2,
+                                'trainer.sft_warmup={data: ["arith-train"], max_steps: 5, learning_rate: 0.001}'))
+    assert fresh.returncode == 0, fresh.stdout + fresh.stderr
+    [aside] = (run_dir / "previous").iterdir()
+    assert [m["step"] for m in rows_of(aside / "metrics.jsonl")] == [0, 1]
+    assert (aside / "checkpoints" / "global_step_1" / "trainer_state.pt").exists()  # the earlier run's checkpoints are kept
+    metrics = rows_of(run_dir / "metrics.jsonl")
+    assert [m["sft/step"] for m in metrics if "sft/step" in m] == [1, 2, 3, 4, 5]
+    assert [m["step"] for m in metrics if "sft/step" not in m] == [0, 1, 2]  # the new run's metrics alone
+    assert all(m["train/micro_batches"] >= 1 for m in metrics if "train/micro_batches" in m)
+    resumed = harness(*train_args(tiny_model, run_dir, "trainer.max_steps=3", *fsdp2))
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert [m["step"] for m in rows_of(run_dir / "metrics.jsonl") if "sft/step" not in m] == [0, 1, 2, 3]
+    state = torch.load(run_dir / "checkpoints" / "global_step_3" / "trainer_state.pt", weights_only=False)
+    assert {int(s["step"]) for s in state["optimizer"]["state"].values()} == {3}  # sharded moments resumed, not restarted
+    AutoModelForCausalLM.from_pretrained(run_dir / "checkpoints" / "global_step_3")  # whole weights, as a 1-process run writes
+
+
 def test_bad_inputs_fail_clearly_without_a_traceback(tiny_model, tmp_path):
     missing_model = harness("train", "trainer.policy.model.path=/nonexistent/model", "data.train_data=[\"arith-train\"]",
                             f"trainer.output_dir={tmp_path / 'a'}")

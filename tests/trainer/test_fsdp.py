@@ -1,0 +1,122 @@
+"""The fsdp2 strategy on real Ray and real torch.distributed (two CPU ranks over gloo): a step of two
+data-parallel ranks equals the single-process step on the whole batch, and its checkpoints are the same
+Hugging Face folders, with resumable optimizer state."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import ray
+import torch
+from transformers import AutoModelForCausalLM
+
+from harness.tiny_model import init_tiny
+from trainer.batch import Batch
+from trainer.checkpoint import load_trainer_state
+from trainer.learner import Learner, LearnerSettings
+from trainer.sft import SFTBatch, sft_step
+from trainer.workers import LearnerGroup
+
+SETTINGS = LearnerSettings(learning_rate=1e-2, micro_batch_size=2, loss_aggregation="token_mean", max_grad_norm=0.5)
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory) -> Path:
+    return init_tiny(tmp_path_factory.mktemp("tiny"))
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True,
+             runtime_env={"env_vars": {"PYTHONPATH": str(Path(__file__).resolve().parents[2])}})
+    yield
+    ray.shutdown()
+
+
+def rl_batch(rows: int, seed: int = 0) -> Batch:
+    """Random sequences of different lengths; the second half of each is the scored response."""
+    generator = torch.Generator().manual_seed(seed)
+    width = 24
+    ids = torch.randint(10, 2000, (rows, width), generator=generator)
+    lengths = torch.randint(12, width + 1, (rows,), generator=generator)
+    attention = (torch.arange(width)[None] < lengths[:, None]).long()
+    loss_mask = ((torch.arange(width)[None] >= lengths[:, None] // 2) & attention.bool()).float()
+    old = -torch.rand((rows, width), generator=generator) * 3 * loss_mask
+    advantages = torch.randn(rows, generator=generator)
+    return Batch(ids, attention, loss_mask, old, advantages, torch.zeros(rows), torch.arange(rows))
+
+
+def single_learner(model: Path) -> Learner:
+    torch.manual_seed(0)
+    return Learner(model, SETTINGS)
+
+
+def assert_same_weights(actual: dict, expected: dict) -> None:
+    """Equal up to the order of float additions in the gradient reduction (Adam magnifies it for tiny gradients;
+    the gradient norms, which Adam's scale invariance would hide, are compared on their own)."""
+    assert actual.keys() == expected.keys()
+    for name in expected:
+        torch.testing.assert_close(actual[name], expected[name], atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_two_ranks_take_the_single_process_step(model, cluster):
+    group = LearnerGroup(str(model), replace(SETTINGS, strategy="fsdp2"), None, ranks=2, gpus_per_rank=0)
+    single = single_learner(model)
+    start = single.weights()
+    for step in range(2):
+        batch = rl_batch(8, seed=step)
+        expected = single.train_step(batch)
+        got = group.train_step(batch)
+        assert got["grad_norm"] == pytest.approx(expected["grad_norm"], rel=1e-4)
+        assert got["trained_tokens"] == expected["trained_tokens"]
+    weights = ray.get(group.weights())
+    assert_same_weights(weights, single.weights())
+    assert any(not torch.equal(weights[name], start[name]) for name in start)  # the step did change them
+
+
+def test_uneven_batches_are_padded_with_rows_that_teach_nothing(model, cluster):
+    """7 rows over 2 ranks: one rank gets a padding row; a batch with nothing to learn leaves the weights alone."""
+    group = LearnerGroup(str(model), replace(SETTINGS, strategy="fsdp2"), None, ranks=2, gpus_per_rank=0)
+    before = ray.get(group.weights())
+    assert group.train_step(replace(rl_batch(7), loss_mask=torch.zeros(7, 24))) == {"skipped": 1.0}
+    batch = rl_batch(7)
+    batch.loss_mask[4:] = 0  # the second rank's rows (and its padding) have nothing to score
+    metrics = group.train_step(batch)
+    assert metrics["trained_tokens"] == batch.loss_mask.sum().item()
+    after = ray.get(group.weights())
+    assert any(not torch.equal(after[name], before[name]) for name in before)
+
+
+def test_sft_step_matches_and_checkpoints_resume(model, cluster, tmp_path):
+    group = LearnerGroup(str(model), replace(SETTINGS, strategy="fsdp2"), None, ranks=2, gpus_per_rank=0)
+    single = single_learner(model)
+    batch = rl_batch(6, seed=3)
+    sft = SFTBatch(batch.input_ids, batch.attention_mask, batch.loss_mask)
+    expected = sft_step(single, sft, lr=5e-3)
+    got = group.sft_step(sft, lr=5e-3)
+    assert got["sft/loss"] == pytest.approx(expected["sft/loss"], rel=1e-5)
+    assert got["sft/grad_norm"] == pytest.approx(expected["sft/grad_norm"], rel=1e-4)
+    assert got["sft/tokens"] == expected["sft/tokens"]
+    group.train_step(rl_batch(8))
+    single.train_step(rl_batch(8))
+
+    saved = Path(group.save(tmp_path, 1, {"step": 1, "data_position": {"epoch": 0, "index": 8}}))
+    loaded = AutoModelForCausalLM.from_pretrained(saved).state_dict()
+    assert all(torch.equal(loaded[name], value) for name, value in ray.get(group.weights()).items())
+    assert_same_weights(loaded, single.weights())
+    state = load_trainer_state(saved)
+    moments = state["optimizer"]["state"]
+    assert set(moments) == {name for name, _ in single.model.named_parameters()}
+    torch.testing.assert_close(moments["model.norm.weight"]["exp_avg_sq"],
+                               single.optimizer.state[single.model.model.norm.weight]["exp_avg_sq"], atol=1e-9, rtol=1e-5)
+
+    # Resume the same checkpoint on two ranks and on one: the next step agrees.
+    resumed = LearnerGroup(str(saved), replace(SETTINGS, strategy="fsdp2"), None, ranks=2, gpus_per_rank=0)
+    resumed.load_state(state)
+    alone = Learner(saved, SETTINGS)
+    alone.load_state(state)
+    resumed.train_step(rl_batch(8, seed=9))
+    alone.train_step(rl_batch(8, seed=9))
+    assert_same_weights(ray.get(resumed.weights()), alone.weights())
