@@ -42,7 +42,8 @@ class LearnerSettings:
     strategy: str = "single"
 
 
-def _device() -> torch.device:
+def learner_device() -> torch.device:
+    """Where a learner trains: the local GPU when there is one (one per rank under FSDP2), else the CPU."""
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
@@ -55,7 +56,7 @@ class Learner:
         if not (Path(model_path) / "config.json").is_file():
             raise ConfigError(f"trainer.policy.model.path: no Hugging Face checkpoint at {model_path}")
         self.settings = settings
-        self.device = _device()
+        self.device = learner_device()
         self.world_size = dist.get_world_size() if settings.strategy == "fsdp2" else 1
         self.model = self._load(model_path)
         self.model.train()

@@ -123,11 +123,11 @@ class LearnerActor:
     def setup(self, address: tuple[str, int] | None, model_path: str, settings: LearnerSettings, ref_model_path: str | None) -> bool:
         from transformers import AutoTokenizer
 
-        from .learner import _device
+        from .learner import learner_device
         from .sharding import join_group
 
         if address is not None:
-            join_group(address, self.rank, self.world_size, _device())
+            join_group(address, self.rank, self.world_size, learner_device())
         self.learner = Learner(model_path, settings, ref_model_path)
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
         return True
