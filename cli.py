@@ -292,7 +292,8 @@ def train_command(
     console.print(f"run directory: {cfg.trainer.output_dir}")
 
     def show(step, metrics):
-        parts = [f"step {step}"] + [f"{k.split('/')[-1]} {metrics[k]:.3f}" for k in ("train/reward_mean", "val/reward_mean", "train/loss", "time/rollout_s") if k in metrics]
+        labels = {"train/reward_mean": "reward", "val/reward_mean": "held-out reward", "train/loss": "loss", "time/rollout_s": "rollout_s"}
+        parts = [f"step {step}"] + [f"{label} {metrics[k]:.3f}" for k, label in labels.items() if k in metrics]
         console.print("  ".join(parts), highlight=False)
 
     run_dir = train(cfg, on_step=show)
