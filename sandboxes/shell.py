@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_OUTPUT_CAP = 1_000_000  # bytes kept per command: half from the head, half from the tail
 TIMEOUT_EXIT_CODE = 124  # what coreutils' `timeout` returns
+HANGUP_EXIT_CODE = 129  # 128 + SIGHUP: what a command shows when its terminal hangs up
 _SETUP = (
     "stty -echo -opost -icanon 2>/dev/null; PS1=''; PS2=''; PS0=''; PROMPT_COMMAND=''; "
     "set +o history; unset HISTFILE; export PAGER=cat GIT_PAGER=cat TERM=dumb; "
@@ -188,6 +189,10 @@ class ShellSession:
         except _ShellDied:
             return self._after_death(collector, started)
         if exit_code is not None:
+            if exit_code == HANGUP_EXIT_CODE:
+                # A sandbox killed from outside hangs up the terminal first: the command dies of
+                # SIGHUP and bash may still report it before the kill reaches bash itself.
+                self._raise_if_gone()
             return self._result(collector, exit_code, started)
         return self._after_timeout(collector, started, timeout)
 
@@ -220,10 +225,14 @@ class ShellSession:
         result.message = message
         return result
 
+    def _raise_if_gone(self) -> None:
+        if not self._is_alive():
+            self.close()
+            raise SandboxClosed("the sandbox died (killed from outside, or out of memory)")
+
     def _after_death(self, collector: OutputCollector, started: float) -> ExecResult:
         self.close()
-        if not self._is_alive():
-            raise SandboxClosed("the sandbox died while the command ran (killed from outside, or out of memory)")
+        self._raise_if_gone()
         self.restarts += 1
         try:
             self.start()
@@ -263,6 +272,7 @@ class ShellSession:
             chunk = self.transport.recv(0)
             if not chunk:
                 if chunk is None:
+                    self._raise_if_gone()
                     log.warning("the shell had exited between commands; starting a new one")
                     self.close()
                     self.restarts += 1

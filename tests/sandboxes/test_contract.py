@@ -239,6 +239,18 @@ def test_killed_from_outside_mid_command(backend):
         sb.close()
 
 
+def test_killed_from_outside_between_commands(backend):
+    sb = backend.create(SPEC)
+    try:
+        sb.exec("touch /tmp/still-here")
+        kill_from_outside(sb)
+        time.sleep(1)  # the shell's end is seen before the next command, not during it
+        with pytest.raises(SandboxClosed):
+            sb.exec("ls /tmp/still-here")  # not a fresh shell on a sandbox that is gone
+    finally:
+        sb.close()
+
+
 def test_wall_clock_limit(backend):
     with backend.create(SandboxSpec(image=BASE_IMAGE, wall_time=3)) as sb:
         result = sb.exec("sleep 30", timeout=30)
