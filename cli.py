@@ -150,7 +150,7 @@ def sandbox_bench():
 @app.command("eval")
 @friendly_errors
 def eval_command(
-    checkpoint: str = typer.Option("gold", help="gold, empty, replay:PATH, a checkpoint folder, or endpoint:MODEL."),
+    checkpoint: str = typer.Option("gold", help="gold, gold-no-tools, empty, replay:PATH, a checkpoint folder, or endpoint:MODEL."),
     tasks: str = typer.Option("swe-demo", "--tasks", help="Task set: built-in name (swe-demo, gsm8k, gsm8k-tool) or path."),
     max_turns: Optional[int] = typer.Option(None, help="Turn limit per episode (default: the task's own, 30 for repo tasks)."),
     workers: int = typer.Option(4, help="Episodes run at once."),
@@ -202,7 +202,7 @@ def eval_command(
 @app.command("generate")
 @friendly_errors
 def generate_command(
-    checkpoint: str = typer.Option(..., help="gold, empty, replay:PATH, a checkpoint folder, or endpoint:MODEL."),
+    checkpoint: str = typer.Option(..., help="gold, gold-no-tools, empty, replay:PATH, a checkpoint folder, or endpoint:MODEL."),
     tasks: str = typer.Option("swe-demo", "--tasks", help="Task set: built-in name or path."),
     output: Path = typer.Option(..., help="Dataset directory (trajectories.parquet, README.md, dataset_card.json)."),
     samples: int = typer.Option(1, help="Trajectories per task."),
@@ -267,11 +267,12 @@ def model_init_tiny(
     layers: int = typer.Option(2, "--layers", min=1, help="Transformer layers."),
     vocab_size: int = typer.Option(2048, "--vocab-size", min=512, help="Tokens, BPE merges and special tokens included."),
     seed: int = typer.Option(0, "--seed", help="Fixes the tokenizer's corpus and the weights."),
+    tool_use: bool = typer.Option(False, "--tool-use", help="Fit the tokenizer to tool-calling turns (shorter agent prompts)."),
 ):
     """Build a tiny random Qwen2-architecture checkpoint with a locally trained tokenizer (tests, CPU runs)."""
     from harness.tiny_model import init_tiny
 
-    path = init_tiny(output_dir, vocab_size=vocab_size, seed=seed, hidden_size=hidden_size, layers=layers)
+    path = init_tiny(output_dir, vocab_size=vocab_size, seed=seed, hidden_size=hidden_size, layers=layers, tool_use=tool_use)
     console.print(f"tiny checkpoint: {path}")
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Proof that the trainer learns, on a CPU: a tiny model, SFT warm start, then GRPO, on generated arithmetic
 # word problems in the GSM8K format; first single-turn, then through the multi-turn `python` + `submit` tool
-# task in sandboxes (that half does not show learning yet: see the README). Prints the held-out reward before and after GRPO; each run folder holds
+# task in sandboxes. Prints the held-out reward before and after GRPO; each run folder holds
 # reward_curve.png, metrics.jsonl and the final Hugging Face checkpoint.
 #
 #   bash scripts/learning_proof.sh [single|tool|both]      (default: both)
@@ -10,8 +10,7 @@ cd "$(dirname "$0")/.."
 which=${1:-both}
 runs=${RUNS_DIR:-runs}
 model=$runs/arith-tiny-model
-
-[ -f "$model/config.json" ] || harness model init-tiny "$model" --hidden-size 128
+tool_model=$runs/arith-tool-tiny-model  # 4 layers, and a tokenizer fitted to tool calls: it learns to copy through them
 
 report() {  # the held-out curve of one run, and its wall time
   python3 - "$1" "$2" <<'PY'
@@ -26,6 +25,7 @@ PY
 
 if [ "$which" = single ] || [ "$which" = both ]; then
   start=$SECONDS
+  [ -f "$model/config.json" ] || harness model init-tiny "$model" --hidden-size 128
   harness train --config examples/arith/arith-grpo-tiny-cpu.yaml trainer.policy.model.path="$model" \
       trainer.output_dir="$runs/arith-grpo" trainer.resume=never
   report "$runs/arith-grpo" $((SECONDS - start))
@@ -33,10 +33,22 @@ fi
 
 if [ "$which" = tool ] || [ "$which" = both ]; then
   start=$SECONDS
-  [ -f "$runs/arith-tool-sft/trajectories.parquet" ] || harness generate --checkpoint gold --tasks arith-tool-train \
-      --backend local --workers 8 --keep rewarded --output "$runs/arith-tool-sft"
-  harness train --config examples/arith/arith-tool-grpo-tiny-cpu.yaml trainer.policy.model.path="$model" \
+  [ -f "$tool_model/config.json" ] || harness model init-tiny "$tool_model" --hidden-size 128 --layers 4 --tool-use
+  demos() {  # policy, tasks (the first N of arith-tool-train), folder
+    [ -f "$runs/$3/trajectories.parquet" ] || harness generate --checkpoint "$1" --tasks arith-tool-train --limit "$2" \
+        --backend local --workers 8 --keep rewarded --output "$runs/$3"
+  }
+  demos gold 2000 arith-tool-gold               # python, then submit
+  demos gold 700 arith-tool-gold-700
+  demos gold-no-tools 1300 arith-tool-no-tools  # submit at once
+  # Stage 1: SFT only, until the model computes with the tool and copies its result.
+  harness train --config examples/arith/arith-tool-sft-tiny-cpu.yaml trainer.policy.model.path="$tool_model" \
+      trainer.output_dir="$runs/arith-tool-sft-model" trainer.resume=never \
+      trainer.sft_warmup.data="[\"$runs/arith-tool-gold/trajectories.parquet\"]"
+  # Stage 2: a warm start that mostly answers without the tool, then GRPO.
+  harness train --config examples/arith/arith-tool-grpo-tiny-cpu.yaml \
+      trainer.policy.model.path="$runs/arith-tool-sft-model/checkpoints/global_step_0" \
       trainer.output_dir="$runs/arith-tool-grpo" trainer.resume=never \
-      trainer.sft_warmup.data="[\"$runs/arith-tool-sft/trajectories.parquet\"]"
+      trainer.sft_warmup.data="[\"$runs/arith-tool-gold-700/trajectories.parquet\", \"$runs/arith-tool-no-tools/trajectories.parquet\"]"
   report "$runs/arith-tool-grpo" $((SECONDS - start))
 fi

@@ -142,8 +142,8 @@ class SFTWarmupConfig:
 class TrainerConfig:
     #: Passes over `data.train_data`.
     epochs: int = _field(1, min=1)
-    #: Stop after this many steps even if epochs remain; null = no cap.
-    max_steps: int | None = _field(None, min=1)
+    #: Stop after this many steps even if epochs remain; null = no cap; 0 = only the SFT warm-up, then a checkpoint.
+    max_steps: int | None = _field(None, min=0)
     #: Prompts per step; each gives `generator.n_samples_per_prompt` samples.
     train_batch_size: int = _field(16, min=1)
     #: Prompts (whole groups) per forward/backward pass on each learner rank; gradients accumulate over the step.
@@ -558,6 +558,8 @@ def _check(config: TrainConfig) -> list[str]:
     if data.max_prompt_length >= g.max_context:
         problems.append(f"data.max_prompt_length: {data.max_prompt_length} leaves no room for an answer in "
                         f"generator.max_context ({g.max_context})")
+    if t.max_steps == 0 and t.sft_warmup is None:
+        problems.append("trainer.max_steps: 0 runs only the SFT warm-up, and trainer.sft_warmup is not set")
     if t.sft_warmup is not None and not t.sft_warmup.data:
         problems.append("trainer.sft_warmup.data: required when trainer.sft_warmup is set; "
                         "give trajectory datasets, or remove trainer.sft_warmup")

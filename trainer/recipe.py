@@ -104,7 +104,9 @@ def train(cfg: TrainConfig, on_step: Callable[[int, dict], None] = lambda step, 
     if not train_tasks:
         raise ConfigError("data.train_data is empty: name at least one task set")
     steps_per_epoch = max(len(train_tasks) // cfg.trainer.train_batch_size, 1)
-    total_steps = min(steps_per_epoch * cfg.trainer.epochs, cfg.trainer.max_steps or 10**12)
+    total_steps = steps_per_epoch * cfg.trainer.epochs
+    if cfg.trainer.max_steps is not None:
+        total_steps = min(total_steps, cfg.trainer.max_steps)
 
     start_path = str(resume_from) if resume_from else model_path
     _seed_everything(cfg.trainer.seed)
@@ -149,6 +151,8 @@ def train(cfg: TrainConfig, on_step: Callable[[int, dict], None] = lambda step, 
             on_step(step, metrics)
             if step == total_steps or (cfg.trainer.ckpt_interval and step % cfg.trainer.ckpt_interval == 0):
                 learner.save(run_dir, step, {"data_position": position, "step": step})
+        if total_steps == 0:  # an SFT-only run: its checkpoint is the warm-started model
+            learner.save(run_dir, 0, {"data_position": position, "step": 0})
     finally:
         logger.close()
         for actor in [*learner.actors, *engines, *workers]:

@@ -8,12 +8,12 @@ from ..errors import PolicyError
 from ..policy import Policy
 from .scripted import EmptyPolicy, GoldPolicy, ReplayPolicy
 
-HELP = "gold, empty, replay:PATH, a Hugging Face checkpoint folder, or endpoint:MODEL (with --base-url)"
+HELP = "gold, gold-no-tools, empty, replay:PATH, a Hugging Face checkpoint folder, or endpoint:MODEL (with --base-url)"
 
 
 def make_policy(checkpoint: str, base_url: str | None = None, device: str = "auto", engine: str = "auto") -> Policy:
-    if checkpoint == "gold":
-        return GoldPolicy()
+    if checkpoint in ("gold", "gold-no-tools"):
+        return GoldPolicy(use_tools=checkpoint == "gold")
     if checkpoint == "empty":
         return EmptyPolicy()
     if checkpoint.startswith("replay:"):

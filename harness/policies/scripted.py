@@ -1,4 +1,4 @@
-"""Scripted policies: `gold` (the reference solution, through the tools), `empty`, `replay`.
+"""Scripted policies: `gold` (the reference solution, through the tools), `gold-no-tools`, `empty`, `replay`.
 
 They exercise the whole loop (tools, sandbox, verifier) without a model, so they give the
 ceiling and floor of a task set and measure the harness's own overhead.
@@ -38,9 +38,16 @@ def call(name: str, **arguments: Any) -> Completion:
 
 
 class GoldPolicy(Policy):
-    name = "gold"
+    """The reference solution. With use_tools=False (`gold-no-tools`) a question's reference answer is
+    submitted at once: demonstrations of an agent that does not use its tools (RL can teach it to)."""
+
+    def __init__(self, use_tools: bool = True):
+        self.use_tools = use_tools
+        self.name = "gold" if use_tools else "gold-no-tools"
 
     def for_task(self, task) -> Policy:
+        if task.env_class == "swe" and not self.use_tools:
+            raise PolicyError(f"{self.name}: a repository task cannot be solved without tools")
         if task.env_class == "swe":
             patch = task.metadata["instance"]["patch"]
             workdir = task.metadata["instance"].get("workdir", "/testbed")
@@ -52,11 +59,11 @@ class GoldPolicy(Policy):
         elif task.env_class == "gsm8k_tool":
             # The reference's last calculation through the `python` tool, then its printed result.
             expression = final_calculation(task.metadata.get("answer", ""))
-            compute = [call("python", code=f"print({expression})")] if expression else []
+            compute = [call("python", code=f"print({expression})")] if expression and self.use_tools else []
             turns = [*compute, call("submit", answer=str(task.reward_spec["ground_truth"]))]
         else:
             turns = [Completion(text=f"The answer is below.\n#### {task.reward_spec['ground_truth']}")]
-        return ScriptedPolicy("gold", turns)
+        return ScriptedPolicy(self.name, turns)
 
     def generate(self, messages, tools, sampling):
         raise PolicyError("the gold policy plays per task: use for_task()")

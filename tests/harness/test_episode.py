@@ -7,6 +7,8 @@ import dataclasses
 import pytest
 
 from harness.episode import EpisodeLimits, run_episode
+from harness.errors import PolicyError
+from harness.policies.factory import make_policy
 from harness.policies.endpoint import EndpointPolicy
 from harness.policies.scripted import EmptyPolicy, GoldPolicy, ReplayPolicy, ScriptedPolicy, call
 from harness.policy import Completion, Sampling
@@ -82,6 +84,15 @@ def test_missing_image_is_a_clear_sandbox_error(swe_task, docker_backend):
     broken = dataclasses.replace(swe_task, sandbox=dataclasses.replace(swe_task.sandbox, image="harness-swe-demo/missing:0"))
     trajectory = run_episode(broken, GoldPolicy(), SAMPLING, backend=docker_backend)
     assert trajectory.exit_status == "sandbox_error" and "harness tasks ls swe-demo" in trajectory.error
+
+
+def test_gold_without_tools_answers_at_once(swe_task, docker_backend):
+    task = load_tasks("arith-tool")[0]
+    trajectory = run_episode(task, make_policy("gold-no-tools"), SAMPLING, backend=docker_backend)
+    assert trajectory.reward == 1.0 and trajectory.turns == 1
+    assert [c["function"]["name"] for c in trajectory.messages[1]["tool_calls"]] == ["submit"]
+    with pytest.raises(PolicyError, match="without tools"):
+        GoldPolicy(use_tools=False).for_task(swe_task)
 
 
 def test_endpoint_down_is_a_policy_error(swe_task, docker_backend):

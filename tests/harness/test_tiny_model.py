@@ -141,3 +141,25 @@ def test_chat_template_tokenizes_control_tokens_whole(tokenizer):
     assert tokenizer.decode(ids) == RENDERED
     assert ids.count(tokenizer.convert_tokens_to_ids("<|im_start|>")) == RENDERED.count("<|im_start|>")
     assert ids.count(tokenizer.convert_tokens_to_ids("<tool_call>")) == RENDERED.count("<tool_call>")
+
+
+def test_tool_use_tokenizer_shortens_agent_turns(tokenizer, tmp_path):
+    from harness.tools import SCHEMAS
+    from tasks.taskset import load_tasks
+
+    task = load_tasks("arith-tool")[0]
+    conversation = [
+        *task.prompt,
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "python", "arguments": '{"code": "print(4 * 8)"}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "32\n"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "c2", "type": "function", "function": {"name": "submit", "arguments": '{"answer": "32"}'}}]},
+    ]
+    tools = [SCHEMAS[name] for name in task.tools]
+    fitted = AutoTokenizer.from_pretrained(init_tiny(tmp_path / "tool-use", tool_use=True))
+    rendered = fitted.apply_chat_template(conversation, tools=tools, tokenize=False)
+    assert rendered == tokenizer.apply_chat_template(conversation, tools=tools, tokenize=False)  # same chat format
+    assert fitted.decode(fitted.encode(rendered, add_special_tokens=False)) == rendered
+    general = len(tokenizer.encode(rendered, add_special_tokens=False))
+    assert len(fitted.encode(rendered, add_special_tokens=False)) < 0.75 * general

@@ -311,6 +311,11 @@ def test_every_problem_is_reported_at_once():
         assert words in message
 
 
+def test_sft_only_run_needs_a_warm_up():
+    assert "trainer.max_steps: 0 runs only the SFT warm-up" in error_of({"trainer": {"max_steps": 0}})
+    config_from_dict(_merge({**MINIMAL}, {"trainer": {"max_steps": 0, "sft_warmup": {"data": ["arith-train"]}}}))
+
+
 def test_error_names_the_file(tmp_path: Path):
     path = write(tmp_path, _merge({**MINIMAL}, {"trainer": {"epochs": "five"}}))
     with pytest.raises(ConfigError, match=f"in {path}"):

@@ -109,6 +109,21 @@ def test_fresh_start_sets_the_earlier_run_aside_and_fsdp2_ranks_train_and_resume
     AutoModelForCausalLM.from_pretrained(run_dir / "checkpoints" / "global_step_3")  # whole weights, as a 1-process run writes
 
 
+def test_sft_only_run_saves_the_warm_started_model(tiny_model, tmp_path):
+    from safetensors.torch import load_file
+
+    run_dir = tmp_path / "run"
+    done = harness(*train_args(tiny_model, run_dir, "trainer.max_steps=0",
+                               'trainer.sft_warmup={data: ["arith-train"], max_steps: 5, learning_rate: 0.001}'))
+    assert done.returncode == 0, done.stdout + done.stderr
+    metrics = rows_of(run_dir / "metrics.jsonl")
+    assert [m["sft/step"] for m in metrics if "sft/step" in m] == [1, 2, 3, 4, 5]
+    assert [m["step"] for m in metrics if "sft/step" not in m] == [0]  # the warm start's held-out reward, no GRPO step
+    before = load_file(Path(tiny_model) / "model.safetensors")
+    after = load_file(run_dir / "checkpoints" / "global_step_0" / "model.safetensors")
+    assert before.keys() == after.keys() and any(not torch.equal(before[k], after[k]) for k in before)
+
+
 def test_bad_inputs_fail_clearly_without_a_traceback(tiny_model, tmp_path):
     missing_model = harness("train", "trainer.policy.model.path=/nonexistent/model", "data.train_data=[\"arith-train\"]",
                             f"trainer.output_dir={tmp_path / 'a'}")
