@@ -4,10 +4,13 @@
 # task in sandboxes. Prints the held-out reward before and after GRPO; each run folder holds
 # reward_curve.png, metrics.jsonl and the final Hugging Face checkpoint.
 #
-#   bash scripts/learning_proof.sh [single|tool|both]      (default: both)
+#   bash scripts/learning_proof.sh [single|tool|both] [OVERRIDES]     (default: both)
+#
+# OVERRIDES (dotted config keys, e.g. trainer.max_steps=5) apply to the GRPO runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 which=${1:-both}
+overrides=("${@:2}")
 runs=${RUNS_DIR:-runs}
 model=$runs/arith-tiny-model
 tool_model=$runs/arith-tool-tiny-model  # 4 layers, and a tokenizer fitted to tool calls: it learns to copy through them
@@ -27,7 +30,7 @@ if [ "$which" = single ] || [ "$which" = both ]; then
   start=$SECONDS
   [ -f "$model/config.json" ] || harness model init-tiny "$model" --hidden-size 128
   harness train --config examples/arith/arith-grpo-tiny-cpu.yaml trainer.policy.model.path="$model" \
-      trainer.output_dir="$runs/arith-grpo" trainer.resume=never
+      trainer.output_dir="$runs/arith-grpo" trainer.resume=never "${overrides[@]}"
   report "$runs/arith-grpo" $((SECONDS - start))
 fi
 
@@ -49,6 +52,7 @@ if [ "$which" = tool ] || [ "$which" = both ]; then
   harness train --config examples/arith/arith-tool-grpo-tiny-cpu.yaml \
       trainer.policy.model.path="$runs/arith-tool-sft-model/checkpoints/global_step_0" \
       trainer.output_dir="$runs/arith-tool-grpo" trainer.resume=never \
-      trainer.sft_warmup.data="[\"$runs/arith-tool-gold-700/trajectories.parquet\", \"$runs/arith-tool-no-tools/trajectories.parquet\"]"
+      trainer.sft_warmup.data="[\"$runs/arith-tool-gold-700/trajectories.parquet\", \"$runs/arith-tool-no-tools/trajectories.parquet\"]" \
+      "${overrides[@]}"
   report "$runs/arith-tool-grpo" $((SECONDS - start))
 fi

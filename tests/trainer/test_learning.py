@@ -1,14 +1,16 @@
-"""The learning proof, CI-sized: the shipped arith config (SFT warm start, then GRPO) raises the held-out reward.
+"""The learning proof, CI-sized: the shipped arith configs (SFT warm start, then GRPO) raise the held-out reward.
 
-The full proof is `scripts/learning_proof.sh` (README); this runs the same config for fewer GRPO steps.
+The full proof is `scripts/learning_proof.sh` (README); these run the same configs for fewer GRPO steps.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 
-from tests.cli_helpers import ROOT, harness
+from tests.cli_helpers import ROOT, harness, rows_of
 
 GRPO_STEPS = 40
 
@@ -30,3 +32,16 @@ def test_grpo_after_a_warm_start_raises_held_out_reward(tmp_path):
     trained = [m["train/reward_mean"] for m in metrics if "train/reward_mean" in m]
     assert sum(trained[-10:]) > sum(trained[:10]), f"the training reward did not rise: {trained}"
     assert Path(run_dir / "reward_curve.png").stat().st_size > 1000
+
+
+def test_grpo_teaches_the_multi_turn_tool_task(tmp_path):
+    """Stage 1 SFT, then a warm start that mostly answers without the `python` tool; GRPO in sandboxes."""
+    done = subprocess.run(["bash", str(ROOT / "scripts/learning_proof.sh"), "tool", "trainer.max_steps=5"], cwd=ROOT,
+                          env={**os.environ, "RUNS_DIR": str(tmp_path)}, capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    held_out = [(m["step"], m["val/reward_mean"]) for m in rows_of(tmp_path / "arith-tool-grpo" / "metrics.jsonl")
+                if "val/reward_mean" in m]
+    assert [step for step, _ in held_out] == [0, 5]
+    start, end = held_out[0][1], held_out[-1][1]
+    assert start <= 0.3, f"the warm start should mostly answer without the tool: {held_out}"
+    assert end >= start + 0.3, f"GRPO did not teach the tool task: {held_out}"

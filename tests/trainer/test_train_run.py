@@ -121,7 +121,8 @@ def test_sft_only_run_saves_the_warm_started_model(tiny_model, tmp_path):
     assert [m["step"] for m in metrics if "sft/step" not in m] == [0]  # the warm start's held-out reward, no GRPO step
     before = load_file(Path(tiny_model) / "model.safetensors")
     after = load_file(run_dir / "checkpoints" / "global_step_0" / "model.safetensors")
-    assert before.keys() == after.keys() and any(not torch.equal(before[k], after[k]) for k in before)
+    shared = before.keys() & after.keys()
+    assert "model.embed_tokens.weight" in shared and any(not torch.equal(before[k], after[k]) for k in shared)
 
 
 def test_bad_inputs_fail_clearly_without_a_traceback(tiny_model, tmp_path):
