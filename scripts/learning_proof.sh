@@ -46,11 +46,11 @@ if [ "$which" = tool ] || [ "$which" = both ]; then
   demos gold-no-tools 1300 arith-tool-no-tools  # submit at once
   # Stage 1: SFT only, until the model computes with the tool and copies its result.
   harness train --config examples/arith/arith-tool-sft-tiny-cpu.yaml trainer.policy.model.path="$tool_model" \
-      trainer.output_dir="$runs/arith-tool-sft-model" trainer.resume=never \
+      trainer.output_dir="$runs/arith-tool-sft-tiny-cpu" trainer.resume=never \
       trainer.sft_warmup.data="[\"$runs/arith-tool-gold/trajectories.parquet\"]"
   # Stage 2: a warm start that mostly answers without the tool, then GRPO.
   harness train --config examples/arith/arith-tool-grpo-tiny-cpu.yaml \
-      trainer.policy.model.path="$runs/arith-tool-sft-model/checkpoints/global_step_0" \
+      trainer.policy.model.path="$runs/arith-tool-sft-tiny-cpu/checkpoints/global_step_0" \
       trainer.output_dir="$runs/arith-tool-grpo" trainer.resume=never \
       trainer.sft_warmup.data="[\"$runs/arith-tool-gold-700/trajectories.parquet\", \"$runs/arith-tool-no-tools/trajectories.parquet\"]" \
       "${overrides[@]}"
