@@ -168,7 +168,8 @@ class Pytest(Runner):
             return "the canary test (planted to fail) has no result: the run was cut short or its report forged"
         if not any(word in lines[mine[-1]].split() for word in FAILING):
             return "the canary test (planted to fail) did not fail: the runner's verdicts were tampered with"
-        final = self.summary(lines)
+        # The runner's own final line is the first summary after the canary's result.
+        final = self.summary(lines[:next((i + 1 for i in range(mine[-1], len(lines)) if self.SUMMARY.match(lines[i].strip())), 0)])
         if final is None or final.line < mine[-1]:
             return "pytest printed no final summary after the canary's result (the run was cut short)"
         if any(i > final.line for i in results):
