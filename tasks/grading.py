@@ -2,7 +2,8 @@
 
 Steps: refuse patches that touch the test infrastructure (`patch_policy`); start a fresh
 sandbox from the instance image (never the agent's own); apply the patch with SWE-bench's
-fallbacks; run the eval script detached from any terminal with its output in a file; parse
+fallbacks; put every test file the patch touched back as it was at the base commit (even with
+an empty test patch, as synthesized tasks have); run the eval script detached from any terminal with its output in a file; parse
 the log with the `swebench` package (`PARSER_REGISTRY`, exit-status cross-check) and decide
 FULL / PARTIAL / NO with its rules. On top of that, the runner that wrote the log (pytest,
 Django's runtests.py, sympy's bin/test: `runners`) must vouch for it: its own final summary is
@@ -32,7 +33,7 @@ from typing import Any
 
 from sandboxes import Backend, SandboxError, SandboxSpec
 
-from .patch_policy import patch_violations
+from .patch_policy import is_test_path, parse_patch, patch_violations
 from .runners import Check, region, runner_for
 from .swe import WORKDIR, test_list
 
@@ -129,6 +130,11 @@ def run_eval(instance: dict, patch: str, backend: Backend, timeout: float = 900.
             method = _apply(sb, patch, workdir)
             if not method:
                 return "", ""
+            restore = tests_to_restore(instance, patch)
+            if restore:  # the tests that judge the patch are the base commit's, whatever the patch did to them
+                base = shlex.quote(instance.get("base_commit") or "HEAD")
+                sb.exec(f"cd {workdir} && " + " ; ".join(
+                    f"{{ git checkout {base} -- {shlex.quote(p)} 2>/dev/null || rm -rf {shlex.quote(p)}; }}" for p in restore), timeout=120)
         # SWE-bench's TestSpec adds the lines that record the test command's exit status.
         script = _test_spec(instance).eval_script
         plant = canary_plant(instance, canary) if canary else None
@@ -139,6 +145,14 @@ def run_eval(instance: dict, patch: str, backend: Backend, timeout: float = 900.
     if run.timed_out:
         log += "\n>>>>> Tests Timed Out\n"
     return method, log
+
+
+def tests_to_restore(instance: dict, patch: str) -> list[str]:
+    """Files of `patch` that belong to the tests: test files (conftest.py included) and the files
+    of the FAIL_TO_PASS / PASS_TO_PASS tests. Grading puts them back as they were at the base
+    commit (or deletes them, if new) even when the instance has no test patch to do it."""
+    owned = {t.split("::", 1)[0] for t in test_list(instance.get("FAIL_TO_PASS")) + test_list(instance.get("PASS_TO_PASS")) if "::" in t}
+    return [f.path for f in parse_patch(patch) if is_test_path(f.path) or f.path in owned]
 
 
 def _apply(sb, patch: str, workdir: str) -> str:
