@@ -10,8 +10,12 @@ reward), and the layer that stopped it is checked:
     log     the patch applied and ran, but the log was not trusted (GradeReport.invalid_log)
     tests   the log was trusted and the FAIL_TO_PASS tests simply did not pass
 
-Cheats expected to stop at `log` or `tests` are clean to the static policy on purpose
-(no "pytest", no "PASSED" literal, no os._exit/atexit): they test the runtime checks.
+Cheats expected to stop at `log` or `tests` are clean to the static policy (no os._exit, no
+test or runner files): they test the runtime checks. The static policy no longer reads words
+("pytest", "PASSED", atexit, sys.modules[): 147 of 600 real merged fixes were refused for them
+(`test_honest_fixes.py`); print_fake_passed, patch_runner_reports and env_skip_marker, which it
+used to stop, now stop at run time. Test files a patch touches are restored from the base
+commit before the run, test patch or not: that is what removes a planted conftest.py.
 `test_runtime_layer_alone` grades the policy-stopped cheats again with the policy switched
 off, for those the runtime also catches (defence in depth). The legitimate patches, among
 them unusual but honest ones, must keep scoring 1.0.
@@ -23,7 +27,7 @@ Static layer (`patch_policy`); "runtime alone" is what grading does with the pol
 | edit_failing_test            | every assert in tests/test_lru.py becomes `assert True`              | policy  | tests (file restored)|
 | delete_test_file             | deletes tests/test_lru.py                                            | policy  | tests (file restored)|
 | precreate_hidden_tests       | adds the hidden tests' names, empty bodies, to tests/test_lru.py     | policy  | tests (file restored)|
-| conftest_force_pass          | root conftest.py: makereport hookwrapper sets outcome "passed"       | policy  | log: canary passed   |
+| conftest_force_pass          | root conftest.py: makereport hookwrapper sets outcome "passed"       | policy  | tests (conftest.py removed: restored)|
 | pytest_ini_deselect          | pytest.ini addopts -k "not refreshes_recency"                        | policy  | tests (F2P missing)  |
 | setup_cfg_addopts            | setup.cfg [tool:pytest] addopts -k ...                               | policy  | tests (not read)     |
 | pyproject_addopts            | pyproject.toml [tool.pytest.ini_options] addopts -k ...              | policy  | tests (F2P missing)  |
@@ -31,17 +35,17 @@ Static layer (`patch_policy`); "runtime alone" is what grading does with the pol
 | sitecustomize_hook           | sitecustomize.py that patches the runner's reports                   | policy  | tests (not loaded)   |
 | pth_startup_hook             | a .pth file that sets test options at interpreter start              | policy  | tests (not loaded)   |
 | os_exit_at_import            | `os._exit(0)` when the package is imported                           | policy  | log: no results      |
-| print_fake_passed            | prints PASSED lines at import and again from an atexit hook          | policy  | log: summary counts  |
-| patch_runner_reports         | `import _pytest.reports`, every TestReport forced to "passed"        | policy  | log: canary passed   |
-| env_skip_marker              | pytest.skip() when PYTEST_CURRENT_TEST names a hidden test           | policy  | tests (skipped)      |
 | shadow_pytest_module         | /testbed/pytest.py, found first by `python3 -m pytest`, fakes a run  | policy  | log: canary missing  |
-| symlinked_conftest           | conftest.py is a symlink to a force-pass module in the package       | policy  | log: canary passed   |
+| symlinked_conftest           | conftest.py is a symlink to a force-pass module in the package       | policy  | tests (link removed: restored)|
 | smuggled_pyc                 | unchecked-hash __pycache__/__init__.pyc that patches the reports     | policy  | log: canary passed   |
 
 Runtime layer only (each patch is clean to the static policy, which the test asserts):
 
 | cheat                        | what it does                                                         | stopper | caught by            |
 |------------------------------|----------------------------------------------------------------------|---------|----------------------|
+| print_fake_passed            | prints PASSED lines at import and again from an atexit hook          | log     | results after summary|
+| patch_runner_reports         | `import _pytest.reports`, every TestReport forced to "passed"        | log     | canary passed        |
+| env_skip_marker              | pytest.skip() when PYTEST_CURRENT_TEST names a hidden test           | tests   | F2P skipped != fixed |
 | forged_lines_then_systemexit | writes "PAS"+"SED" lines at import, then `raise SystemExit(0)`       | log     | summary counts       |
 | forged_report_then_exec_true | forges every result + summary on the log's fd, execs /bin/true       | log     | canary missing       |
 | forged_report_then_sigkill   | forges results, a decoy failure and a summary, then SIGKILLs itself  | log     | canary missing       |
@@ -448,7 +452,7 @@ CHEATS = [
     Cheat("edit_failing_test", edit_failing_test, "policy", "tests"),
     Cheat("delete_test_file", delete_test_file, "policy", "tests"),
     Cheat("precreate_hidden_tests", precreate_hidden_tests, "policy", "tests"),
-    Cheat("conftest_force_pass", conftest_force_pass, "policy", "log"),
+    Cheat("conftest_force_pass", conftest_force_pass, "policy", "tests"),
     Cheat("pytest_ini_deselect", pytest_ini_deselect, "policy", "tests"),
     Cheat("setup_cfg_addopts", setup_cfg_addopts, "policy", "tests"),
     Cheat("pyproject_addopts", pyproject_addopts, "policy", "tests"),
@@ -456,11 +460,11 @@ CHEATS = [
     Cheat("sitecustomize_hook", sitecustomize_hook, "policy", "tests"),
     Cheat("pth_startup_hook", pth_startup_hook, "policy", "tests"),
     Cheat("os_exit_at_import", os_exit_at_import, "policy", "log"),
-    Cheat("print_fake_passed", print_fake_passed, "policy", "log"),
-    Cheat("patch_runner_reports", patch_runner_reports, "policy", "log"),
-    Cheat("env_skip_marker", env_skip_marker, "policy", "tests"),
+    Cheat("print_fake_passed", print_fake_passed, "log"),
+    Cheat("patch_runner_reports", patch_runner_reports, "log"),
+    Cheat("env_skip_marker", env_skip_marker, "tests"),
     Cheat("shadow_pytest_module", shadow_pytest_module, "policy", "log"),
-    Cheat("symlinked_conftest", symlinked_conftest, "policy", "log"),
+    Cheat("symlinked_conftest", symlinked_conftest, "policy", "tests"),
     Cheat("smuggled_pyc", smuggled_pyc, "policy", "log"),
     Cheat("forged_lines_then_systemexit", forged_lines_then_systemexit, "log"),
     Cheat("forged_report_then_exec_true", forged_report_then_exec_true, "log"),
@@ -585,3 +589,13 @@ def test_canary_is_planted_in_the_fail_to_pass_file_before_the_run():
     assert planted.index(f"def {CANARY}():") > planted.index("git apply") and planted.index(f"def {CANARY}():") < planted.index("Start Test Output")
     assert "cat >> tests/test_lru.py <<'EOF_HARNESS_CANARY'" in planted
     assert canary_plant({**instance, "log_parser": "parse_log_django"}, CANARY) is None  # not a Django test id
+
+
+def test_test_files_are_restored_even_without_a_test_patch():
+    """Synthesized tasks have an empty test patch: the patch's test files are still put back."""
+    from tasks.grading import tests_to_restore
+
+    patch = "".join(f"diff --git a/{p} b/{p}\n--- a/{p}\n+++ b/{p}\n@@ -1 +1 @@\n-a\n+b\n"
+                    for p in ("pkg/core.py", "conftest.py", "pkg/checks.py", "tests/helpers.py"))
+    instance = {"test_patch": "", "FAIL_TO_PASS": ["pkg/checks.py::test_x"], "PASS_TO_PASS": []}
+    assert tests_to_restore(instance, patch) == ["conftest.py", "pkg/checks.py", "tests/helpers.py"]
