@@ -402,6 +402,8 @@ def tasks_synth(
     seed: int = typer.Option(0, help="Seed of the mutation order (a run is reproducible)."),
     workers: int = typer.Option(2, help="Candidates validated at once (each in its own sandbox)."),
     test_command: Optional[str] = typer.Option(None, help="Override the detected test command (pytest by default)."),
+    max_candidates: Optional[int] = typer.Option(None, help="Judge at most this many candidates."),
+    early_stop: int = typer.Option(20, help="Stop when this many candidates in a row are all rejected for one systemic reason (0: never)."),
     backend: str = BackendOption,
 ):
     """Synthesize validated repo-fix tasks from a real Python project by planting bugs (AST mutations)."""
@@ -419,7 +421,7 @@ def tasks_synth(
                 progress.console.print(f"[dim]{event.stage}: {event.message}", highlight=False)
 
         summary = synthesize(repo, output, max_tasks=max_tasks, seed=seed, workers=workers, test_command=test_command,
-                             backend=get_backend(backend), on_event=show)
+                             backend=get_backend(backend), on_event=show, max_candidates=max_candidates, early_stop=early_stop)
     console.print(f"kept {summary.kept} of {summary.decided} candidates ({summary.flaky} flaky); rejected: {summary.rejected}")
     console.print(f"tasks: {output}; summary: {output}.summary.json")
 

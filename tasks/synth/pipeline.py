@@ -31,11 +31,12 @@ from .errors import SynthError
 from .mutations import Mutation, compiles, find_mutations, order, unified_patch
 from .source import fetch_project
 from .statement import failures, write_statement
-from .validate import Baseline, Outcome, judge, run_baseline
+from .validate import SYSTEMIC, Baseline, Outcome, judge, pin_test_ids, run_baseline
 from .worklog import WorkLog
 
 log = logging.getLogger(__name__)
 MAX_ERRORS_IN_A_ROW = 5
+EARLY_STOP = 20  # judged candidates, all rejected for one systemic reason: stop
 
 
 @dataclass
@@ -84,6 +85,7 @@ def synthesize(
     statement_writer: Callable[[dict], str] | None = None,
     max_candidates: int | None = None,
     test_timeout: float | None = None,
+    early_stop: int = EARLY_STOP,
 ) -> SynthSummary:
     """Plant bugs in `repo` (a git repository path, a git URL or a PyPI name) and write up to
     `max_tasks` validated SWE-bench instances to `output` (JSONL).
@@ -92,7 +94,9 @@ def synthesize(
     arguments resumes. `statement_writer(info)` replaces the default problem-statement writer
     (`info`: project, seed, failures, and the instance without its statement).
     `max_candidates` bounds how many candidates are judged in all; `test_timeout` (seconds)
-    bounds one test run (default: 3x the slower baseline run, at least 30 s).
+    bounds one test run (default: 3x the slower baseline run, at least 30 s). When the first
+    `early_stop` judged candidates are all rejected for one systemic reason (`validate.SYSTEMIC`),
+    the run stops with a SynthError naming it (0 never stops).
     """
     started = time.monotonic()
     output = Path(output)
@@ -108,11 +112,12 @@ def synthesize(
     project = fetch_project(repo, work)
     emit(SynthEvent("environment", f"{project.name} at {project.commit[:12]}: preparing the environment image"))
     env = build_environment(project, test_command, lambda message: emit(SynthEvent("environment", message)))
-    worklog = WorkLog(work, _hash(env.image, *env.test_commands))
+    commands = tuple(pin_test_ids(c) for c in env.test_commands)
+    worklog = WorkLog(work, _hash(env.image, *commands))
     baseline = worklog.baseline()
     if baseline is None:
         emit(SynthEvent("baseline", "running the test suite twice"))
-        baseline = run_baseline(env.image, env.test_commands, backend, timeout=test_timeout or 900.0)
+        baseline = run_baseline(env.image, commands, backend, timeout=test_timeout or 900.0)
         worklog.save_baseline(baseline)
     emit(SynthEvent("baseline", f"{len(baseline.passing)} tests pass twice, {len(baseline.excluded)} excluded"))
 
@@ -120,7 +125,7 @@ def synthesize(
     if not found:
         raise SynthError(f"{project.name} has no function outside its tests to plant a bug in")
     run = _Run(project.root, env, baseline, worklog, backend, output, seed, statement_writer,
-               timeout=test_timeout or max(30.0, 3 * baseline.duration))
+               timeout=test_timeout or max(30.0, 3 * baseline.duration), early_stop=early_stop)
     run.number = {m.id: i + 1 for i, m in enumerate(found)}  # stable across seeds
     planned = min(len(found), max_candidates or len(found))
     emit(SynthEvent("mutations", f"{len(found)} candidate bugs, judging up to {planned}", planned=planned))
@@ -137,9 +142,9 @@ class _Run:
     """The state of one run: what was decided, what is kept, and the output file."""
 
     def __init__(self, root: Path, env: Environment, baseline: Baseline, worklog: WorkLog, backend: Backend,
-                 output: Path, seed: int, statement_writer, timeout: float):
+                 output: Path, seed: int, statement_writer, timeout: float, early_stop: int = EARLY_STOP):
         self.root, self.env, self.baseline, self.worklog, self.backend = root, env, baseline, worklog, backend
-        self.output, self.seed, self.timeout = output, seed, timeout
+        self.output, self.seed, self.timeout, self.early_stop = output, seed, timeout, early_stop
         self.write_statement = statement_writer or write_statement
         self.number: dict[str, int] = {}
         self.signatures: set[str] = set()
@@ -209,6 +214,9 @@ class _Run:
             with self.output.open("a") as handle:
                 handle.write(json.dumps(entry["instance"]) + "\n")
         self.worklog.append(entry)
+        stop = systemic_failure(list(self.worklog.entries.values()), self.early_stop, self.timeout)
+        if stop:
+            raise SynthError(stop)
         return f"{entry['status']} ({entry['reason']})" if entry["reason"] else entry["status"]
 
     def judge_one(self, mutation: Mutation, source: bytes) -> dict:
@@ -216,7 +224,7 @@ class _Run:
         patch = unified_patch(mutation.path, source, mutation.apply(source))
         outcome = judge(self.env.image, self.baseline, patch, self.backend, self.timeout)
         if outcome.status != "kept":
-            return _entry(mutation, outcome.status, outcome.reason)
+            return {**_entry(mutation, outcome.status, outcome.reason), "detail": outcome.detail}
         signature = json.dumps(outcome.signature)
         with self.lock:
             if signature in self.signatures:
@@ -309,6 +317,22 @@ class _Run:
             flaky=sum(c["flaky"] for c in by_kind.values()), rejected=rejected,
             by_kind=dict(sorted(by_kind.items())), errors=self.errors, duration=round(duration, 1),
         )
+
+
+def systemic_failure(entries: list[dict], first: int, timeout: float = 0.0) -> str:
+    """Why the run should stop ("" to go on): the first `first` candidates judged in a sandbox
+    (work-log order) were all rejected, or all flaky, for the same systemic reason, and none kept."""
+    judged = [e for e in entries if e["reason"] not in ("does not compile", "duplicate")]
+    if first <= 0 or len(judged) < first or any(e["status"] == "kept" for e in judged):
+        return ""
+    reasons = {"flaky" if e["status"] == "flaky" else e["reason"] for e in judged[:first]}
+    if len(reasons) != 1 or (reason := reasons.pop()) not in SYSTEMIC:
+        return ""
+    example = next((e.get("detail") for e in reversed(judged[:first]) if e.get("detail")), "")
+    limit = f" ({timeout:.0f} s)" if reason == "timeout" and timeout else ""
+    return (f"stopped early: the first {first} candidates were all rejected with \"{reason}\"{limit}: {SYSTEMIC[reason]}"
+            + (f". The last one: {example}" if example else "")
+            + ". The project or its environment is at fault, not the bugs; fix that and run again (the work log resumes).")
 
 
 def _entry(mutation: Mutation, status: str, reason: str = "") -> dict:

@@ -18,6 +18,27 @@ from .errors import SynthError
 from .testlog import block_of, error_kind, error_line, failure_blocks, short_messages
 
 PASSED = "PASSED"
+# Why a run goes wrong whatever the candidate: when every candidate is rejected for one of
+# these, the project or the environment is at fault, not the bugs (see `pipeline`'s early stop).
+SYSTEMIC = {
+    "tests did not run": "baseline tests are missing from the runs: a collection error under every bug, or test ids "
+                         "that change from run to run (built from hash or set order, or a plugin that randomizes; "
+                         "every run has PYTHONHASHSEED=0 and pytest-randomly off)",
+    "unusable log": "the test log is not trusted",
+    "timeout": "the test runs take longer than the time limit (raise --test-timeout)",
+    "flaky": "the second run of each candidate fails other tests than the first: the suite is not deterministic",
+}
+
+
+def pin_test_ids(command: str) -> str:
+    """`command` with the sources of test-id drift fixed: the hash seed (parametrized ids built
+    from sets or hashes change with it) and, for pytest, the pytest-randomly plugin (reorders
+    and reseeds; `-p no:randomly` is harmless where it is not installed)."""
+    if "PYTHONHASHSEED=" not in command:
+        command = f"PYTHONHASHSEED=0 {command}"
+    if "pytest" in command and "no:randomly" not in command:
+        command += " -p no:randomly"
+    return command
 
 
 @dataclass
@@ -51,6 +72,7 @@ class Outcome:
     pass_to_pass: list[str] = field(default_factory=list)
     signature: list[tuple[str, str, str]] = field(default_factory=list)  # (test, status, error kind)
     log: str = ""  # the first run's log, for the problem statement
+    detail: str = ""  # for a rejection: what exactly went wrong (missing tests, the log's problem)
 
 
 def probe_instance(image: str, test_command: str) -> dict:
@@ -98,7 +120,7 @@ def judge(image: str, baseline: Baseline, patch: str, backend: Backend, timeout:
     first = run_tests(image, baseline.test_command, patch, backend, timeout)
     rejected = _unusable(first, baseline)
     if rejected:
-        return Outcome("rejected", rejected)
+        return Outcome("rejected", rejected, detail=_detail(first, baseline))
     failing = [t for t in baseline.passing if first.statuses[t] != PASSED]
     if not failing:
         return Outcome("rejected", "no test fails")
@@ -123,6 +145,15 @@ def _unusable(run: SuiteRun, baseline: Baseline) -> str:
         return "unusable log"
     if any(t not in run.statuses for t in baseline.passing):
         return "tests did not run"  # a collection error or a crash took baseline tests with it
+    return ""
+
+
+def _detail(run: SuiteRun, baseline: Baseline) -> str:
+    missing = [t for t in baseline.passing if t not in run.statuses]
+    if run.problem:
+        return run.problem
+    if missing:
+        return f"{len(missing)} baseline tests missing, e.g. {', '.join(missing[:3])}"
     return ""
 
 

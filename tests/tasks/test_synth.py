@@ -225,6 +225,35 @@ def test_test_requirements_and_command_detection(tmp_path):
     assert first.endswith(" tests") and fallback == first + " -o addopts=''"
 
 
+def test_test_commands_pin_the_hash_seed_and_turn_random_order_off():
+    from tasks.synth.validate import pin_test_ids
+
+    assert pin_test_ids("python3 -m pytest -rA tests") == "PYTHONHASHSEED=0 python3 -m pytest -rA tests -p no:randomly"
+    assert pin_test_ids("PYTHONHASHSEED=3 python3 -m unittest") == "PYTHONHASHSEED=3 python3 -m unittest"
+    assert pin_test_ids(pin_test_ids("pytest")) == pin_test_ids("pytest")
+
+
+def _verdict(status: str, reason: str = "", detail: str = "") -> dict:
+    return {"id": f"m{reason}{status}", "kind": "k", "status": status, "reason": reason, "detail": detail}
+
+
+def test_early_stop_names_the_one_systemic_reason():
+    from tasks.synth.pipeline import systemic_failure
+
+    missing = _verdict("rejected", "tests did not run", "40 baseline tests missing, e.g. tests/t.py::test_x[3-a]")
+    uncompiled = _verdict("rejected", "does not compile")
+    stop = systemic_failure([uncompiled] + [missing] * 5, 5)
+    assert "first 5 candidates" in stop and '"tests did not run"' in stop and "PYTHONHASHSEED" in stop
+    assert "tests/t.py::test_x[3-a]" in stop  # the last rejection's detail
+    assert systemic_failure([missing] * 4, 5) == ""  # not enough judged yet
+    assert systemic_failure([missing] * 4 + [_verdict("rejected", "no test fails")], 5) == ""  # two reasons
+    assert systemic_failure([_verdict("rejected", "no test fails")] * 9, 5) == ""  # about the bugs, not systemic
+    assert systemic_failure([_verdict("kept")] + [missing] * 9, 5) == ""  # one kept: the pipeline works
+    assert systemic_failure([missing] * 9, 0) == ""  # switched off
+    assert "time limit" in systemic_failure([_verdict("rejected", "timeout")] * 3, 3, timeout=30)
+    assert "not deterministic" in systemic_failure([_verdict("flaky", "the second run failed other tests")] * 3, 3)
+
+
 # ----------------------------------------------------------------------------- end to end
 
 PACKAGE = {
@@ -336,6 +365,14 @@ PACKAGE = {
 
         def test_needs_the_network():
             socket.create_connection(("192.0.2.1", 80), timeout=2)
+
+
+        # Ids that follow set order, which follows the hash seed (as isodate's do): without a
+        # pinned seed each run names them differently (720 orders) and the baseline excludes them.
+        @pytest.mark.parametrize("pair", list(enumerate({"alpha", "beta", "gamma", "delta", "eta", "iota"})),
+                                 ids=lambda pair: f"{pair[0]}-{pair[1]}")
+        def test_hash_ordered_ids(pair):
+            assert pair[1].isalpha()
     ''',
 }
 
@@ -373,7 +410,10 @@ def test_synthesized_instances_are_valid_swe_bench_records(synthesized):
         assert not set(record["FAIL_TO_PASS"]) & set(record["PASS_TO_PASS"])
         assert "minicalc/core.py" not in record["problem_statement"]
         assert record["FAIL_TO_PASS"][0] in record["problem_statement"]
+    # The hash-ordered ids are the same in every run: PYTHONHASHSEED is pinned in the test command.
     assert summary.baseline_excluded == {"tests/test_core.py::test_needs_the_network": "FAILED/FAILED"}
+    assert summary.baseline_passing == 18 and summary.test_command.startswith("PYTHONHASHSEED=0 ")
+    assert all("PYTHONHASHSEED=0 " in r["eval_script"] and "-p no:randomly" in r["eval_script"] for r in records)
     assert summary.decided <= 14 and summary.kept + summary.flaky + sum(summary.rejected.values()) == summary.decided
     written = json.loads(Path(f"{output}.summary.json").read_text())
     assert written["kept"] == summary.kept and set(written["by_kind"]) <= set(KINDS)
@@ -440,3 +480,25 @@ def test_a_project_whose_tests_do_not_run_is_a_clear_error(tmp_path, docker_back
     root = make_package(tmp_path / "broken", files)
     with pytest.raises(SynthError, match="tests do not run"):
         synthesize(str(root), tmp_path / "out.jsonl", max_tasks=1, backend=docker_backend)
+
+
+def test_a_run_that_rejects_everything_for_one_reason_stops_early(tmp_path, docker_backend):
+    """A suite that drops a test whenever the code changes: every candidate loses a baseline test.
+
+    The package is minicalc's (its environment image is reused); the test command deselects
+    test_words whenever minicalc/core.py is not the original.
+    """
+    import hashlib
+
+    from tasks.swe import TEST_COMMAND
+
+    root = make_package(tmp_path / "minicalc", PACKAGE)
+    digest = hashlib.sha256((root / "minicalc" / "core.py").read_bytes()).hexdigest()
+    command = (f"{TEST_COMMAND} tests $(echo '{digest}  minicalc/core.py' | sha256sum -c --quiet >/dev/null 2>&1 "
+               "|| echo --deselect tests/test_core.py::test_words)")
+    events = []
+    with pytest.raises(SynthError, match=r'first 3 candidates were all rejected with "tests did not run".*test_core\.py::test_words'):
+        synthesize(str(root), tmp_path / "out.jsonl", max_tasks=2, max_candidates=12, workers=1, early_stop=3,
+                   test_command=command, backend=docker_backend, on_event=events.append)
+    judged = [e for e in events if e.stage == "candidate" and "does not compile" not in e.message]
+    assert len(judged) == 2 and all("tests did not run" in e.message for e in judged)  # the third verdict ends the run
