@@ -208,7 +208,7 @@ class Django(Runner):
         if final is None:
             return [Check("final_summary", "failed", "the runner printed no `Ran N tests` with OK / FAILED (the run was cut short)")]
         found = [Check("final_summary", "applied", f"line {final.line}")]
-        passing_after = [i for i in self.result_lines(lines) if i > final.line and parser("\n".join([lines[i]]))]
+        passing_after = [i for i in self.result_lines(lines) if i > final.line and set(parser(lines[i]).values()) & set(PASSING)]
         found.append(Check("results_after_summary", "failed" if passing_after else "applied",
                            "test results were printed after the runner's `Ran N tests`: forged result lines?" if passing_after else ""))
         passes = sum(s == "PASSED" for s in status_map.values())
@@ -237,8 +237,9 @@ class Django(Runner):
             path = "tests/" + "/".join(module) + ".py"
             if path not in _test_files(instance):
                 continue
+            # A method on the FAIL_TO_PASS test's class: runs whether the label names the module or the class.
             return path, (f"\n\ndef _harness_canary(self):\n    self.fail(\"grading canary: this test must fail\")\n\n\n"
-                          f"{cls}.{canary} = _harness_canary\n")
+                          f"if isinstance(globals().get({cls!r}), type):\n    {cls}.{canary} = _harness_canary\n")
         return None
 
     def canary_problem(self, lines, canary):
