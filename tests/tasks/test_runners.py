@@ -126,7 +126,7 @@ def sympy_log(tmp_path: Path, canary: bool) -> str:
     # What bin/test does for a file argument: sympy's runner and reporter on the matched file.
     code = ("from sympy.testing.runtests import PyTestReporter, SymPyTests\n"
             "t = SymPyTests(PyTestReporter(verbose=True, colors=False))\n"
-            f"t._testfiles.append({str(module)!r})\nt.test()\n")
+            f"t._testfiles.append({str(module)!r})\nt.test(sort=True)\n")
     run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     return run.stdout
 
