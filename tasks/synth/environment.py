@@ -5,6 +5,11 @@ the runtime dependencies, test extras, test dependency groups and test requireme
 sdists among them are turned into wheels there, and the image installs from that wheelhouse
 with `--no-index` while the build has no network. Images and wheelhouses are cached by
 content hash. Per-instance images are one small layer on top (`build_image`).
+
+For a project at an old commit, `before` (a date) resolves the dependencies as they were on
+that day (`uv pip compile --exclude-newer`), then downloads exactly those pins. Requirement
+files that pin the *oldest* supported versions (`*-min.txt`, tox's lowest-versions runs) are
+another environment, not part of this one, and are left out.
 """
 
 from __future__ import annotations
@@ -34,6 +39,9 @@ from .source import Project
 log = logging.getLogger(__name__)
 IMAGE_REPOSITORY = "harness-synth"
 TEST_NAME = re.compile(r"test", re.IGNORECASE)
+DEV_NAME = re.compile(r"(^|[-_.])dev([-_.]|$)", re.IGNORECASE)
+MIN_VERSIONS_NAME = re.compile(r"(^|[-_.])(min|minimum|minimal|lowest|oldest)([-_.]|$)", re.IGNORECASE)
+IMAGE_PYTHON = "3.11"  # the base image's interpreter (Debian bookworm)
 DEFAULT_BUILD_REQUIRES = ["setuptools>=40.8.0", "wheel"]
 
 
@@ -45,10 +53,12 @@ class Environment:
 
 
 def build_environment(project: Project, test_command: str | None = None,
-                      on_step: Callable[[str], None] = log.info) -> Environment:
-    """The project's environment image (built once per content hash) and its test command(s)."""
+                      on_step: Callable[[str], None] = log.info, before: str | None = None) -> Environment:
+    """The project's environment image (built once per content hash) and its test command(s).
+
+    With `before` (an ISO date), dependencies are those released before it."""
     commands = (test_command,) if test_command else detect_test_commands(project.root)
-    wheelhouse = fetch_wheelhouse(project, on_step)
+    wheelhouse = fetch_wheelhouse(project, on_step, before)
     install = install_command(project.root)
     digest = _hash(_tree_digest(project.root), "\n".join(sorted(p.name for p in wheelhouse.iterdir())), install,
                    _base_image())
@@ -97,8 +107,10 @@ def declared_test_dependencies(root: Path) -> tuple[list[str], list[str], list[s
         extras += setup_cfg.options("options.extras_require")
     groups = pyproject.get("dependency-groups", {})
     requirements = [r for name in groups if TEST_NAME.search(name) for r in _group(groups, name)]
-    files = sorted({p.relative_to(root).as_posix() for pattern in ("*requirements*.txt", "requirements/*.txt")
-                    for p in root.glob(pattern) if TEST_NAME.search(p.name)})
+    candidates = sorted({p.relative_to(root).as_posix() for pattern in ("*requirements*.txt", "requirements/*.txt")
+                         for p in root.glob(pattern) if not MIN_VERSIONS_NAME.search(p.stem)})
+    files = [f for f in candidates if TEST_NAME.search(Path(f).name)]
+    files = files or [f for f in candidates if DEV_NAME.search(Path(f).stem)]  # requirements-dev.txt
     return sorted({e for e in extras if TEST_NAME.search(e)}), requirements, files
 
 
@@ -124,13 +136,15 @@ def install_command(root: Path) -> str:
             f"--find-links /tmp/wheelhouse {' '.join(targets) or 'pip'}")
 
 
-def fetch_wheelhouse(project: Project, on_step: Callable[[str], None] = log.info) -> Path:
-    """Everything the install needs, as wheels, in a folder cached by what declares it."""
+def fetch_wheelhouse(project: Project, on_step: Callable[[str], None] = log.info, before: str | None = None) -> Path:
+    """Everything the install needs, as wheels, in a folder cached by what declares it.
+
+    With `before`, the versions are those uv resolves from releases published before that date."""
     root = project.root
     declared = [p for name in ("pyproject.toml", "setup.py", "setup.cfg", "PKG-INFO") if (p := root / name).exists()]
     extras, requirements, files = declared_test_dependencies(root)
     declared += [root / f for f in files]
-    digest = _hash(sys.version.split()[0], *(p.name + "\0" + p.read_text(errors="replace") for p in declared))
+    digest = _hash(sys.version.split()[0], before or "", *(p.name + "\0" + p.read_text(errors="replace") for p in declared))
     wheelhouse = cache_dir() / "synth" / "wheelhouse" / digest
     if (wheelhouse / ".complete").exists():
         return wheelhouse
@@ -141,14 +155,37 @@ def fetch_wheelhouse(project: Project, on_step: Callable[[str], None] = log.info
     targets += list(requirements) + [arg for f in files for arg in ("-r", f)]
     with tempfile.TemporaryDirectory() as scratch:  # pip writes build metadata into the project
         copy = shutil.copytree(root, Path(scratch) / "project")
-        _pip(copy, "download", "-d", wheelhouse, *build_requires, *DEFAULT_BUILD_REQUIRES)
-        if targets:
-            _pip(copy, "download", "-d", wheelhouse, *targets)
+        if before:
+            build_requires = _pinned_as_of(copy, [*build_requires, *DEFAULT_BUILD_REQUIRES], before)
+            targets = _pinned_as_of(copy, targets, before) if targets else []
+            _pip(copy, "download", "--no-deps", "-d", wheelhouse, *build_requires, *targets)
+        else:
+            _pip(copy, "download", "-d", wheelhouse, *build_requires, *DEFAULT_BUILD_REQUIRES)
+            if targets:
+                _pip(copy, "download", "-d", wheelhouse, *targets)
         for sdist in [p for p in wheelhouse.iterdir() if p.name.endswith((".tar.gz", ".zip", ".tar.bz2"))]:
             _pip(copy, "wheel", "--no-deps", "-w", wheelhouse, sdist)
             sdist.unlink()
     (wheelhouse / ".complete").write_text("")
     return wheelhouse
+
+
+def _pinned_as_of(project: Path, targets: list[str], before: str) -> list[str]:
+    """`targets` (pip arguments) resolved to exact pins as of `before`, the project itself left out."""
+    wanted = project / ".harness-requirements.in"
+    lines, pending = [], list(targets)
+    while pending:
+        item = pending.pop(0)
+        lines.append(f"-r {pending.pop(0)}" if item == "-r" else item)
+    wanted.write_text("\n".join(lines) + "\n")
+    done = subprocess.run([sys.executable, "-m", "uv", "pip", "compile", "--quiet", "--no-header", "--no-annotate",
+                           "--exclude-newer", before, "--python-version", IMAGE_PYTHON, wanted.name],
+                          cwd=project, capture_output=True, text=True, check=False)
+    wanted.unlink()
+    if done.returncode != 0:
+        raise SynthError(f"resolving the dependencies as of {before} failed (uv pip compile): {done.stderr.strip()[-1500:]}")
+    pins = [line.split(";")[0].strip() for line in done.stdout.splitlines()]
+    return [pin for pin in pins if "==" in pin]
 
 
 def _pip(cwd: Path, *args) -> None:
