@@ -454,6 +454,26 @@ def tasks_mine(
     console.print(f"mined {sum(bool(m.instance) for m in results)} of {len(results)} new; instances: {output}")
 
 
+@tasks_app.command("pull")
+@friendly_errors
+def tasks_pull(source: str = typer.Argument(..., help="A task set (built-in name or path) whose images to pull.")):
+    """Pull the images of a task set from their registry (SWE-bench's official images by default), with progress."""
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
+
+    from tasks.pull import pull_task_images
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), console=console) as progress:
+        bars = {}
+
+        def show(p):
+            if p.image not in bars:
+                bars[p.image] = progress.add_task(p.image, total=None)
+            progress.update(bars[p.image], completed=p.done, total=p.total or None)
+
+        images = pull_task_images(source, show, lambda image, id_: console.print(f"{image}: {id_[:19]}", highlight=False))
+    console.print(f"{len(images)} image(s) of {source} present")
+
+
 @tasks_app.command("validate")
 @friendly_errors
 def tasks_validate(path: Path = typer.Argument(..., help="A .jsonl, .json or .parquet task file.")):

@@ -286,6 +286,8 @@ def mine_record(record: dict[str, Any], backend: Backend, on_step: Callable[[str
         except SynthError as err:
             result.reason = f"environment ({'newest' if before is None else 'as of ' + before}): {err}"
             continue
+        if result.reason:
+            on_step(f"{record['instance_id']}: retrying with dependencies as of {before}; newest failed: {result.reason[:400]}")
         instance = make_instance(record, image)
         runs = {}
         for label, patch in (("without", ""), ("with", record["patch"])):
