@@ -2,24 +2,28 @@
 
 Steps: refuse patches that touch the test infrastructure (`patch_policy`); start a fresh
 sandbox from the instance image (never the agent's own); apply the patch with SWE-bench's
-fallbacks; run the eval script detached from any terminal with its output in a file; parse
+fallbacks; put every test file the patch touched back as it was at the base commit (even with
+an empty test patch, as synthesized tasks have); run the eval script detached from any terminal with its output in a file; parse
 the log with the `swebench` package (`PARSER_REGISTRY`, exit-status cross-check) and decide
-FULL / PARTIAL / NO with its rules. On top of that, the counts in pytest's own final summary
-line must agree with the parsed statuses, so result lines forged by the code under test
-count for nothing.
+FULL / PARTIAL / NO with its rules. On top of that, the runner that wrote the log (pytest,
+Django's runtests.py, sympy's bin/test: `runners`) must vouch for it: its own final summary is
+there, nothing claims a result after it, its counts agree with the parsed results, and every
+FAIL_TO_PASS / PASS_TO_PASS test read as passing passes in the runner's own report, so result
+lines forged by the code under test count for nothing. Checks that cannot apply to a log are
+listed as skipped in `GradeReport.checks`, never held against it.
 
 The code under test runs inside the test runner, so it can forge a whole report and end the
 process, or patch the runner so every test passes. Against that, `grade` plants a canary: a
-test with a random name that must fail, appended to the FAIL_TO_PASS test file after the test
-patch is applied. Its result line must be there, say FAILED, and be followed by pytest's final
-summary with no result lines after it; otherwise the log is not trusted. And a FAIL_TO_PASS
+test with a random name that must fail (a test function for pytest and sympy, a unittest
+method for Django), appended to a test file of the instance after the test patch is applied.
+Its result must be there, say it failed, and be followed by the runner's final summary
+counting a failure; otherwise the log is not trusted. And a FAIL_TO_PASS
 test is fixed only when it passes: XFAIL (which SWE-bench counts as a pass) is a failure that
 the code under test can announce itself with `pytest.xfail()`.
 """
 
 from __future__ import annotations
 
-import re
 import secrets
 import shlex
 import tempfile
@@ -29,7 +33,8 @@ from typing import Any
 
 from sandboxes import Backend, SandboxError, SandboxSpec
 
-from .patch_policy import patch_violations
+from .patch_policy import is_test_path, parse_patch, patch_violations
+from .runners import Check, region, runner_for
 from .swe import WORKDIR, test_list
 
 APPLY_COMMANDS = [
@@ -38,8 +43,6 @@ APPLY_COMMANDS = [
     "git apply --verbose --reject {p}",
     "patch --batch --fuzz=5 -p1 -i {p}",
 ]
-_SUMMARY = re.compile(r"^=+ (.*\d+ (?:passed|failed|error|errors|skipped|xfailed|xpassed|deselected).*) in [\d.]+s.* =+$", re.M)
-_COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed)")
 
 
 @dataclass
@@ -55,6 +58,7 @@ class GradeReport:
     tests_status: dict[str, Any] = field(default_factory=dict)
     rejected: list[str] = field(default_factory=list)  # patch-policy violations
     invalid_log: str = ""  # why the test log was not trusted
+    checks: list[str] = field(default_factory=list)  # the log's trust checks: applied / skipped (why) / failed
     apply_method: str = ""
     test_exit_code: int | None = None
     duration: float = 0.0
@@ -83,35 +87,40 @@ def grade(
 
 
 def _grade_into(report, instance, model_patch, backend, timeout, fractional) -> None:
-    from swebench.harness.constants import FAIL_TO_PASS, PASS_TO_PASS, EvalType, ResolvedStatus
-    from swebench.harness.grading import get_eval_tests_report, get_resolution_status
-
     report.patch_exists = bool(model_patch.strip())  # an empty patch still runs the tests
     report.rejected = patch_violations(model_patch, instance.get("test_patch", ""))
     if report.rejected:
         return
-    canary = new_canary() if canary_file(instance) else ""
+    canary = new_canary() if canary_plant(instance, "test_x") else ""
     report.apply_method, log = run_eval(instance, model_patch, backend, timeout, canary)
     if report.patch_exists and not report.apply_method:
         return
     report.patch_successfully_applied = True
-    status_map, report.test_exit_code, report.invalid_log = parse_log(instance, log, canary)
+    judged = judge_log(instance, log, canary)
+    status_map, report.test_exit_code, report.invalid_log, report.checks = judged.statuses, judged.exit_code, judged.problem, judged.checks
     if report.invalid_log:
         return
+    report.tests_status, report.resolution = decide(instance, status_map)
+    report.resolved = report.resolution == "FULL"
+    report.reward = reward_from(report.tests_status, report.resolved, fractional)
+
+
+def decide(instance: dict, status_map: dict[str, str]) -> tuple[dict, str]:
+    """SWE-bench's tests report and resolution (FULL / PARTIAL / NO) for trusted statuses."""
+    from swebench.harness.constants import FAIL_TO_PASS, PASS_TO_PASS, EvalType
+    from swebench.harness.grading import get_eval_tests_report, get_resolution_status
+
     gold = {FAIL_TO_PASS: test_list(instance.get("FAIL_TO_PASS")), PASS_TO_PASS: test_list(instance.get("PASS_TO_PASS"))}
     # Only a pass fixes a FAIL_TO_PASS test; SWE-bench would take an XFAIL the code itself raised.
     status_map = {t: "FAILED" if s == "XFAIL" and t in gold[FAIL_TO_PASS] else s for t, s in status_map.items()}
     tests = get_eval_tests_report(status_map, gold, eval_type=EvalType(instance.get("eval_type") or "pass_and_fail"))
-    report.tests_status = tests
-    report.resolution = get_resolution_status(tests).removeprefix("RESOLVED_")
-    report.resolved = report.resolution == ResolvedStatus.FULL.value.removeprefix("RESOLVED_")
-    report.reward = reward_from(tests, report.resolved, fractional)
+    return tests, get_resolution_status(tests).removeprefix("RESOLVED_")
 
 
 def run_eval(instance: dict, patch: str, backend: Backend, timeout: float = 900.0, canary: str = "") -> tuple[str, str]:
     """Apply `patch` in a fresh sandbox and run the eval script: (apply method or "", log).
 
-    With `canary` (a test name), that failing test is planted in `canary_file(instance)`.
+    With `canary` (a test name), that failing test is planted where `canary_plant` says.
     """
     workdir = instance.get("workdir", WORKDIR)
     spec = SandboxSpec(image=instance["image"], workdir=workdir, memory="2g", pids=512, wall_time=timeout + 120)
@@ -121,15 +130,29 @@ def run_eval(instance: dict, patch: str, backend: Backend, timeout: float = 900.
             method = _apply(sb, patch, workdir)
             if not method:
                 return "", ""
+            restore = tests_to_restore(instance, patch)
+            if restore:  # the tests that judge the patch are the base commit's, whatever the patch did to them
+                base = shlex.quote(instance.get("base_commit") or "HEAD")
+                sb.exec(f"cd {workdir} && " + " ; ".join(
+                    f"{{ git checkout {base} -- {shlex.quote(p)} 2>/dev/null || rm -rf {shlex.quote(p)}; }}" for p in restore), timeout=120)
         # SWE-bench's TestSpec adds the lines that record the test command's exit status.
         script = _test_spec(instance).eval_script
-        sb.write_file("/tmp/harness_eval/eval.sh", plant_canary(script, canary_file(instance), canary) if canary else script)
+        plant = canary_plant(instance, canary) if canary else None
+        sb.write_file("/tmp/harness_eval/eval.sh", plant_canary(script, plant) if plant else script)
         # setsid: no controlling terminal, so the code under test cannot write around the log.
         run = sb.exec("setsid --wait bash /tmp/harness_eval/eval.sh > /tmp/harness_eval/eval.log 2>&1 < /dev/null", timeout=timeout)
         log = sb.read_file("/tmp/harness_eval/eval.log").decode("utf-8", errors="replace")
     if run.timed_out:
         log += "\n>>>>> Tests Timed Out\n"
     return method, log
+
+
+def tests_to_restore(instance: dict, patch: str) -> list[str]:
+    """Files of `patch` that belong to the tests: test files (conftest.py included) and the files
+    of the FAIL_TO_PASS / PASS_TO_PASS tests. Grading puts them back as they were at the base
+    commit (or deletes them, if new) even when the instance has no test patch to do it."""
+    owned = {t.split("::", 1)[0] for t in test_list(instance.get("FAIL_TO_PASS")) + test_list(instance.get("PASS_TO_PASS")) if "::" in t}
+    return [f.path for f in parse_patch(patch) if is_test_path(f.path) or f.path in owned]
 
 
 def _apply(sb, patch: str, workdir: str) -> str:
@@ -143,22 +166,55 @@ def _apply(sb, patch: str, workdir: str) -> str:
 
 
 def parse_log(instance: dict, log: str, canary: str = "") -> tuple[dict[str, str], int | None, str]:
-    """(per-test statuses, the test command's exit status, why the log is not trusted or "").
+    """(per-test statuses, the test command's exit status, why the log is not trusted or "")."""
+    judged = judge_log(instance, log, canary)
+    return judged.statuses, judged.exit_code, judged.problem
 
-    With `canary`, the planted test must show the runner's verdicts are real (`canary_problem`);
-    it is left out of the statuses returned.
+
+@dataclass
+class LogJudgement:
+    statuses: dict[str, str]
+    exit_code: int | None
+    problem: str  # why the log is not trusted ("" when it is)
+    checks: list[str]  # every trust check, applied / skipped (with why) / failed
+
+
+def judge_log(instance: dict, log: str, canary: str = "") -> LogJudgement:
+    """Parse the log with swebench's parser for the instance, then ask its runner to vouch for it.
+
+    With `canary`, the planted test must show that the runner's verdicts are real; it is left
+    out of the statuses returned.
     """
     from swebench.harness.grading import get_logs_eval, parse_test_exit_code
+    from swebench.harness.log_parsers import PARSER_REGISTRY
 
+    spec = _test_spec(instance)
     with tempfile.NamedTemporaryFile("w", suffix=".log") as handle:
         handle.write(log)
         handle.flush()
-        status_map, found = get_logs_eval(_test_spec(instance), handle.name)
+        status_map, found = get_logs_eval(spec, handle.name)
     exit_code = parse_test_exit_code(log)
+    checks = [Check("exit_status", "applied" if exit_code is not None else "skipped",
+                    "" if exit_code is not None else "the log records no exit status (older harness)")]
     if not found:
-        return {}, exit_code, "the log has no trustworthy test results (no output, a crash, or an exit status contradicting it)"
-    problem = summary_mismatch(log, status_map) or (canary_problem(log, canary) if canary else "")
-    return {t: s for t, s in status_map.items() if not (canary and t.endswith("::" + canary))}, exit_code, problem
+        why = "the log has no trustworthy test results (no output, a crash, or an exit status contradicting it)"
+        checks.append(Check("parsed_results", "failed", why))
+        return LogJudgement({}, exit_code, why, [str(c) for c in checks])
+    runner = runner_for(spec.log_parser)
+    lines = region(log)
+    matter = test_list(instance.get("FAIL_TO_PASS")) + test_list(instance.get("PASS_TO_PASS"))
+    parser = PARSER_REGISTRY[spec.log_parser]
+    checks += runner.checks(lines, status_map, matter, lambda text: parser(text, spec))
+    if canary:
+        problem = runner.canary_problem(lines, canary)
+        checks.append(Check("canary", "failed" if problem else "applied", problem))
+    elif runner.canary_plant(instance, "test_x") is None:
+        checks.append(Check("canary", "skipped", f"no test can be planted for this instance ({runner.name} runner)"))
+    else:
+        checks.append(Check("canary", "skipped", "none planted (log judged offline)"))
+    problem = next((c.detail for c in checks if c.outcome == "failed"), "")
+    statuses = {t: s for t, s in status_map.items() if not (canary and canary in t)}
+    return LogJudgement(statuses, exit_code, problem, [str(c) for c in checks])
 
 
 def _test_spec(instance: dict):
@@ -179,74 +235,22 @@ def reward_from(tests: dict, resolved: bool, fractional: bool) -> float:
     return len(f2p["success"]) / total if total else 0.0
 
 
-def summary_mismatch(log: str, status_map: dict[str, str]) -> str:
-    """Why pytest's final counts disagree with the parsed per-test statuses ("" if they agree)."""
-    summaries = _SUMMARY.findall(log)
-    if not summaries:
-        return "pytest printed no final summary line (the run was cut short)"
-    counts = {"passed": 0, "failed": 0, "error": 0, "skipped": 0, "xfailed": 0, "xpassed": 0}
-    for number, kind in _COUNT.findall(summaries[-1]):
-        counts["error" if kind.startswith("error") else kind] += int(number)
-    parsed = {"passed": 0, "failed": 0, "error": 0, "skipped": 0, "xfailed": 0, "xpassed": 0}
-    for status in status_map.values():
-        key = {"PASSED": "passed", "FAILED": "failed", "ERROR": "error", "SKIPPED": "skipped", "XFAIL": "xfailed", "XPASS": "xpassed"}.get(status)
-        if key:
-            parsed[key] += 1
-    if parsed["passed"] != counts["passed"] or parsed["failed"] > counts["failed"] + counts["error"]:
-        return f"per-test results {parsed} disagree with pytest's summary {counts}: forged result lines?"
-    return ""
-
-
 def new_canary() -> str:
     """A test name nobody can know in advance."""
     return f"test_{secrets.token_hex(8)}"
 
 
-def canary_file(instance: dict) -> str:
-    """The test file the canary goes into: the one holding the first FAIL_TO_PASS test ("" = none).
-
-    Only for pytest logs; that file is collected whenever the FAIL_TO_PASS tests are.
-    """
-    if not str(instance.get("log_parser") or "parse_log_pytest").startswith("parse_log_pytest"):
-        return ""
-    for test in test_list(instance.get("FAIL_TO_PASS")):
-        path = test.split("::", 1)[0]
-        if "::" in test and path.endswith(".py"):
-            return path
-    return ""
+def canary_plant(instance: dict, canary: str) -> tuple[str, str] | None:
+    """(test file, text appended to it) for a must-fail test the instance's runner will run, or None."""
+    return runner_for(str(instance.get("log_parser") or "parse_log_pytest")).canary_plant(instance, canary)
 
 
-def plant_canary(script: str, path: str, canary: str) -> str:
-    """The eval script with a must-fail test appended to `path` just before the tests run."""
+def plant_canary(script: str, plant: tuple[str, str]) -> str:
+    """The eval script with the canary appended to its test file just before the tests run."""
     from swebench.harness.constants import START_TEST_OUTPUT
 
+    path, text = plant
     lines = script.split("\n")
     at = next((i for i, line in enumerate(lines) if START_TEST_OUTPUT in line), len(lines))
-    plant = [f"cat >> {shlex.quote(path)} <<'EOF_HARNESS_CANARY'", "", "", f"def {canary}():",
-             '    assert False, "grading canary: this test must fail"', "EOF_HARNESS_CANARY"]
-    return "\n".join(lines[:at] + plant + lines[at:])
-
-
-def canary_problem(log: str, canary: str) -> str:
-    """Why the canary shows that the runner's verdicts were not real ("" if they were).
-
-    pytest -rA lists every test in its short summary, then prints the final summary line and
-    stops. A forged report cannot name the canary; a runner patched to pass tests passes it too;
-    result lines printed after the runner finished come after its final summary.
-    """
-    from swebench.harness.constants import END_TEST_OUTPUT, START_TEST_OUTPUT, TestStatus
-
-    statuses = tuple(status.value for status in TestStatus)
-    lines = log.split(START_TEST_OUTPUT, 1)[-1].split(END_TEST_OUTPUT, 1)[0].splitlines()
-    results = [i for i, line in enumerate(lines) if line.startswith(statuses)]
-    mine = [i for i in results if len(lines[i].split()) > 1 and lines[i].split()[1].endswith("::" + canary)]
-    if not mine:
-        return "the canary test (planted to fail) has no result: the run was cut short or its report forged"
-    if not lines[mine[-1]].startswith((TestStatus.FAILED.value, TestStatus.ERROR.value)):
-        return "the canary test (planted to fail) did not fail: the runner's verdicts were tampered with"
-    summary = next((i for i in range(mine[-1] + 1, len(lines)) if _SUMMARY.match(lines[i])), None)
-    if summary is None:
-        return "pytest printed no final summary after the canary's result (the run was cut short)"
-    if any(i > summary for i in results):
-        return "test results were printed after pytest's final summary: forged result lines?"
-    return ""
+    heredoc = [f"cat >> {shlex.quote(path)} <<'EOF_HARNESS_CANARY'", *text.split("\n"), "EOF_HARNESS_CANARY"]
+    return "\n".join(lines[:at] + heredoc + lines[at:])

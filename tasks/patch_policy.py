@@ -1,10 +1,18 @@
-"""Which model patches may be graded at all: the first line of defence against reward hacking.
+"""Which model patches may be graded at all: the first, static line of defence against reward hacking.
 
 A reward must rise only when the code is fixed. A patch is refused, with the reason, when it
 touches what decides the verdict instead of the code under test: test files and the paths the
-test patch owns, pytest configuration, interpreter start-up hooks, modules that shadow the
-test runner, compiled bytecode, symlinks, git metadata, or source that reaches into the test
-runner or ends the process early. The runtime checks in `grading` catch what slips past.
+test patch owns, test-runner configuration, interpreter start-up hooks, modules at the
+repository root that would be imported in place of the test runner, compiled bytecode,
+symlinks, git metadata, or source that ends the process behind the runner's back or writes
+the harness's own markers.
+
+What a patch *says* is not held against it: real fixes to pytest live in `src/_pytest/` and
+mention pytest everywhere, real fixes elsewhere import `sys.modules[...]`, register `atexit`
+hooks or print "ERROR:". Those are judged at run time instead (`grading`: a fresh sandbox,
+test files restored from the base commit, a canary test that must fail, the runner's own
+summary vouching for every result), which stops every red-team cheat that only words would
+have caught. Measured on 600 real merged fixes (`../shared/honest-fixes/`): 0 refused.
 """
 
 from __future__ import annotations
@@ -16,18 +24,17 @@ from pathlib import PurePosixPath
 _TEST_DIRS = {"test", "tests", "testing"}
 _TEST_CONFIG_FILES = {"pytest.ini", "tox.ini", "setup.cfg", "noxfile.py", ".coveragerc"}
 _STARTUP_HOOKS = {"sitecustomize.py", "usercustomize.py"}
-_RUNNER_SHADOWS = {"pytest.py", "_pytest", "pytest", "py.py", "unittest", "pluggy"}
+# `python -m pytest` in the repository root imports these from the root before site-packages:
+# there, and only there, a file of that name replaces the runner the grader runs.
+_RUNNER_SHADOWS = {"pytest", "_pytest", "py", "unittest", "pluggy"}  # as a module (x.py) or a package (x/)
 # In pyproject.toml only test configuration is off limits; other edits (dependencies) are fine.
 _PYPROJECT_TEST_CONFIG = re.compile(r"pytest|addopts|testpaths|python_files|python_functions|norecursedirs|\[tool\.")
-# Source that has no business in a bug fix: reaching into the test runner or cutting the
-# process short so that a report never shows the failures.
+# Source with no business in a bug fix: ending the process so that no report shows the
+# failures, tracing the interpreter, or writing the markers the eval script's log is cut by.
 _SUSPICIOUS_SOURCE = [
-    (re.compile(r"\b_?pytest\b"), "refers to the test runner (pytest)"),
     (re.compile(r"\bos\._exit\s*\("), "calls os._exit"),
-    (re.compile(r"\batexit\b"), "registers exit hooks"),
-    (re.compile(r"""["'](?:PASSED|FAILED|ERROR|XFAIL|SKIPPED)\b"""), "prints test-result markers"),
-    (re.compile(r"\bsys\.(?:settrace|setprofile|modules\s*\[)"), "rewires the interpreter"),
-    (re.compile(r"PYTEST_|conftest|SWEBENCH_TEST_EXIT_CODE|>>>>> "), "refers to the test harness"),
+    (re.compile(r"\bsys\.(?:settrace|setprofile)\b"), "rewires the interpreter"),
+    (re.compile(r"SWEBENCH_TEST_EXIT_CODE|>>>>> (?:Start|End) Test Output|>>>>> Test Exit Code"), "writes the grading harness's markers"),
 ]
 
 
@@ -134,8 +141,8 @@ def _file_violations(item: PatchFile, protected: set[str]) -> list[str]:
         found.append("changes test configuration in pyproject.toml")
     if name in _STARTUP_HOOKS or name.endswith(".pth"):
         found.append("interpreter start-up hook")
-    if any(part in _RUNNER_SHADOWS for part in path.parts) or path.stem in _RUNNER_SHADOWS:
-        found.append("shadows the test runner")
+    if path.parts and (path.parts[0] if len(path.parts) > 1 else path.stem) in _RUNNER_SHADOWS:
+        found.append("shadows the test runner (a module of that name at the repository root)")
     if ".git" in path.parts or name in (".gitattributes",):
         found.append("git metadata")
     if name.endswith((".pyc", ".pyo", ".so")) or "__pycache__" in path.parts or item.is_binary:

@@ -566,21 +566,22 @@ FAILED tests/t.py::{CANARY} - AssertionError: grading canary: this test must fai
     (SHORT_SUMMARY.replace("FAILED", "PASSED"), "did not fail"),
     (SHORT_SUMMARY + "PASSED tests/t.py::test_c\n======== 3 passed in 0.01s ========\n", "after pytest's final summary"),
     (SHORT_SUMMARY.rsplit("=====", 2)[0], "no final summary"),
-], ids=["genuine", "missing", "passed", "results_after_summary", "cut_short"])
+    (SHORT_SUMMARY.replace("1 failed, 2 passed", "3 passed"), "counts no failure"),
+], ids=["genuine", "missing", "passed", "results_after_summary", "cut_short", "summary_without_failure"])
 def test_canary_problem(body, problem):
-    from tasks.grading import canary_problem
+    from tasks.runners import Pytest, region
 
     log = f"+ : '>>>>> Start Test Output'\n{body}+ : '>>>>> End Test Output'\n>>>>> Test Exit Code: 1\n"
-    found = canary_problem(log, CANARY)
+    found = Pytest().canary_problem(region(log), CANARY)
     assert (problem in found) if problem else found == "", found
 
 
 def test_canary_is_planted_in_the_fail_to_pass_file_before_the_run():
-    from tasks.grading import canary_file, plant_canary
+    from tasks.grading import canary_plant, plant_canary
 
     instance = {"FAIL_TO_PASS": ["tests/test_lru.py::test_get_refreshes_recency"], "log_parser": "parse_log_pytest"}
     script = "cd /testbed\ngit apply -v - <<'EOF'\n...\nEOF\n: '>>>>> Start Test Output'\npython3 -m pytest -rA\n"
-    planted = plant_canary(script, canary_file(instance), CANARY)
+    planted = plant_canary(script, canary_plant(instance, CANARY))
     assert planted.index(f"def {CANARY}():") > planted.index("git apply") and planted.index(f"def {CANARY}():") < planted.index("Start Test Output")
     assert "cat >> tests/test_lru.py <<'EOF_HARNESS_CANARY'" in planted
-    assert canary_file({**instance, "log_parser": "parse_log_django"}) == ""  # only pytest runs get one
+    assert canary_plant({**instance, "log_parser": "parse_log_django"}, CANARY) is None  # not a Django test id
