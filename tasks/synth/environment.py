@@ -163,8 +163,10 @@ def fetch_wheelhouse(project: Project, on_step: Callable[[str], None] = log.info
             _pip(copy, "download", "-d", wheelhouse, *build_requires, *DEFAULT_BUILD_REQUIRES)
             if targets:
                 _pip(copy, "download", "-d", wheelhouse, *targets)
-        for sdist in [p for p in wheelhouse.iterdir() if p.name.endswith((".tar.gz", ".zip", ".tar.bz2"))]:
-            _pip(copy, "wheel", "--no-deps", "-w", wheelhouse, sdist)
+        sdists = [p for p in wheelhouse.iterdir() if p.name.endswith((".tar.gz", ".zip", ".tar.bz2"))]
+        if sdists:  # one pip run: the build backends are fetched once
+            _pip(copy, "wheel", "--no-deps", "-w", wheelhouse, *sdists)
+        for sdist in sdists:
             sdist.unlink()
     (wheelhouse / ".complete").write_text("")
     return wheelhouse
