@@ -107,12 +107,16 @@ def grade_theirs(instances_file: Path, preds, output: Path, workers: int, timeou
         main(dataset_name=str(instances_file.resolve()), split="test", instance_ids=[], predictions_path=str(preds_file.resolve()),
              max_workers=workers, open_file_limit=4096, run_id=f"parity-{kind}", timeout=timeout,
              rewrite_reports=False, modal=False, report_dir=".")
-    per_instance = (time.monotonic() - started) * min(workers, len(preds)) / max(len(preds), 1)
+    ran = [p for p in preds.values() if p["model_patch"]]
+    per_instance = (time.monotonic() - started) * min(workers, len(ran) or 1) / max(len(ran), 1)
     verdicts = {}
     for instance_id in preds:
         report = output / "logs" / "run_evaluation" / f"parity-{kind}" / kind / instance_id / "report.json"
         resolved = json.loads(report.read_text())[instance_id]["resolved"] if report.exists() else False
-        verdicts[instance_id] = {"resolved": bool(resolved), "seconds": per_instance, "error": not report.exists()}
+        # It skips empty patches (reported unresolved, never run); any other missing report is an error.
+        error = not report.exists() and bool(preds[instance_id]["model_patch"])
+        verdicts[instance_id] = {"resolved": bool(resolved), "seconds": per_instance if preds[instance_id]["model_patch"] else 0.0,
+                                 "error": error}
     return verdicts
 
 
