@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import io
 import logging
+import os
 import re
 import shutil
 import subprocess
@@ -59,7 +60,7 @@ def build_environment(project: Project, test_command: str | None = None,
     With `before` (an ISO date), dependencies are those released before it."""
     commands = (test_command,) if test_command else detect_test_commands(project.root)
     wheelhouse = fetch_wheelhouse(project, on_step, before)
-    install = install_command(project.root)
+    install = install_command(project.root, pretend_version(project.root, before))
     digest = _hash(_tree_digest(project.root), "\n".join(sorted(p.name for p in wheelhouse.iterdir())), install,
                    _base_image())
     image = f"{IMAGE_REPOSITORY}/{project.name}-env:{digest}"
@@ -126,12 +127,29 @@ def _installable(root: Path) -> bool:
     return (root / "setup.py").exists() or bool(_pyproject(root).get("build-system") or _pyproject(root).get("project"))
 
 
-def install_command(root: Path) -> str:
+def pretend_version(root: Path, before: str | None = None) -> str:
+    """The version a git checkout without `.git` claims (setuptools-scm cannot see one): none for an
+    sdist; with `before`, the project's last release before that date; else 0.0.0."""
+    if (root / "PKG-INFO").exists():
+        return ""
+    name = _pyproject(root).get("project", {}).get("name") or _ini(root / "setup.cfg").get("metadata", "name", fallback="")
+    if before and name:
+        with tempfile.TemporaryDirectory() as scratch:
+            (Path(scratch) / "wanted.in").write_text(name + "\n")
+            done = _uv_compile(Path(scratch), "wanted.in", before, "--no-deps")
+        pins = [line.split("==", 1)[1].strip() for line in done.stdout.splitlines() if "==" in line]
+        if done.returncode == 0 and pins:
+            return pins[0]
+    return "0.0.0"
+
+
+def install_command(root: Path, version: str | None = None) -> str:
     """The offline install run inside the image build."""
     extras, requirements, files = declared_test_dependencies(root)
     targets = [f"-e '.[{','.join(extras)}]'" if extras else "-e ."] if _installable(root) else []
     targets += [_quote(r) for r in requirements] + [f"-r {_quote(f)}" for f in files]
-    pretend = "" if (root / "PKG-INFO").exists() else "SETUPTOOLS_SCM_PRETEND_VERSION=0.0.0 "
+    version = pretend_version(root) if version is None else version
+    pretend = f"SETUPTOOLS_SCM_PRETEND_VERSION={version} " if version else ""
     return (f"{pretend}python3 -m pip install -q --break-system-packages --no-cache-dir --no-index "
             f"--find-links /tmp/wheelhouse {' '.join(targets) or 'pip'}")
 
@@ -153,26 +171,27 @@ def fetch_wheelhouse(project: Project, on_step: Callable[[str], None] = log.info
     build_requires = _pyproject(root).get("build-system", {}).get("requires", DEFAULT_BUILD_REQUIRES)
     targets = [f".[{','.join(extras)}]" if extras else "."] if _installable(root) else []
     targets += list(requirements) + [arg for f in files for arg in ("-r", f)]
+    version = pretend_version(root, before)
     with tempfile.TemporaryDirectory() as scratch:  # pip writes build metadata into the project
         copy = shutil.copytree(root, Path(scratch) / "project")
         if before:
-            build_requires = _pinned_as_of(copy, [*build_requires, *DEFAULT_BUILD_REQUIRES], before)
-            targets = _pinned_as_of(copy, targets, before) if targets else []
-            _pip(copy, "download", "--no-deps", "-d", wheelhouse, *build_requires, *targets)
+            build_requires = _pinned_as_of(copy, [*build_requires, *DEFAULT_BUILD_REQUIRES], before, version)
+            targets = _pinned_as_of(copy, targets, before, version) if targets else []
+            _pip(copy, "download", "--no-deps", "-d", wheelhouse, *build_requires, *targets, version=version)
         else:
-            _pip(copy, "download", "-d", wheelhouse, *build_requires, *DEFAULT_BUILD_REQUIRES)
+            _pip(copy, "download", "-d", wheelhouse, *build_requires, *DEFAULT_BUILD_REQUIRES, version=version)
             if targets:
-                _pip(copy, "download", "-d", wheelhouse, *targets)
+                _pip(copy, "download", "-d", wheelhouse, *targets, version=version)
         sdists = [p for p in wheelhouse.iterdir() if p.name.endswith((".tar.gz", ".zip", ".tar.bz2"))]
         if sdists:  # one pip run: the build backends are fetched once
-            _pip(copy, "wheel", "--no-deps", "-w", wheelhouse, *sdists)
+            _pip(copy, "wheel", "--no-deps", "-w", wheelhouse, *sdists, version=version)
         for sdist in sdists:
             sdist.unlink()
     (wheelhouse / ".complete").write_text("")
     return wheelhouse
 
 
-def _pinned_as_of(project: Path, targets: list[str], before: str) -> list[str]:
+def _pinned_as_of(project: Path, targets: list[str], before: str, version: str = "") -> list[str]:
     """`targets` (pip arguments) resolved to exact pins as of `before`, the project itself left out."""
     wanted = project / ".harness-requirements.in"
     lines, pending = [], list(targets)
@@ -180,9 +199,7 @@ def _pinned_as_of(project: Path, targets: list[str], before: str) -> list[str]:
         item = pending.pop(0)
         lines.append(f"-r {pending.pop(0)}" if item == "-r" else item)
     wanted.write_text("\n".join(lines) + "\n")
-    done = subprocess.run([sys.executable, "-m", "uv", "pip", "compile", "--quiet", "--no-header", "--no-annotate",
-                           "--exclude-newer", before, "--python-version", IMAGE_PYTHON, wanted.name],
-                          cwd=project, capture_output=True, text=True, check=False)
+    done = _uv_compile(project, wanted.name, before, version=version)
     wanted.unlink()
     if done.returncode != 0:
         raise SynthError(f"resolving the dependencies as of {before} failed (uv pip compile): {done.stderr.strip()[-1500:]}")
@@ -190,9 +207,20 @@ def _pinned_as_of(project: Path, targets: list[str], before: str) -> list[str]:
     return [pin for pin in pins if "==" in pin]
 
 
-def _pip(cwd: Path, *args) -> None:
+def _uv_compile(cwd: Path, wanted: str, before: str, *options: str, version: str = "") -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "uv", "pip", "compile", "--quiet", "--no-header", "--no-annotate",
+                           "--exclude-newer", before, "--python-version", IMAGE_PYTHON, *options, wanted],
+                          cwd=cwd, capture_output=True, text=True, check=False, env=_scm_env(version))
+
+
+def _scm_env(version: str) -> dict[str, str]:
+    """The environment for builds of a checkout without `.git`: setuptools-scm told its version."""
+    return {**os.environ, "SETUPTOOLS_SCM_PRETEND_VERSION": version} if version else dict(os.environ)
+
+
+def _pip(cwd: Path, *args, version: str = "") -> None:
     done = subprocess.run([sys.executable, "-m", "pip", *map(str, args)], cwd=cwd, capture_output=True, text=True,
-                          check=False)
+                          check=False, env=_scm_env(version))
     if done.returncode != 0:
         raise SynthError(f"pip {args[0]} of the project's dependencies failed: {done.stderr.strip()[-1500:]}")
 
