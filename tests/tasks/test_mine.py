@@ -34,6 +34,7 @@ def instances_of(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+@pytest.mark.timeout(3600)  # the first test waits for the mining
 def test_every_real_fix_becomes_an_instance_our_loaders_accept(mined):
     from tasks.taskset import load_tasks
 
@@ -49,6 +50,7 @@ def test_every_real_fix_becomes_an_instance_our_loaders_accept(mined):
     assert len(load_tasks(str(mined))) == len(records)
 
 
+@pytest.mark.timeout(3600)
 def test_gold_resolves_all_and_empty_none(mined, tmp_path):
     for kind, expected in (("gold", 8), ("empty", 0)):
         done = harness("grade", "--predictions", kind, "--tasks", str(mined), "--output", str(tmp_path / kind),
