@@ -85,3 +85,20 @@ def test_mined_images_hold_nothing_after_the_base_commit(mined, docker_backend):
                 blob = run(f"git hash-object {path}")
                 assert sb.exec(f"git cat-file -e {blob}", timeout=60).exit_code != 0, path
             assert sb.exec(f"git cat-file -e {record['merge_commit']}", timeout=60).exit_code != 0
+
+
+PARITY_INSTANCES = ("pallets__flask-5014", "sympy__sympy-24066")  # two projects, two runners' worth of CI time
+
+
+@pytest.mark.timeout(3600)
+def test_the_official_harness_gives_the_same_verdicts(mined, tmp_path):
+    """swebench.harness.run_evaluation and `harness grade` on the same images: gold, empty, a wrong
+    fix and two cheats (bench/grading_parity_bench.py runs all eight instances)."""
+    from bench.grading_parity_bench import KINDS, run_parity
+
+    subset = tmp_path / "instances.jsonl"
+    subset.write_text("".join(json.dumps(i) + "\n" for i in instances_of(mined) if i["instance_id"] in PARITY_INSTANCES))
+    rows = run_parity(subset, tmp_path / "parity", workers=2)
+    assert len(rows) == len(KINDS) * len(PARITY_INSTANCES)
+    assert [r for r in rows if r["ours"] != r["theirs"] or r["theirs_error"]] == []
+    assert {(r["kind"], r["ours"]) for r in rows} == {("gold", True)} | {(k, False) for k in KINDS if k != "gold"}
