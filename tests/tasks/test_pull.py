@@ -4,6 +4,7 @@ docker-registry serving on 127.0.0.1), with progress."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -39,11 +40,13 @@ def registry(tmp_path, docker_backend):
 
 def test_pull_fetches_every_image_of_a_task_set_from_the_registry(registry, tmp_path):
     from sandboxes.docker_backend import docker_client
-    from sandboxes.images import BASE_IMAGE
+    from tasks.synth.environment import build_image
 
     client = docker_client()
     name = f"{registry}/harness-test/pulled:v1"
-    client.images.get(BASE_IMAGE).tag(name)
+    (tmp_path / "payload").write_bytes(os.urandom(4 << 20))  # a small image of its own: the push stays quick
+    build_image(name, "FROM scratch\nCOPY payload /payload\n", {"payload": tmp_path / "payload"}, what="a test image")
+    built = client.images.get(name).id
     for line in client.api.push(name, stream=True, decode=True):
         assert "error" not in line, line
     client.images.remove(name)
@@ -55,7 +58,7 @@ def test_pull_fetches_every_image_of_a_task_set_from_the_registry(registry, tmp_
     done = harness("tasks", "pull", str(tasks))
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"{name}: sha256:" in done.stdout
-    assert client.images.get(name).id == client.images.get(BASE_IMAGE).id
+    assert client.images.get(name).id == built
     client.images.remove(name)
 
 
