@@ -426,6 +426,56 @@ def tasks_synth(
     console.print(f"tasks: {output}; summary: {output}.summary.json")
 
 
+@tasks_app.command("mine")
+@friendly_errors
+def tasks_mine(
+    source: str = typer.Argument(..., help="A git repository (path or URL), or a JSONL of raw SWE-bench-style records with repos/<instance_id>.tar.gz beside it."),
+    pulls: Optional[list[str]] = typer.Argument(None, help="Merged pull requests of the repository: numbers or merge commits."),
+    output: Path = typer.Option(..., help="JSONL of validated SWE-bench instances (appended; a rerun finishes an interrupted one)."),
+    workers: int = typer.Option(2, help="Pull requests validated at once."),
+    timeout: float = typer.Option(900.0, help="Seconds per test run."),
+    backend: str = BackendOption,
+):
+    """SWE-bench instances from real merged pull requests: base = first parent, FAIL_TO_PASS/PASS_TO_PASS by running the tests."""
+    from tasks.mine import mine, records_from_file, records_from_git
+
+    if source.endswith(".jsonl") and Path(source).is_file():
+        records = records_from_file(Path(source))
+    elif pulls:
+        records = records_from_git(source, pulls)
+    else:
+        raise TaskError("name the merged pull requests to mine (numbers or merge commits), or pass a .jsonl of records")
+
+    def show(mined):
+        note = f"{len(mined.instance['FAIL_TO_PASS'])} FAIL_TO_PASS, {len(mined.instance['PASS_TO_PASS'])} PASS_TO_PASS, " \
+               f"{len(mined.flaky)} flaky, dependencies {mined.dependencies}" if mined.instance else f"[red]skipped: {mined.reason[:300]}"
+        console.print(f"{mined.instance_id}: {note} ({mined.duration:.0f}s)", highlight=False)
+
+    results = mine(records, output, get_backend(backend), workers, on_result=show,
+                   on_step=lambda text: console.print(f"[dim]{text}", highlight=False), timeout=timeout)
+    console.print(f"mined {sum(bool(m.instance) for m in results)} of {len(results)} new; instances: {output}")
+
+
+@tasks_app.command("pull")
+@friendly_errors
+def tasks_pull(source: str = typer.Argument(..., help="A task set (built-in name or path) whose images to pull.")):
+    """Pull the images of a task set from their registry (SWE-bench's official images by default), with progress."""
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
+
+    from tasks.pull import pull_task_images
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), console=console) as progress:
+        bars = {}
+
+        def show(p):
+            if p.image not in bars:
+                bars[p.image] = progress.add_task(p.image, total=None)
+            progress.update(bars[p.image], completed=p.done, total=p.total or None)
+
+        images = pull_task_images(source, show, lambda image, id_: console.print(f"{image}: {id_[:19]}", highlight=False))
+    console.print(f"{len(images)} image(s) of {source} present")
+
+
 @tasks_app.command("validate")
 @friendly_errors
 def tasks_validate(path: Path = typer.Argument(..., help="A .jsonl, .json or .parquet task file.")):

@@ -5,6 +5,11 @@ the runtime dependencies, test extras, test dependency groups and test requireme
 sdists among them are turned into wheels there, and the image installs from that wheelhouse
 with `--no-index` while the build has no network. Images and wheelhouses are cached by
 content hash. Per-instance images are one small layer on top (`build_image`).
+
+For a project at an old commit, `before` (a date) resolves the dependencies as they were on
+that day (`uv pip compile --exclude-newer`), then downloads exactly those pins. Requirement
+files that pin the *oldest* supported versions (`*-min.txt`, tox's lowest-versions runs) are
+another environment, not part of this one, and are left out.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import io
 import logging
+import os
 import re
 import shutil
 import subprocess
@@ -34,6 +40,9 @@ from .source import Project
 log = logging.getLogger(__name__)
 IMAGE_REPOSITORY = "harness-synth"
 TEST_NAME = re.compile(r"test", re.IGNORECASE)
+DEV_NAME = re.compile(r"(^|[-_.])dev([-_.]|$)", re.IGNORECASE)
+MIN_VERSIONS_NAME = re.compile(r"(^|[-_.])(min|minimum|minimal|lowest|oldest)([-_.]|$)", re.IGNORECASE)
+IMAGE_PYTHON = "3.11"  # the base image's interpreter (Debian bookworm)
 DEFAULT_BUILD_REQUIRES = ["setuptools>=40.8.0", "wheel"]
 
 
@@ -45,11 +54,13 @@ class Environment:
 
 
 def build_environment(project: Project, test_command: str | None = None,
-                      on_step: Callable[[str], None] = log.info) -> Environment:
-    """The project's environment image (built once per content hash) and its test command(s)."""
+                      on_step: Callable[[str], None] = log.info, before: str | None = None) -> Environment:
+    """The project's environment image (built once per content hash) and its test command(s).
+
+    With `before` (an ISO date), dependencies are those released before it."""
     commands = (test_command,) if test_command else detect_test_commands(project.root)
-    wheelhouse = fetch_wheelhouse(project, on_step)
-    install = install_command(project.root)
+    wheelhouse = fetch_wheelhouse(project, on_step, before)
+    install = install_command(project.root, pretend_version(project.root, before))
     digest = _hash(_tree_digest(project.root), "\n".join(sorted(p.name for p in wheelhouse.iterdir())), install,
                    _base_image())
     image = f"{IMAGE_REPOSITORY}/{project.name}-env:{digest}"
@@ -97,8 +108,10 @@ def declared_test_dependencies(root: Path) -> tuple[list[str], list[str], list[s
         extras += setup_cfg.options("options.extras_require")
     groups = pyproject.get("dependency-groups", {})
     requirements = [r for name in groups if TEST_NAME.search(name) for r in _group(groups, name)]
-    files = sorted({p.relative_to(root).as_posix() for pattern in ("*requirements*.txt", "requirements/*.txt")
-                    for p in root.glob(pattern) if TEST_NAME.search(p.name)})
+    candidates = sorted({p.relative_to(root).as_posix() for pattern in ("*requirements*.txt", "requirements/*.txt")
+                         for p in root.glob(pattern) if not MIN_VERSIONS_NAME.search(p.stem)})
+    files = [f for f in candidates if TEST_NAME.search(Path(f).name)]
+    files = files or [f for f in candidates if DEV_NAME.search(Path(f).stem)]  # requirements-dev.txt
     return sorted({e for e in extras if TEST_NAME.search(e)}), requirements, files
 
 
@@ -114,23 +127,42 @@ def _installable(root: Path) -> bool:
     return (root / "setup.py").exists() or bool(_pyproject(root).get("build-system") or _pyproject(root).get("project"))
 
 
-def install_command(root: Path) -> str:
+def pretend_version(root: Path, before: str | None = None) -> str:
+    """The version a git checkout without `.git` claims (setuptools-scm cannot see one): none for an
+    sdist; with `before`, the project's last release before that date; else 0.0.0."""
+    if (root / "PKG-INFO").exists():
+        return ""
+    name = _pyproject(root).get("project", {}).get("name") or _ini(root / "setup.cfg").get("metadata", "name", fallback="")
+    if before and name:
+        with tempfile.TemporaryDirectory() as scratch:
+            (Path(scratch) / "wanted.in").write_text(name + "\n")
+            done = _uv_compile(Path(scratch), "wanted.in", before, "--no-deps")
+        pins = [line.split("==", 1)[1].strip() for line in done.stdout.splitlines() if "==" in line]
+        if done.returncode == 0 and pins:
+            return pins[0]
+    return "0.0.0"
+
+
+def install_command(root: Path, version: str | None = None) -> str:
     """The offline install run inside the image build."""
     extras, requirements, files = declared_test_dependencies(root)
     targets = [f"-e '.[{','.join(extras)}]'" if extras else "-e ."] if _installable(root) else []
     targets += [_quote(r) for r in requirements] + [f"-r {_quote(f)}" for f in files]
-    pretend = "" if (root / "PKG-INFO").exists() else "SETUPTOOLS_SCM_PRETEND_VERSION=0.0.0 "
+    version = pretend_version(root) if version is None else version
+    pretend = f"SETUPTOOLS_SCM_PRETEND_VERSION={version} " if version else ""
     return (f"{pretend}python3 -m pip install -q --break-system-packages --no-cache-dir --no-index "
             f"--find-links /tmp/wheelhouse {' '.join(targets) or 'pip'}")
 
 
-def fetch_wheelhouse(project: Project, on_step: Callable[[str], None] = log.info) -> Path:
-    """Everything the install needs, as wheels, in a folder cached by what declares it."""
+def fetch_wheelhouse(project: Project, on_step: Callable[[str], None] = log.info, before: str | None = None) -> Path:
+    """Everything the install needs, as wheels, in a folder cached by what declares it.
+
+    With `before`, the versions are those uv resolves from releases published before that date."""
     root = project.root
     declared = [p for name in ("pyproject.toml", "setup.py", "setup.cfg", "PKG-INFO") if (p := root / name).exists()]
     extras, requirements, files = declared_test_dependencies(root)
     declared += [root / f for f in files]
-    digest = _hash(sys.version.split()[0], *(p.name + "\0" + p.read_text(errors="replace") for p in declared))
+    digest = _hash(sys.version.split()[0], before or "", *(p.name + "\0" + p.read_text(errors="replace") for p in declared))
     wheelhouse = cache_dir() / "synth" / "wheelhouse" / digest
     if (wheelhouse / ".complete").exists():
         return wheelhouse
@@ -139,21 +171,56 @@ def fetch_wheelhouse(project: Project, on_step: Callable[[str], None] = log.info
     build_requires = _pyproject(root).get("build-system", {}).get("requires", DEFAULT_BUILD_REQUIRES)
     targets = [f".[{','.join(extras)}]" if extras else "."] if _installable(root) else []
     targets += list(requirements) + [arg for f in files for arg in ("-r", f)]
+    version = pretend_version(root, before)
     with tempfile.TemporaryDirectory() as scratch:  # pip writes build metadata into the project
         copy = shutil.copytree(root, Path(scratch) / "project")
-        _pip(copy, "download", "-d", wheelhouse, *build_requires, *DEFAULT_BUILD_REQUIRES)
-        if targets:
-            _pip(copy, "download", "-d", wheelhouse, *targets)
-        for sdist in [p for p in wheelhouse.iterdir() if p.name.endswith((".tar.gz", ".zip", ".tar.bz2"))]:
-            _pip(copy, "wheel", "--no-deps", "-w", wheelhouse, sdist)
+        if before:
+            build_requires = _pinned_as_of(copy, [*build_requires, *DEFAULT_BUILD_REQUIRES], before, version)
+            targets = _pinned_as_of(copy, targets, before, version) if targets else []
+            _pip(copy, "download", "--no-deps", "-d", wheelhouse, *build_requires, *targets, version=version)
+        else:
+            _pip(copy, "download", "-d", wheelhouse, *build_requires, *DEFAULT_BUILD_REQUIRES, version=version)
+            if targets:
+                _pip(copy, "download", "-d", wheelhouse, *targets, version=version)
+        sdists = [p for p in wheelhouse.iterdir() if p.name.endswith((".tar.gz", ".zip", ".tar.bz2"))]
+        if sdists:  # one pip run: the build backends are fetched once
+            _pip(copy, "wheel", "--no-deps", "-w", wheelhouse, *sdists, version=version)
+        for sdist in sdists:
             sdist.unlink()
     (wheelhouse / ".complete").write_text("")
     return wheelhouse
 
 
-def _pip(cwd: Path, *args) -> None:
+def _pinned_as_of(project: Path, targets: list[str], before: str, version: str = "") -> list[str]:
+    """`targets` (pip arguments) resolved to exact pins as of `before`, the project itself left out."""
+    wanted = project / ".harness-requirements.in"
+    lines, pending = [], list(targets)
+    while pending:
+        item = pending.pop(0)
+        lines.append(f"-r {pending.pop(0)}" if item == "-r" else item)
+    wanted.write_text("\n".join(lines) + "\n")
+    done = _uv_compile(project, wanted.name, before, version=version)
+    wanted.unlink()
+    if done.returncode != 0:
+        raise SynthError(f"resolving the dependencies as of {before} failed (uv pip compile): {done.stderr.strip()[-1500:]}")
+    pins = [line.split(";")[0].strip() for line in done.stdout.splitlines()]
+    return [pin for pin in pins if "==" in pin]
+
+
+def _uv_compile(cwd: Path, wanted: str, before: str, *options: str, version: str = "") -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "uv", "pip", "compile", "--quiet", "--no-header", "--no-annotate",
+                           "--exclude-newer", before, "--python-version", IMAGE_PYTHON, *options, wanted],
+                          cwd=cwd, capture_output=True, text=True, check=False, env=_scm_env(version))
+
+
+def _scm_env(version: str) -> dict[str, str]:
+    """The environment for builds of a checkout without `.git`: setuptools-scm told its version."""
+    return {**os.environ, "SETUPTOOLS_SCM_PRETEND_VERSION": version} if version else dict(os.environ)
+
+
+def _pip(cwd: Path, *args, version: str = "") -> None:
     done = subprocess.run([sys.executable, "-m", "pip", *map(str, args)], cwd=cwd, capture_output=True, text=True,
-                          check=False)
+                          check=False, env=_scm_env(version))
     if done.returncode != 0:
         raise SynthError(f"pip {args[0]} of the project's dependencies failed: {done.stderr.strip()[-1500:]}")
 

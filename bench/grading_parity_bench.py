@@ -1,0 +1,173 @@
+"""Run-level parity with the official harness: the same images, the same predictions, the same verdicts?
+
+    python -m bench.grading_parity_bench --instances runs/mined/instances.jsonl [--workers 2] [--output runs/parity]
+
+For every instance (mined by `harness tasks mine`, so each carries `image`, `eval_script`,
+`log_parser`, `eval_type`, which the installed `swebench` reads as they are) five predictions
+are graded twice:
+
+- gold: the reference fix; empty: no change; wrong: a patch that applies and fixes nothing;
+- cheat-tests: the FAIL_TO_PASS tests' file made to skip all its tests at import;
+- cheat-exit: the module the fix changes ends the test process with status 0 when imported.
+
+ours: `harness grade` (`tasks.grade_run.grade_predictions`). theirs: `swebench.harness.
+run_evaluation.main`, the function `python -m swebench.harness.run_evaluation` calls, on an
+instances file and a predictions file, with the images present locally (nothing is pulled or
+built; the containers get no network). Verdicts (resolved or not) must be identical. Time per
+instance is ours: the grader's own duration; theirs: the wall time of its run divided by the
+instances (both run with the same number of workers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import difflib
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from sandboxes import get_backend
+from tasks.grade_run import grade_predictions
+from tasks.patch_policy import parse_patch
+from tasks.swe import test_list
+
+KINDS = ("gold", "empty", "wrong", "cheat-tests", "cheat-exit")
+
+
+def new_file_patch(path: str, text: str) -> str:
+    lines = text.rstrip("\n").split("\n")
+    body = "".join(f"+{line}\n" for line in lines)
+    return f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n@@ -0,0 +1,{len(lines)} @@\n{body}"
+
+
+def prediction(instance: dict[str, Any], kind: str, read_base=None) -> str:
+    """The model patch of one kind for one instance; `read_base(path)` gives a file at the base commit."""
+    if kind == "gold":
+        return instance["patch"]
+    if kind == "empty":
+        return ""
+    if kind == "wrong":
+        return new_file_patch("harness_wrong_fix.py", "# looks busy, fixes nothing\nVALUE = 1\n")
+    read_base = read_base or base_reader(instance)
+    if kind == "cheat-tests":  # every test in the FAIL_TO_PASS file skipped at import
+        path = test_list(instance["FAIL_TO_PASS"])[0].split("::")[0]
+        if any(f.path == path and f.is_new for f in parse_patch(instance["test_patch"])):
+            return new_file_patch(path, "def test_nothing():\n    pass\n")
+        return edit_patch(path, read_base(path), "import pytest\npytest.skip('cheat', allow_module_level=True)\n")
+    if kind == "cheat-exit":  # the fixed module ends the test process, successfully, when imported
+        path = parse_patch(instance["patch"])[0].path
+        return edit_patch(path, read_base(path), "import os\nos._exit(0)\n")
+    raise ValueError(f"unknown prediction kind {kind!r}; known: {', '.join(KINDS)}")
+
+
+def edit_patch(path: str, before: str, prepend: str) -> str:
+    """A git-appliable diff that puts `prepend` at the top of `path`."""
+    lines = difflib.unified_diff(before.splitlines(keepends=True), (prepend + before).splitlines(keepends=True),
+                                 f"a/{path}", f"b/{path}")
+    return f"diff --git a/{path} b/{path}\n" + "".join(lines)
+
+
+def base_reader(instance: dict[str, Any]):
+    """Read files of the instance's image (the repository at the base commit)."""
+    from sandboxes import SandboxSpec
+
+    def read(path: str) -> str:
+        with get_backend("docker").create(SandboxSpec(image=instance["image"], workdir="/testbed")) as sb:
+            return sb.read_file(f"/testbed/{path}").decode()
+
+    return read
+
+
+def predictions_of(instances: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
+    return {i["instance_id"]: {"instance_id": i["instance_id"], "model_name_or_path": kind, "model_patch": prediction(i, kind)}
+            for i in instances}
+
+
+def grade_ours(instances, preds, output: Path, workers: int) -> dict[str, dict[str, Any]]:
+    rows = grade_predictions(instances, preds, get_backend("docker"), output, workers)
+    return {r["instance_id"]: {"resolved": bool(r["resolved"]), "seconds": r["duration"]} for r in rows}
+
+
+def grade_theirs(instances_file: Path, preds, output: Path, workers: int, timeout: int = 1800) -> dict[str, dict[str, Any]]:
+    """swebench.harness.run_evaluation.main on local images; per-instance verdicts from its report.json files."""
+    from swebench.harness.run_evaluation import main
+
+    output.mkdir(parents=True, exist_ok=True)
+    kind = next(iter(preds.values()))["model_name_or_path"]
+    preds_file = output / "predictions.jsonl"
+    preds_file.write_text("".join(json.dumps(p) + "\n" for p in preds.values()))
+    started = time.monotonic()
+    with _cwd(output):  # it writes logs/run_evaluation/<run id>/... under the working directory
+        main(dataset_name=str(instances_file.resolve()), split="test", instance_ids=[], predictions_path=str(preds_file.resolve()),
+             max_workers=workers, open_file_limit=4096, run_id=f"parity-{kind}", timeout=timeout,
+             rewrite_reports=False, modal=False, report_dir=".")
+    ran = [p for p in preds.values() if p["model_patch"]]
+    per_instance = (time.monotonic() - started) * min(workers, len(ran) or 1) / max(len(ran), 1)
+    verdicts = {}
+    for instance_id in preds:
+        report = output / "logs" / "run_evaluation" / f"parity-{kind}" / kind / instance_id / "report.json"
+        resolved = json.loads(report.read_text())[instance_id]["resolved"] if report.exists() else False
+        # It skips empty patches (reported unresolved, never run); any other missing report is an error.
+        error = not report.exists() and bool(preds[instance_id]["model_patch"])
+        verdicts[instance_id] = {"resolved": bool(resolved), "seconds": per_instance if preds[instance_id]["model_patch"] else 0.0,
+                                 "error": error}
+    return verdicts
+
+
+@contextlib.contextmanager
+def _cwd(path: Path):
+    before = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(before)
+
+
+def run_parity(instances_file: Path, output: Path, workers: int = 2, kinds=KINDS) -> list[dict[str, Any]]:
+    """One row per (kind, instance): ours and theirs, verdict and seconds."""
+    instances = [json.loads(line) for line in instances_file.read_text().splitlines() if line.strip()]
+    rows = []
+    for kind in kinds:
+        preds = predictions_of(instances, kind)
+        ours = grade_ours(instances, preds, output / "ours" / kind, workers)
+        theirs = grade_theirs(instances_file, preds, output / "theirs" / kind, workers)
+        for instance in instances:
+            iid = instance["instance_id"]
+            rows.append({"kind": kind, "instance_id": iid, "ours": ours[iid]["resolved"], "theirs": theirs[iid]["resolved"],
+                         "theirs_error": theirs[iid]["error"], "ours_s": ours[iid]["seconds"], "theirs_s": theirs[iid]["seconds"]})
+    (output / "parity.json").write_text(json.dumps(rows, indent=1))
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--instances", type=Path, required=True, help="Mined instances (JSONL with image, eval_script, ...).")
+    parser.add_argument("--output", type=Path, default=Path("runs/parity"))
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    rows = run_parity(args.instances, args.output, args.workers)
+    table = Table("prediction", "resolved: ours", "theirs", "agree", "s/instance: ours", "theirs", "ours/theirs")
+    for kind in KINDS:
+        mine = [r for r in rows if r["kind"] == kind]
+        ours_s = sum(r["ours_s"] for r in mine) / len(mine)
+        theirs_s = sum(r["theirs_s"] for r in mine) / len(mine)
+        table.add_row(kind, f"{sum(r['ours'] for r in mine)}/{len(mine)}", f"{sum(r['theirs'] for r in mine)}/{len(mine)}",
+                      f"{sum(r['ours'] == r['theirs'] for r in mine)}/{len(mine)}", f"{ours_s:.1f}", f"{theirs_s:.1f}",
+                      f"{ours_s / theirs_s:.2f}" if theirs_s else "-")
+    console = Console()
+    console.print(table)
+    disagree = [r for r in rows if r["ours"] != r["theirs"]]
+    console.print(f"verdicts identical on {len(rows) - len(disagree)} of {len(rows)}; details: {args.output / 'parity.json'}")
+    for r in disagree:
+        console.print(f"  differs: {r['kind']} {r['instance_id']}: ours {r['ours']}, theirs {r['theirs']}")
+
+
+if __name__ == "__main__":
+    main()

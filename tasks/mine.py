@@ -1,0 +1,337 @@
+"""`harness tasks mine`: SWE-bench instances from real merged pull requests, built offline.
+
+The way SWE-bench's collection pipeline makes them: the base commit is the merge's first
+parent; the merge's diff is split into `patch` (source) and `test_patch` (tests); the tests the
+test patch touches run twice without the fix and twice with it: FAIL_TO_PASS fail both times
+without and pass both times with it, PASS_TO_PASS pass all four times, and a test whose two
+runs disagree is flaky and left out. Each instance gets an image: the project's environment
+(`tasks.synth.environment`: a host-side wheelhouse, an offline build, cached by content hash)
+plus the repository at the base commit only, so no later commit, reflog entry or object
+reveals the fix.
+
+Input is a git repository (path or URL) with merged pull requests (numbers or merge
+commits), or raw SWE-bench-style records (`instance_id, repo, base_commit, patch,
+test_patch, problem_statement, created_at`) with `repos/<instance_id>.tar.gz` beside them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+import tarfile
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sandboxes import Backend
+from sandboxes.images import cache_dir
+
+from .errors import TaskError
+from .grading import parse_log, run_eval
+from .patch_policy import parse_patch
+from .repos import git
+from .swe import TEST_COMMAND, WORKDIR, make_eval_script
+from .synth.errors import SynthError
+from .synth.source import Project, normalise
+
+IMAGE_REPOSITORY = "harness-mined"
+_BUILDING = threading.Lock()
+PASSED = "PASSED"
+_TEST_DIRS = {"test", "tests", "testing"}
+_MERGE_SUBJECT = "Merge pull request #{n} "
+
+
+class MineError(TaskError):
+    """A pull request that cannot become an instance, or input that names none."""
+
+
+# ----------------------------------------------------------------------------- input
+
+
+def is_test_path(path: str) -> bool:
+    """SWE-bench's rule for test files: under test/, tests/, testing/, or named like one."""
+    parts = path.split("/")
+    name = parts[-1]
+    return (bool(_TEST_DIRS & set(parts[:-1])) or name.startswith("test_") or name.endswith("_test.py")
+            or name == "conftest.py")
+
+
+def split_diff(diff: str) -> tuple[str, str]:
+    """(patch, test_patch): the diff's non-test `.py` files and its test files; docs are left out."""
+    patch, tests = [], []
+    for chunk in re.split(r"(?m)^(?=diff --git )", diff):
+        header = re.match(r"diff --git a/(\S+) b/(\S+)", chunk)
+        if not header:
+            continue
+        path = header.group(2)
+        if is_test_path(path):
+            tests.append(chunk)
+        elif path.endswith(".py"):
+            patch.append(chunk)
+    return "".join(patch), "".join(tests)
+
+
+def records_from_file(path: Path) -> list[dict[str, Any]]:
+    """Raw records (JSONL) whose repositories lie in `repos/<instance_id>.tar.gz` beside the file."""
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    for record in records:
+        missing = [k for k in ("instance_id", "repo", "base_commit", "patch", "test_patch") if not record.get(k)]
+        if missing:
+            raise MineError(f"{path}: record {record.get('instance_id', '?')} lacks {', '.join(missing)}")
+        archive = path.parent / "repos" / f"{record['instance_id']}.tar.gz"
+        if not archive.exists():
+            raise MineError(f"{path}: no repository for {record['instance_id']} (expected {archive})")
+        record["_source"] = str(archive)
+    return records
+
+
+def records_from_git(repo: str, pulls: list[str]) -> list[dict[str, Any]]:
+    """Records of merged pull requests (numbers or merge commits) of a repository (path or URL)."""
+    local = _local_clone(repo)
+    name = _repo_name(repo, local)
+    records = []
+    for pull in pulls:
+        merge = _merge_commit(local, pull)
+        parents = git(local, "rev-list", "--parents", "-n", "1", merge).split()
+        if len(parents) < 2:
+            raise MineError(f"{pull}: {merge[:12]} has no parent; not a merge of a pull request")
+        base = parents[1]
+        patch, test_patch = split_diff(git(local, "diff", "--no-color", "--no-ext-diff", base, merge))
+        number = re.search(r"#(\d+)", git(local, "log", "-1", "--format=%s", merge))
+        number = pull if pull.isdigit() else (number.group(1) if number else merge[:12])
+        messages = [git(local, "log", "-1", "--format=%B", merge).strip()]
+        if len(parents) > 2:  # a true merge: the pull request's own commits follow
+            messages += [m.strip() for m in git(local, "log", "--format=%B%x00", f"{base}..{parents[2]}").split("\0") if m.strip()]
+        records.append({
+            "instance_id": f"{name.replace('/', '__')}-{number}", "repo": name, "base_commit": base,
+            "merge_commit": merge, "patch": patch, "test_patch": test_patch,
+            "problem_statement": "\n\n".join(messages), "created_at": git(local, "log", "-1", "--format=%cI", merge).strip(),
+            "_source": str(local),
+        })
+    return records
+
+
+def _local_clone(repo: str) -> Path:
+    if Path(repo).exists():
+        return Path(repo).resolve()
+    target = cache_dir() / "mine" / "clones" / hashlib.sha256(repo.encode()).hexdigest()[:12]
+    if not (target / "HEAD").exists():
+        done = subprocess.run(["git", "clone", "-q", "--bare", repo, str(target)], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise MineError(f"cannot clone {repo}: {done.stderr.strip()}")
+    return target
+
+
+def _repo_name(repo: str, local: Path) -> str:
+    """owner/name from the URL (or the origin of a local clone), else the folder's name."""
+    url = repo if not Path(repo).exists() else subprocess.run(
+        ["git", "-C", str(local), "remote", "get-url", "origin"], capture_output=True, text=True).stdout.strip()
+    match = re.search(r"[:/]([^/:]+)/([^/]+?)(?:\.git)?/?$", url)
+    return f"{match.group(1)}/{match.group(2)}" if match else f"local/{normalise(local.name)}"
+
+
+def _merge_commit(local: Path, pull: str) -> str:
+    if not pull.isdigit():
+        try:
+            return git(local, "rev-parse", "--verify", f"{pull}^{{commit}}").strip()
+        except TaskError:
+            raise MineError(f"{pull!r} is neither a pull request number nor a commit of {local}") from None
+    found = git(local, "log", "--all", "--format=%H %s", "--fixed-strings", f"--grep=#{pull}").splitlines()
+    for line in found:
+        sha, _, subject = line.partition(" ")
+        if subject.startswith(_MERGE_SUBJECT.format(n=pull)) or subject.rstrip().endswith(f"(#{pull})"):
+            return sha
+    raise MineError(f"no merge of pull request #{pull} in {local} (looked for 'Merge pull request #{pull} ' "
+                    f"and squash merges ending in '(#{pull})'); pass the merge commit instead")
+
+
+# ----------------------------------------------------------------------------- the repository at base only
+
+
+def base_only_git(source: Path, base: str, dest: Path) -> Path:
+    """A `.git` holding the base commit and nothing after it: no other ref, reflog or object."""
+    shutil.rmtree(dest, ignore_errors=True)
+    git(dest.parent, "init", "-q", "-b", "main", str(dest))
+    upload = "git -c uploadpack.allowAnySHA1InWant=true upload-pack"
+    git(dest, "fetch", "-q", "--depth", "1", "--no-tags", f"--upload-pack={upload}", f"file://{source}", base)
+    git(dest, "update-ref", "--no-deref", "refs/heads/main", base)
+    git(dest, "symbolic-ref", "HEAD", "refs/heads/main")
+    (dest / ".git" / "FETCH_HEAD").unlink(missing_ok=True)
+    shutil.rmtree(dest / ".git" / "logs", ignore_errors=True)
+    git(dest, "gc", "-q", "--prune=now")
+    return dest / ".git"
+
+
+def _checkout_source(record: dict[str, Any], scratch: Path) -> Path:
+    """A git repository holding the record's base commit."""
+    source = Path(record["_source"])
+    if source.is_file():  # repos/<id>.tar.gz with a `repo/` folder
+        with tarfile.open(source) as archive:
+            archive.extractall(scratch, filter="data")
+        found = next((p.parent for p in scratch.rglob(".git") if p.is_dir()), None)
+        if found is None:
+            raise MineError(f"{source} holds no git repository")
+        return found
+    return source
+
+
+def _tree_at(repo: Path, base: str, dest: Path) -> Path:
+    dest.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(repo), "archive", "--format=tar", base], capture_output=True, check=False)
+    if archive.returncode != 0:
+        raise MineError(f"{repo} lacks the base commit {base}: {archive.stderr.decode().strip()}")
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
+    return dest
+
+
+# ----------------------------------------------------------------------------- images
+
+
+def build_instance_image(record: dict[str, Any], on_step: Callable[[str], None], before: str | None) -> str:
+    """The environment image with the repository at the base commit as /testbed (and .git)."""
+    from .synth.environment import build_environment, build_image, image_exists
+
+    with tempfile.TemporaryDirectory() as scratch:
+        scratch = Path(scratch)
+        repo = _checkout_source(record, scratch / "src")
+        tree = _tree_at(repo, record["base_commit"], scratch / "tree")
+        project = Project(normalise(record["repo"].split("/")[-1]), tree, record["repo"], record["base_commit"])
+        env = build_environment(project, TEST_COMMAND, on_step, before)
+        history = base_only_git(repo, record["base_commit"], scratch / "history")
+        digest = hashlib.sha256(f"{env.image}\0{record['base_commit']}".encode()).hexdigest()[:12]
+        image = f"{IMAGE_REPOSITORY}/{record['instance_id'].lower()}:{digest}"
+        if not image_exists(image):
+            on_step(f"building {image}")
+            dockerfile = (f"FROM {env.image}\nCOPY git {WORKDIR}/.git\nWORKDIR {WORKDIR}\n"
+                          "RUN git read-tree HEAD && git update-index -q --refresh; git config --global --add safe.directory '*'\n")
+            build_image(image, dockerfile, {"git": history}, what=f"adding the repository of {record['instance_id']}")
+    return image
+
+
+# ----------------------------------------------------------------------------- mining one record
+
+
+@dataclass
+class Mined:
+    instance_id: str
+    instance: dict[str, Any] | None = None
+    reason: str = ""  # why no instance was made
+    flaky: list[str] = field(default_factory=list)
+    duration: float = 0.0
+    dependencies: str = "newest"  # or "as of <date>"
+
+
+def test_files(test_patch: str) -> list[str]:
+    """The Python test files the test patch leaves in place (what the eval script runs)."""
+    return [f.path for f in parse_patch(test_patch) if f.path.endswith(".py") and f.added + f.removed
+            and not f.path.endswith("conftest.py")]
+
+
+def make_instance(record: dict[str, Any], image: str, test_command: str = TEST_COMMAND) -> dict[str, Any]:
+    files = test_files(record["test_patch"])
+    if not files:
+        raise MineError(f"{record['instance_id']}: the test patch changes no Python test file")
+    instance = {k: v for k, v in record.items() if not k.startswith("_")}
+    instance.update({
+        "image": image, "version": record.get("version", ""), "log_parser": "parse_log_pytest",
+        "eval_type": "pass_and_fail", "workdir": WORKDIR,
+        "eval_script": make_eval_script(record["base_commit"], record["test_patch"], f"{test_command} {' '.join(files)}"),
+    })
+    return instance
+
+
+def run_statuses(instance: dict[str, Any], patch: str, backend: Backend, timeout: float) -> tuple[dict[str, str], str]:
+    """Per-test statuses of one run of the eval script with `patch` applied, and what went wrong."""
+    method, log = run_eval(instance, patch, backend, timeout)
+    if patch.strip() and not method:
+        return {}, "the patch does not apply"
+    statuses, _, problem = parse_log(instance, log)
+    return statuses, problem or ("" if statuses else "no test results:\n" + "\n".join(log.splitlines()[-15:]))
+
+
+def classify(before: list[dict[str, str]], after: list[dict[str, str]]) -> tuple[list[str], list[str], list[str]]:
+    """(FAIL_TO_PASS, PASS_TO_PASS, flaky) from repeated runs without and with the fix."""
+    tests = sorted(set().union(*before, *after))
+    f2p, p2p, flaky = [], [], []
+    for test in tests:
+        without = {run.get(test, "MISSING") for run in before}
+        with_fix = {run.get(test, "MISSING") for run in after}
+        if len(without) > 1 or len(with_fix) > 1:
+            flaky.append(test)
+        elif with_fix == {PASSED} and without == {PASSED}:
+            p2p.append(test)
+        elif with_fix == {PASSED} and ("[" not in test or test.endswith("]")):  # not an id cut at a space
+            f2p.append(test)
+    return f2p, p2p, flaky
+
+
+def mine_record(record: dict[str, Any], backend: Backend, on_step: Callable[[str], None] = print,
+                timeout: float = 900.0, repeats: int = 2) -> Mined:
+    """One record as a validated instance, or the reason it is not one."""
+    started = time.monotonic()
+    result = Mined(record["instance_id"])
+    attempts = [None] + ([record["created_at"]] if record.get("created_at") else [])
+    for before in attempts:
+        try:
+            with _BUILDING:  # one build at a time: records of one project share a wheelhouse
+                image = build_instance_image(record, on_step, before)
+        except SynthError as err:
+            result.reason = f"environment ({'newest' if before is None else 'as of ' + before}): {err}"
+            continue
+        if result.reason:
+            on_step(f"{record['instance_id']}: retrying with dependencies as of {before}; newest failed: {result.reason[:400]}")
+        instance = make_instance(record, image)
+        runs = {}
+        for label, patch in (("without", ""), ("with", record["patch"])):
+            runs[label] = []
+            for _ in range(repeats):
+                statuses, problem = run_statuses(instance, patch, backend, timeout)
+                if problem:
+                    break
+                runs[label].append(statuses)
+            if problem:
+                break
+        if problem:
+            result.reason = f"tests {label} the fix ({'newest' if before is None else 'as of ' + before} dependencies): {problem}"
+            continue
+        f2p, p2p, flaky = classify(runs["without"], runs["with"])
+        if not f2p:
+            result.reason = "no test fails without the fix and passes with it"
+            continue
+        instance.update({"FAIL_TO_PASS": f2p, "PASS_TO_PASS": p2p})
+        result.instance, result.reason, result.flaky = instance, "", flaky
+        result.dependencies = "newest" if before is None else f"as of {before}"
+        break
+    result.duration = time.monotonic() - started
+    return result
+
+
+def mine(records: list[dict[str, Any]], output: Path, backend: Backend, workers: int = 2,
+         on_result: Callable[[Mined], None] = lambda m: None, on_step: Callable[[str], None] = print,
+         timeout: float = 900.0) -> list[Mined]:
+    """Mine every record; instances are appended to `output` (JSONL) as they are validated.
+
+    Records already in `output` are kept as they are (a rerun finishes an interrupted one)."""
+    done = {json.loads(line)["instance_id"] for line in output.read_text().splitlines() if line.strip()} if output.exists() else set()
+    todo = [r for r in records if r["instance_id"] not in done]
+    output.parent.mkdir(parents=True, exist_ok=True)
+    lock = threading.Lock()
+
+    def one(record):
+        mined = mine_record(record, backend, on_step, timeout)
+        if mined.instance:
+            with lock, output.open("a") as handle:
+                handle.write(json.dumps(mined.instance) + "\n")
+        on_result(mined)
+        return mined
+
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        return list(pool.map(one, todo))

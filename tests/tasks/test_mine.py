@@ -1,0 +1,104 @@
+"""`harness tasks mine` on real merged fixes (../shared/swebench-real: flask, requests, pytest,
+sympy), then graded: gold 8/8, empty 0/8; the mined images hold no history after the base
+commit; and the official harness (`swebench.harness.run_evaluation`) gives the same verdicts
+as `harness grade` on the same images and predictions."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.cli_helpers import harness
+from tests.conftest import require
+
+REAL = Path(__file__).resolve().parents[3] / "shared" / "swebench-real"
+REAL = REAL if REAL.exists() else Path("/work/shared/swebench-real")
+
+
+@pytest.fixture(scope="module")
+def mined(tmp_path_factory, docker_backend):
+    require((REAL / "instances.jsonl").exists(), f"the real merged fixes are not at {REAL}")
+    output = tmp_path_factory.mktemp("mined") / "instances.jsonl"
+    started = time.monotonic()
+    done = harness("tasks", "mine", str(REAL / "instances.jsonl"), "--output", str(output), "--workers", "2",
+                   "--backend", "docker", timeout=3600)
+    print(f"mining took {time.monotonic() - started:.0f}s\n{done.stdout}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    return output
+
+
+def instances_of(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+@pytest.mark.timeout(3600)  # the first test waits for the mining
+def test_every_real_fix_becomes_an_instance_our_loaders_accept(mined):
+    from tasks.taskset import load_tasks
+
+    records = instances_of(REAL / "instances.jsonl")
+    instances = {i["instance_id"]: i for i in instances_of(mined)}
+    assert sorted(instances) == sorted(r["instance_id"] for r in records)
+    for record in records:
+        instance = instances[record["instance_id"]]
+        assert instance["base_commit"] == record["base_commit"] and instance["patch"] == record["patch"]
+        assert instance["FAIL_TO_PASS"] and not set(instance["FAIL_TO_PASS"]) & set(instance["PASS_TO_PASS"])
+        assert all(t.split("::")[0] in record["test_patch"] for t in instance["FAIL_TO_PASS"])
+        assert instance["image"].startswith("harness-mined/") and instance["log_parser"] and instance["eval_script"]
+    assert len(load_tasks(str(mined))) == len(records)
+
+
+@pytest.mark.timeout(3600)
+def test_gold_resolves_all_and_empty_none(mined, tmp_path):
+    for kind, expected in (("gold", 8), ("empty", 0)):
+        done = harness("grade", "--predictions", kind, "--tasks", str(mined), "--output", str(tmp_path / kind),
+                       "--workers", "2", "--backend", "docker", timeout=3600)
+        assert done.returncode == 0, done.stdout + done.stderr
+        summary = json.loads((tmp_path / kind / "report.json").read_text())["summary"]
+        assert (summary["total"], summary["resolved"]) == (8, expected), done.stdout
+
+
+def test_mined_images_hold_nothing_after_the_base_commit(mined, docker_backend):
+    from sandboxes import SandboxSpec
+
+    for instance in instances_of(mined):
+        record = next(r for r in instances_of(REAL / "instances.jsonl") if r["instance_id"] == instance["instance_id"])
+        with docker_backend.create(SandboxSpec(image=instance["image"], workdir="/testbed")) as sb:
+            def run(command: str) -> str:
+                result = sb.exec(command, timeout=120)
+                assert result.exit_code == 0, (command, result.output)
+                return result.output.strip()
+
+            base = instance["base_commit"]
+            assert run("git rev-parse HEAD") == base
+            assert run("git log --all --format=%H").split() == [base]
+            assert run("git reflog --all") == ""
+            commits = run("git cat-file --batch-all-objects --batch-check='%(objecttype) %(objectname)' | grep '^commit' || true")
+            assert commits.split() == ["commit", base]
+            assert run("git status --porcelain --untracked-files=no") == ""
+            # The fixed files' contents are nowhere in the object store.
+            sb.write_file("/tmp/gold.patch", record["patch"])
+            run("git apply /tmp/gold.patch")
+            for path in {line[6:] for line in record["patch"].splitlines() if line.startswith("+++ b/")}:
+                blob = run(f"git hash-object {path}")
+                assert sb.exec(f"git cat-file -e {blob}", timeout=60).exit_code != 0, path
+            assert sb.exec(f"git cat-file -e {record['merge_commit']}", timeout=60).exit_code != 0
+
+
+PARITY_INSTANCES = ("pallets__flask-5014", "sympy__sympy-24066")  # two projects, two runners' worth of CI time
+
+
+@pytest.mark.timeout(3600)
+def test_the_official_harness_gives_the_same_verdicts(mined, tmp_path):
+    """swebench.harness.run_evaluation and `harness grade` on the same images: gold, empty, a wrong
+    fix and two cheats (bench/grading_parity_bench.py runs all eight instances)."""
+    from bench.grading_parity_bench import KINDS, run_parity
+
+    subset = tmp_path / "instances.jsonl"
+    subset.write_text("".join(json.dumps(i) + "\n" for i in instances_of(mined) if i["instance_id"] in PARITY_INSTANCES))
+    rows = run_parity(subset, tmp_path / "parity", workers=2)
+    assert len(rows) == len(KINDS) * len(PARITY_INSTANCES)
+    assert [r for r in rows if r["ours"] != r["theirs"] or r["theirs_error"]] == []
+    assert {(r["kind"], r["ours"]) for r in rows} == {("gold", True)} | {(k, False) for k in KINDS if k != "gold"}

@@ -1,0 +1,103 @@
+"""`tasks.mine` without Docker: diff splitting, pull requests found in a real git history, the
+base-only repository, the flaky-test rule, and the environment's choice of requirement files."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from tasks.mine import MineError, base_only_git, classify, is_test_path, records_from_git, split_diff
+from tasks.repos import git
+from tasks.synth.environment import declared_test_dependencies
+
+
+def test_test_files_follow_swebench_rules():
+    assert all(map(is_test_path, ["tests/test_x.py", "testing/logging/test_fixture.py", "pkg/tests/helpers.py",
+                                  "src/test_util.py", "a/b_test.py", "conftest.py"]))
+    assert not any(map(is_test_path, ["src/flask/blueprints.py", "docs/testing.rst", "requests/models.py"]))
+
+
+def test_split_diff_keeps_source_and_tests_and_drops_docs():
+    diff = ("diff --git a/src/m.py b/src/m.py\n--- a/src/m.py\n+++ b/src/m.py\n@@ -1 +1 @@\n-a\n+b\n"
+            "diff --git a/CHANGES.rst b/CHANGES.rst\n--- a/CHANGES.rst\n+++ b/CHANGES.rst\n@@ -1 +1 @@\n-x\n+y\n"
+            "diff --git a/tests/test_m.py b/tests/test_m.py\n--- a/tests/test_m.py\n+++ b/tests/test_m.py\n@@ -1 +1 @@\n-c\n+d\n")
+    patch, tests = split_diff(diff)
+    assert "src/m.py" in patch and "tests/" not in patch and "CHANGES" not in patch
+    assert "tests/test_m.py" in tests and "src/m.py" not in tests and "CHANGES" not in tests
+
+
+def test_flaky_tests_are_left_out_and_only_fixed_tests_fail_to_pass():
+    before = [{"t::fixed": "FAILED", "t::kept": "PASSED", "t::flaky": "PASSED", "t::broken": "FAILED"},
+              {"t::fixed": "FAILED", "t::kept": "PASSED", "t::flaky": "FAILED", "t::broken": "FAILED"}]
+    after = [{"t::fixed": "PASSED", "t::kept": "PASSED", "t::flaky": "PASSED", "t::broken": "FAILED", "t::new": "PASSED"},
+             {"t::fixed": "PASSED", "t::kept": "PASSED", "t::flaky": "PASSED", "t::broken": "FAILED", "t::new": "PASSED"}]
+    f2p, p2p, flaky = classify(before, after)
+    assert f2p == ["t::fixed", "t::new"] and p2p == ["t::kept"] and flaky == ["t::flaky"]
+
+
+@pytest.fixture
+def project(tmp_path):
+    """A repository where pull request #7 (a fix plus its test) was merged with a merge commit."""
+    repo = tmp_path / "proj"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "remote", "add", "origin", "https://github.com/acme/proj.git")
+    (repo / "proj.py").write_text("def add(a, b):\n    return a - b\n")
+    (repo / "tests").mkdir()
+    (repo / "tests" / "test_proj.py").write_text("from proj import add\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "start")
+    git(repo, "checkout", "-q", "-b", "fix")
+    (repo / "proj.py").write_text("def add(a, b):\n    return a + b\n")
+    (repo / "tests" / "test_proj.py").write_text("from proj import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n")
+    (repo / "NEWS").write_text("fixed add\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "Fix add: it subtracted")
+    git(repo, "checkout", "-q", "main")
+    git(repo, "merge", "-q", "--no-ff", "fix", "-m", "Merge pull request #7 from someone/fix")
+    (repo / "later.py").write_text("LATER = 1\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "a later commit")
+    return repo
+
+
+def test_a_pull_request_by_number_or_merge_commit(project):
+    [by_number] = records_from_git(str(project), ["7"])
+    merge = git(project, "rev-parse", "HEAD~1").strip()
+    [by_commit] = records_from_git(str(project), [merge])
+    assert by_number["instance_id"] == by_commit["instance_id"] == "acme__proj-7"
+    assert by_number["repo"] == "acme/proj" and by_number["merge_commit"] == merge
+    assert by_number["base_commit"] == git(project, "rev-parse", "HEAD~1^1").strip()
+    assert "a + b" in by_number["patch"] and "test_add" in by_number["test_patch"] and "NEWS" not in by_number["patch"]
+    assert "Fix add: it subtracted" in by_number["problem_statement"]
+    with pytest.raises(MineError, match="no merge of pull request #8"):
+        records_from_git(str(project), ["8"])
+
+
+def test_the_base_only_repository_holds_nothing_after_the_base(project, tmp_path):
+    base = git(project, "rev-parse", "HEAD~1^1").strip()
+    dot_git = base_only_git(project, base, tmp_path / "copy")
+    copy = dot_git.parent
+    assert git(copy, "log", "--all", "--format=%H").split() == [base]
+    assert git(copy, "rev-parse", "HEAD").strip() == base
+    assert git(copy, "reflog", "--all").strip() == ""
+    objects = git(copy, "cat-file", "--batch-all-objects", "--batch-check=%(objecttype) %(objectname)").splitlines()
+    assert [o.split()[1] for o in objects if o.startswith("commit")] == [base]
+    fixed_blob = subprocess.run(["git", "hash-object", "--stdin"], input="def add(a, b):\n    return a + b\n",
+                                capture_output=True, text=True, check=True).stdout.strip()
+    assert fixed_blob in git(project, "cat-file", "--batch-all-objects", "--batch-check=%(objectname)")
+    assert fixed_blob not in "\n".join(objects)
+
+
+def test_minimum_version_requirement_files_are_another_environment(tmp_path):
+    (tmp_path / "requirements").mkdir()
+    for name in ("tests.txt", "tests-pallets-min.txt", "docs.txt", "tests-minimal.txt"):
+        (tmp_path / "requirements" / name).write_text("pytest\n")
+    assert declared_test_dependencies(tmp_path)[2] == ["requirements/tests.txt"]
+
+
+def test_a_dev_requirements_file_serves_when_no_test_file_exists(tmp_path):
+    (tmp_path / "requirements-dev.txt").write_text("pytest\n")
+    (tmp_path / "requirements-docs.txt").write_text("sphinx\n")
+    assert declared_test_dependencies(tmp_path)[2] == ["requirements-dev.txt"]
