@@ -265,12 +265,17 @@ def serve_command(
     model_name: Optional[str] = typer.Option(None, help="Model id in /v1/models (default: the folder name)."),
 ):
     """Serve a local checkpoint as an OpenAI-compatible /v1/chat/completions endpoint (with tools)."""
-    from harness.policies.hf import HFPolicy
-    from harness.server import make_server
+    from harness.server import ChatServer
 
-    policy = HFPolicy(checkpoint)
-    name = model_name or Path(checkpoint).name
-    server = make_server(policy, name, host, port)
+    server = ChatServer(host, port)  # a busy port fails here, before the model loads
+    try:
+        from harness.policies.hf import HFPolicy
+
+        name = model_name or Path(checkpoint).name
+        server.attach(HFPolicy(checkpoint), name)
+    except BaseException:
+        server.server_close()
+        raise
     console.print(f"serving {name} at http://{host}:{server.server_address[1]}/v1 (Ctrl-C stops)")
     try:
         server.serve_forever()
