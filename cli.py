@@ -462,8 +462,9 @@ def tasks_validate(path: Path = typer.Argument(..., help="A .jsonl, .json or .pa
     from tasks.taskset import validate_file
 
     problems = validate_file(path)
+    unit = "line" if path.suffix == ".jsonl" else "index"
     for problem in problems:
-        console.print(f"{path}: {problem}", highlight=False)
+        console.print(f"{path}: {problem.describe(unit)}", highlight=False)
     if problems:
         console.print(f"[red]{len(problems)} problem(s)[/]")
         raise typer.Exit(1)

@@ -57,7 +57,6 @@ class EndpointPolicy(Policy):
 
     def __init__(self, model: str, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",
                  limits: EndpointLimits | None = None):
-        import httpx
         import openai
 
         self.name = model
@@ -65,9 +64,8 @@ class EndpointPolicy(Policy):
         self.limits = limits or EndpointLimits()
         self._interrupted = threading.Event()
         base_url = base_url or os.environ.get("OPENAI_BASE_URL")
-        timeout = httpx.Timeout(self.limits.read_timeout, connect=self.limits.connect_timeout)
         self.client = openai.OpenAI(base_url=base_url, api_key=os.environ.get(api_key_env) or "EMPTY",
-                                    timeout=timeout, max_retries=0)
+                                    timeout=_timeout(self.limits.read_timeout, self.limits.connect_timeout), max_retries=0)
 
     def generate(self, messages, tools, sampling: Sampling) -> Completion:
         import openai
@@ -131,9 +129,9 @@ class EndpointPolicy(Policy):
 
 
 def _timeout(read: float, connect: float):
-    import httpx
+    import openai
 
-    return httpx.Timeout(read, connect=min(connect, read))
+    return openai.Timeout(read, connect=min(connect, read))
 
 
 def _completion(response) -> Completion:
