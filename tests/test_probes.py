@@ -137,6 +137,16 @@ def test_bad_records_are_per_instance_errors_not_a_crashed_grading_run(bad_insta
     assert json.loads((tmp_path / "report.json").read_text())["summary"]["errors"] == 4
 
 
+def test_bad_records_are_per_instance_errors_not_a_crashed_eval_run(bad_instances, tmp_path, docker_backend):
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("".join(bad_instances.read_text().splitlines(keepends=True)[1:]))
+    done = harness("eval", "--checkpoint", "empty", "--tasks", str(broken), "--output", str(tmp_path / "run"))
+    assert done.returncode == 1 and "every episode failed" in done.stdout and "Traceback" not in done.stdout + done.stderr
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert report["episodes"] == 4 and report["errors_by_kind"] == {"scoring_error": 4}
+    assert "cannot be graded" in (tmp_path / "run" / "report.md").read_text()
+
+
 # -- finding 1: `harness grade` reported another model's results ---------------------------------
 
 
