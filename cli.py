@@ -176,7 +176,7 @@ def eval_command(
     """Evaluate a checkpoint, endpoint or scripted policy on a task set; writes a report."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from harness.evaluate import EvalConfig, evaluate, load_eval_settings
+    from harness.evaluate import EvalConfig, check_run_dir, evaluate, load_eval_settings
     from harness.policies.endpoint import EndpointLimits
     from harness.policies.factory import make_policy
     from tasks.taskset import load_tasks
@@ -198,6 +198,7 @@ def eval_command(
                             max_turns=max_turns, temperature=temperature, max_tokens=max_tokens, backend=backend,
                             limit=limit, base_url=base_url if checkpoint.startswith("endpoint:") else None,
                             episode_timeout=float(episode_timeout))
+    check_run_dir(task_list, run_config, resume, force)
     policy = make_policy(checkpoint, base_url=base_url, endpoint_limits=endpoint_limits)
     stats = {"resolved": 0, "errors": 0}
     columns = [TextColumn("episodes"), BarColumn(), MofNCompleteColumn(), TextColumn("resolved {task.fields[resolved]} errors {task.fields[errors]}"), TimeElapsedColumn()]
@@ -372,6 +373,9 @@ def grade_command(
         table.add_row(row["instance_id"], row["resolution"], f"{row['reward']:.2f}", ("; ".join(row["rejected"]) or row["invalid_log"] or row["error"])[:80])
     console.print(table)
     console.print(f"resolved {summary['resolved']}/{summary['total']} ({summary['resolve_rate']:.1%}); report: {output / 'report.md'}")
+    if results and summary["errors"] == summary["total"]:
+        console.print(f"[bold red]error:[/] every instance failed to grade; see {output / 'report.md'}")
+        raise typer.Exit(1)
 
 
 # -- data and tasks ------------------------------------------------------------------------------

@@ -57,6 +57,11 @@ class EvalConfig:
                 "task_ids_sha256": content_hash(json.dumps([t.id for t in tasks]))}
 
 
+def check_run_dir(tasks: list[Task], config: EvalConfig, resume: bool, force: bool) -> None:
+    """Refuse a run `evaluate` would refuse, before anything expensive (loading a model) happens."""
+    open_run(Path(config.output), "eval", config.identity(tasks), resume=resume, force=force, check_only=True)
+
+
 def evaluate(
     tasks: list[Task],
     policy: Policy,

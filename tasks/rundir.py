@@ -49,16 +49,20 @@ def content_hash(data: bytes | str) -> str:
 
 
 def open_run(out: Path, kind: str, identity: dict[str, Any], resume: bool, force: bool = False,
-             resume_flag: str = "--resume") -> bool:
+             resume_flag: str = "--resume", check_only: bool = False) -> bool:
     """Prepare run directory `out` for the run `identity`; True when it continues an earlier run.
 
     - empty or new folder: a new run; `run.json` records `identity`;
     - the same run already there: continued when `resume`, else refused (say `resume_flag`);
     - a different run, or one that recorded nothing: refused with what differs, unless `force`,
       which moves the old folder to `<out>.old-<time>` and starts afresh.
+
+    `check_only`: refuse what would be refused, change nothing (before an expensive model load).
     """
     recorded_path = out / RUN_FILE
     started = recorded_path.exists() or (out / RESULTS).exists()
+    if check_only and (force or not started):
+        return started and not force
     if started and force:
         aside = out.with_name(f"{out.name}.old-{time.strftime('%Y%m%d-%H%M%S')}")
         out.rename(aside)
