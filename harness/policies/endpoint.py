@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from ..errors import PolicyError
@@ -56,12 +56,15 @@ class EndpointPolicy(Policy):
     """Native `tools` calls through the official client, bounded by `EndpointLimits`."""
 
     def __init__(self, model: str, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",
-                 limits: EndpointLimits | None = None):
+                 limits: EndpointLimits | None = None, *, timeout: float | None = None, retries: int | None = None,
+                 backoff: float | None = None):
+        """`timeout` (read timeout per try), `retries` and `backoff` override those of `limits`."""
         import openai
 
         self.name = model
         self.model = model
-        self.limits = limits or EndpointLimits()
+        overrides = {"read_timeout": timeout, "retries": retries, "backoff": backoff}
+        self.limits = replace(limits or EndpointLimits(), **{k: v for k, v in overrides.items() if v is not None})
         self._interrupted = threading.Event()
         base_url = base_url or os.environ.get("OPENAI_BASE_URL")
         self.client = openai.OpenAI(base_url=base_url, api_key=os.environ.get(api_key_env) or "EMPTY",
@@ -86,7 +89,7 @@ class EndpointPolicy(Policy):
                 failure = f"answered {err.status_code}"
             except (openai.APIConnectionError, openai.APITimeoutError) as err:
                 if attempt == limits.retries:
-                    raise PolicyError(f"{where} failed {attempt + 1} tries: {err}") from None
+                    raise PolicyError(f"{where} unreachable after {attempt + 1} tries: {err}") from None
                 failure = str(err)
             except (ValueError, TypeError, KeyError, AttributeError) as err:
                 raise PolicyError(f"{where} returned something that is not a chat completion: {err}") from None
