@@ -163,11 +163,19 @@ def error_row(task: Task, sample: int, err: Exception, policy_name: str) -> dict
     }
 
 
+# Kinds of error that mean the harness could not evaluate the episode (not that the model did badly).
+FAILURE_KINDS = ("policy_error", "sandbox_error", "scoring_error", "error")
+
+
 def error_kind(row: dict[str, Any]) -> str:
-    """How an episode failed, for the report: its exit status, or `scoring` when only scoring failed."""
-    if "scoring failed" in row["error"] and row["exit_status"] not in ("policy_error", "sandbox_error", "error"):
+    """What kind of error a row carries: its exit status, or `scoring_error` when only scoring failed."""
+    if row["exit_status"] not in FAILURE_KINDS and "scoring failed" in row["error"]:
         return "scoring_error"
-    return row["exit_status"] if row["exit_status"].endswith("error") else f"{row['exit_status']} (with error)"
+    return row["exit_status"]
+
+
+def failed(row: dict[str, Any]) -> bool:
+    return bool(row["error"]) and error_kind(row) in FAILURE_KINDS
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -200,7 +208,7 @@ def build_report(rows: list[dict[str, Any]], config: EvalConfig) -> dict[str, An
         "errors": sum(bool(r["error"]) for r in rows),
         "errors_by_kind": dict(Counter(error_kind(r) for r in rows if r["error"])),
         "error_examples": _error_examples(rows),
-        "all_failed": bool(rows) and all(r["error"] for r in rows),
+        "all_failed": bool(rows) and all(failed(r) for r in rows),
         "per_task": {t: {"samples": len(r), "resolved": sum(x["resolved"] for x in r), "mean_reward": mean(x["reward"] for x in r)}
                      for t, r in sorted(by_task.items())},
     }
