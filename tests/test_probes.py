@@ -163,6 +163,24 @@ def test_grading_other_predictions_into_a_used_folder_is_refused(bad_instances, 
     assert row["model_name_or_path"] == "empty" and not row["resolved"]
 
 
+def test_a_different_predictions_file_is_a_different_grading_run(tmp_path):
+    from tasks.grade_run import grade_identity, load_predictions
+    from tasks.rundir import RunMismatch, open_run
+
+    instances = [{"instance_id": "a__b-1"}]
+    paths = []
+    for model, patch in (("model-a", "diff --git a/x b/x\n"), ("model-b", "")):
+        path = tmp_path / f"{model}.jsonl"
+        path.write_text(json.dumps({"instance_id": "a__b-1", "model_name_or_path": model, "model_patch": patch}) + "\n")
+        paths.append(path)
+    first, second = (grade_identity(load_predictions(p), instances, False, str(p), "t") for p in paths)
+    out = tmp_path / "grade"
+    assert open_run(out, "grade", first, resume=True) is False
+    assert open_run(out, "grade", first, resume=True) is True  # the same run continues
+    with pytest.raises(RunMismatch, match="predictions_sha256"):
+        open_run(out, "grade", second, resume=True)
+
+
 # -- finding 4: endpoints that never answer, 4xx, Ctrl-C, a run where everything failed ---------
 
 
