@@ -77,12 +77,15 @@ def sandbox_build_base(
 def sandbox_exec(
     command: str = typer.Argument(..., help="A bash command line."),
     image: str = typer.Option(BASE_IMAGE, help="Image (docker) or root filesystem directory (local)."),
-    timeout: float = typer.Option(60.0, help="Seconds before the command is interrupted."),
+    timeout: float = typer.Option(60.0, min=0.001, help="Seconds before the command is interrupted."),
     backend: str = BackendOption,
 ):
     """Run one command in a fresh sandbox, print its output and exit with its exit code."""
+    import shlex
+
     with get_backend(backend).create(SandboxSpec(image=image)) as sb:
-        result = sb.exec(command, timeout=timeout)
+        # Its own bash: `exit N` ends that one with N, not the sandbox's persistent shell.
+        result = sb.exec(f"bash -c {shlex.quote(command)}", timeout=timeout)
     sys.stdout.write(result.output)
     if result.message:
         console.print(f"[yellow]{result.message}", highlight=False)
@@ -93,7 +96,7 @@ def sandbox_exec(
 @friendly_errors
 def sandbox_shell(
     image: str = typer.Option(BASE_IMAGE, help="Image (docker) or root filesystem directory (local)."),
-    timeout: float = typer.Option(300.0, help="Seconds before each command is interrupted."),
+    timeout: float = typer.Option(300.0, min=0.001, help="Seconds before each command is interrupted."),
     backend: str = BackendOption,
 ):
     """An interactive session in a new sandbox (state persists between lines; Ctrl-D leaves)."""
@@ -152,34 +155,51 @@ def sandbox_bench():
 def eval_command(
     checkpoint: str = typer.Option("gold", help="gold, gold-no-tools, empty, replay:PATH, a checkpoint folder, or endpoint:MODEL."),
     tasks: str = typer.Option("swe-demo", "--tasks", help="Task set: built-in name (swe-demo, gsm8k, gsm8k-tool) or path."),
-    max_turns: Optional[int] = typer.Option(None, help="Turn limit per episode (default: the task's own, 30 for repo tasks)."),
-    workers: int = typer.Option(4, help="Episodes run at once."),
-    samples: int = typer.Option(1, help="Attempts per task (k of pass@k)."),
-    temperature: float = typer.Option(0.0, help="Sampling temperature (0 = greedy)."),
-    max_tokens: int = typer.Option(1024, help="Tokens per assistant turn."),
-    limit: Optional[int] = typer.Option(None, help="Only the first N tasks of the set."),
+    max_turns: Optional[int] = typer.Option(None, min=1, help="Turn limit per episode (default: the task's own, 30 for repo tasks)."),
+    workers: int = typer.Option(4, min=1, max=1024, help="Episodes run at once."),
+    samples: int = typer.Option(1, min=1, help="Attempts per task (k of pass@k)."),
+    temperature: float = typer.Option(0.0, min=0.0, max=10.0, help="Sampling temperature (0 = greedy)."),
+    max_tokens: int = typer.Option(1024, min=1, help="Tokens per assistant turn."),
+    limit: Optional[int] = typer.Option(None, min=1, help="Only the first N tasks of the set."),
     output: Optional[Path] = typer.Option(None, help="Run directory (default runs/eval-<checkpoint>-<tasks>)."),
     resume: bool = typer.Option(False, help="Finish an interrupted run in --output without redoing its episodes."),
+    force: bool = typer.Option(False, "--force", help="--output holds another run: set it aside (renamed .old-<time>) and start anew."),
     base_url: Optional[str] = typer.Option(None, help="Endpoint base URL for endpoint:MODEL (else $OPENAI_BASE_URL)."),
+    config: Optional[Path] = typer.Option(None, "--config", help="YAML with `endpoint:` (connect_timeout, read_timeout, retries, turn_timeout, backoff) and `episode_timeout`; flags win."),
+    connect_timeout: Optional[float] = typer.Option(None, min=0.001, help="Endpoint: seconds to connect [default 10]."),
+    read_timeout: Optional[float] = typer.Option(None, min=0.001, help="Endpoint: seconds one try waits for the answer [default 40]."),
+    retries: Optional[int] = typer.Option(None, min=0, max=20, help="Endpoint: tries after the first, for timeouts, 429 and 5xx only [default 2]."),
+    turn_timeout: Optional[float] = typer.Option(None, min=0.001, help="Endpoint: seconds for one turn, all tries included [default 55]."),
+    episode_timeout: Optional[float] = typer.Option(None, min=0.001, help="Seconds per episode, checked between turns [default 1800]."),
     backend: str = BackendOption,
 ):
     """Evaluate a checkpoint, endpoint or scripted policy on a task set; writes a report."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from harness.evaluate import EvalConfig, evaluate
+    from harness.evaluate import EvalConfig, check_run_dir, evaluate, load_eval_settings
+    from harness.policies.endpoint import EndpointLimits
     from harness.policies.factory import make_policy
     from tasks.taskset import load_tasks
 
+    settings = load_eval_settings(config)
+    flags = dict(connect_timeout=connect_timeout, read_timeout=read_timeout, retries=retries, turn_timeout=turn_timeout)
+    endpoint_limits = EndpointLimits.from_dict({**settings.get("endpoint", {}), **{k: v for k, v in flags.items() if v is not None}})
+    episode_timeout = episode_timeout or settings.get("episode_timeout") or EvalConfig.episode_timeout
     with console.status(f"loading {tasks}"):
         task_list = load_tasks(tasks)[:limit]
+    if not task_list:
+        raise TaskError(f"{tasks} holds no tasks")
     sandbox_backend = get_backend(backend) if any(t.sandbox for t in task_list) else None
     if sandbox_backend is not None and sandbox_backend.name != "docker":
         console.print("[yellow]no Docker engine answers: episodes run in the local bubblewrap backend[/]")
     name = Path(checkpoint).name or checkpoint
     output = output or Path("runs") / f"eval-{name.replace(':', '_')}-{Path(tasks).stem}"
-    config = EvalConfig(tasks=tasks, checkpoint=checkpoint, output=str(output), samples=samples, workers=workers,
-                        max_turns=max_turns, temperature=temperature, max_tokens=max_tokens, backend=backend)
-    policy = make_policy(checkpoint, base_url=base_url)
+    run_config = EvalConfig(tasks=tasks, checkpoint=checkpoint, output=str(output), samples=samples, workers=workers,
+                            max_turns=max_turns, temperature=temperature, max_tokens=max_tokens, backend=backend,
+                            limit=limit, base_url=base_url if checkpoint.startswith("endpoint:") else None,
+                            episode_timeout=float(episode_timeout))
+    check_run_dir(task_list, run_config, resume, force)
+    policy = make_policy(checkpoint, base_url=base_url, endpoint_limits=endpoint_limits)
     stats = {"resolved": 0, "errors": 0}
     columns = [TextColumn("episodes"), BarColumn(), MofNCompleteColumn(), TextColumn("resolved {task.fields[resolved]} errors {task.fields[errors]}"), TimeElapsedColumn()]
     with Progress(*columns, console=console) as progress:
@@ -191,11 +211,14 @@ def eval_command(
             progress.update(bar, advance=1, **stats)
 
         try:
-            report = evaluate(task_list, policy, config, sandbox_backend, resume=resume, on_result=advance)
+            report = evaluate(task_list, policy, run_config, sandbox_backend, resume=resume, on_result=advance, force=force)
         finally:
             policy.close()
     console.print((output / "report.md").read_text(), highlight=False)
     console.print(f"run directory: {output}")
+    if report["all_failed"]:
+        console.print(f"[bold red]error:[/] every episode failed ({report['errors_by_kind']}); see {output / 'report.md'}", highlight=False)
+        raise typer.Exit(1)
     return report
 
 
@@ -205,14 +228,14 @@ def generate_command(
     checkpoint: str = typer.Option(..., help="gold, gold-no-tools, empty, replay:PATH, a checkpoint folder, or endpoint:MODEL."),
     tasks: str = typer.Option("swe-demo", "--tasks", help="Task set: built-in name or path."),
     output: Path = typer.Option(..., help="Dataset directory (trajectories.parquet, README.md, dataset_card.json)."),
-    samples: int = typer.Option(1, help="Trajectories per task."),
+    samples: int = typer.Option(1, min=1, help="Trajectories per task."),
     keep: str = typer.Option("all", help="all, or rewarded (reward >= --min-reward)."),
-    min_reward: float = typer.Option(1.0, help="Threshold for --keep rewarded."),
-    temperature: float = typer.Option(1.0, help="Sampling temperature."),
-    max_turns: Optional[int] = typer.Option(None, help="Turn limit per episode."),
-    max_tokens: int = typer.Option(1024, help="Tokens per assistant turn."),
-    workers: int = typer.Option(4, help="Episodes run at once."),
-    limit: Optional[int] = typer.Option(None, help="Only the first N tasks."),
+    min_reward: float = typer.Option(1.0, min=0.0, help="Threshold for --keep rewarded."),
+    temperature: float = typer.Option(1.0, min=0.0, max=10.0, help="Sampling temperature."),
+    max_turns: Optional[int] = typer.Option(None, min=1, help="Turn limit per episode."),
+    max_tokens: int = typer.Option(1024, min=1, help="Tokens per assistant turn."),
+    workers: int = typer.Option(4, min=1, max=1024, help="Episodes run at once."),
+    limit: Optional[int] = typer.Option(None, min=1, help="Only the first N tasks."),
     resume: bool = typer.Option(False, help="Finish an interrupted generation in --output."),
     base_url: Optional[str] = typer.Option(None, help="Endpoint base URL for endpoint:MODEL."),
     backend: str = BackendOption,
@@ -225,7 +248,8 @@ def generate_command(
     run_dir = output / "run"
     eval_command(checkpoint=checkpoint, tasks=tasks, max_turns=max_turns, workers=workers, samples=samples,
                  temperature=temperature, max_tokens=max_tokens, limit=limit, output=run_dir, resume=resume,
-                 base_url=base_url, backend=backend)
+                 force=False, base_url=base_url, config=None, connect_timeout=None, read_timeout=None, retries=None,
+                 turn_timeout=None, episode_timeout=None, backend=backend)
     from harness.evaluate import EvalConfig
 
     config = EvalConfig(**json.loads((run_dir / "config.json").read_text()))
@@ -238,16 +262,21 @@ def generate_command(
 def serve_command(
     checkpoint: str = typer.Option(..., help="A Hugging Face checkpoint folder."),
     host: str = typer.Option("127.0.0.1", help="Address to listen on (localhost by default)."),
-    port: int = typer.Option(8000, help="Port."),
+    port: int = typer.Option(8000, min=0, max=65535, help="Port (0: any free one)."),
     model_name: Optional[str] = typer.Option(None, help="Model id in /v1/models (default: the folder name)."),
 ):
     """Serve a local checkpoint as an OpenAI-compatible /v1/chat/completions endpoint (with tools)."""
-    from harness.policies.hf import HFPolicy
-    from harness.server import make_server
+    from harness.server import ChatServer
 
-    policy = HFPolicy(checkpoint)
-    name = model_name or Path(checkpoint).name
-    server = make_server(policy, name, host, port)
+    server = ChatServer(host, port)  # a busy port fails here, before the model loads
+    try:
+        from harness.policies.hf import HFPolicy
+
+        name = model_name or Path(checkpoint).name
+        server.attach(HFPolicy(checkpoint), name)
+    except BaseException:
+        server.server_close()
+        raise
     console.print(f"serving {name} at http://{host}:{server.server_address[1]}/v1 (Ctrl-C stops)")
     try:
         server.serve_forever()
@@ -310,14 +339,15 @@ def grade_command(
     predictions: str = typer.Option(..., help="SWE-bench predictions (.jsonl/.json), or `gold` / `empty`."),
     tasks: str = typer.Option("swe-demo", "--tasks", help="Task set: built-in name or path of SWE-bench instances."),
     output: Path = typer.Option(Path("runs/grade"), help="Run directory (results.jsonl, report.json, report.md)."),
-    workers: int = typer.Option(2, help="Instances graded at once."),
+    workers: int = typer.Option(2, min=1, max=256, help="Instances graded at once."),
     fractional: bool = typer.Option(False, help="Reward the share of FAIL_TO_PASS fixed (0 if a PASS_TO_PASS breaks)."),
+    force: bool = typer.Option(False, "--force", help="--output holds another grading run: set it aside (renamed .old-<time>) and start anew."),
     backend: str = BackendOption,
 ):
     """Grade predictions like SWE-bench does, in fresh sandboxes; resumable (rerun to finish)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from tasks.grade_run import grade_predictions, load_predictions, scripted_predictions, summarize
+    from tasks.grade_run import grade_identity, grade_predictions, load_predictions, scripted_predictions, summarize
     from tasks.taskset import load_tasks
 
     with console.status(f"loading {tasks} (images are built once and cached)"):
@@ -325,6 +355,7 @@ def grade_command(
     if not instances:
         raise TaskError(f"{tasks} holds no SWE-bench instances")
     preds = scripted_predictions(instances, predictions) if predictions in ("gold", "empty") else load_predictions(predictions)
+    identity = grade_identity(preds, instances, fractional, predictions_source=predictions, tasks=tasks)
     counts = {"resolved": 0, "done": 0}
     columns = [TextColumn("grading"), BarColumn(), MofNCompleteColumn(), TextColumn("resolved {task.fields[resolved]}"), TimeElapsedColumn()]
     with Progress(*columns, console=console) as progress:
@@ -334,13 +365,17 @@ def grade_command(
             counts["resolved"] += report.resolved
             progress.update(bar, advance=1, resolved=counts["resolved"])
 
-        results = grade_predictions(instances, preds, get_backend(backend), output, workers, fractional, advance)
+        results = grade_predictions(instances, preds, get_backend(backend), output, workers, fractional, advance,
+                                    identity=identity, force=force)
     summary = summarize(results)
     table = Table("instance", "resolution", "reward", "note")
     for row in results:
         table.add_row(row["instance_id"], row["resolution"], f"{row['reward']:.2f}", ("; ".join(row["rejected"]) or row["invalid_log"] or row["error"])[:80])
     console.print(table)
     console.print(f"resolved {summary['resolved']}/{summary['total']} ({summary['resolve_rate']:.1%}); report: {output / 'report.md'}")
+    if results and summary["errors"] == summary["total"]:
+        console.print(f"[bold red]error:[/] every instance failed to grade; see {output / 'report.md'}")
+        raise typer.Exit(1)
 
 
 # -- data and tasks ------------------------------------------------------------------------------
@@ -398,9 +433,9 @@ def tasks_show(
 def tasks_synth(
     repo: str = typer.Option(..., "--repo", help="A local git repository, a git URL, or a PyPI project name."),
     output: Path = typer.Option(..., help="JSONL of SWE-bench instances to write (appended as tasks are kept)."),
-    max_tasks: int = typer.Option(200, help="Stop after this many validated tasks."),
+    max_tasks: int = typer.Option(200, min=1, help="Stop after this many validated tasks."),
     seed: int = typer.Option(0, help="Seed of the mutation order (a run is reproducible)."),
-    workers: int = typer.Option(2, help="Candidates validated at once (each in its own sandbox)."),
+    workers: int = typer.Option(2, min=1, max=256, help="Candidates validated at once (each in its own sandbox)."),
     test_command: Optional[str] = typer.Option(None, help="Override the detected test command (pytest by default)."),
     max_candidates: Optional[int] = typer.Option(None, help="Judge at most this many candidates."),
     early_stop: int = typer.Option(20, help="Stop when this many candidates in a row are all rejected for one systemic reason (0: never)."),
@@ -483,8 +518,9 @@ def tasks_validate(path: Path = typer.Argument(..., help="A .jsonl, .json or .pa
     from tasks.taskset import validate_file
 
     problems = validate_file(path)
+    unit = "line" if path.suffix == ".jsonl" else "index"
     for problem in problems:
-        console.print(f"{path}: {problem}", highlight=False)
+        console.print(f"{path}: {problem.describe(unit)}", highlight=False)
     if problems:
         console.print(f"[red]{len(problems)} problem(s)[/]")
         raise typer.Exit(1)

@@ -1,12 +1,15 @@
 """`harness eval`: run a policy over a task set, k samples per task, and report.
 
-The run directory holds the resolved config, `results.jsonl` (appended as each episode ends,
-so a killed run resumes without redoing or losing work), `trajectories/`, SWE-bench
-`predictions.jsonl`, and `report.json` / `report.md`.
+The run directory holds `run.json` (what the run is: policy, task set, sampling, limits; a
+`--resume` with anything else is refused, see `tasks.rundir`), the resolved `config.json`,
+`results.jsonl` (appended as each episode ends, so a killed run resumes without redoing or
+losing work), `trajectories/`, SWE-bench `predictions.jsonl`, and `report.json` / `report.md`
+(written atomically). An episode that fails for any reason is an error row, never a crashed run.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from collections import Counter, defaultdict
@@ -18,7 +21,7 @@ from statistics import mean
 from typing import Any, Callable
 
 from sandboxes import Backend, close_all
-from tasks.grade_run import drop_partial_line, read_results
+from tasks.rundir import RESULTS, atomic_write, content_hash, drop_partial_line, open_run, read_results
 from tasks.task import Task
 
 from .batching import BatchingEngine
@@ -27,7 +30,8 @@ from .errors import HarnessError
 from .policy import Policy, Sampling
 from .trajectory import Trajectory
 
-RESULTS = "results.jsonl"
+# What makes two runs the same run: these EvalConfig fields, plus the task ids (`identity`).
+IDENTITY_FIELDS = ("checkpoint", "base_url", "tasks", "limit", "samples", "max_turns", "temperature", "max_tokens", "max_context", "seed")
 
 
 @dataclass
@@ -43,6 +47,19 @@ class EvalConfig:
     max_context: int = 32_768
     seed: int | None = 0
     backend: str = "auto"
+    limit: int | None = None
+    base_url: str | None = None
+    episode_timeout: float = 1800.0  # seconds per episode (checked between turns)
+
+    def identity(self, tasks: list[Task]) -> dict[str, Any]:
+        """What this run is; `--resume` must ask for the same."""
+        return {**{k: getattr(self, k) for k in IDENTITY_FIELDS},
+                "task_ids_sha256": content_hash(json.dumps([t.id for t in tasks]))}
+
+
+def check_run_dir(tasks: list[Task], config: EvalConfig, resume: bool, force: bool) -> None:
+    """Refuse a run `evaluate` would refuse, before anything expensive (loading a model) happens."""
+    open_run(Path(config.output), "eval", config.identity(tasks), resume=resume, force=force, check_only=True)
 
 
 def evaluate(
@@ -52,26 +69,29 @@ def evaluate(
     backend: Backend | None,
     resume: bool = False,
     on_result: Callable[[dict[str, Any]], None] = lambda row: None,
+    force: bool = False,
 ) -> dict[str, Any]:
     out = Path(config.output)
     results_path = out / RESULTS
-    if results_path.exists() and not resume:
-        raise HarnessError(f"{out} already holds results: pass --resume to finish that run, or choose another --output")
+    if not open_run(out, "eval", config.identity(tasks), resume=resume, force=force):
+        atomic_write(out / "config.json", json.dumps(asdict(config), indent=1))
     (out / "trajectories").mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(json.dumps(asdict(config), indent=1))
     drop_partial_line(results_path)
     done = {(r["task_id"], r["sample"]) for r in read_results(results_path)}
     jobs = [(t, k) for t in tasks for k in range(config.samples) if (t.id, k) not in done]
     lock = threading.Lock()
     # In-process models serve all episodes at once: their turns are batched, not queued one by one.
     shared = BatchingEngine(policy) if policy.tokenizer is not None else policy
-    limits = EpisodeLimits(max_turns=config.max_turns, max_context=config.max_context)
+    limits = EpisodeLimits(max_turns=config.max_turns, max_context=config.max_context, wall_time=config.episode_timeout)
 
     def one(task: Task, sample: int) -> dict[str, Any]:
         seed = None if config.seed is None else config.seed + sample
         sampling = Sampling(temperature=config.temperature, max_tokens=config.max_tokens, seed=seed)
-        trajectory = run_episode(task, shared, sampling, limits, backend=backend, sample=sample)
-        trajectory.save(out / "trajectories" / f"{_safe(task.id)}__{sample}.json")
+        try:
+            trajectory = run_episode(task, shared, sampling, limits, backend=backend, sample=sample)
+        except Exception as err:  # noqa: BLE001 - a bad record or a policy bug fails one episode, not the run
+            return error_row(task, sample, err, policy.name)
+        trajectory.save(out / "trajectories" / trajectory_filename(task.id, sample))
         return result_row(trajectory)
 
     pool = ThreadPoolExecutor(max_workers=max(config.workers, 1))
@@ -86,7 +106,10 @@ def evaluate(
                 on_result(row)
     except BaseException:
         # Ctrl-C or a crash: episodes in flight end at once and are not recorded, so that
-        # --resume runs them again; everything already in results.jsonl is kept.
+        # --resume runs them again; everything already in results.jsonl is kept. Closing the
+        # sandboxes and interrupting the policy's calls lets the workers return within seconds.
+        pool.shutdown(wait=False, cancel_futures=True)
+        policy.interrupt()
         close_all()
         raise
     finally:
@@ -106,6 +129,53 @@ def result_row(t: Trajectory) -> dict[str, Any]:
         "prompt_tokens": t.prompt_tokens, "completion_tokens": t.completion_tokens,
         "wall_s": t.timings.get("total_s", 0.0), "model_patch": t.model_patch, "policy": t.policy,
     }
+
+
+EVAL_YAML_KEYS = ("endpoint", "episode_timeout")
+
+
+def load_eval_settings(path: str | Path | None) -> dict[str, Any]:
+    """The `harness eval --config` YAML: `endpoint:` (EndpointLimits fields) and `episode_timeout`."""
+    if path is None:
+        return {}
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(path).read_text()) or {}
+    except (OSError, yaml.YAMLError) as err:
+        raise HarnessError(f"cannot read eval config {path}: {err}") from None
+    if not isinstance(data, dict):
+        raise HarnessError(f"eval config {path} must be a mapping with keys {', '.join(EVAL_YAML_KEYS)}")
+    unknown = sorted(set(data) - set(EVAL_YAML_KEYS))
+    if unknown:
+        raise HarnessError(f"eval config {path}: unknown key(s) {', '.join(unknown)}; known: {', '.join(EVAL_YAML_KEYS)}")
+    if not isinstance(data.get("endpoint", {}), dict):
+        raise HarnessError(f"eval config {path}: `endpoint` must be a mapping of timeouts and retries")
+    return data
+
+
+def error_row(task: Task, sample: int, err: Exception, policy_name: str) -> dict[str, Any]:
+    """The result of an episode that could not even run (a malformed record, a policy bug)."""
+    return {
+        "task_id": task.id, "sample": sample, "reward": 0.0, "resolved": False, "exit_status": "error",
+        "error": f"{type(err).__name__}: {err}", "turns": 0, "prompt_tokens": 0, "completion_tokens": 0,
+        "wall_s": 0.0, "model_patch": "", "policy": policy_name,
+    }
+
+
+# Kinds of error that mean the harness could not evaluate the episode (not that the model did badly).
+FAILURE_KINDS = ("policy_error", "sandbox_error", "scoring_error", "error")
+
+
+def error_kind(row: dict[str, Any]) -> str:
+    """What kind of error a row carries: its exit status, or `scoring_error` when only scoring failed."""
+    if row["exit_status"] not in FAILURE_KINDS and "scoring failed" in row["error"]:
+        return "scoring_error"
+    return row["exit_status"]
+
+
+def failed(row: dict[str, Any]) -> bool:
+    return bool(row["error"]) and error_kind(row) in FAILURE_KINDS
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -136,18 +206,30 @@ def build_report(rows: list[dict[str, Any]], config: EvalConfig) -> dict[str, An
         "mean_wall_s": mean(r["wall_s"] for r in rows) if rows else 0.0,
         "exit_statuses": dict(Counter(r["exit_status"] for r in rows)),
         "errors": sum(bool(r["error"]) for r in rows),
+        "errors_by_kind": dict(Counter(error_kind(r) for r in rows if r["error"])),
+        "error_examples": _error_examples(rows),
+        "all_failed": bool(rows) and all(failed(r) for r in rows),
         "per_task": {t: {"samples": len(r), "resolved": sum(x["resolved"] for x in r), "mean_reward": mean(x["reward"] for x in r)}
                      for t, r in sorted(by_task.items())},
     }
 
 
+def _error_examples(rows: list[dict[str, Any]], per_kind: int = 3) -> dict[str, list[str]]:
+    examples: dict[str, list[str]] = defaultdict(list)
+    for row in rows:
+        if row["error"] and len(examples[error_kind(row)]) < per_kind:
+            examples[error_kind(row)].append(f"{row['task_id']}#{row['sample']}: {row['error'][:300]}")
+    return dict(examples)
+
+
 def write_outputs(rows: list[dict], report: dict, tasks: list[Task], out: Path) -> None:
-    (out / "report.json").write_text(json.dumps(report, indent=1))
+    atomic_write(out / "report.json", json.dumps(report, indent=1))
     swe = {t.id for t in tasks if t.env_class == "swe"}
-    with (out / "predictions.jsonl").open("w") as handle:
-        for row in rows:
-            if row["task_id"] in swe and row["sample"] == 0:
-                handle.write(json.dumps({"instance_id": row["task_id"], "model_name_or_path": row["policy"], "model_patch": row["model_patch"]}) + "\n")
+    predictions = [json.dumps({"instance_id": row["task_id"], "model_name_or_path": row["policy"], "model_patch": row["model_patch"]})
+                   for row in rows if row["task_id"] in swe and row["sample"] == 0]
+    atomic_write(out / "predictions.jsonl", "".join(line + "\n" for line in predictions))
+    errors = [f"- {kind}: {count}" + "".join(f"\n  - `{example}`" for example in report["error_examples"].get(kind, []))
+              for kind, count in sorted(report["errors_by_kind"].items())]
     lines = [
         f"# Evaluation of `{report['checkpoint']}` on `{report['tasks']}`", "",
         f"- episodes: {report['episodes']} over {report['task_count']} tasks",
@@ -155,11 +237,17 @@ def write_outputs(rows: list[dict], report: dict, tasks: list[Task], out: Path) 
         *[f"- {k}: {v:.3f}" for k, v in report.items() if k.startswith("pass@")],
         f"- mean turns {report['mean_turns']:.1f}; tokens {report['total_prompt_tokens']} prompt / {report['total_completion_tokens']} completion",
         f"- mean wall time per episode {report['mean_wall_s']:.1f}s; exit statuses {report['exit_statuses']}", "",
+        *([f"## Errors: {report['errors']} of {report['episodes']} episodes" + (" (every episode failed)" if report["all_failed"] else ""), "", *errors, ""] if errors else []),
         "| task | samples | resolved | mean reward |", "|---|---|---|---|",
         *[f"| {t} | {v['samples']} | {v['resolved']} | {v['mean_reward']:.2f} |" for t, v in report["per_task"].items()],
     ]
-    (out / "report.md").write_text("\n".join(lines) + "\n")
+    atomic_write(out / "report.md", "\n".join(lines) + "\n")
 
 
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+def trajectory_filename(task_id: str, sample: int) -> str:
+    """`<id>__<sample>.json`; an id with characters unsafe in file names gets a hash of itself
+    appended, so ids that differ only there (`x-😀`, `x-🔥`) never share a file."""
+    safe = "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in task_id)
+    if safe != task_id or safe.startswith("."):
+        safe = f"{safe}-{hashlib.sha256(task_id.encode('utf-8', 'surrogatepass')).hexdigest()[:10]}"
+    return f"{safe}__{sample}.json"

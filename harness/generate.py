@@ -16,6 +16,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tasks.rundir import atomic_write
+
 from .evaluate import EvalConfig
 from .trajectory import Trajectory
 
@@ -72,7 +74,7 @@ def write_dataset(run_dir: Path, output: Path, config: EvalConfig, keep: str = "
         "with_tokens": sum(t.token_ids is not None for t in kept),
         "config": config.__dict__,
     }
-    (output / "dataset_card.json").write_text(json.dumps(card, indent=1))
+    atomic_write(output / "dataset_card.json", json.dumps(card, indent=1))
     (output / "README.md").write_text(_card_markdown(card))
     return card
 

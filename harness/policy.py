@@ -65,5 +65,8 @@ class Policy(ABC):
         """The next turn continuing exactly these tokens (local engines only)."""
         raise PolicyError(f"{self.name} cannot continue raw token ids")
 
+    def interrupt(self) -> None:
+        """Make calls in flight end now (Ctrl-C): they raise PolicyError. Default: nothing to stop."""
+
     def close(self) -> None:
         pass

@@ -1,73 +1,167 @@
 """`harness serve`: an OpenAI-compatible server for a local checkpoint.
 
-`GET /v1/models` and `POST /v1/chat/completions` (with `tools`; tool calls the model writes
-in the Hermes format come back as native `tool_calls`). Standard library HTTP server on
-localhost: one generation at a time, which is what a CPU or single-GPU checkpoint does anyway.
+`GET /v1/models` and `POST /v1/chat/completions` with what clients send: `tools` (tool calls
+the model writes in the Hermes format come back as native `tool_calls`), `n` choices,
+`stream: true` (server-sent events: a role chunk, the content, tool calls, the finish reason,
+optional usage, `data: [DONE]`; the text is sent once generated, not token by token). Invalid
+requests get 400 with an OpenAI-style error body naming the parameter, an unknown model 404, a
+body over `max_body` bytes 413 (decided from Content-Length, before reading). Each connection
+has its own thread with a socket timeout, and generation goes through the batching engine
+(concurrent requests with the same sampling settings share a batch), so a slow or stalled client
+holds up nobody. Standard library HTTP server, on localhost by default.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from .batching import BatchingEngine
+from .errors import HarnessError, PolicyError
 from .parsing import parse_tool_calls
-from .policy import Policy, Sampling
+from .policy import Completion, Policy, Sampling
+from .tokens import render
 
 log = logging.getLogger(__name__)
 
+MAX_BODY = 4 << 20  # bytes of one request body
+MAX_N = 16
+ROLES = ("system", "developer", "user", "assistant", "tool")
+SOCKET_TIMEOUT = 30.0  # seconds a client may stall while sending its request
 
-class BadRequest(Exception):
-    pass
+
+class ApiError(Exception):
+    """An answer other than 200, with the fields of OpenAI's error body."""
+
+    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None):
+        super().__init__(message)
+        self.status, self.message, self.param = status, message, param
+        self.code = code or {400: "invalid_request", 404: "not_found", 411: "length_required", 413: "request_too_large"}.get(status, "server_error")
+
+    def body(self) -> dict[str, Any]:
+        kind = "invalid_request_error" if self.status < 500 else "server_error"
+        return {"error": {"message": self.message, "type": kind, "param": self.param, "code": self.code}}
 
 
-def chat_completion(policy: Policy, model_name: str, body: dict[str, Any]) -> dict[str, Any]:
-    """The response body for one chat-completions request."""
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not all(isinstance(m, dict) and "role" in m for m in messages):
-        raise BadRequest("`messages` must be a list of {role, content} objects")
-    tools = body.get("tools") or []
+
+@dataclass
+class ChatRequest:
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    sampling: Sampling
+    n: int
+    stream: bool
+    include_usage: bool
+
+
+def parse_request(body: Any, model_name: str) -> ChatRequest:
+    """A validated chat-completions request, or ApiError(400/404) saying what is wrong."""
+    if not isinstance(body, dict):
+        raise ApiError(400, "the request body must be a JSON object")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise ApiError(400, "`model` is required: a model id from /v1/models", "model")
+    if model != model_name:
+        raise ApiError(404, f"the model {model!r} does not exist; this server serves {model_name!r}", "model", "model_not_found")
+    messages = _messages(body.get("messages"))
+    tools = _tools(body.get("tools"))
+    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+    sampling = Sampling(
+        temperature=_number(body, "temperature", 1.0, 0.0, 2.0),
+        top_p=_number(body, "top_p", 1.0, 0.0, 1.0, low_open=True),
+        max_tokens=512 if max_tokens is None else _integer(max_tokens, "max_tokens", 1),
+        seed=None if body.get("seed") is None else _integer(body["seed"], "seed", -(2**63)),
+        stop=_stop(body.get("stop")),
+    )
+    n = 1 if body.get("n") is None else _integer(body["n"], "n", 1, MAX_N)
+    stream = body.get("stream") or False
+    if not isinstance(stream, bool):
+        raise ApiError(400, "`stream` must be true or false", "stream")
+    options = body.get("stream_options") or {}
+    if not isinstance(options, dict):
+        raise ApiError(400, "`stream_options` must be an object", "stream_options")
+    return ChatRequest(messages, tools, sampling, n, stream, bool(options.get("include_usage")))
+
+
+def _messages(messages: Any) -> list[dict[str, Any]]:
+    if not isinstance(messages, list) or not messages:
+        raise ApiError(400, "`messages` must be a non-empty list of {role, content} objects", "messages")
+    for i, message in enumerate(messages):
+        where = f"messages[{i}]"
+        if not isinstance(message, dict):
+            raise ApiError(400, f"{where} must be an object with `role` and `content`", where)
+        if message.get("role") not in ROLES:
+            raise ApiError(400, f"{where}.role must be one of {', '.join(ROLES)}, got {message.get('role')!r}", f"{where}.role")
+        content = message.get("content")
+        if isinstance(content, list):  # content parts: only text can reach a text model
+            if not all(isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str) for p in content):
+                raise ApiError(400, f"{where}.content: only text parts are supported", f"{where}.content")
+        elif content is not None and not isinstance(content, str):
+            raise ApiError(400, f"{where}.content must be a string, a list of text parts, or null", f"{where}.content")
+        elif content is None and not message.get("tool_calls"):
+            raise ApiError(400, f"{where}.content is required (null only with tool_calls)", f"{where}.content")
+    return [_template_ready(m) for m in messages]
+
+
+def _tools(tools: Any) -> list[dict[str, Any]]:
+    if tools is None:
+        return []
     if not isinstance(tools, list):
-        raise BadRequest("`tools` must be a list")
-    try:
-        sampling = Sampling(
-            temperature=float(body.get("temperature", 1.0)),
-            top_p=float(body.get("top_p", 1.0)),
-            max_tokens=int(body.get("max_tokens") or body.get("max_completion_tokens") or 512),
-            seed=body.get("seed"),
-            stop=[body["stop"]] if isinstance(body.get("stop"), str) else list(body.get("stop") or []),
-        )
-    except (TypeError, ValueError) as err:
-        raise BadRequest(f"bad sampling parameter: {err}") from None
-    completion = policy.generate([_template_ready(m) for m in messages], tools, sampling)
-    turn = parse_tool_calls(completion.text, call_prefix=f"call_{uuid.uuid4().hex[:8]}")
-    message: dict[str, Any] = {"role": "assistant", "content": turn.content if turn.tool_calls else completion.text}
-    finish = completion.finish_reason
-    if turn.tool_calls and tools:
-        message["tool_calls"] = [c.to_openai() for c in turn.tool_calls]
-        finish = "tool_calls"
-    return {
-        "id": f"chatcmpl-{uuid.uuid4().hex}",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": model_name,
-        "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
-        "usage": {"prompt_tokens": completion.prompt_tokens, "completion_tokens": completion.completion_tokens,
-                  "total_tokens": completion.prompt_tokens + completion.completion_tokens},
-    }
+        raise ApiError(400, "`tools` must be a list of function tools", "tools")
+    for i, tool in enumerate(tools):
+        where = f"tools[{i}]"
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(tool, dict) or tool.get("type") != "function" or not isinstance(function, dict):
+            raise ApiError(400, f"{where} must be {{type: 'function', function: {{name, parameters}}}}", where)
+        name = function.get("name")
+        if not isinstance(name, str) or not name or len(name) > 64 or not all(c.isalnum() or c in "_-" for c in name):
+            raise ApiError(400, f"{where}.function.name must be 1-64 letters, digits, _ or -, got {name!r}", f"{where}.function.name")
+        parameters = function.get("parameters", {})
+        if not isinstance(parameters, dict) or ("type" in parameters and parameters["type"] != "object"):
+            raise ApiError(400, f"{where}.function.parameters must be a JSON Schema object", f"{where}.function.parameters")
+    return tools
+
+
+def _number(body: dict, name: str, default: float, low: float, high: float, low_open: bool = False) -> float:
+    value = body.get(name)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value > high or value < low or (low_open and value == low):
+        raise ApiError(400, f"`{name}` must be a number in {'(' if low_open else '['}{low:g}, {high:g}], got {value!r}", name)
+    return float(value)
+
+
+def _integer(value: Any, name: str, low: int, high: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+        bounds = f"at least {low}" if high is None else f"between {low} and {high}"
+        raise ApiError(400, f"`{name}` must be an integer {bounds}, got {value!r}", name)
+    return value
+
+
+def _stop(stop: Any) -> list[str]:
+    if stop is None:
+        return []
+    stops = [stop] if isinstance(stop, str) else stop
+    if not isinstance(stops, list) or len(stops) > 4 or not all(isinstance(s, str) and s for s in stops):
+        raise ApiError(400, "`stop` must be a string or a list of up to 4 non-empty strings", "stop")
+    return stops
 
 
 def _template_ready(message: dict[str, Any]) -> dict[str, Any]:
-    """Chat templates expect tool-call arguments as objects; the API carries them as JSON text."""
+    """Chat templates expect text content and tool-call arguments as objects."""
+    if isinstance(message.get("content"), list):
+        message = {**message, "content": "".join(part["text"] for part in message["content"])}
     if not message.get("tool_calls"):
         return message
     calls = []
     for call in message["tool_calls"]:
-        function = dict(call.get("function", {}))
+        function = dict(call.get("function", {})) if isinstance(call, dict) else {}
         if isinstance(function.get("arguments"), str):
             try:
                 function["arguments"] = json.loads(function["arguments"] or "{}")
@@ -77,44 +171,193 @@ def _template_ready(message: dict[str, Any]) -> dict[str, Any]:
     return {**message, "tool_calls": calls}
 
 
-def make_server(policy: Policy, model_name: str, host: str = "127.0.0.1", port: int = 8000) -> ThreadingHTTPServer:
-    lock = threading.Lock()
+class ChatService:
+    """The model side: checks a request against the context, generates its `n` choices."""
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):
-            if self.path.rstrip("/") == "/v1/models":
-                self._send(200, {"object": "list", "data": [{"id": model_name, "object": "model", "owned_by": "harness"}]})
-            else:
-                self._error(404, f"no route {self.path}")
+    def __init__(self, policy: Policy, model_name: str):
+        self.policy = policy
+        self.model_name = model_name
+        self.engine = BatchingEngine(policy) if policy.tokenizer is not None else policy
+        self.context = getattr(policy, "context", None)
+        self.pool = ThreadPoolExecutor(max_workers=MAX_N, thread_name_prefix="choice")
 
-        def do_POST(self):
+    def complete(self, request: ChatRequest) -> tuple[list[Completion], int]:
+        prompt_tokens = self._check_context(request)
+        seeds = request.sampling.row_seeds(request.n)
+        samplings = [Sampling(**{**request.sampling.__dict__, "seed": seed}) for seed in seeds]
+        futures = [self.pool.submit(self.engine.generate, request.messages, request.tools, s) for s in samplings]
+        try:
+            completions = [f.result() for f in futures]
+        except PolicyError as err:
+            raise ApiError(400, str(err)) from None
+        return completions, prompt_tokens
+
+    def _check_context(self, request: ChatRequest) -> int:
+        if self.policy.tokenizer is None:
+            return 0
+        try:
+            ids = render(self.policy.tokenizer, request.messages, request.tools, True, True)
+        except Exception as err:  # noqa: BLE001 - the chat template rejected the conversation
+            raise ApiError(400, f"the chat template cannot render these messages: {err}", "messages") from None
+        if self.context and len(ids) >= self.context:
+            raise ApiError(400, f"the prompt has {len(ids)} tokens; this model's context is {self.context} tokens",
+                           "messages", "context_length_exceeded")
+        return len(ids)
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        if self.engine is not self.policy:
+            self.engine.close()
+
+
+def choices(completions: list[Completion], tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """OpenAI `choices` from completions: Hermes tool calls become native `tool_calls`."""
+    out = []
+    for index, completion in enumerate(completions):
+        turn = parse_tool_calls(completion.text, call_prefix=f"call_{uuid.uuid4().hex[:8]}")
+        message: dict[str, Any] = {"role": "assistant", "content": turn.content if turn.tool_calls else completion.text}
+        finish = completion.finish_reason
+        if turn.tool_calls and tools:
+            message["tool_calls"] = [c.to_openai() for c in turn.tool_calls]
+            finish = "tool_calls"
+        out.append({"index": index, "message": message, "finish_reason": finish, "logprobs": None})
+    return out
+
+
+def usage(completions: list[Completion], prompt_tokens: int) -> dict[str, int]:
+    prompt = completions[0].prompt_tokens if completions and completions[0].prompt_tokens else prompt_tokens
+    generated = sum(c.completion_tokens for c in completions)
+    return {"prompt_tokens": prompt, "completion_tokens": generated, "total_tokens": prompt + generated}
+
+
+def _response(model_name: str, completions: list[Completion], prompt_tokens: int, tools) -> dict[str, Any]:
+    return {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
+            "model": model_name, "choices": choices(completions, tools), "usage": usage(completions, prompt_tokens)}
+
+
+def stream_chunks(response: dict[str, Any], include_usage: bool) -> list[dict[str, Any]]:
+    """The server-sent chunks of a finished response, in the order OpenAI sends them."""
+    base = {"id": response["id"], "object": "chat.completion.chunk", "created": response["created"], "model": response["model"]}
+    chunks = []
+    for choice in response["choices"]:
+        index, message = choice["index"], choice["message"]
+        chunks.append({**base, "choices": [{"index": index, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]})
+        if message.get("content"):
+            chunks.append({**base, "choices": [{"index": index, "delta": {"content": message["content"]}, "finish_reason": None}]})
+        for position, call in enumerate(message.get("tool_calls") or []):
+            delta = {"tool_calls": [{"index": position, **call}]}
+            chunks.append({**base, "choices": [{"index": index, "delta": delta, "finish_reason": None}]})
+        chunks.append({**base, "choices": [{"index": index, "delta": {}, "finish_reason": choice["finish_reason"]}]})
+    if include_usage:
+        chunks.append({**base, "choices": [], "usage": response["usage"]})
+    return chunks
+
+
+class ChatServer(ThreadingHTTPServer):
+    """Binds at once (a busy port fails before any model is loaded); `attach` the model later."""
+
+    daemon_threads = True
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 8000, max_body: int = MAX_BODY):
+        self.max_body = max_body
+        self.service: ChatService | None = None
+        try:
+            super().__init__((host, port), _Handler)
+        except OSError as err:
+            raise HarnessError(f"cannot listen on {host}:{port}: {err.strerror or err} "
+                               "(another server holds that port? choose another with --port)") from None
+
+    def attach(self, policy: Policy, model_name: str) -> "ChatServer":
+        self.service = ChatService(policy, model_name)
+        return self
+
+    def server_close(self) -> None:
+        super().server_close()
+        if self.service is not None:
+            self.service.close()
+
+
+def make_server(policy: Policy, model_name: str, host: str = "127.0.0.1", port: int = 8000) -> ChatServer:
+    return ChatServer(host, port).attach(policy, model_name)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: ChatServer
+    timeout = SOCKET_TIMEOUT  # a client that stalls mid-request is dropped, its thread freed
+
+    def do_GET(self):
+        service = self._service()
+        if self.path.rstrip("/") == "/v1/models" and service is not None:
+            self._send(200, {"object": "list", "data": [{"id": service.model_name, "object": "model", "owned_by": "harness"}]})
+        else:
+            self._send_error(ApiError(404, f"no route GET {self.path}"))
+
+    def do_POST(self):
+        try:
             if self.path.rstrip("/") != "/v1/chat/completions":
-                return self._error(404, f"no route {self.path}")
-            try:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length) or b"{}")
-                if not isinstance(body, dict):
-                    raise BadRequest("the request body must be a JSON object")
-                with lock:
-                    self._send(200, chat_completion(policy, model_name, body))
-            except (json.JSONDecodeError, BadRequest) as err:
-                self._error(400, str(err))
-            except Exception as err:  # the model failed: say so, keep serving
-                log.exception("generation failed")
-                self._error(500, f"generation failed: {err}")
+                raise ApiError(404, f"no route POST {self.path}")
+            service = self._service()
+            if service is None:
+                raise ApiError(503, "the model is still loading")
+            request = parse_request(self._read_json(), service.model_name)
+            completions, prompt_tokens = service.complete(request)
+            response = _response(service.model_name, completions, prompt_tokens, request.tools)
+            if request.stream:
+                self._send_stream(stream_chunks(response, request.include_usage))
+            else:
+                self._send(200, response)
+        except ApiError as err:
+            self._send_error(err)
+        except Exception as err:  # noqa: BLE001 - the model failed: say so, keep serving
+            log.exception("generation failed")
+            self._send_error(ApiError(500, f"generation failed: {err}"))
 
-        def _send(self, status: int, payload: dict) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
+    def _service(self) -> ChatService | None:
+        return self.server.service
+
+    def _read_json(self) -> Any:
+        length = self.headers.get("Content-Length")
+        if length is None:
+            raise ApiError(411, "a Content-Length header is required")
+        try:
+            size = int(length)
+        except ValueError:
+            raise ApiError(400, f"bad Content-Length {length!r}") from None
+        if size > self.server.max_body:
+            self.close_connection = True  # the body is never read
+            raise ApiError(413, f"the request body has {size} bytes; the limit is {self.server.max_body}")
+        try:
+            return json.loads(self.rfile.read(size) or b"null")
+        except (ValueError, UnicodeDecodeError) as err:
+            raise ApiError(400, f"the body is not JSON: {err}") from None
+
+    def _send(self, status: int, payload: dict) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        try:
             self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):  # the client left before its answer
+            self.close_connection = True
 
-        def _error(self, status: int, message: str) -> None:
-            self._send(status, {"error": {"message": message, "type": "invalid_request_error" if status < 500 else "server_error", "code": status}})
+    def _send_error(self, err: ApiError) -> None:
+        self._send(err.status, err.body())
 
-        def log_message(self, fmt, *args):
-            log.info("%s %s", self.address_string(), fmt % args)
+    def _send_stream(self, chunks: list[dict[str, Any]]) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        for chunk in chunks:
+            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            self.wfile.flush()
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
 
-    return ThreadingHTTPServer((host, port), Handler)
+    def log_message(self, fmt, *args):
+        log.info("%s %s", self.address_string(), fmt % args)
+

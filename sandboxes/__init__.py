@@ -6,6 +6,7 @@ import logging
 
 from .base import Backend, Sandbox, Snapshot, close_all, install_signal_handlers, live_count
 from .errors import (
+    DiskLimitExceeded,
     EngineUnavailable,
     FileNotFoundInSandbox,
     ImageNotFound,
@@ -20,7 +21,7 @@ log = logging.getLogger(__name__)
 BACKENDS = ("auto", "docker", "local")
 
 __all__ = [
-    "Backend", "Sandbox", "Snapshot", "SandboxPool", "SandboxSpec", "ExecResult", "SandboxError",
+    "Backend", "Sandbox", "Snapshot", "SandboxPool", "SandboxSpec", "ExecResult", "SandboxError", "DiskLimitExceeded",
     "EngineUnavailable", "FileNotFoundInSandbox", "ImageNotFound", "SandboxClosed", "SandboxExpired",
     "close_all", "get_backend", "install_signal_handlers", "live_count",
 ]

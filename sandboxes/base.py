@@ -15,9 +15,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import SandboxClosed, SandboxExpired
+from .disk import DiskWatchdog
+from .errors import DiskLimitExceeded, SandboxClosed, SandboxExpired
 from .shell import ShellSession
-from .spec import ExecResult, SandboxSpec
+from .spec import ExecResult, SandboxSpec, parse_bytes
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +84,7 @@ class Sandbox(ABC):
         self.deadline = time.monotonic() + spec.wall_time
         self.shell: ShellSession | None = None
         self.closed = False
+        self.disk_watchdog: DiskWatchdog | None = None
         _LIVE.add(self)
 
     # -- commands ------------------------------------------------------------------------
@@ -95,12 +97,27 @@ class Sandbox(ABC):
             self.close()
             raise SandboxExpired(f"sandbox {self.id} ran past its wall-clock limit of {self.spec.wall_time:.0f}s")
         limit = min(timeout or DEFAULT_TIMEOUT, remaining)
-        result = self.shell.exec(command, limit)
+        try:
+            result = self.shell.exec(command, limit)
+        except SandboxClosed:
+            self._check_open()  # over its disk limit: say so
+            raise
         if result.exit_code == 137 and not result.timed_out and self._oom_killed():
             result.message = (
                 f"the command was killed by the out-of-memory killer (memory limit {self.spec.memory})"
             )
         return result
+
+    # -- disk --------------------------------------------------------------------------------
+
+    def _watch_disk(self, paths: list[Path]) -> None:
+        """Enforce `spec.disk` on the host folders that take this sandbox's writes."""
+        if self.spec.disk:
+            self.disk_watchdog = DiskWatchdog(paths, parse_bytes(self.spec.disk), self._stop_over_disk_limit, f"disk-{self.id}")
+
+    def _stop_over_disk_limit(self, used: int) -> None:
+        """Freeze the sandbox and remove what it wrote (from the watchdog's thread)."""
+        raise NotImplementedError
 
     @abstractmethod
     def _oom_killed(self) -> bool:
@@ -144,6 +161,8 @@ class Sandbox(ABC):
             return
         self.closed = True
         _LIVE.discard(self)
+        if self.disk_watchdog is not None:
+            self.disk_watchdog.close()
         try:
             if self.shell is not None:
                 self.shell.close()
@@ -155,6 +174,12 @@ class Sandbox(ABC):
         """Release everything the sandbox holds; must not raise if already gone."""
 
     def _check_open(self) -> None:
+        watchdog = self.disk_watchdog
+        if watchdog is not None and watchdog.tripped:
+            self.close()
+            raise DiskLimitExceeded(
+                f"sandbox {self.id} hit its disk limit ({self.spec.disk}; {watchdog.used / 2**20:.0f} MiB written) "
+                "and was stopped; what it wrote is gone")
         if self.closed:
             raise SandboxClosed(f"sandbox {self.id} is closed")
 

@@ -154,6 +154,25 @@ class DockerSandbox(Sandbox):
         except Exception:
             return False
 
+    def _stop_over_disk_limit(self, used: int) -> None:
+        # Freeze first (the cgroup's freezer file directly: the engine's pause is a round trip
+        # slower), then remove the container with its writable layer: the host gets the space back.
+        frozen = _freeze_cgroup(self.container.id)
+        for step in ([] if frozen else [self.api.pause]) + [lambda cid: self.api.remove_container(cid, force=True)]:
+            try:
+                step(self.container.id)
+            except Exception as err:  # noqa: BLE001 - already paused or gone
+                log.debug("stopping sandbox %s over its disk limit: %s", self.id, err)
+
+    def _writable_layer(self) -> Path:
+        """The host folder holding what the container writes (the overlay upper directory)."""
+        data = self.api.inspect_container(self.container.id).get("GraphDriver", {})
+        upper = data.get("Data", {}).get("UpperDir") if data.get("Name") == "overlay2" else None
+        if not upper or not Path(upper).is_dir():
+            raise SandboxError(f"cannot enforce disk={self.spec.disk}: the container's writable layer ({data.get('Name')}: {upper}) "
+                               "is not visible from this process (a remote engine, or another storage driver)")
+        return Path(upper)
+
     def _read_oom_count(self) -> int:
         """The memory cgroup's OOM-kill counter (read-only inside the container)."""
         probe = self.shell.exec(
@@ -275,6 +294,20 @@ class DockerSandbox(Sandbox):
                 log.warning("could not kill the container of sandbox %s: %s", self.id, err)
 
 
+def _freeze_cgroup(container_id: str) -> bool:
+    """Freeze every process of a container through its cgroup (v1 freezer or v2); False if not found."""
+    for path, value in ((f"/sys/fs/cgroup/freezer/docker/{container_id}/freezer.state", "FROZEN"),
+                        (f"/sys/fs/cgroup/system.slice/docker-{container_id}.scope/cgroup.freeze", "1"),
+                        (f"/sys/fs/cgroup/docker/{container_id}/cgroup.freeze", "1")):
+        try:
+            with open(path, "w") as handle:
+                handle.write(value)
+            return True
+        except OSError:
+            continue
+    return False
+
+
 def _cap(output_cap: int | None) -> dict:
     return {} if output_cap is None else {"output_cap": output_cap}
 
@@ -292,7 +325,10 @@ class DockerBackend(Backend):
     def create(self, spec: SandboxSpec) -> DockerSandbox:
         container = self._run_container(spec)
         try:
-            return DockerSandbox(spec, container, self.api, self.output_cap)
+            sandbox = DockerSandbox(spec, container, self.api, self.output_cap)
+            if spec.disk and self._disk_quota_supported is False:
+                sandbox._watch_disk([sandbox._writable_layer()])  # the storage driver cannot limit sizes
+            return sandbox
         except BaseException:
             try:
                 container.remove(force=True)
@@ -309,7 +345,7 @@ class DockerBackend(Backend):
             return self.client.containers.run(**options)
         except docker.errors.APIError as err:
             if "storage-opt" in str(err) and "storage_opt" in options:
-                log.warning("the storage driver cannot limit disk size; sandboxes run without a disk limit")
+                log.info("the storage driver cannot limit disk size: a watchdog enforces spec.disk")
                 self._disk_quota_supported = False
                 return self._run_container(spec)
             raise SandboxError(f"cannot start a container from {spec.image!r}: {err.explanation or err}") from None

@@ -23,3 +23,7 @@ class SandboxExpired(SandboxError):
 
 class FileNotFoundInSandbox(SandboxError, FileNotFoundError):
     """A path asked for does not exist inside the sandbox."""
+
+
+class DiskLimitExceeded(SandboxClosed):
+    """The sandbox wrote more than its disk limit (`spec.disk`) and was stopped."""

@@ -10,7 +10,8 @@ are not writable). Files move through the sandbox's own view of its filesystem
 inside the sandbox and never reach the host.
 
 What differs from Docker: the root filesystem is always read-only (only the workdir, /tmp and
-read-write mounts take writes); `spec.disk` is not enforced; `spec.user` is a numeric
+read-write mounts take writes); `spec.disk` is enforced by a watchdog on the workspace and /tmp
+folders (`sandboxes.disk`; read-write mounts are the caller's); `spec.user` is a numeric
 `uid[:gid]` or a name from the root filesystem's /etc/passwd, run in a user namespace that
 maps it onto this process's uid; a workdir or mount point must exist in the root filesystem
 unless it sits directly under /.
@@ -167,6 +168,7 @@ class LocalSandbox(Sandbox):
         try:
             self._prepare(seed)
             self.shell = self._start_shell(output_cap)
+            self._watch_disk([self.dir / "workspace", self.dir / "tmp"])
         except BaseException:
             self.close()
             raise
@@ -266,6 +268,13 @@ class LocalSandbox(Sandbox):
     def _write_owner(self, pid: int) -> None:
         owner = {"labels": labels(), "pid": pid, "cgroups": [str(g) for g in self.cgroups.values()], "image": self.spec.image}
         (self.dir / "owner").write_text(json.dumps(owner))
+
+    def _stop_over_disk_limit(self, used: int) -> None:
+        transport = self._transport
+        if transport is not None and transport.process.poll() is None:
+            _kill(transport.process.pid)  # bwrap: its pid namespace, and every writer in it, dies with it
+        for part in ("workspace", "tmp"):
+            shutil.rmtree(self.dir / part, ignore_errors=True)
 
     def _oom_killed(self) -> bool:
         count = _oom_kill_count(self.cgroups.get("memory"))
@@ -420,8 +429,6 @@ class LocalBackend(Backend):
 
     def create(self, spec: SandboxSpec) -> LocalSandbox:
         """`spec.image`: the base image name, a root filesystem directory, or a snapshot's directory."""
-        if spec.disk:
-            _warn_once("the local backend cannot limit disk size: spec.disk is ignored")
         image = spec.image
         if image.startswith("harness-base"):
             return LocalSandbox(spec, self._base_root(), spec.workdir, output_cap=self.output_cap)

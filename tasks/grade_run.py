@@ -1,8 +1,10 @@
 """`harness grade`: grade any SWE-bench predictions file on one grader, in parallel, resumably.
 
-The run directory holds `results.jsonl` (one line per graded instance, appended as each
-finishes, so a killed run resumes without redoing or losing work) and `report.json` /
-`report.md` written at the end.
+The run directory holds `run.json` (what is graded: the predictions' content hash, the task set,
+the reward mode; a rerun with anything else is refused, see `tasks.rundir`), `results.jsonl` (one
+line per graded instance, appended as each finishes, so a killed run resumes without redoing or
+losing work) and `report.json` / `report.md` written atomically at the end. An instance whose
+record cannot be graded becomes an error row; it never ends the run.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ from sandboxes import Backend
 
 from .errors import Problem, TaskSetError
 from .grading import GradeReport, grade
+from .swe import grading_problems
+from .rundir import RESULTS, atomic_write, content_hash, drop_partial_line, open_run, read_results
 
-RESULTS = "results.jsonl"
+__all__ = ["RESULTS", "drop_partial_line", "read_results", "grade_predictions", "load_predictions"]
 
 
 def load_predictions(path: str | Path) -> dict[str, dict[str, Any]]:
@@ -68,9 +72,15 @@ def grade_predictions(
     workers: int = 4,
     fractional: bool = False,
     on_result: Callable[[GradeReport], None] = lambda r: None,
+    identity: dict[str, Any] | None = None,
+    force: bool = False,
 ) -> list[dict[str, Any]]:
-    """Grade every prediction whose instance is known; return all results of the run dir."""
-    output_dir.mkdir(parents=True, exist_ok=True)
+    """Grade every prediction whose instance is known; return all results of the run dir.
+
+    `identity` says what this run is (`grade_identity`); a folder holding another run is refused.
+    """
+    identity = identity or grade_identity(predictions, instances, fractional)
+    open_run(output_dir, "grade", identity, resume=True, force=force)
     results_path = output_dir / RESULTS
     drop_partial_line(results_path)
     done = {r["instance_id"]: r for r in read_results(results_path)}
@@ -78,7 +88,7 @@ def grade_predictions(
     todo = [p for p in predictions.values() if p["instance_id"] in by_id and p["instance_id"] not in done]
     lock = threading.Lock()
     with ThreadPoolExecutor(max_workers=max(workers, 1)) as pool:
-        futures = {pool.submit(grade, by_id[p["instance_id"]], p.get("model_patch"), backend, fractional=fractional): p for p in todo}
+        futures = {pool.submit(_grade_one, by_id[p["instance_id"]], p.get("model_patch"), backend, fractional): p for p in todo}
         for future in as_completed(futures):
             report = future.result()
             row = {"model_name_or_path": futures[future].get("model_name_or_path", ""), **report.to_dict()}
@@ -92,24 +102,32 @@ def grade_predictions(
     return results
 
 
-def drop_partial_line(path: Path) -> None:
-    """Cut a last line left half-written by a killed run, so appends start on a clean line."""
-    if path.exists():
-        data = path.read_bytes()
-        if data and not data.endswith(b"\n"):
-            path.write_bytes(data[: data.rfind(b"\n") + 1])
+def grade_identity(predictions: dict[str, dict[str, Any]], instances: list[dict[str, Any]], fractional: bool,
+                   predictions_source: str = "", tasks: str = "") -> dict[str, Any]:
+    """What a grading run is: the predictions (the file's content hash, or that of the scripted
+    predictions), the instances graded, the reward mode."""
+    source = Path(predictions_source) if predictions_source else None
+    data = source.read_bytes() if source is not None and source.is_file() else json.dumps(predictions, sort_keys=True)
+    return {
+        "predictions": predictions_source,
+        "predictions_sha256": content_hash(data),
+        "tasks": tasks,
+        "instances_sha256": content_hash(json.dumps(sorted(i["instance_id"] for i in instances))),
+        "fractional": fractional,
+    }
 
 
-def read_results(path: Path) -> list[dict[str, Any]]:
-    """Results of earlier attempts; a line cut short by a kill is ignored (and graded again)."""
-    rows = []
-    if path.exists():
-        for line in path.read_text().splitlines():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-    return rows
+def _grade_one(instance: dict[str, Any], patch: str | None, backend: Backend, fractional: bool) -> GradeReport:
+    """`grade`, with a record that cannot be graded (bad field, unknown parser) as an error row."""
+    problems = grading_problems(instance)
+    if problems:
+        return GradeReport(str(instance.get("instance_id")), patch_exists=bool((patch or "").strip()),
+                           error="cannot grade this instance: " + "; ".join(f"{field}: {message}" for field, message in problems))
+    try:
+        return grade(instance, patch, backend, fractional=fractional)
+    except Exception as err:  # noqa: BLE001 - one bad record must not end the run
+        return GradeReport(str(instance.get("instance_id")), patch_exists=bool((patch or "").strip()),
+                           error=f"cannot grade this instance: {type(err).__name__}: {err}")
 
 
 def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -129,7 +147,7 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
 
 def write_report(results: list[dict[str, Any]], unknown: list[str], output_dir: Path) -> None:
     summary = summarize(results)
-    (output_dir / "report.json").write_text(json.dumps({"summary": summary, "unknown_instances": unknown, "instances": results}, indent=1))
+    atomic_write(output_dir / "report.json", json.dumps({"summary": summary, "unknown_instances": unknown, "instances": results}, indent=1))
     lines = [
         "# Grading report", "",
         f"Resolved {summary['resolved']} of {summary['total']} ({summary['resolve_rate']:.1%}); "
@@ -142,4 +160,4 @@ def write_report(results: list[dict[str, Any]], unknown: list[str], output_dir: 
         lines.append(f"| {r['instance_id']} | {r['resolution']} | {r['reward']:.2f} | {note[:120]} |")
     if unknown:
         lines += ["", f"Predictions for unknown instances (not graded): {', '.join(unknown)}"]
-    (output_dir / "report.md").write_text("\n".join(lines) + "\n")
+    atomic_write(output_dir / "report.md", "\n".join(lines) + "\n")

@@ -39,6 +39,40 @@ def test_list(value: Any) -> list[str]:
     return json.loads(value) if isinstance(value, str) else list(value or [])
 
 
+def grading_problems(instance: dict[str, Any]) -> list[tuple[str, str]]:
+    """(field, problem) for everything grading needs of an instance: an eval script, a log parser
+    the `swebench` package knows, a known eval type, and a non-empty FAIL_TO_PASS (without one,
+    an empty patch would count as resolved)."""
+    from swebench.harness.constants import EvalType
+    from swebench.harness.log_parsers import PARSER_REGISTRY
+
+    problems = []
+    script = instance.get("eval_script")
+    if not isinstance(script, str) or not script.strip():
+        problems.append(("eval_script", "is required for grading: the shell script that runs the tests" if script is None
+                         else f"must be a non-empty string, got {type(script).__name__}"))
+    parser = instance.get("log_parser")
+    if parser is not None and parser not in PARSER_REGISTRY:
+        problems.append(("log_parser", f"unknown log parser {parser!r}; known: {', '.join(sorted(map(str, PARSER_REGISTRY))[:8])}, ..."))
+    eval_type = instance.get("eval_type")
+    if eval_type is not None and eval_type not in {e.value for e in EvalType}:
+        problems.append(("eval_type", f"must be one of {', '.join(e.value for e in EvalType)}, got {eval_type!r}"))
+    for field in ("image", "workdir", "version"):
+        if instance.get(field) is not None and not isinstance(instance[field], (str, int, float)):
+            problems.append((field, f"must be a string, got {type(instance[field]).__name__}"))
+    for field, may_be_empty in (("FAIL_TO_PASS", False), ("PASS_TO_PASS", True)):
+        try:
+            tests = test_list(instance.get(field))
+        except (ValueError, TypeError):
+            problems.append((field, "must be a list of test names or a JSON string of one"))
+            continue
+        if not all(isinstance(t, str) for t in tests):
+            problems.append((field, "must be a list of test names (strings)"))
+        elif not tests and not may_be_empty:
+            problems.append((field, "must name at least one test: with none, any patch (even an empty one) would count as resolved"))
+    return problems
+
+
 def instance_to_task(instance: dict[str, Any], max_turns: int = 30) -> Task:
     """A SWE-bench instance (v5 fields) as a Task for the agent loop."""
     missing = [name for name in REQUIRED_FIELDS if not instance.get(name) and name not in ("patch", "test_patch")]

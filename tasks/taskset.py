@@ -156,9 +156,19 @@ def _read_jsonl(path: Path) -> tuple[dict[int, Any], list[Problem]]:
 
 
 def validate_file(path: str | Path) -> list[Problem]:
-    """Every problem in a .parquet/.jsonl/.json task-set file (empty when it is fine)."""
+    """Every problem in a .parquet/.jsonl/.json task-set file (empty when it is fine), including
+    everything grading will need of SWE-bench instances: an empty list means the set can run."""
     records, problems = _read_file(_task_file(str(path)))
-    return problems + validate_records(records)
+    if not records and not problems:
+        return [Problem(None, None, "no records: the task set is empty")]
+    problems += validate_records(records)
+    flagged = {p.record for p in problems}
+    for number, record in records.items():
+        if number not in flagged and isinstance(record, dict) and not _is_skyrl(record):
+            from tasks.swe import grading_problems  # lazy: pulls in the swebench package
+
+            problems += [Problem(number, field, message) for field, message in grading_problems(record)]
+    return problems
 
 
 def validate_records(records: Sequence[Any] | Mapping[int, Any]) -> list[Problem]:

@@ -7,6 +7,7 @@ from sandboxes import Backend
 from .errors import TaskError
 from .grading import grade
 from .gsm8k import gsm8k_reward
+from .swe import grading_problems
 from .task import Reward, Task
 
 
@@ -16,6 +17,9 @@ def verify(task: Task, outcome: str, backend: Backend | None = None) -> Reward:
     if task.env_class == "swe":
         if backend is None:
             raise TaskError("grading a repo-fix task needs a sandbox backend")
+        problems = grading_problems(task.metadata["instance"])
+        if problems:
+            raise TaskError(f"{task.id} cannot be graded: " + "; ".join(f"{field}: {message}" for field, message in problems))
         report = grade(task.metadata["instance"], outcome, backend, fractional=bool(task.reward_spec.get("fractional")))
         return Reward(report.reward, report.to_dict())
     if task.env_class in ("gsm8k", "gsm8k_tool") or method == "rule":

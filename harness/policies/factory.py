@@ -11,7 +11,9 @@ from .scripted import EmptyPolicy, GoldPolicy, ReplayPolicy
 HELP = "gold, gold-no-tools, empty, replay:PATH, a Hugging Face checkpoint folder, or endpoint:MODEL (with --base-url)"
 
 
-def make_policy(checkpoint: str, base_url: str | None = None, device: str = "auto", engine: str = "auto") -> Policy:
+def make_policy(checkpoint: str, base_url: str | None = None, device: str = "auto", engine: str = "auto",
+                endpoint_limits=None) -> Policy:
+    """The policy a `--checkpoint` value names; `endpoint_limits` (EndpointLimits) bound endpoint calls."""
     if checkpoint in ("gold", "gold-no-tools"):
         return GoldPolicy(use_tools=checkpoint == "gold")
     if checkpoint == "empty":
@@ -21,7 +23,7 @@ def make_policy(checkpoint: str, base_url: str | None = None, device: str = "aut
     if checkpoint.startswith("endpoint:"):
         from .endpoint import EndpointPolicy
 
-        return EndpointPolicy(checkpoint.removeprefix("endpoint:"), base_url=base_url)
+        return EndpointPolicy(checkpoint.removeprefix("endpoint:"), base_url=base_url, limits=endpoint_limits)
     path = Path(checkpoint).expanduser()
     if path.is_dir():
         if engine == "vllm" or (engine == "auto" and _vllm_usable()):

@@ -26,6 +26,7 @@ from sandboxes import Backend, SandboxError
 from ..patch_policy import patch_violations
 from ..swe import WORKDIR, make_eval_script
 from ..repos import make_bugged_repo
+from ..rundir import atomic_write
 from .environment import Environment, build_environment, build_image, image_exists
 from .errors import SynthError
 from .mutations import Mutation, compiles, find_mutations, order, unified_patch
@@ -133,7 +134,7 @@ def synthesize(
     run.judge_all(order(found, seed), max_tasks, planned, workers, emit)
 
     summary = run.summary(len(found), time.monotonic() - started)
-    Path(f"{output}.summary.json").write_text(json.dumps(summary.to_dict(), indent=1))
+    atomic_write(f"{output}.summary.json", json.dumps(summary.to_dict(), indent=1))
     emit(SynthEvent("done", f"{summary.kept} tasks in {output}", summary.decided, planned, summary.kept))
     return summary
 

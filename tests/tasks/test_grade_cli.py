@@ -46,6 +46,7 @@ def test_a_killed_run_resumes_without_regrading(gold_run, tmp_path):
     kept = rows[:-3]
     cut_line = json.dumps(rows[-3])[:40]  # a line half-written when the run was killed
     (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in kept) + cut_line)
+    (tmp_path / "run.json").write_text((gold_run / "run.json").read_text())  # the same run
     done = harness("grade", "--predictions", "gold", "--tasks", "swe-demo", "--output", str(tmp_path))
     assert done.returncode == 0, done.stderr
     rows_after = results(tmp_path)
