@@ -143,7 +143,9 @@ def build_report(rows: list[dict[str, Any]], config: EvalConfig) -> dict[str, An
 
 def write_outputs(rows: list[dict], report: dict, tasks: list[Task], out: Path) -> None:
     (out / "report.json").write_text(json.dumps(report, indent=1))
-    swe = {t.id for t in tasks if t.env_class == "swe"}
+    from .kinds import kind_of
+
+    swe = {t.id for t in tasks if kind_of(t).outcome == "patch"}  # their patches are SWE-bench predictions
     with (out / "predictions.jsonl").open("w") as handle:
         for row in rows:
             if row["task_id"] in swe and row["sample"] == 0:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +46,11 @@ class Completion:
     tool_calls: list[ToolCall] | None = None  # native calls (endpoints); None: parse the text
     prompt_tokens: int = 0
     completion_tokens: int = 0
+
+
+def tool_turn(name: str, **arguments: Any) -> Completion:
+    """An assistant turn that makes one tool call (scripted turns, e.g. a task kind's gold solution)."""
+    return Completion(text="", finish_reason="tool_calls", tool_calls=[ToolCall(f"call_{name}", name, json.dumps(arguments))])
 
 
 class Policy(ABC):

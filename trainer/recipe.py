@@ -26,9 +26,11 @@ import torch
 
 from harness.episode import EpisodeLimits
 from harness.policy import Sampling
+from tasks.registry import PLUGINS_ENV, RegistryError, load_plugins
 from tasks.task import Task
 from tasks.taskset import load_tasks
 
+from .algorithms import ADVANTAGE_ESTIMATORS
 from .batch import build_batch
 from .checkpoint import latest_checkpoint, load_trainer_state
 from .config import TrainConfig, save_config
@@ -87,8 +89,25 @@ def engine_options(cfg: TrainConfig) -> dict:
     return {"gpu_memory_utilization": inf.gpu_memory_utilization, "tensor_parallel_size": inf.tensor_parallel_size}
 
 
+def _worker_env() -> dict:
+    """Ray workers import this project, the user's modules (the current folder) and the same plugins."""
+    path = [str(Path(__file__).resolve().parents[1]), os.getcwd(), os.environ.get("PYTHONPATH", "")]
+    return {"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in path if p), PLUGINS_ENV: os.environ.get(PLUGINS_ENV, "")}}
+
+
+def check_extensions(cfg: TrainConfig) -> None:
+    """Import the plugins and check that the advantage estimator exists, before any actor starts."""
+    try:
+        load_plugins(cfg.plugins)
+        ADVANTAGE_ESTIMATORS.get(cfg.trainer.algorithm.advantage)
+    except RegistryError as err:
+        raise ConfigError(str(err)) from None
+
+
 def train(cfg: TrainConfig, on_step: Callable[[int, dict], None] = lambda step, metrics: None) -> Path:
     from .workers import EngineActor, LearnerGroup, RolloutWorker
+
+    check_extensions(cfg)
 
     run_dir = Path(cfg.trainer.output_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -111,8 +130,7 @@ def train(cfg: TrainConfig, on_step: Callable[[int, dict], None] = lambda step, 
     start_path = str(resume_from) if resume_from else model_path
     _seed_everything(cfg.trainer.seed)
     ray.init(address=cfg.trainer.ray_address, ignore_reinit_error=True, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")])}}
-             if cfg.trainer.ray_address is None else None)
+             runtime_env=_worker_env() if cfg.trainer.ray_address is None else None)
     learner_gpus, engine_gpus = gpu_shares(cfg)
     learner = LearnerGroup(start_path, learner_settings(cfg, total_steps), cfg.trainer.ref.model.path or model_path,
                            learner_ranks(cfg), learner_gpus)

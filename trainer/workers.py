@@ -16,6 +16,7 @@ import ray
 from harness.episode import EpisodeLimits, run_episode
 from harness.policy import Completion, Policy, Sampling
 from harness.trajectory import Trajectory
+from tasks.registry import load_env_plugins
 from tasks.task import Task
 
 from harness.batching import BatchingEngine
@@ -73,6 +74,7 @@ class RolloutWorker:
     def __init__(self, engine, tokenizer_path: str, sandbox_backend: str = "auto", threads: int = 16):
         from transformers import AutoTokenizer
 
+        load_env_plugins()  # the task kinds, tools and rewards the driver's plugins register
         self.policy = RemoteEngine(engine, AutoTokenizer.from_pretrained(tokenizer_path), tokenizer_path)
         self.backend_name = sandbox_backend
         self.backend = None
@@ -89,7 +91,7 @@ class RolloutWorker:
         return [f.result() for f in futures]
 
     def _backend(self, task: Task):
-        if self.backend is None and (task.sandbox is not None or task.env_class == "swe"):
+        if self.backend is None and task.sandbox is not None:
             from sandboxes import get_backend
 
             self.backend = get_backend(self.backend_name)
