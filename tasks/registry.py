@@ -36,26 +36,30 @@ class Registry(Generic[T]):
         self.group = group  # the entry-point group
         self.convert = convert or (lambda name, obj: obj)  # turns what a path or entry point names into a T
         self._items: dict[str, T] = {}
+        self._found: dict[str, T] = {}  # module:Name paths and entry points, resolved once
 
     def register(self, name: str, item: Any = None, *, replace: bool = False):
         """`registry.register(name, item)`, or `@registry.register(name)` on a function or class."""
         if item is None:
             return lambda obj: (self.register(name, obj, replace=replace), obj)[1]
-        if name in self._items and not replace:
+        converted = self.convert(name, item)
+        if name in self._items and not replace and _origin(self._items[name]) != _origin(converted):
             raise RegistryError(f"{self.what} {name!r} is already registered (pass replace=True to override it)")
-        self._items[name] = self.convert(name, item)
+        self._items[name] = converted  # the same definition again (its module imported anew) replaces it
         return item
 
     def get(self, name: str) -> T:
         if name in self._items:
             return self._items[name]
+        if name in self._found:
+            return self._found[name]
         if ":" in name:
-            self._items[name] = self.convert(name, import_path(name, self.what))
-            return self._items[name]
+            self._found[name] = self.convert(name, import_path(name, self.what))
+            return self._found[name]
         for point in entry_points(group=self.group):
             if point.name == name:
-                self._items[name] = self.convert(name, point.load())
-                return self._items[name]
+                self._found[name] = self.convert(name, point.load())
+                return self._found[name]
         raise RegistryError(
             f"unknown {self.what} {name!r}; registered: {', '.join(self.names()) or 'none'}. "
             f"Name your own as module:Name, install it under the entry-point group {self.group!r}, "
@@ -71,6 +75,14 @@ class Registry(Generic[T]):
 
     def names(self) -> list[str]:
         return sorted(self._items)
+
+
+def _origin(obj: Any) -> tuple[str, str] | None:
+    """Where a registered thing was defined (module, qualified name), or None when that is unknown."""
+    for candidate in (obj, getattr(obj, "environment", None), getattr(obj, "run", None)):
+        if candidate is not None and hasattr(candidate, "__qualname__"):
+            return candidate.__module__, candidate.__qualname__
+    return None
 
 
 def import_path(path: str, what: str = "object") -> Any:
