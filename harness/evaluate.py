@@ -8,7 +8,6 @@ so a killed run resumes without redoing or losing work), `trajectories/`, SWE-be
 from __future__ import annotations
 
 import json
-import threading
 from collections import Counter, defaultdict
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass
@@ -18,7 +17,7 @@ from statistics import mean
 from typing import Any, Callable
 
 from sandboxes import Backend, close_all
-from tasks.grade_run import drop_partial_line, read_results
+from tasks.runlog import append_row, drop_partial_line, read_rows as read_results
 from tasks.task import Task
 
 from .batching import BatchingEngine
@@ -62,7 +61,6 @@ def evaluate(
     drop_partial_line(results_path)
     done = {(r["task_id"], r["sample"]) for r in read_results(results_path)}
     jobs = [(t, k) for t in tasks for k in range(config.samples) if (t.id, k) not in done]
-    lock = threading.Lock()
     # In-process models serve all episodes at once: their turns are batched, not queued one by one.
     shared = BatchingEngine(policy) if policy.tokenizer is not None else policy
     limits = EpisodeLimits(max_turns=config.max_turns, max_context=config.max_context)
@@ -81,8 +79,7 @@ def evaluate(
             finished, pending = wait(pending, return_when=FIRST_COMPLETED)
             for future in finished:
                 row = future.result()
-                with lock, results_path.open("a") as handle:
-                    handle.write(json.dumps(row) + "\n")
+                append_row(results_path, row)
                 on_result(row)
     except BaseException:
         # Ctrl-C or a crash: episodes in flight end at once and are not recorded, so that

@@ -8,7 +8,6 @@ finishes, so a killed run resumes without redoing or losing work) and `report.js
 from __future__ import annotations
 
 import json
-import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Callable
@@ -17,6 +16,9 @@ from sandboxes import Backend
 
 from .errors import Problem, TaskSetError
 from .grading import GradeReport, grade
+from .runlog import append_row, drop_partial_line, read_rows
+
+read_results = read_rows  # the run log's rows, under the name callers know
 
 RESULTS = "results.jsonl"
 
@@ -76,40 +78,18 @@ def grade_predictions(
     done = {r["instance_id"]: r for r in read_results(results_path)}
     by_id = {i["instance_id"]: i for i in instances}
     todo = [p for p in predictions.values() if p["instance_id"] in by_id and p["instance_id"] not in done]
-    lock = threading.Lock()
     with ThreadPoolExecutor(max_workers=max(workers, 1)) as pool:
         futures = {pool.submit(grade, by_id[p["instance_id"]], p.get("model_patch"), backend, fractional=fractional): p for p in todo}
         for future in as_completed(futures):
             report = future.result()
             row = {"model_name_or_path": futures[future].get("model_name_or_path", ""), **report.to_dict()}
-            with lock, results_path.open("a") as handle:
-                handle.write(json.dumps(row) + "\n")
+            append_row(results_path, row)
             done[report.instance_id] = row
             on_result(report)
     unknown = sorted(set(predictions) - set(by_id))
     results = [done[i] for i in sorted(done)]
     write_report(results, unknown, output_dir)
     return results
-
-
-def drop_partial_line(path: Path) -> None:
-    """Cut a last line left half-written by a killed run, so appends start on a clean line."""
-    if path.exists():
-        data = path.read_bytes()
-        if data and not data.endswith(b"\n"):
-            path.write_bytes(data[: data.rfind(b"\n") + 1])
-
-
-def read_results(path: Path) -> list[dict[str, Any]]:
-    """Results of earlier attempts; a line cut short by a kill is ignored (and graded again)."""
-    rows = []
-    if path.exists():
-        for line in path.read_text().splitlines():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-    return rows
 
 
 def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:

@@ -10,7 +10,6 @@ from its last checkpoint with the same model, optimizer, scheduler, data positio
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 import os
 import random
@@ -27,6 +26,7 @@ import torch
 from harness.episode import EpisodeLimits
 from harness.policy import Sampling
 from tasks.registry import PLUGINS_ENV, RegistryError, load_plugins
+from tasks.runlog import rewrite_rows
 from tasks.task import Task
 from tasks.taskset import load_tasks
 
@@ -286,8 +286,7 @@ def _set_aside_previous_run(run_dir: Path) -> None:
 
 def _truncate_metrics(run_dir: Path, step: int) -> None:
     """Forget metrics of steps after the checkpoint: they will be run again."""
-    kept = [m for m in read_metrics(run_dir) if m["step"] <= step]
-    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in kept))
+    rewrite_rows(run_dir / "metrics.jsonl", [m for m in read_metrics(run_dir) if m["step"] <= step])
 
 
 def _pad_id(model_path: str) -> int:

@@ -42,12 +42,12 @@ def tasks_of(name: str) -> dict:
 
 @pytest.mark.parametrize("name", ["cli_program", "sql_query"])
 def test_gold_solves_every_task_and_empty_none(name, docker_backend, tmp_path):
-    for checkpoint, expected in (("gold", 1.0), ("empty", 0.0)):
-        done = harness("--plugin", f"examples.environments.{name}", "eval", "--checkpoint", checkpoint,
+    for checkpoint, limit, expected in (("gold", 6, 1.0), ("empty", 2, 0.0)):
+        done = harness("--plugin", f"examples.environments.{name}", "eval", "--checkpoint", checkpoint, "--limit", str(limit),
                        "--tasks", str(EXAMPLES / f"{name}.jsonl"), "--output", str(tmp_path / checkpoint), "--backend", "docker")
         assert done.returncode == 0, done.stdout + done.stderr
         report = json.loads((tmp_path / checkpoint / "report.json").read_text())
-        assert report["episodes"] == 6 and report["mean_reward"] == expected, report
+        assert report["episodes"] == limit and report["mean_reward"] == expected, report
 
 
 def test_generate_writes_a_dataset_from_a_plugin_environment(docker_backend, tmp_path):
@@ -76,7 +76,7 @@ def test_a_program_that_fakes_the_example_gets_nothing(plugins, docker_backend):
     fake = tool_turn("str_replace_editor", command="create", path="/work/bin/greet", file_text='#!/bin/sh\necho "Hello, Ada!"\n')
     trajectory = run(task, fake, tool_turn("bash", command="chmod +x /work/bin/greet && /work/bin/greet Ada"), tool_turn("submit"),
                      backend=docker_backend)
-    assert "Hello, Ada!" in trajectory.messages[-2]["content"]  # it does pass the example in the prompt
+    assert any(m["role"] == "tool" and m["content"].strip() == "Hello, Ada!" for m in trajectory.messages)  # the prompt's example passes
     assert trajectory.reward == 0.0 and trajectory.reward_details["exit_code"] != 0
 
 
@@ -105,7 +105,7 @@ def test_printing_the_expected_rows_is_not_an_answer(plugins, docker_backend):
     task = tasks_of("sql_query")["sql_query-0"]  # how many customers live in Oslo
     looked = run(task, tool_turn("sql", query="SELECT COUNT(*) FROM customers WHERE city = 'Oslo'"), tool_turn("submit", answer="SELECT 1"),
                  backend=docker_backend)
-    count = looked.messages[3]["content"].strip()
+    count = looked.messages[2]["content"].strip()
     assert count.isdigit()
     literal = run(task, tool_turn("submit", answer=f"SELECT {count}"), backend=docker_backend)
     assert literal.reward == 0.0
@@ -136,7 +136,7 @@ def test_the_database_cannot_be_changed_and_errors_are_observations(plugins, doc
     task = tasks_of("sql_query")["sql_query-5"]
     trajectory = run(task, tool_turn("sql", query="DELETE FROM orders"), tool_turn("sql", query="SELEC nonsense"),
                      tool_turn("submit", answer="DELETE FROM orders"), backend=docker_backend)
-    assert "readonly" in trajectory.messages[3]["content"] and "syntax error" in trajectory.messages[5]["content"]
+    assert "readonly" in trajectory.messages[2]["content"] and "syntax error" in trajectory.messages[4]["content"]
     assert trajectory.reward == 0.0
 
 
