@@ -153,7 +153,13 @@ def sandbox_prune(
 @friendly_errors
 def sandbox_bench():
     """Benchmark the runtime against `docker exec` and docker-py in one run (prints ratios)."""
-    from bench.sandbox_bench import main as run_bench
+    try:
+        from bench.sandbox_bench import main as run_bench
+    except ModuleNotFoundError as err:
+        if not (err.name or "").startswith("bench"):
+            raise
+        raise HarnessError("the benchmarks (bench/) are not installed with this copy of harness: reinstall it from the "
+                           "repository (pip install -e .), or run `python3 -m cli sandbox bench` in the repository") from None
 
     run_bench()
 

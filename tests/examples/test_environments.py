@@ -159,3 +159,28 @@ def test_guess_number_is_multi_turn(plugins):
     hints = [m["content"] for m in trajectory.messages if m["role"] == "user"][1:]
     assert hints == ["No, the number is higher. Guess again.", "Reply with a number.", "No, the number is lower. Guess again."]
     assert trajectory.turns == 4 and trajectory.reward == 1.0
+
+
+# -- training: every kind at once, in Ray workers that import the plugins themselves --------------------------------
+
+
+def test_grpo_trains_on_the_example_and_skyrl_environments(docker_backend, tmp_path):
+    """One task of each example kind and one skyrl-gym row in one batch: the Ray rollout workers must import the
+    plugins named in the YAML to run them, and a step must complete (tiny model, CPU)."""
+    pytest.importorskip("skyrl_gym")
+    from harness.tiny_model import init_tiny
+
+    model = init_tiny(tmp_path / "tiny")
+    rows = [json.loads((EXAMPLES / f"{name}.jsonl").read_text().splitlines()[0]) for name in ("cli_program", "sql_query", "guess_number")]
+    rows.append({"data_source": "arith", "env_class": "skyrl_gym.envs.gsm8k.env:GSM8kEnv", "extra_info": {"id": "skyrl-0"},
+                 "prompt": [{"role": "user", "content": "What is 2 + 3?"}], "reward_spec": {"method": "rule", "ground_truth": "5"}})
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    done = harness("train", "--config", str(EXAMPLES / "cli_program-grpo-tiny-cpu.yaml"), f"trainer.policy.model.path={model}",
+                   f"trainer.output_dir={tmp_path / 'run'}", f"data.train_data=[\"{mixed}\"]", "data.val_data=[]",
+                   "plugins=[examples.environments.cli_program, examples.environments.sql_query, examples.environments.guess_number]",
+                   "trainer.train_batch_size=4", "trainer.max_steps=1", "generator.max_turns=2", "generator.max_tokens=16",
+                   "generator.sandbox_backend=docker")
+    assert done.returncode == 0, done.stdout + done.stderr
+    metrics = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert metrics[-1]["step"] == 1 and "train/loss" in metrics[-1] and metrics[-1]["train/turns_mean"] >= 1
