@@ -19,6 +19,7 @@ from harness.tokens import render
 from harness.tools import schemas
 from tasks.task import Task
 
+from .batch import pad_values, right_pad
 from .errors import TrainerError
 
 Example = tuple[list[int], list[int]]  # (token ids, loss mask)
@@ -88,14 +89,8 @@ def make_batches(examples: list[Example], batch_size: int, pad_id: int, seed: in
     batches = []
     for start in range(0, len(order), batch_size):
         rows = [examples[i] for i in order[start : start + batch_size]]
-        width = max(len(ids) for ids, _ in rows)
-        input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-        attention = torch.zeros((len(rows), width), dtype=torch.long)
-        loss_mask = torch.zeros((len(rows), width))
-        for r, (ids, mask) in enumerate(rows):
-            input_ids[r, : len(ids)] = torch.tensor(ids)
-            attention[r, : len(ids)] = 1
-            loss_mask[r, : len(ids)] = torch.tensor(mask, dtype=torch.float32)
+        input_ids, attention = right_pad([ids for ids, _ in rows], pad_id)
+        loss_mask = pad_values([mask for _, mask in rows], input_ids.shape[1])
         loss_mask[:, 0] = 0
         batches.append(SFTBatch(input_ids, attention, loss_mask))
     return batches
