@@ -22,22 +22,20 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
-from typing import Literal
+from typing import get_args
 
 import torch
 from torch import Tensor, nn
 
 from tasks.registry import Registry, RegistryError
 
+from .config import AdvantageMethod, Aggregation, KLType
 from .errors import ConfigError
 
-AdvantageMethod = Literal["grpo", "dr_grpo", "rloo"]
-Aggregation = Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"]
-KLType = Literal["k1", "k3"]
-
-ADVANTAGE_METHODS = ("grpo", "dr_grpo", "rloo")
-AGGREGATIONS = ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm")
-KL_TYPES = ("k1", "k3")
+# The allowed values are spelled once, in the (torch-free) config schema.
+ADVANTAGE_METHODS = get_args(AdvantageMethod)  # the built-in estimators; plugins register more
+AGGREGATIONS = get_args(Aggregation)
+KL_TYPES = get_args(KLType)
 
 
 def _group_index(groups: int | Tensor, batch_size: int, device: torch.device) -> Tensor:

@@ -38,7 +38,7 @@ import yaml
 
 from .errors import ConfigError
 
-# The allowed values. trainer/algorithms.py spells the same tuples; tests/trainer/test_config.py checks they agree.
+# The allowed values (trainer/algorithms.py takes its tuples from here).
 AdvantageMethod = Literal["grpo", "dr_grpo", "rloo"]
 Aggregation = Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"]
 KLType = Literal["k1", "k3"]
