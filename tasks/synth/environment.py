@@ -10,13 +10,11 @@ content hash. Per-instance images are one small layer on top (`build_image`).
 from __future__ import annotations
 
 import hashlib
-import io
 import logging
 import re
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 import tomllib
 from collections.abc import Callable
@@ -25,7 +23,8 @@ from configparser import Error as ConfigError
 from dataclasses import dataclass
 from pathlib import Path
 
-from sandboxes.images import cache_dir
+from sandboxes import SandboxError, images
+from sandboxes.images import cache_dir, image_exists
 
 from ..swe import TEST_COMMAND, WORKDIR
 from .errors import SynthError
@@ -161,43 +160,12 @@ def _pip(cwd: Path, *args) -> None:
 # ----------------------------------------------------------------------------- images
 
 
-def image_exists(tag: str) -> bool:
-    import docker.errors
-
-    from sandboxes.docker_backend import docker_client
-
-    try:
-        docker_client().images.get(tag)
-        return True
-    except docker.errors.ImageNotFound:
-        return False
-
-
 def build_image(tag: str, dockerfile: str, files: dict[str, Path], what: str) -> None:
-    """Build `dockerfile` with `files` (name in the context -> local path), offline."""
-    import docker.errors
-
-    from sandboxes.docker_backend import docker_client
-
-    context = io.BytesIO()
-    with tarfile.open(fileobj=context, mode="w") as tar:
-        data = dockerfile.encode()
-        info = tarfile.TarInfo("Dockerfile")
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
-        for name, path in files.items():
-            tar.add(path, arcname=name, filter=_no_caches)
-    context.seek(0)
+    """Build `dockerfile` with `files` (name in the context -> local path), offline; a failure is a SynthError."""
     try:
-        docker_client().images.build(fileobj=context, custom_context=True, tag=tag, rm=True, forcerm=True,
-                                     network_mode="none", labels={"harness.synth": tag})
-    except docker.errors.BuildError as err:
-        tail = "\n".join(str(item.get("stream", item.get("error", ""))).rstrip() for item in err.build_log)[-2000:]
-        raise SynthError(f"{what} failed while building {tag}:\n{tail}") from None
-
-
-def _no_caches(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
-    return None if "__pycache__" in info.name or info.name.endswith(".pyc") else info
+        images.build_image(tag, dockerfile, files, labels={"harness.synth": tag})
+    except SandboxError as err:
+        raise SynthError(f"{what} failed: {err}") from None
 
 
 def _base_image() -> str:
