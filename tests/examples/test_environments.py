@@ -184,3 +184,12 @@ def test_grpo_trains_on_the_example_and_skyrl_environments(docker_backend, tmp_p
     assert done.returncode == 0, done.stdout + done.stderr
     metrics = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert metrics[-1]["step"] == 1 and "train/loss" in metrics[-1] and metrics[-1]["train/turns_mean"] >= 1
+
+
+@pytest.mark.parametrize("name", ["cli_program", "sql_query"])
+def test_the_committed_task_files_are_what_the_modules_write(name, plugins):
+    import importlib
+
+    module = importlib.import_module(f"examples.environments.{name}")
+    lines = (EXAMPLES / f"{name}.jsonl").read_text().splitlines()
+    assert [json.loads(line) for line in lines] == module.rows()  # regenerate: python -m examples.environments.NAME
