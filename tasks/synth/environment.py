@@ -37,14 +37,16 @@ DEFAULT_BUILD_REQUIRES = ["setuptools>=40.8.0", "wheel"]
 
 
 @dataclass(frozen=True)
-class Environment:
+class ProjectImage:
+    """The project's image (the project at /testbed, its test dependencies installed) and its test command(s)."""
+
     project: Project
     image: str
     test_commands: tuple[str, ...]  # the one asked for, or those to try in turn at baseline
 
 
-def build_environment(project: Project, test_command: str | None = None,
-                      on_step: Callable[[str], None] = log.info) -> Environment:
+def build_project_image(project: Project, test_command: str | None = None,
+                      on_step: Callable[[str], None] = log.info) -> ProjectImage:
     """The project's environment image (built once per content hash) and its test command(s)."""
     commands = (test_command,) if test_command else detect_test_commands(project.root)
     wheelhouse = fetch_wheelhouse(project, on_step)
@@ -58,7 +60,7 @@ def build_environment(project: Project, test_command: str | None = None,
                       f"WORKDIR {WORKDIR}\nRUN {install} && rm -rf /tmp/wheelhouse\n")
         build_image(image, dockerfile, {"wheelhouse": wheelhouse, "testbed": project.root},
                     what=f"installing {project.name} and its test dependencies")
-    return Environment(project, image, commands)
+    return ProjectImage(project, image, commands)
 
 
 def detect_test_commands(root: Path) -> tuple[str, ...]:
