@@ -151,7 +151,7 @@ def train(cfg: TrainConfig, on_step: Callable[[int, dict], None] = lambda step, 
         elif cfg.trainer.sft_warmup is not None:
             _sft_warmup(cfg, learner, engines, train_tasks, logger)
         if step == 0 and val_tasks:
-            logger.log(0, evaluate(cfg, workers, val_tasks))
+            logger.log(0, validate(cfg, workers, val_tasks))
         pad_id = _pad_id(start_path)
         while step < total_steps:
             order = data_order(len(train_tasks), position["epoch"], cfg.data.seed, cfg.data.shuffle)
@@ -164,7 +164,7 @@ def train(cfg: TrainConfig, on_step: Callable[[int, dict], None] = lambda step, 
             step += 1
             position = {"epoch": position["epoch"], "index": position["index"] + cfg.trainer.train_batch_size}
             if val_tasks and (step == total_steps or (cfg.trainer.eval_interval and step % cfg.trainer.eval_interval == 0)):
-                metrics |= evaluate(cfg, workers, val_tasks)
+                metrics |= validate(cfg, workers, val_tasks)
             logger.log(step, metrics)
             on_step(step, metrics)
             if step == total_steps or (cfg.trainer.ckpt_interval and step % cfg.trainer.ckpt_interval == 0):
@@ -225,7 +225,7 @@ def _rollouts(workers, prompts: list[Task], n: int, sampling: Sampling, limits: 
                            "the last checkpoint is intact: rerun to resume") from None
 
 
-def evaluate(cfg: TrainConfig, workers, tasks: list[Task]) -> dict[str, float]:
+def validate(cfg: TrainConfig, workers, tasks: list[Task]) -> dict[str, float]:
     """Greedy, one sample per validation task, through the same rollout path."""
     g = cfg.generator
     sampling = Sampling(temperature=0.0, max_tokens=g.max_tokens, seed=0)
