@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -49,8 +50,21 @@ def friendly_errors(command):
 
 
 @app.callback()
-def main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log diagnostics to stderr.")):
+def main(
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Log diagnostics to stderr."),
+    plugin: list[str] = typer.Option([], "--plugin", metavar="MODULE", help="Import MODULE first, for the task kinds, tools, rewards, "
+                                     "policies or advantage estimators it registers (repeatable)."),
+):
+    from tasks.registry import RegistryError, load_env_plugins, load_plugins
+
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    sys.path.insert(0, os.getcwd())  # `--plugin my_module` and `module:Name` paths find the user's own files
+    try:
+        load_env_plugins()
+        load_plugins(plugin)
+    except RegistryError as err:
+        console.print(f"[bold red]error:[/] {err}", highlight=False)
+        raise typer.Exit(1)
 
 
 # -- sandbox -------------------------------------------------------------------------------------
@@ -142,7 +156,13 @@ def sandbox_prune(
 @friendly_errors
 def sandbox_bench():
     """Benchmark the runtime against `docker exec` and docker-py in one run (prints ratios)."""
-    from bench.sandbox_bench import main as run_bench
+    try:
+        from bench.sandbox_bench import main as run_bench
+    except ModuleNotFoundError as err:
+        if not (err.name or "").startswith("bench"):
+            raise
+        raise HarnessError("the benchmarks (bench/) are not installed with this copy of harness: reinstall it from the "
+                           "repository (pip install -e .), or run `python3 -m cli sandbox bench` in the repository") from None
 
     run_bench()
 
@@ -351,7 +371,7 @@ def grade_command(
     from tasks.taskset import load_tasks
 
     with console.status(f"loading {tasks} (images are built once and cached)"):
-        instances = [t.metadata["instance"] for t in load_tasks(tasks) if t.env_class == "swe"]
+        instances = [t.metadata["instance"] for t in load_tasks(tasks) if "instance" in t.metadata]
     if not instances:
         raise TaskError(f"{tasks} holds no SWE-bench instances")
     preds = scripted_predictions(instances, predictions) if predictions in ("gold", "empty") else load_predictions(predictions)

@@ -156,7 +156,7 @@ def _quiet() -> dict[str, str]:
     return {**os.environ, "MSWEA_SILENT_STARTUP": "1"}
 
 
-def no_grading(task: Task, outcome: str, backend: Backend | None = None) -> Reward:
+def no_grading(task: Task, outcome: str, backend: Backend | None = None, default_method: str | None = None) -> Reward:
     return Reward(0.0, {"graded": False})
 
 

@@ -16,7 +16,6 @@ from dataclasses import replace
 from typing import Any
 
 from .policy import Completion, Policy, Sampling
-from .tokens import render
 
 
 class BatchingEngine(Policy):
@@ -29,9 +28,6 @@ class BatchingEngine(Policy):
         self.lock = threading.Lock()  # generation and weight loading never overlap
         self.thread = threading.Thread(target=self._serve, name="batching-engine", daemon=True)
         self.thread.start()
-
-    def generate(self, messages, tools, sampling: Sampling) -> Completion:
-        return self.generate_ids(list(render(self.tokenizer, messages, tools, True, True)), sampling)
 
     def generate_ids(self, prompt_ids: list[int], sampling: Sampling) -> Completion:
         future: Future = Future()

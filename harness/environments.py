@@ -1,24 +1,24 @@
 """Gym-style environments: the task's side of an episode (skyrl-gym's BaseTextEnv in spirit).
 
 `init()` gives the first messages, `step(turn)` runs the turn's tool calls and says whether
-the episode is done, `finish()` scores the end state with the task's verifier, `close()`
-releases the sandbox.
+the episode is done, `finish()` scores the end state with the task's reward function,
+`close()` releases the sandbox. The built-in kinds are in `harness.kinds`; subclass
+`Environment` (text) or `ToolEnvironment` (tools in a sandbox) for your own.
 """
 
 from __future__ import annotations
 
-import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from sandboxes import Backend, Sandbox
 from tasks.task import Reward, Task
 from tasks.verifiers import verify
 
-from .errors import HarnessError, ToolError
+from .errors import ToolError
 from .parsing import ParsedTurn
-from .tools import Toolbox
+from .tools import Toolbox, parse_arguments
 
 NO_TOOL_CALL = (
     "No tool call was found in your reply. Call exactly one of the tools ({tools}) using "
@@ -36,13 +36,14 @@ class StepResult:
 
 class Environment(ABC):
     tools: list[str] = []
+    default_reward: str | None = None  # the reward function when the task's reward_spec names none
 
     def __init__(self, task: Task, backend: Backend | None = None, sandbox: Sandbox | None = None, command_timeout: float = 120.0):
         self.task = task
         self.backend = backend
         self.command_timeout = command_timeout
         self.sandbox = sandbox  # a ready sandbox (forked or from a pool); else created in init
-        self.answer = ""  # the final answer (text tasks) or the model patch (repo tasks)
+        self.answer = ""  # the outcome the reward function scores: the final answer, or the model patch
 
     def init(self) -> list[dict[str, Any]]:
         return [dict(m) for m in self.task.prompt]
@@ -51,7 +52,7 @@ class Environment(ABC):
     def step(self, turn: ParsedTurn) -> StepResult: ...
 
     def finish(self) -> Reward:
-        return verify(self.task, self.answer, self.backend)
+        return verify(self.task, self.answer, self.backend, self.default_reward)
 
     def close(self) -> None:
         if self.sandbox is not None:
@@ -88,7 +89,11 @@ class ToolEnvironment(Environment):
         if already_done:
             return "Ignored: the episode was already submitted.", True
         if call.name == "submit":
-            return ("Submitted.", True) if self.on_submit(call.arguments) else ("Error: invalid submit arguments.", False)
+            try:
+                arguments = parse_arguments(call.arguments)
+            except ToolError:
+                arguments = None
+            return ("Submitted.", True) if self.on_submit(arguments) else ("Error: invalid submit arguments.", False)
         if call.name not in self.tools:
             return f"Error: unknown tool `{call.name}`; available tools: {', '.join(self.tools)}", False
         try:
@@ -99,63 +104,6 @@ class ToolEnvironment(Environment):
     def accepts_final_text(self, turn: ParsedTurn) -> bool:
         return False
 
-    def on_submit(self, raw_arguments: str) -> bool:
+    def on_submit(self, arguments: dict | None) -> bool:
+        """`submit` was called with these arguments (None: not a JSON object). False rejects the call."""
         return True
-
-
-class SWEEnvironment(ToolEnvironment):
-    """A repository at its base commit; the model patch is the diff of the work tree."""
-
-    def finish(self) -> Reward:
-        if self.sandbox is None:
-            return Reward(0.0, {"reason": "the sandbox never started"})
-        self.answer = self.current_patch()
-        return super().finish()
-
-    def current_patch(self) -> str:
-        instance = self.task.metadata["instance"]
-        workdir = instance.get("workdir", "/testbed")
-        result = self.sandbox.exec(
-            f"cd {workdir} && git add -A && git diff --cached {instance['base_commit']} > /tmp/harness_model.patch; "
-            f"git reset -q", timeout=120,
-        )
-        if result.exit_code != 0:
-            return ""
-        return self.sandbox.read_file("/tmp/harness_model.patch").decode("utf-8", errors="replace")
-
-
-class GSM8KEnvironment(Environment):
-    """Single turn: the reply is the answer."""
-
-    def step(self, turn: ParsedTurn) -> StepResult:
-        self.answer = turn.content
-        return StepResult([], done=True)
-
-
-class GSM8KToolEnvironment(ToolEnvironment):
-    """The model may run Python in a sandbox, then answers (in text or through `submit`)."""
-
-    def accepts_final_text(self, turn: ParsedTurn) -> bool:
-        self.answer = turn.content
-        return True
-
-    def on_submit(self, raw_arguments: str) -> bool:
-        try:
-            answer = json.loads(raw_arguments or "{}").get("answer", "")
-        except (json.JSONDecodeError, AttributeError):
-            return False
-        self.answer = f"#### {answer}" if "####" not in str(answer) else str(answer)
-        return True
-
-
-ENVIRONMENTS: dict[str, Callable[..., Environment]] = {
-    "swe": SWEEnvironment,
-    "gsm8k": GSM8KEnvironment,
-    "gsm8k_tool": GSM8KToolEnvironment,
-}
-
-
-def make_environment(task: Task, backend: Backend | None = None, sandbox: Sandbox | None = None, command_timeout: float = 120.0) -> Environment:
-    if task.env_class not in ENVIRONMENTS:
-        raise HarnessError(f"no environment for env_class {task.env_class!r}; known: {sorted(ENVIRONMENTS)}")
-    return ENVIRONMENTS[task.env_class](task, backend, sandbox, command_timeout)

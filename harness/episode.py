@@ -14,7 +14,7 @@ from sandboxes import Backend, Sandbox, SandboxError
 from tasks.errors import TaskError
 from tasks.task import Task
 
-from .environments import make_environment
+from .kinds import kind_of, make_environment
 from .errors import PolicyError
 from .parsing import ParsedTurn, parse_tool_calls
 from .policy import Completion, Policy, Sampling
@@ -73,7 +73,7 @@ def run_episode(
         try:
             reward = env.finish()
             trajectory.reward, trajectory.reward_details = reward.value, reward.details
-            trajectory.model_patch = env.answer if task.env_class == "swe" else ""
+            trajectory.model_patch = env.answer if kind_of(task).outcome == "patch" else ""
         except (SandboxError, TaskError) as err:
             trajectory.error = (trajectory.error + "; " if trajectory.error else "") + f"scoring failed: {err}"
         timings["env_s"] += time.monotonic() - clock
@@ -127,7 +127,7 @@ def _generate(policy: Policy, ledger: TokenLedger | None, messages, tools, sampl
 
 def _parse(completion: Completion, turn_number: int) -> ParsedTurn:
     if completion.tool_calls is not None:
-        return ParsedTurn(completion.text, list(completion.tool_calls))
+        return ParsedTurn(completion.text, list(completion.tool_calls), raw=completion.text)
     return parse_tool_calls(completion.text, call_prefix=f"call_{turn_number}")
 
 

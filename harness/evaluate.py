@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 from collections import Counter, defaultdict
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass
@@ -21,7 +20,8 @@ from statistics import mean
 from typing import Any, Callable
 
 from sandboxes import Backend, close_all
-from tasks.rundir import RESULTS, atomic_write, content_hash, drop_partial_line, open_run, read_results
+from tasks.rundir import RESULTS, content_hash, open_run
+from tasks.runlog import append_row, atomic_write, drop_partial_line, read_rows as read_results
 from tasks.task import Task
 
 from .batching import BatchingEngine
@@ -79,7 +79,6 @@ def evaluate(
     drop_partial_line(results_path)
     done = {(r["task_id"], r["sample"]) for r in read_results(results_path)}
     jobs = [(t, k) for t in tasks for k in range(config.samples) if (t.id, k) not in done]
-    lock = threading.Lock()
     # In-process models serve all episodes at once: their turns are batched, not queued one by one.
     shared = BatchingEngine(policy) if policy.tokenizer is not None else policy
     limits = EpisodeLimits(max_turns=config.max_turns, max_context=config.max_context, wall_time=config.episode_timeout)
@@ -101,8 +100,7 @@ def evaluate(
             finished, pending = wait(pending, return_when=FIRST_COMPLETED)
             for future in finished:
                 row = future.result()
-                with lock, results_path.open("a") as handle:
-                    handle.write(json.dumps(row) + "\n")
+                append_row(results_path, row)
                 on_result(row)
     except BaseException:
         # Ctrl-C or a crash: episodes in flight end at once and are not recorded, so that
@@ -224,7 +222,9 @@ def _error_examples(rows: list[dict[str, Any]], per_kind: int = 3) -> dict[str, 
 
 def write_outputs(rows: list[dict], report: dict, tasks: list[Task], out: Path) -> None:
     atomic_write(out / "report.json", json.dumps(report, indent=1))
-    swe = {t.id for t in tasks if t.env_class == "swe"}
+    from .kinds import kind_of
+
+    swe = {t.id for t in tasks if kind_of(t).outcome == "patch"}  # their patches are SWE-bench predictions
     predictions = [json.dumps({"instance_id": row["task_id"], "model_name_or_path": row["policy"], "model_patch": row["model_patch"]})
                    for row in rows if row["task_id"] in swe and row["sample"] == 0]
     atomic_write(out / "predictions.jsonl", "".join(line + "\n" for line in predictions))

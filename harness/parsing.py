@@ -24,11 +24,12 @@ class ParsedTurn:
     content: str  # the text outside the tool-call blocks
     tool_calls: list[ToolCall] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    raw: str = ""  # the whole reply as generated (what a skyrl-gym environment's `step` receives)
 
 
 def parse_tool_calls(text: str, call_prefix: str = "call") -> ParsedTurn:
     content = _BLOCK.sub("", text).strip()
-    turn = ParsedTurn(content)
+    turn = ParsedTurn(content, raw=text)
     for index, match in enumerate(_BLOCK.finditer(text)):
         body = match.group(1).strip()
         if not match.group(0).endswith("</tool_call>"):

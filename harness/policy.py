@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+import json
+from abc import ABC
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,15 +48,25 @@ class Completion:
     completion_tokens: int = 0
 
 
+def tool_turn(name: str, **arguments: Any) -> Completion:
+    """An assistant turn that makes one tool call (scripted turns, e.g. a task kind's gold solution)."""
+    return Completion(text="", finish_reason="tool_calls", tool_calls=[ToolCall(f"call_{name}", name, json.dumps(arguments))])
+
+
 class Policy(ABC):
     """Produces assistant turns from a conversation (endpoints) or from token ids (local)."""
 
     name: str = "policy"
     tokenizer: Any = None  # set by local policies: the trajectory keeps their exact tokens
 
-    @abstractmethod
     def generate(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], sampling: Sampling) -> Completion:
-        """The next assistant turn for an OpenAI-format conversation."""
+        """The next assistant turn for an OpenAI-format conversation. Local engines (those with a tokenizer) get it
+        here: the chat template renders the conversation, `generate_ids` continues it. Endpoints override it."""
+        if self.tokenizer is None:
+            raise PolicyError(f"{self.name} has no tokenizer to render a conversation with: it must implement generate()")
+        from .tokens import render
+
+        return self.generate_ids(list(render(self.tokenizer, messages, tools, True, True)), sampling)
 
     def for_task(self, task) -> "Policy":
         """The policy to use for one episode of `task` (scripted policies specialise here)."""

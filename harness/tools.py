@@ -3,7 +3,8 @@
 Names and arguments follow the convention SWE-agent and OpenHands models were trained on:
 `bash` (`command`), `str_replace_editor` (`command` = view | create | str_replace | insert |
 undo_edit, `path`, ...), and `submit`. Every failure becomes a message the model can read
-and recover from (`ToolError`), never an exception that ends the episode.
+and recover from (`ToolError`), never an exception that ends the episode. Your own tools join
+with `register_tool` (or `module:NAME` of a `Tool` in a task's `tools`).
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ from __future__ import annotations
 import json
 import shlex
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from sandboxes import Sandbox, SandboxError
+from tasks.registry import Registry, RegistryError
 
 from .errors import ToolError
 
@@ -81,11 +83,37 @@ SCHEMAS: dict[str, dict[str, Any]] = {
 }
 
 
+@dataclass(frozen=True)
+class Tool:
+    """A tool: its OpenAI function schema and `run(toolbox, arguments) -> observation` (None for `submit`,
+    which the environment handles). `run` raises ToolError for a call the model got wrong."""
+
+    schema: dict[str, Any]
+    run: Callable[["Toolbox", dict[str, Any]], str] | None = None
+
+
+def _as_tool(name: str, obj: Any) -> Tool:
+    if not isinstance(obj, Tool):
+        raise RegistryError(f"tool {name!r} names {obj!r}, not a harness.tools.Tool")
+    return obj
+
+
+TOOLS: Registry[Tool] = Registry("tool", "harness.tools", convert=_as_tool)
+
+
+def register_tool(name: str, description: str, parameters: dict[str, Any], run: Callable[["Toolbox", dict[str, Any]], str],
+                  replace: bool = False) -> Tool:
+    """A tool the model calls by `name`; `parameters` is its JSON schema (type: object)."""
+    tool = Tool({"type": "function", "function": {"name": name, "description": description, "parameters": parameters}}, run)
+    TOOLS.register(name, tool, replace=replace)
+    return tool
+
+
 def schemas(names: list[str]) -> list[dict[str, Any]]:
-    unknown = [n for n in names if n not in SCHEMAS]
+    unknown = [n for n in names if n not in TOOLS]
     if unknown:
-        raise ToolError(f"unknown tools {unknown}; known: {sorted(SCHEMAS)}")
-    return [SCHEMAS[n] for n in names]
+        raise ToolError(f"unknown tools {unknown}; known: {TOOLS.names()}")
+    return [TOOLS.get(n).schema for n in names]
 
 
 def truncate(text: str, limit: int = OBSERVATION_LIMIT) -> str:
@@ -127,15 +155,15 @@ class Toolbox:
     def run(self, name: str, raw_arguments: str | dict) -> str:
         """The observation for one call; raises ToolError for a call the model got wrong."""
         args = parse_arguments(raw_arguments)
-        if name == "bash":
-            return self.bash(_required(args, "command"))
-        if name == "python":
-            self._need_sandbox()
-            self.sandbox.write_file("/tmp/harness_tool/snippet.py", _required(args, "code"))
-            return self.bash("python3 /tmp/harness_tool/snippet.py")
-        if name == "str_replace_editor":
-            return self.edit(args)
-        raise ToolError(f"unknown tool `{name}`")
+        tool = TOOLS.get(name) if name in TOOLS else None
+        if tool is None or tool.run is None:
+            raise ToolError(f"unknown tool `{name}`")
+        return tool.run(self, args)
+
+    def python(self, code: str) -> str:
+        self._need_sandbox()
+        self.sandbox.write_file("/tmp/harness_tool/snippet.py", code)
+        return self.bash("python3 /tmp/harness_tool/snippet.py")
 
     def bash(self, command: str) -> str:
         self._need_sandbox()
@@ -250,3 +278,9 @@ class Toolbox:
 
 def _numbered(lines: list[str], start: int) -> str:
     return "\n".join(f"{number:6}\t{line}" for number, line in enumerate(lines, start))
+
+
+TOOLS.register("bash", Tool(SCHEMAS["bash"], lambda box, args: box.bash(_required(args, "command"))))
+TOOLS.register("python", Tool(SCHEMAS["python"], lambda box, args: box.python(_required(args, "code"))))
+TOOLS.register("str_replace_editor", Tool(SCHEMAS["str_replace_editor"], lambda box, args: box.edit(args)))
+TOOLS.register("submit", Tool(SCHEMAS["submit"]))

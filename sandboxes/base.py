@@ -85,6 +85,7 @@ class Sandbox(ABC):
         self.shell: ShellSession | None = None
         self.closed = False
         self.disk_watchdog: DiskWatchdog | None = None
+        self._oom_count = 0  # the OOM-kill counter when last read
         _LIVE.add(self)
 
     # -- commands ------------------------------------------------------------------------
@@ -119,9 +120,15 @@ class Sandbox(ABC):
         """Freeze the sandbox and remove what it wrote (from the watchdog's thread)."""
         raise NotImplementedError
 
-    @abstractmethod
     def _oom_killed(self) -> bool:
         """Whether the kernel's OOM killer fired in this sandbox since the last call."""
+        count = self._oom_kill_count()
+        fired, self._oom_count = count > self._oom_count, count
+        return fired
+
+    @abstractmethod
+    def _oom_kill_count(self) -> int:
+        """This sandbox's memory cgroup's OOM-kill counter (`oom_kill_count` reads it from the cgroup's files)."""
 
     # -- files ---------------------------------------------------------------------------
 
@@ -285,3 +292,12 @@ def install_signal_handlers() -> None:
     """Make SIGTERM unwind like Ctrl-C does, so sandboxes close. Called by the CLI."""
     if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
+
+
+def oom_kill_count(text: str) -> int:
+    """The `oom_kill N` counter in the text of a memory cgroup's memory.oom_control (v1) or memory.events (v2)."""
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if key == "oom_kill" and value.strip().isdigit():
+            return int(value)
+    return 0

@@ -12,7 +12,7 @@ import threading
 import time
 from pathlib import Path, PurePosixPath
 
-from .base import LABEL_MANAGED, LABEL_OWNER, Backend, Sandbox, Snapshot, labels, owner_alive
+from .base import LABEL_MANAGED, LABEL_OWNER, Backend, Sandbox, Snapshot, labels, oom_kill_count, owner_alive
 from .errors import EngineUnavailable, FileNotFoundInSandbox, ImageNotFound, SandboxClosed, SandboxError
 from .shell import ShellSession, wait_readable
 from .spec import SandboxSpec, parse_bytes
@@ -124,10 +124,9 @@ class DockerSandbox(Sandbox):
         super().__init__(spec)
         self.container = container
         self.api = api
-        self._oom_count = 0
         try:
-            self.shell = ShellSession(self._open_shell, is_alive=self._alive, **_cap(output_cap))
-            self._oom_count = self._read_oom_count()
+            self.shell = ShellSession(self._open_shell, is_alive=self._alive, output_cap=output_cap)
+            self._oom_count = self._oom_kill_count()
         except BaseException:
             self.close()
             raise
@@ -173,21 +172,12 @@ class DockerSandbox(Sandbox):
                                "is not visible from this process (a remote engine, or another storage driver)")
         return Path(upper)
 
-    def _read_oom_count(self) -> int:
-        """The memory cgroup's OOM-kill counter (read-only inside the container)."""
+    def _oom_kill_count(self) -> int:
+        """Read inside the container, where the cgroup files are visible read-only."""
         probe = self.shell.exec(
             "cat /sys/fs/cgroup/memory/memory.oom_control /sys/fs/cgroup/memory.events 2>/dev/null", 10
         )
-        for line in probe.output.splitlines():
-            key, _, value = line.partition(" ")
-            if key == "oom_kill" and value.strip().isdigit():
-                return int(value)
-        return 0
-
-    def _oom_killed(self) -> bool:
-        count = self._read_oom_count()
-        fired, self._oom_count = count > self._oom_count, count
-        return fired
+        return oom_kill_count(probe.output)
 
     # -- files, all through tar archives ---------------------------------------------------
 
@@ -306,10 +296,6 @@ def _freeze_cgroup(container_id: str) -> bool:
         except OSError:
             continue
     return False
-
-
-def _cap(output_cap: int | None) -> dict:
-    return {} if output_cap is None else {"output_cap": output_cap}
 
 
 class DockerBackend(Backend):

@@ -91,7 +91,7 @@ def build_base_image(recipe: dict = BASE_RECIPE, on_line: Callable[[str], None] 
 
     client = docker_client()
     tag = f"{BASE_REPOSITORY}:{recipe_hash(recipe)}"
-    if not _image_exists(client, tag):
+    if not image_exists(tag):
         root = build_rootfs(recipe, on_line)
         archive = root.with_suffix(".tar")
         on_line(f"packing {root} into {archive}")
@@ -113,14 +113,47 @@ def build_base_image(recipe: dict = BASE_RECIPE, on_line: Callable[[str], None] 
     return tag
 
 
-def _image_exists(client, tag: str) -> bool:
+def image_exists(tag: str) -> bool:
+    """Whether the local Docker engine holds an image `tag`."""
     import docker.errors
 
+    from .docker_backend import docker_client
+
     try:
-        client.images.get(tag)
+        docker_client().images.get(tag)
         return True
     except docker.errors.ImageNotFound:
         return False
+
+
+def build_image(tag: str, dockerfile: str, files: dict[str, Path], labels: dict[str, str]) -> None:
+    """Build `dockerfile` offline with `files` in its context (name in the context -> local path; Python caches
+    left out). A failed build raises SandboxError with the end of the build log."""
+    import io
+
+    import docker.errors
+
+    from .docker_backend import docker_client
+
+    context = io.BytesIO()
+    with tarfile.open(fileobj=context, mode="w") as tar:
+        data = dockerfile.encode()
+        info = tarfile.TarInfo("Dockerfile")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+        for name, path in files.items():
+            tar.add(path, arcname=name, filter=_no_caches)
+    context.seek(0)
+    try:
+        docker_client().images.build(fileobj=context, custom_context=True, tag=tag, rm=True, forcerm=True,
+                                     network_mode="none", labels=labels)
+    except docker.errors.BuildError as err:
+        tail = "\n".join(str(item.get("stream", item.get("error", ""))).rstrip() for item in err.build_log)[-2000:]
+        raise SandboxError(f"building the image {tag} failed:\n{tail}") from None
+
+
+def _no_caches(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+    return None if "__pycache__" in info.name or info.name.endswith(".pyc") else info
 
 
 def _run_streaming(command: list[str], on_line: Callable[[str], None]) -> None:

@@ -40,7 +40,7 @@ import uuid
 from concurrent.futures import Future
 from pathlib import Path
 
-from .base import LABEL_OWNER, Backend, Sandbox, Snapshot, labels, owner_alive
+from .base import LABEL_OWNER, Backend, Sandbox, Snapshot, labels, oom_kill_count, owner_alive
 from .docker_backend import SHELL_CAPS
 from .errors import FileNotFoundInSandbox, ImageNotFound, SandboxClosed, SandboxError
 from .images import PATH, base_rootfs, cache_dir
@@ -164,7 +164,6 @@ class LocalSandbox(Sandbox):
         self.dir = cache_dir() / "local" / self.id
         self.cgroups: dict[str, Path] = {}  # controller -> this sandbox's group
         self._transport: _PtyTransport | None = None
-        self._oom_count = 0
         try:
             self._prepare(seed)
             self.shell = self._start_shell(output_cap)
@@ -188,7 +187,7 @@ class LocalSandbox(Sandbox):
 
     def _start_shell(self, output_cap: int | None) -> ShellSession:
         try:
-            return ShellSession(self._open_shell, is_alive=self._alive, **_cap(output_cap))
+            return ShellSession(self._open_shell, is_alive=self._alive, output_cap=output_cap)
         except SandboxError as err:
             if self._transport is None or self._transport.process.poll() is None:
                 raise
@@ -276,10 +275,9 @@ class LocalSandbox(Sandbox):
         for part in ("workspace", "tmp"):
             shutil.rmtree(self.dir / part, ignore_errors=True)
 
-    def _oom_killed(self) -> bool:
-        count = _oom_kill_count(self.cgroups.get("memory"))
-        fired, self._oom_count = count > self._oom_count, count
-        return fired
+    def _oom_kill_count(self) -> int:
+        group = self.cgroups.get("memory")
+        return oom_kill_count(_read_text(group / "memory.oom_control")) if group else 0
 
     # -- files, through the sandbox's own root ----------------------------------------------
 
@@ -631,14 +629,6 @@ def _remove_cgroups(groups: list[Path]) -> None:
                 time.sleep(0.02)
 
 
-def _oom_kill_count(group: Path | None) -> int:
-    for line in _read_text(group / "memory.oom_control").splitlines() if group else []:
-        key, _, value = line.partition(" ")
-        if key == "oom_kill" and value.strip().isdigit():
-            return int(value)
-    return 0
-
-
 # -- files -----------------------------------------------------------------------------------
 
 _SYS_OPENAT2 = 437  # the same number on every architecture
@@ -756,5 +746,3 @@ def _read_text(path: Path) -> str:
         return ""
 
 
-def _cap(output_cap: int | None) -> dict:
-    return {} if output_cap is None else {"output_cap": output_cap}

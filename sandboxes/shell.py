@@ -149,13 +149,13 @@ class ShellSession:
     def __init__(
         self,
         open_transport: Callable[[], Transport],
-        output_cap: int = DEFAULT_OUTPUT_CAP,
+        output_cap: int | None = None,  # None: DEFAULT_OUTPUT_CAP
         is_alive: Callable[[], bool] = lambda: True,
         start_timeout: float = 20.0,
     ):
         self._open_transport = open_transport
         self._is_alive = is_alive  # whether the machine under the shell still runs
-        self.output_cap = output_cap
+        self.output_cap = DEFAULT_OUTPUT_CAP if output_cap is None else output_cap
         self.start_timeout = start_timeout
         self.transport: Transport | None = None
         self.pid = 0

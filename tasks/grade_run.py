@@ -10,7 +10,6 @@ record cannot be graded becomes an error row; it never ends the run.
 from __future__ import annotations
 
 import json
-import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Callable
@@ -19,8 +18,9 @@ from sandboxes import Backend
 
 from .errors import Problem, TaskSetError
 from .grading import GradeReport, grade
+from .rundir import RESULTS, content_hash, open_run
+from .runlog import append_row, atomic_write, drop_partial_line, read_rows as read_results
 from .swe import grading_problems
-from .rundir import RESULTS, atomic_write, content_hash, drop_partial_line, open_run, read_results
 
 __all__ = ["RESULTS", "drop_partial_line", "read_results", "grade_predictions", "load_predictions"]
 
@@ -86,14 +86,12 @@ def grade_predictions(
     done = {r["instance_id"]: r for r in read_results(results_path)}
     by_id = {i["instance_id"]: i for i in instances}
     todo = [p for p in predictions.values() if p["instance_id"] in by_id and p["instance_id"] not in done]
-    lock = threading.Lock()
     with ThreadPoolExecutor(max_workers=max(workers, 1)) as pool:
         futures = {pool.submit(_grade_one, by_id[p["instance_id"]], p.get("model_patch"), backend, fractional): p for p in todo}
         for future in as_completed(futures):
             report = future.result()
             row = {"model_name_or_path": futures[future].get("model_name_or_path", ""), **report.to_dict()}
-            with lock, results_path.open("a") as handle:
-                handle.write(json.dumps(row) + "\n")
+            append_row(results_path, row)
             done[report.instance_id] = row
             on_result(report)
     unknown = sorted(set(predictions) - set(by_id))

@@ -197,14 +197,14 @@ def _tree_at(repo: Path, base: str, dest: Path) -> Path:
 
 def build_instance_image(record: dict[str, Any], on_step: Callable[[str], None], before: str | None) -> str:
     """The environment image with the repository at the base commit as /testbed (and .git)."""
-    from .synth.environment import build_environment, build_image, image_exists
+    from .synth.environment import build_image, build_project_image, image_exists
 
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
         repo = _checkout_source(record, scratch / "src")
         tree = _tree_at(repo, record["base_commit"], scratch / "tree")
         project = Project(normalise(record["repo"].split("/")[-1]), tree, record["repo"], record["base_commit"])
-        env = build_environment(project, TEST_COMMAND, on_step, before)
+        env = build_project_image(project, TEST_COMMAND, on_step, before)
         history = base_only_git(repo, record["base_commit"], scratch / "history")
         digest = hashlib.sha256(f"{env.image}\0{record['base_commit']}".encode()).hexdigest()[:12]
         image = f"{IMAGE_REPOSITORY}/{record['instance_id'].lower()}:{digest}"

@@ -3,21 +3,19 @@ is (its identity: policy, task set, sampling, limits, the predictions' content h
 `run.json` when it starts. Finishing it (`--resume`, or rerunning `grade`) with anything different
 is refused with what differs; `--force` sets the old run aside and starts a new one.
 
-Also the file plumbing every run directory shares: an append-only results JSONL whose torn last
-line a killed run leaves is dropped, and atomic writes for reports and summaries.
+The results JSONL itself and atomic writes are `tasks/runlog.py`'s.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from .errors import TaskError
+from .runlog import atomic_write
 
 RUN_FILE = "run.json"
 RESULTS = "results.jsonl"
@@ -25,22 +23,6 @@ RESULTS = "results.jsonl"
 
 class RunMismatch(TaskError):
     """A run directory holds a different run than the one asked for."""
-
-
-def atomic_write(path: str | Path, text: str) -> None:
-    """Write `text` to `path` so that readers see the old file or the new one, never a torn one."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def content_hash(data: bytes | str) -> str:
@@ -101,25 +83,3 @@ def _read_recorded(path: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
-
-
-def drop_partial_line(path: Path) -> None:
-    """Cut a last line left half-written by a killed run, so appends start on a clean line."""
-    if path.exists():
-        data = path.read_bytes()
-        if data and not data.endswith(b"\n"):
-            path.write_bytes(data[: data.rfind(b"\n") + 1])
-
-
-def read_results(path: Path) -> list[dict[str, Any]]:
-    """Results of earlier attempts; a line cut short by a kill is ignored (and done again)."""
-    rows = []
-    if path.exists():
-        for line in path.read_text().splitlines():
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(row, dict):
-                rows.append(row)
-    return rows

@@ -10,10 +10,10 @@ from sandboxes.spec import SandboxSpec
 from .errors import TaskError
 from .patch_policy import parse_patch
 from .task import Task
+from .taskset import SWE_REQUIRED_FIELDS
 
 WORKDIR = "/testbed"
 SWE_TOOLS = ["bash", "str_replace_editor", "submit"]
-REQUIRED_FIELDS = ("instance_id", "repo", "base_commit", "patch", "test_patch", "problem_statement")
 TEST_COMMAND = "python3 -m pytest -rA -p no:cacheprovider --tb=short -o console_output_style=classic"
 _HEREDOC = "EOF_HARNESS_7f3c1e"
 PROMPT = """<uploaded_files>
@@ -75,7 +75,7 @@ def grading_problems(instance: dict[str, Any]) -> list[tuple[str, str]]:
 
 def instance_to_task(instance: dict[str, Any], max_turns: int = 30) -> Task:
     """A SWE-bench instance (v5 fields) as a Task for the agent loop."""
-    missing = [name for name in REQUIRED_FIELDS if not instance.get(name) and name not in ("patch", "test_patch")]
+    missing = [name for name in SWE_REQUIRED_FIELDS if not instance.get(name) and name not in ("patch", "test_patch")]
     if missing:
         raise TaskError(f"SWE-bench instance {instance.get('instance_id', '?')} lacks {', '.join(missing)}")
     instance = dict(instance)

@@ -10,10 +10,8 @@ PASS_TO_PASS computed by running the tests without and with the gold patch.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import logging
-import tarfile
 from pathlib import Path
 from typing import Any, Callable
 
@@ -107,27 +105,11 @@ def _content_hash(task_dir: Path, package_dir: Path) -> str:
 
 
 def _ensure_image(instance: dict[str, Any], repo: Path, on_step: Callable[[str], None]) -> None:
-    import docker.errors
+    from sandboxes.images import build_base_image, build_image, image_exists
 
-    from sandboxes.docker_backend import docker_client
-    from sandboxes.images import build_base_image
-
-    client = docker_client()
-    try:
-        client.images.get(instance["image"])
+    if image_exists(instance["image"]):
         return
-    except docker.errors.ImageNotFound:
-        pass
     base = build_base_image()
     on_step(f"{instance['instance_id']}: building image {instance['image']}")
-    context = io.BytesIO()
-    with tarfile.open(fileobj=context, mode="w") as tar:
-        dockerfile = f"FROM {base}\nCOPY repo {WORKDIR}\nWORKDIR {WORKDIR}\n".encode()
-        info = tarfile.TarInfo("Dockerfile")
-        info.size = len(dockerfile)
-        tar.addfile(info, io.BytesIO(dockerfile))
-        tar.add(repo, arcname="repo")
-    context.seek(0)
-    repository, tag = instance["image"].rsplit(":", 1)
-    client.images.build(fileobj=context, custom_context=True, tag=f"{repository}:{tag}", rm=True,
-                        network_mode="none", labels={"harness.task": instance["instance_id"], "harness.base": BASE_REPOSITORY})
+    build_image(instance["image"], f"FROM {base}\nCOPY repo {WORKDIR}\nWORKDIR {WORKDIR}\n", {"repo": repo},
+                labels={"harness.task": instance["instance_id"], "harness.base": BASE_REPOSITORY})

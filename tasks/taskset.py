@@ -20,8 +20,9 @@ from tasks.errors import Problem, TaskError, TaskSetError, TaskSourceError
 from tasks.gsm8k import default_gsm8k_source, gsm8k_tasks, read_gsm8k
 from tasks.task import Task
 
+SWE_REQUIRED_FIELDS = ("instance_id", "repo", "base_commit", "patch", "test_patch", "problem_statement")  # of a SWE-bench instance
+
 KNOWN_ROLES = ("system", "user", "assistant", "tool")
-SWE_REQUIRED = ("instance_id", "repo", "base_commit", "patch", "test_patch", "problem_statement")
 SWE_TEST_LISTS = ("FAIL_TO_PASS", "PASS_TO_PASS")
 FILE_SUFFIXES = (".parquet", ".jsonl", ".json")
 
@@ -269,7 +270,7 @@ def _check_episode_settings(row: dict[str, Any]) -> list[Issue]:
 
 
 def _check_swe_instance(instance: dict[str, Any]) -> list[Issue]:
-    issues = [issue for field in SWE_REQUIRED if field != "test_patch" for issue in _check_string(instance, field)]
+    issues = [issue for field in SWE_REQUIRED_FIELDS if field != "test_patch" for issue in _check_string(instance, field)]
     if not isinstance(instance.get("test_patch"), str):  # "" when the tests exist already (synthesized tasks)
         issues.append(("test_patch", "is required: a string, empty when the repository already has the tests"))
     for field in SWE_TEST_LISTS:

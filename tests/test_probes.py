@@ -24,7 +24,7 @@ from harness.errors import PolicyError
 from harness.evaluate import trajectory_filename
 from harness.policies.endpoint import EndpointLimits, EndpointPolicy
 from harness.policy import Sampling
-from tasks.rundir import atomic_write
+from tasks.runlog import atomic_write
 from tests.cli_helpers import ROOT, harness, rows_of
 
 

@@ -21,21 +21,21 @@ with ``max_len=max_completion_length``, ``"dapo"`` and ``"bnpo"`` are ``"token_m
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
-from typing import Literal
+from collections.abc import Callable, Sequence
+from typing import get_args
 
 import torch
 from torch import Tensor, nn
 
+from tasks.registry import Registry, RegistryError
+
+from .config import AdvantageMethod, Aggregation, KLType
 from .errors import ConfigError
 
-AdvantageMethod = Literal["grpo", "dr_grpo", "rloo"]
-Aggregation = Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"]
-KLType = Literal["k1", "k3"]
-
-ADVANTAGE_METHODS = ("grpo", "dr_grpo", "rloo")
-AGGREGATIONS = ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm")
-KL_TYPES = ("k1", "k3")
+# The allowed values are spelled once, in the (torch-free) config schema.
+ADVANTAGE_METHODS = get_args(AdvantageMethod)  # the built-in estimators; plugins register more
+AGGREGATIONS = get_args(Aggregation)
+KL_TYPES = get_args(KLType)
 
 
 def _group_index(groups: int | Tensor, batch_size: int, device: torch.device) -> Tensor:
@@ -63,10 +63,21 @@ def _per_group_sum(values: Tensor, index: Tensor) -> Tensor:
     return sums[index]
 
 
+AdvantageEstimator = Callable[[Tensor, Tensor, Tensor, float], Tensor]
+ADVANTAGE_ESTIMATORS: Registry[AdvantageEstimator] = Registry("advantage estimator", "harness.advantage_estimators")
+
+
+def register_advantage(name: str):
+    """Decorate `fn(rewards, group_index, group_count, eps) -> advantages` (all ``[B]``; `group_index` maps a
+    sample to its dense group number, `group_count` is the size of its group) to make it
+    `trainer.algorithm.advantage: name`."""
+    return ADVANTAGE_ESTIMATORS.register(name)
+
+
 def group_advantages(
     rewards: Tensor,
     groups: int | Tensor,
-    method: AdvantageMethod = "grpo",
+    method: str = "grpo",
     eps: float = 1e-6,
 ) -> Tensor:
     """Advantages from rewards, normalised within each group of samples of the same prompt.
@@ -74,7 +85,8 @@ def group_advantages(
     Args:
         rewards: ``[B]`` scalar reward per sample.
         groups: group size (consecutive groups) or ``[B]`` group ids; see ``_group_index``.
-        method: ``"grpo"``: ``(r - mean) / (std + eps)`` with the *unbiased* (Bessel-corrected, ``n - 1``)
+        method: a registered estimator (or ``module:function``):
+            ``"grpo"``: ``(r - mean) / (std + eps)`` with the *unbiased* (Bessel-corrected, ``n - 1``)
             group std, as TRL and the DeepSeekMath paper compute it; a single-sample group gets 0.
             ``"dr_grpo"``: ``r - mean``, no std scaling (Dr. GRPO).
             ``"rloo"``: ``r`` minus the mean reward of the *other* samples of its group (needs groups of >= 2).
@@ -84,21 +96,38 @@ def group_advantages(
     Returns:
         ``[B]`` float advantages.
     """
-    if method not in ADVANTAGE_METHODS:
-        raise ConfigError(f"unknown advantage method {method!r}; choose one of {', '.join(ADVANTAGE_METHODS)}")
+    try:
+        estimator = ADVANTAGE_ESTIMATORS.get(method)
+    except RegistryError as err:
+        raise ConfigError(f"unknown advantage method {method!r}: {err}") from None
     rewards = rewards if rewards.is_floating_point() else rewards.float()
     index = _group_index(groups, rewards.numel(), rewards.device)
     count = _per_group_sum(torch.ones_like(rewards), index)
-    centered = rewards - _per_group_sum(rewards, index) / count
-    if method == "dr_grpo":
-        return centered
-    if method == "grpo":
-        variance = _per_group_sum(centered**2, index) / (count - 1).clamp(min=1)
-        return centered / (variance.sqrt() + eps)
+    return estimator(rewards, index, count, eps)
+
+
+def _centered(rewards: Tensor, index: Tensor, count: Tensor) -> Tensor:
+    return rewards - _per_group_sum(rewards, index) / count
+
+
+@register_advantage("grpo")
+def grpo_advantage(rewards: Tensor, index: Tensor, count: Tensor, eps: float) -> Tensor:
+    centered = _centered(rewards, index, count)
+    variance = _per_group_sum(centered**2, index) / (count - 1).clamp(min=1)
+    return centered / (variance.sqrt() + eps)
+
+
+@register_advantage("dr_grpo")
+def dr_grpo_advantage(rewards: Tensor, index: Tensor, count: Tensor, eps: float) -> Tensor:
+    return _centered(rewards, index, count)
+
+
+@register_advantage("rloo")
+def rloo_advantage(rewards: Tensor, index: Tensor, count: Tensor, eps: float) -> Tensor:
     if bool((count < 2).any()):
         raise ConfigError("RLOO needs at least 2 samples per group; sample more completions per prompt")
     # r - (sum - r) / (n - 1) == n / (n - 1) * (r - mean)
-    return centered * count / (count - 1)
+    return _centered(rewards, index, count) * count / (count - 1)
 
 
 def zero_variance_groups(rewards: Tensor, groups: int | Tensor) -> Tensor:

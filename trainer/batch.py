@@ -36,6 +36,25 @@ class Batch:
                      self.advantages[index], self.rewards[index], self.groups[index])
 
 
+def right_pad(rows: list[list[int]], pad_id: int) -> tuple[Tensor, Tensor]:
+    """Token id rows as one ``[B, T]`` tensor padded on the right with `pad_id`, and its attention mask."""
+    length = max(len(row) for row in rows)
+    input_ids = torch.full((len(rows), length), pad_id, dtype=torch.long)
+    attention = torch.zeros((len(rows), length), dtype=torch.long)
+    for index, row in enumerate(rows):
+        input_ids[index, : len(row)] = torch.tensor(row, dtype=torch.long)
+        attention[index, : len(row)] = 1
+    return input_ids, attention
+
+
+def pad_values(rows: list[list[float]], length: int) -> Tensor:
+    """Per-token float rows (loss masks, log-probs) as one ``[B, length]`` tensor, zero on the padding."""
+    values = torch.zeros((len(rows), length), dtype=torch.float32)
+    for index, row in enumerate(rows):
+        values[index, : len(row)] = torch.tensor(row, dtype=torch.float32)
+    return values
+
+
 def build_batch(groups: list[list[Trajectory]], pad_id: int, advantage: str = "grpo",
                 filter_zero_variance: bool = True, filter_truncated: bool = True) -> Batch:
     """Stack the groups' trajectories; compute group advantages; mask out filtered samples."""
@@ -56,17 +75,10 @@ def build_batch(groups: list[list[Trajectory]], pad_id: int, advantage: str = "g
         truncated = torch.tensor([t.exit_status == "context_exceeded" for t in trajectories])
         dropped_truncated = int((truncated & keep).sum())
         keep &= ~truncated
-    length = max(len(t.token_ids) for t in trajectories)
-    input_ids = torch.full((len(trajectories), length), pad_id, dtype=torch.long)
-    attention = torch.zeros((len(trajectories), length), dtype=torch.long)
-    loss_mask = torch.zeros((len(trajectories), length), dtype=torch.float32)
-    old = torch.zeros((len(trajectories), length), dtype=torch.float32)
-    for row, t in enumerate(trajectories):
-        n = len(t.token_ids)
-        input_ids[row, :n] = torch.tensor(t.token_ids)
-        attention[row, :n] = 1
-        loss_mask[row, :n] = torch.tensor(t.loss_mask, dtype=torch.float32) * float(keep[row])
-        old[row, :n] = torch.tensor(t.logprobs, dtype=torch.float32)
+    input_ids, attention = right_pad([t.token_ids for t in trajectories], pad_id)
+    length = input_ids.shape[1]
+    loss_mask = pad_values([t.loss_mask for t in trajectories], length) * keep.unsqueeze(1).float()
+    old = pad_values([t.logprobs for t in trajectories], length)
     stats = {
         "reward_mean": rewards.mean().item(),
         "pass_rate": (rewards >= 1.0).float().mean().item(),

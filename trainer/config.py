@@ -38,7 +38,7 @@ import yaml
 
 from .errors import ConfigError
 
-# The allowed values. trainer/algorithms.py spells the same tuples; tests/trainer/test_config.py checks they agree.
+# The allowed values (trainer/algorithms.py takes its tuples from here).
 AdvantageMethod = Literal["grpo", "dr_grpo", "rloo"]
 Aggregation = Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"]
 KLType = Literal["k1", "k3"]
@@ -90,8 +90,9 @@ class PolicyConfig:
 
 @dataclass(frozen=True)
 class AlgorithmConfig:
-    #: Group-relative advantage: `grpo` ((r - mean) / std), `dr_grpo` (r - mean), `rloo` (r - mean of the others).
-    advantage: AdvantageMethod = "grpo"
+    #: Group-relative advantage: `grpo` ((r - mean) / std), `dr_grpo` (r - mean), `rloo` (r - mean of the others),
+    #: or your own estimator: a `module:function`, or a name a plugin registers (`trainer.algorithms.register_advantage`).
+    advantage: str = "grpo"
     #: How per-token losses become one number: `token_mean` (DAPO), `seq_mean_token_mean` (GRPO paper),
     #: `seq_mean_token_sum_norm` (Dr. GRPO: token sums over a constant length).
     loss_aggregation: Aggregation = "token_mean"
@@ -237,6 +238,9 @@ class TrainConfig:
     generator: GeneratorConfig = field(default_factory=GeneratorConfig)
     inference: InferenceConfig = field(default_factory=InferenceConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
+    #: Modules imported before the run (in the driver and in every Ray worker) for what they register:
+    #: task kinds, tools, reward functions, advantage estimators. Same as `harness --plugin MODULE train`.
+    plugins: list[str] = field(default_factory=list)
 
 
 # Names people bring from SkyRL, verl or TRL: offered as "did you mean" when the key is unknown.
@@ -287,7 +291,9 @@ def load_config(path: str | os.PathLike[str] | None, overrides: list[str] | tupl
 def config_from_dict(raw: Mapping[str, Any], default_run_name: str = "train", source: str | None = None) -> TrainConfig:
     """Validate a plain dict (as read from YAML) into a resolved `TrainConfig`; see `load_config`."""
     problems: list[str] = []
-    config = _build(TrainConfig, _shorthands(dict(raw)), "", problems)
+    raw = _shorthands(dict(raw))
+    config = _build(TrainConfig, raw, "", problems)
+    problems += _check_advantage(raw)
     if not problems:
         config = _resolve(config, default_run_name)
         problems += _check(config)
@@ -504,6 +510,17 @@ def _resolve(config: TrainConfig, default_run_name: str) -> TrainConfig:
         ref=dataclasses.replace(t.ref, model=dataclasses.replace(t.ref.model, path=ref_path)),
     )
     return dataclasses.replace(config, data=data, trainer=trainer)
+
+
+def _check_advantage(raw: Mapping[str, Any]) -> list[str]:
+    """A built-in estimator, a module:function, or (when plugins are named) a name one of them may register."""
+    trainer = raw.get("trainer") if isinstance(raw.get("trainer"), Mapping) else {}
+    algorithm = trainer.get("algorithm") if isinstance(trainer.get("algorithm"), Mapping) else {}
+    advantage = algorithm.get("advantage", "grpo")
+    if not isinstance(advantage, str) or advantage in AdvantageMethod.__args__ or ":" in advantage or raw.get("plugins"):
+        return []
+    return [f"trainer.algorithm.advantage: {advantage!r} is not one of {', '.join(AdvantageMethod.__args__)} "
+            "(or a module:function, or a name that a module in `plugins` registers)"]
 
 
 def _check(config: TrainConfig) -> list[str]:

@@ -132,6 +132,38 @@ class Learner:
         self.step += 1
         return metrics | {"lr": self.scheduler.get_last_lr()[0], "trained_tokens": tokens}
 
+    def sft_step(self, batch, lr: float, total_tokens: float | None = None) -> dict[str, float]:
+        """One optimizer step (at learning rate `lr`) of token-mean NLL on the masked tokens (the SFT warm start).
+
+        With several ranks, `batch` is this rank's share of a batch of `total_tokens` masked tokens; the loss
+        reported is this rank's part of the whole batch's mean."""
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr  # reset_optimizer restores the RL schedule's rate
+        self.optimizer.zero_grad(set_to_none=True)
+        tokens = total_tokens or float(batch.loss_mask.sum())
+        total = 0.0
+        size = self.settings.micro_batch_size
+        for start in range(0, len(batch), size):
+            rows = slice(start, start + size)
+            mask = batch.loss_mask[rows].to(self.device)
+            logprobs = sequence_logprobs(self.model, batch.input_ids[rows].to(self.device), batch.attention_mask[rows].to(self.device), mask)
+            loss = -(logprobs * mask).sum() / tokens
+            if not torch.isfinite(loss):
+                raise TrainerError("non-finite SFT loss: training stopped; the last checkpoint is intact")
+            (loss * self.world_size).backward()  # FSDP2 averages gradients over ranks
+            total += loss.item()
+        grad_norm = self.clip_gradients()
+        self.optimizer.step()
+        self.check_finite_weights()
+        return {"sft/loss": total, "sft/grad_norm": float(grad_norm), "sft/tokens": float(batch.loss_mask.sum())}
+
+    def reset_optimizer(self) -> None:
+        """Start RL with fresh optimizer moments after the SFT warm start, at the RL schedule's learning rate
+        (SFT steps set their own; the scheduler only sets it again after the first RL step)."""
+        self.optimizer.state.clear()
+        for group, lr in zip(self.optimizer.param_groups, self.scheduler.get_last_lr()):
+            group["lr"] = lr
+
     def _zero_backward(self, micro) -> None:
         """A forward and backward through every weight that changes nothing: FSDP2's gather and reduce-scatter
         of each layer run as on the other ranks."""

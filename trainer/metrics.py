@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
+
+from tasks.runlog import append_row, drop_partial_line, read_rows
 
 from .errors import ConfigError
 
@@ -14,6 +15,7 @@ class MetricsLogger:
         from torch.utils.tensorboard import SummaryWriter
 
         self.path = run_dir / "metrics.jsonl"
+        drop_partial_line(self.path)  # a resumed run appends after the last whole line
         self.tensorboard = SummaryWriter(str(run_dir / "tensorboard"))
         self.wandb = None
         if logger == "wandb":
@@ -24,8 +26,7 @@ class MetricsLogger:
             self.wandb = wandb.init(project=project, name=run_name, config=config, dir=str(run_dir))
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:
-        with self.path.open("a") as handle:
-            handle.write(json.dumps({"step": step, **metrics}) + "\n")
+        append_row(self.path, {"step": step, **metrics})
         for key, value in metrics.items():
             if isinstance(value, (int, float)):
                 self.tensorboard.add_scalar(key, value, step)
@@ -39,8 +40,7 @@ class MetricsLogger:
 
 
 def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
-    path = run_dir / "metrics.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    return read_rows(run_dir / "metrics.jsonl")  # a line torn by a kill is skipped
 
 
 def plot_curve(run_dir: Path, key: str = "val/reward_mean", output: str = "reward_curve.png") -> Path | None:

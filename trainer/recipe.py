@@ -10,7 +10,6 @@ from its last checkpoint with the same model, optimizer, scheduler, data positio
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 import os
 import random
@@ -26,9 +25,12 @@ import torch
 
 from harness.episode import EpisodeLimits
 from harness.policy import Sampling
+from tasks.registry import PLUGINS_ENV, RegistryError, load_plugins
+from tasks.runlog import rewrite_rows
 from tasks.task import Task
 from tasks.taskset import load_tasks
 
+from .algorithms import ADVANTAGE_ESTIMATORS
 from .batch import build_batch
 from .checkpoint import latest_checkpoint, load_trainer_state
 from .config import TrainConfig, save_config
@@ -87,8 +89,25 @@ def engine_options(cfg: TrainConfig) -> dict:
     return {"gpu_memory_utilization": inf.gpu_memory_utilization, "tensor_parallel_size": inf.tensor_parallel_size}
 
 
+def _worker_env() -> dict:
+    """Ray workers import this project, the user's modules (the current folder) and the same plugins."""
+    path = [str(Path(__file__).resolve().parents[1]), os.getcwd(), os.environ.get("PYTHONPATH", "")]
+    return {"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in path if p), PLUGINS_ENV: os.environ.get(PLUGINS_ENV, "")}}
+
+
+def check_extensions(cfg: TrainConfig) -> None:
+    """Import the plugins and check that the advantage estimator exists, before any actor starts."""
+    try:
+        load_plugins(cfg.plugins)
+        ADVANTAGE_ESTIMATORS.get(cfg.trainer.algorithm.advantage)
+    except RegistryError as err:
+        raise ConfigError(str(err)) from None
+
+
 def train(cfg: TrainConfig, on_step: Callable[[int, dict], None] = lambda step, metrics: None) -> Path:
     from .workers import EngineActor, LearnerGroup, RolloutWorker
+
+    check_extensions(cfg)
 
     run_dir = Path(cfg.trainer.output_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -111,8 +130,7 @@ def train(cfg: TrainConfig, on_step: Callable[[int, dict], None] = lambda step, 
     start_path = str(resume_from) if resume_from else model_path
     _seed_everything(cfg.trainer.seed)
     ray.init(address=cfg.trainer.ray_address, ignore_reinit_error=True, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")])}}
-             if cfg.trainer.ray_address is None else None)
+             runtime_env=_worker_env() if cfg.trainer.ray_address is None else None)
     learner_gpus, engine_gpus = gpu_shares(cfg)
     learner = LearnerGroup(start_path, learner_settings(cfg, total_steps), cfg.trainer.ref.model.path or model_path,
                            learner_ranks(cfg), learner_gpus)
@@ -133,7 +151,7 @@ def train(cfg: TrainConfig, on_step: Callable[[int, dict], None] = lambda step, 
         elif cfg.trainer.sft_warmup is not None:
             _sft_warmup(cfg, learner, engines, train_tasks, logger)
         if step == 0 and val_tasks:
-            logger.log(0, evaluate(cfg, workers, val_tasks))
+            logger.log(0, validate(cfg, workers, val_tasks))
         pad_id = _pad_id(start_path)
         while step < total_steps:
             order = data_order(len(train_tasks), position["epoch"], cfg.data.seed, cfg.data.shuffle)
@@ -146,7 +164,7 @@ def train(cfg: TrainConfig, on_step: Callable[[int, dict], None] = lambda step, 
             step += 1
             position = {"epoch": position["epoch"], "index": position["index"] + cfg.trainer.train_batch_size}
             if val_tasks and (step == total_steps or (cfg.trainer.eval_interval and step % cfg.trainer.eval_interval == 0)):
-                metrics |= evaluate(cfg, workers, val_tasks)
+                metrics |= validate(cfg, workers, val_tasks)
             logger.log(step, metrics)
             on_step(step, metrics)
             if step == total_steps or (cfg.trainer.ckpt_interval and step % cfg.trainer.ckpt_interval == 0):
@@ -207,7 +225,7 @@ def _rollouts(workers, prompts: list[Task], n: int, sampling: Sampling, limits: 
                            "the last checkpoint is intact: rerun to resume") from None
 
 
-def evaluate(cfg: TrainConfig, workers, tasks: list[Task]) -> dict[str, float]:
+def validate(cfg: TrainConfig, workers, tasks: list[Task]) -> dict[str, float]:
     """Greedy, one sample per validation task, through the same rollout path."""
     g = cfg.generator
     sampling = Sampling(temperature=0.0, max_tokens=g.max_tokens, seed=0)
@@ -268,8 +286,7 @@ def _set_aside_previous_run(run_dir: Path) -> None:
 
 def _truncate_metrics(run_dir: Path, step: int) -> None:
     """Forget metrics of steps after the checkpoint: they will be run again."""
-    kept = [m for m in read_metrics(run_dir) if m["step"] <= step]
-    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in kept))
+    rewrite_rows(run_dir / "metrics.jsonl", [m for m in read_metrics(run_dir) if m["step"] <= step])
 
 
 def _pad_id(model_path: str) -> int:

@@ -19,7 +19,7 @@ from harness.tokens import render
 from harness.tools import schemas
 from tasks.task import Task
 
-from .algorithms import sequence_logprobs
+from .batch import pad_values, right_pad
 from .errors import TrainerError
 
 Example = tuple[list[int], list[int]]  # (token ids, loss mask)
@@ -89,41 +89,8 @@ def make_batches(examples: list[Example], batch_size: int, pad_id: int, seed: in
     batches = []
     for start in range(0, len(order), batch_size):
         rows = [examples[i] for i in order[start : start + batch_size]]
-        width = max(len(ids) for ids, _ in rows)
-        input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-        attention = torch.zeros((len(rows), width), dtype=torch.long)
-        loss_mask = torch.zeros((len(rows), width))
-        for r, (ids, mask) in enumerate(rows):
-            input_ids[r, : len(ids)] = torch.tensor(ids)
-            attention[r, : len(ids)] = 1
-            loss_mask[r, : len(ids)] = torch.tensor(mask, dtype=torch.float32)
+        input_ids, attention = right_pad([ids for ids, _ in rows], pad_id)
+        loss_mask = pad_values([mask for _, mask in rows], input_ids.shape[1])
         loss_mask[:, 0] = 0
         batches.append(SFTBatch(input_ids, attention, loss_mask))
     return batches
-
-
-def sft_step(learner, batch: SFTBatch, lr: float, total_tokens: float | None = None) -> dict[str, float]:
-    """One optimizer step (at learning rate `lr`) of token-mean NLL on the masked tokens.
-
-    With several ranks, `batch` is this rank's share of a batch of `total_tokens` masked tokens; the loss
-    reported is this rank's part of the whole batch's mean."""
-    model, device = learner.model, learner.device
-    for group in learner.optimizer.param_groups:
-        group["lr"] = lr  # LearnerActor.reset_optimizer restores the RL schedule's rate
-    learner.optimizer.zero_grad(set_to_none=True)
-    tokens = total_tokens or float(batch.loss_mask.sum())
-    total = 0.0
-    size = learner.settings.micro_batch_size
-    for start in range(0, len(batch), size):
-        rows = slice(start, start + size)
-        mask = batch.loss_mask[rows].to(device)
-        logprobs = sequence_logprobs(model, batch.input_ids[rows].to(device), batch.attention_mask[rows].to(device), mask)
-        loss = -(logprobs * mask).sum() / tokens
-        if not torch.isfinite(loss):
-            raise TrainerError("non-finite SFT loss: training stopped; the last checkpoint is intact")
-        (loss * learner.world_size).backward()  # FSDP2 averages gradients over ranks
-        total += loss.item()
-    grad_norm = learner.clip_gradients()
-    learner.optimizer.step()
-    learner.check_finite_weights()
-    return {"sft/loss": total, "sft/grad_norm": float(grad_norm), "sft/tokens": float(batch.loss_mask.sum())}

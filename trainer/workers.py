@@ -16,6 +16,7 @@ import ray
 from harness.episode import EpisodeLimits, run_episode
 from harness.policy import Completion, Policy, Sampling
 from harness.trajectory import Trajectory
+from tasks.registry import load_env_plugins
 from tasks.task import Task
 
 from harness.batching import BatchingEngine
@@ -57,11 +58,6 @@ class RemoteEngine(Policy):
     def __init__(self, engine, tokenizer, name: str):
         self.engine, self.tokenizer, self.name = engine, tokenizer, name
 
-    def generate(self, messages, tools, sampling):
-        from harness.tokens import render
-
-        return self.generate_ids(list(render(self.tokenizer, messages, tools, True, True)), sampling)
-
     def generate_ids(self, prompt_ids: list[int], sampling: Sampling) -> Completion:
         return ray.get(self.engine.generate_ids.remote(prompt_ids, sampling))
 
@@ -73,6 +69,7 @@ class RolloutWorker:
     def __init__(self, engine, tokenizer_path: str, sandbox_backend: str = "auto", threads: int = 16):
         from transformers import AutoTokenizer
 
+        load_env_plugins()  # the task kinds, tools and rewards the driver's plugins register
         self.policy = RemoteEngine(engine, AutoTokenizer.from_pretrained(tokenizer_path), tokenizer_path)
         self.backend_name = sandbox_backend
         self.backend = None
@@ -89,7 +86,7 @@ class RolloutWorker:
         return [f.result() for f in futures]
 
     def _backend(self, task: Task):
-        if self.backend is None and (task.sandbox is not None or task.env_class == "swe"):
+        if self.backend is None and task.sandbox is not None:
             from sandboxes import get_backend
 
             self.backend = get_backend(self.backend_name)
@@ -136,16 +133,10 @@ class LearnerActor:
         return self.learner.train_step(batch, total_rows)
 
     def sft_step(self, batch, lr: float, total_tokens: float) -> dict[str, float]:
-        from .sft import sft_step
-
-        return sft_step(self.learner, batch, lr, total_tokens)
+        return self.learner.sft_step(batch, lr, total_tokens)
 
     def reset_optimizer(self) -> bool:
-        """Start RL with fresh optimizer moments after the SFT warm start, at the RL schedule's learning rate
-        (SFT steps set their own; the scheduler only sets it again after the first RL step)."""
-        self.learner.optimizer.state.clear()
-        for group, lr in zip(self.learner.optimizer.param_groups, self.learner.scheduler.get_last_lr()):
-            group["lr"] = lr
+        self.learner.reset_optimizer()
         return True
 
     def weights(self) -> dict[str, Any]:

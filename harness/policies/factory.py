@@ -1,29 +1,62 @@
-"""`--checkpoint` values to policies."""
+"""`--checkpoint` values to policies.
+
+A value is `NAME` or `NAME:ARGUMENT` of a registered policy factory (`gold`, `empty`,
+`replay:PATH`, `endpoint:MODEL`, or your own through `register_policy`), a Hugging Face
+checkpoint folder, or a `module:Name` path to a Policy class (called with no arguments) or
+factory.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
+
+from tasks.registry import Registry, import_path
 
 from ..errors import PolicyError
 from ..policy import Policy
 from .scripted import EmptyPolicy, GoldPolicy, ReplayPolicy
 
-HELP = "gold, gold-no-tools, empty, replay:PATH, a Hugging Face checkpoint folder, or endpoint:MODEL (with --base-url)"
+HELP = "gold, gold-no-tools, empty, replay:PATH, a Hugging Face checkpoint folder, endpoint:MODEL (with --base-url), or module:Name"
+
+PolicyFactory = Callable[..., Policy]  # (argument after the colon, **options) -> Policy
+POLICIES: Registry[PolicyFactory] = Registry("policy", "harness.policies")
+register_policy = POLICIES.register
+
+
+@register_policy("gold")
+def _gold(argument: str = "", **options) -> Policy:
+    return GoldPolicy(use_tools=True)
+
+
+@register_policy("gold-no-tools")
+def _gold_no_tools(argument: str = "", **options) -> Policy:
+    return GoldPolicy(use_tools=False)
+
+
+@register_policy("empty")
+def _empty(argument: str = "", **options) -> Policy:
+    return EmptyPolicy()
+
+
+@register_policy("replay")
+def _replay(argument: str = "", **options) -> Policy:
+    return ReplayPolicy(argument)
+
+
+@register_policy("endpoint")
+def _endpoint(argument: str = "", base_url: str | None = None, endpoint_limits=None, **options) -> Policy:
+    from .endpoint import EndpointPolicy
+
+    return EndpointPolicy(argument, base_url=base_url, limits=endpoint_limits)
 
 
 def make_policy(checkpoint: str, base_url: str | None = None, device: str = "auto", engine: str = "auto",
                 endpoint_limits=None) -> Policy:
     """The policy a `--checkpoint` value names; `endpoint_limits` (EndpointLimits) bound endpoint calls."""
-    if checkpoint in ("gold", "gold-no-tools"):
-        return GoldPolicy(use_tools=checkpoint == "gold")
-    if checkpoint == "empty":
-        return EmptyPolicy()
-    if checkpoint.startswith("replay:"):
-        return ReplayPolicy(checkpoint.removeprefix("replay:"))
-    if checkpoint.startswith("endpoint:"):
-        from .endpoint import EndpointPolicy
-
-        return EndpointPolicy(checkpoint.removeprefix("endpoint:"), base_url=base_url, limits=endpoint_limits)
+    name, _, argument = checkpoint.partition(":")
+    if name in POLICIES:
+        return POLICIES.get(name)(argument, base_url=base_url, device=device, endpoint_limits=endpoint_limits)
     path = Path(checkpoint).expanduser()
     if path.is_dir():
         if engine == "vllm" or (engine == "auto" and _vllm_usable()):
@@ -33,6 +66,11 @@ def make_policy(checkpoint: str, base_url: str | None = None, device: str = "aut
         from .hf import HFPolicy
 
         return HFPolicy(str(path), device=device)
+    if argument and "/" not in name:
+        policy = import_path(checkpoint, "policy")()
+        if not isinstance(policy, Policy):
+            raise PolicyError(f"--checkpoint {checkpoint!r} made a {type(policy).__name__}, not a harness Policy")
+        return policy
     raise PolicyError(f"--checkpoint {checkpoint!r} is none of: {HELP}")
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import inspect
 from pathlib import Path
-from typing import Any
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -44,12 +43,6 @@ class HFPolicy(Policy):
         self.context = getattr(self.model.config, "max_position_embeddings", None)
         # transformers 5.2x renamed the KV-cache argument (and output field) from past_key_values to cache.
         self._cache_arg = "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
-
-    def generate(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], sampling: Sampling) -> Completion:
-        prompt_ids = self.tokenizer.apply_chat_template(
-            messages, tools=tools or None, add_generation_prompt=True, tokenize=True, return_dict=False
-        )
-        return self.generate_ids(list(prompt_ids), sampling)
 
     def generate_ids(self, prompt_ids: list[int], sampling: Sampling) -> Completion:
         return self.generate_ids_batch([prompt_ids], sampling)[0]

@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
-
-from tasks.gsm8k import final_calculation
 
 from ..errors import PolicyError
-from ..policy import Completion, Policy, Sampling, ToolCall
+from ..policy import Completion, Policy, Sampling, ToolCall, tool_turn
 from ..trajectory import Trajectory
 
 
@@ -33,36 +30,25 @@ class ScriptedPolicy(Policy):
         return turn
 
 
-def call(name: str, **arguments: Any) -> Completion:
-    return Completion(text="", finish_reason="tool_calls", tool_calls=[ToolCall(f"call_{name}", name, json.dumps(arguments))])
-
-
 class GoldPolicy(Policy):
-    """The reference solution. With use_tools=False (`gold-no-tools`) a question's reference answer is
-    submitted at once: demonstrations of an agent that does not use its tools (RL can teach it to)."""
+    """The reference solution: the turns the task's kind scripts (`gold`). With use_tools=False
+    (`gold-no-tools`) a question's reference answer is submitted at once: demonstrations of an agent that
+    does not use its tools (RL can teach it to)."""
 
     def __init__(self, use_tools: bool = True):
         self.use_tools = use_tools
         self.name = "gold" if use_tools else "gold-no-tools"
 
     def for_task(self, task) -> Policy:
-        if task.env_class == "swe" and not self.use_tools:
-            raise PolicyError(f"{self.name}: a repository task cannot be solved without tools")
-        if task.env_class == "swe":
-            patch = task.metadata["instance"]["patch"]
-            workdir = task.metadata["instance"].get("workdir", "/testbed")
-            turns = [
-                call("str_replace_editor", command="create", path="/tmp/gold.patch", file_text=patch),
-                call("bash", command=f"cd {workdir} && git apply /tmp/gold.patch && rm /tmp/gold.patch && git status --short"),
-                call("submit"),
-            ]
-        elif task.env_class == "gsm8k_tool":
-            # The reference's last calculation through the `python` tool, then its printed result.
-            expression = final_calculation(task.metadata.get("answer", ""))
-            compute = [call("python", code=f"print({expression})")] if expression and self.use_tools else []
-            turns = [*compute, call("submit", answer=str(task.reward_spec["ground_truth"]))]
-        else:
-            turns = [Completion(text=f"The answer is below.\n#### {task.reward_spec['ground_truth']}")]
+        from ..kinds import kind_of
+
+        kind = kind_of(task)
+        if kind.gold is None:
+            raise PolicyError(f"{self.name}: the task kind {kind.name!r} scripts no gold solution")
+        try:
+            turns = kind.gold(task, self.use_tools)
+        except ValueError as err:
+            raise PolicyError(f"{self.name}: task {task.id}: {err}") from None
         return ScriptedPolicy(self.name, turns)
 
     def generate(self, messages, tools, sampling):
@@ -73,7 +59,7 @@ class EmptyPolicy(Policy):
     name = "empty"
 
     def for_task(self, task) -> Policy:
-        turns = [call("submit")] if task.tools else [Completion(text="")]
+        turns = [tool_turn("submit")] if task.tools else [Completion(text="")]
         return ScriptedPolicy("empty", turns)
 
     def generate(self, messages, tools, sampling):

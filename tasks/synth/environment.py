@@ -15,14 +15,12 @@ another environment, not part of this one, and are left out.
 from __future__ import annotations
 
 import hashlib
-import io
 import logging
 import os
 import re
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 import tomllib
 from collections.abc import Callable
@@ -31,7 +29,8 @@ from configparser import Error as ConfigError
 from dataclasses import dataclass
 from pathlib import Path
 
-from sandboxes.images import cache_dir
+from sandboxes import SandboxError, images
+from sandboxes.images import cache_dir, image_exists
 
 from ..swe import TEST_COMMAND, WORKDIR
 from .errors import SynthError
@@ -47,14 +46,16 @@ DEFAULT_BUILD_REQUIRES = ["setuptools>=40.8.0", "wheel"]
 
 
 @dataclass(frozen=True)
-class Environment:
+class ProjectImage:
+    """The project's image (the project at /testbed, its test dependencies installed) and its test command(s)."""
+
     project: Project
     image: str
     test_commands: tuple[str, ...]  # the one asked for, or those to try in turn at baseline
 
 
-def build_environment(project: Project, test_command: str | None = None,
-                      on_step: Callable[[str], None] = log.info, before: str | None = None) -> Environment:
+def build_project_image(project: Project, test_command: str | None = None,
+                        on_step: Callable[[str], None] = log.info, before: str | None = None) -> ProjectImage:
     """The project's environment image (built once per content hash) and its test command(s).
 
     With `before` (an ISO date), dependencies are those released before it."""
@@ -70,7 +71,7 @@ def build_environment(project: Project, test_command: str | None = None,
                       f"WORKDIR {WORKDIR}\nRUN {install} && rm -rf /tmp/wheelhouse\n")
         build_image(image, dockerfile, {"wheelhouse": wheelhouse, "testbed": project.root},
                     what=f"installing {project.name} and its test dependencies")
-    return Environment(project, image, commands)
+    return ProjectImage(project, image, commands)
 
 
 def detect_test_commands(root: Path) -> tuple[str, ...]:
@@ -228,43 +229,12 @@ def _pip(cwd: Path, *args, version: str = "") -> None:
 # ----------------------------------------------------------------------------- images
 
 
-def image_exists(tag: str) -> bool:
-    import docker.errors
-
-    from sandboxes.docker_backend import docker_client
-
-    try:
-        docker_client().images.get(tag)
-        return True
-    except docker.errors.ImageNotFound:
-        return False
-
-
 def build_image(tag: str, dockerfile: str, files: dict[str, Path], what: str) -> None:
-    """Build `dockerfile` with `files` (name in the context -> local path), offline."""
-    import docker.errors
-
-    from sandboxes.docker_backend import docker_client
-
-    context = io.BytesIO()
-    with tarfile.open(fileobj=context, mode="w") as tar:
-        data = dockerfile.encode()
-        info = tarfile.TarInfo("Dockerfile")
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
-        for name, path in files.items():
-            tar.add(path, arcname=name, filter=_no_caches)
-    context.seek(0)
+    """Build `dockerfile` with `files` (name in the context -> local path), offline; a failure is a SynthError."""
     try:
-        docker_client().images.build(fileobj=context, custom_context=True, tag=tag, rm=True, forcerm=True,
-                                     network_mode="none", labels={"harness.synth": tag})
-    except docker.errors.BuildError as err:
-        tail = "\n".join(str(item.get("stream", item.get("error", ""))).rstrip() for item in err.build_log)[-2000:]
-        raise SynthError(f"{what} failed while building {tag}:\n{tail}") from None
-
-
-def _no_caches(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
-    return None if "__pycache__" in info.name or info.name.endswith(".pyc") else info
+        images.build_image(tag, dockerfile, files, labels={"harness.synth": tag})
+    except SandboxError as err:
+        raise SynthError(f"{what} failed: {err}") from None
 
 
 def _base_image() -> str:

@@ -26,8 +26,8 @@ from sandboxes import Backend, SandboxError
 from ..patch_policy import patch_violations
 from ..swe import WORKDIR, make_eval_script
 from ..repos import make_bugged_repo
-from ..rundir import atomic_write
-from .environment import Environment, build_environment, build_image, image_exists
+from ..runlog import atomic_write
+from .environment import ProjectImage, build_image, build_project_image, image_exists
 from .errors import SynthError
 from .mutations import Mutation, compiles, find_mutations, order, unified_patch
 from .source import fetch_project
@@ -112,7 +112,7 @@ def synthesize(
     emit(SynthEvent("source", f"fetching {repo}"))
     project = fetch_project(repo, work)
     emit(SynthEvent("environment", f"{project.name} at {project.commit[:12]}: preparing the environment image"))
-    env = build_environment(project, test_command, lambda message: emit(SynthEvent("environment", message)))
+    env = build_project_image(project, test_command, lambda message: emit(SynthEvent("environment", message)))
     commands = tuple(pin_test_ids(c) for c in env.test_commands)
     worklog = WorkLog(work, _hash(env.image, *commands))
     baseline = worklog.baseline()
@@ -142,7 +142,7 @@ def synthesize(
 class _Run:
     """The state of one run: what was decided, what is kept, and the output file."""
 
-    def __init__(self, root: Path, env: Environment, baseline: Baseline, worklog: WorkLog, backend: Backend,
+    def __init__(self, root: Path, env: ProjectImage, baseline: Baseline, worklog: WorkLog, backend: Backend,
                  output: Path, seed: int, statement_writer, timeout: float, early_stop: int = EARLY_STOP):
         self.root, self.env, self.baseline, self.worklog, self.backend = root, env, baseline, worklog, backend
         self.output, self.seed, self.timeout, self.early_stop = output, seed, timeout, early_stop

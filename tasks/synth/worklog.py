@@ -11,6 +11,7 @@ import json
 import threading
 from pathlib import Path
 
+from ..runlog import append_row, drop_partial_line, read_rows
 from .validate import Baseline
 
 
@@ -25,24 +26,13 @@ class WorkLog:
                 if stale.exists():
                     stale.replace(stale.with_name(stale.name + ".stale"))
             meta.write_text(json.dumps({"key": key}) + "\n")
-        self.entries: dict[str, dict] = {}
-        if self.path.exists():
-            text = self.path.read_text()
-            if not text.endswith("\n"):
-                text = text[: text.rfind("\n") + 1]
-                self.path.write_text(text)  # drop the line a kill cut short
-            for line in text.splitlines():
-                try:
-                    entry = json.loads(line)
-                except ValueError:
-                    continue
-                self.entries[entry["id"]] = entry
+        drop_partial_line(self.path)  # the line a kill cut short
+        self.entries: dict[str, dict] = {entry["id"]: entry for entry in read_rows(self.path)}
 
     def append(self, entry: dict) -> None:
         with self._lock:
             self.entries[entry["id"]] = entry
-            with self.path.open("a") as handle:
-                handle.write(json.dumps(entry) + "\n")
+        append_row(self.path, entry)
 
     def baseline(self) -> Baseline | None:
         if not self._baseline_path.exists():

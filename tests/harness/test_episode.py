@@ -10,7 +10,8 @@ from harness.episode import EpisodeLimits, run_episode
 from harness.errors import PolicyError
 from harness.policies.factory import make_policy
 from harness.policies.endpoint import EndpointPolicy
-from harness.policies.scripted import EmptyPolicy, GoldPolicy, ReplayPolicy, ScriptedPolicy, call
+from harness.policies.scripted import EmptyPolicy, GoldPolicy, ReplayPolicy, ScriptedPolicy
+from harness.policy import tool_turn as call
 from harness.policy import Completion, Sampling
 from sandboxes import live_count
 from tasks.taskset import load_tasks

@@ -95,15 +95,6 @@ def test_examples_say_what_the_brief_asks():
     assert swe_cpu.inference.backend == "transformers"
 
 
-def test_allowed_values_match_the_algorithms_module():
-    algorithms = pytest.importorskip("trainer.algorithms")
-    from trainer import config
-
-    assert config.AdvantageMethod.__args__ == algorithms.ADVANTAGE_METHODS
-    assert config.Aggregation.__args__ == algorithms.AGGREGATIONS
-    assert config.KLType.__args__ == algorithms.KL_TYPES
-
-
 # ----------------------------------------------------------------------------- defaults
 
 

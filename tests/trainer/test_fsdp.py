@@ -16,7 +16,7 @@ from harness.tiny_model import init_tiny
 from trainer.batch import Batch
 from trainer.checkpoint import load_trainer_state
 from trainer.learner import Learner, LearnerSettings
-from trainer.sft import SFTBatch, sft_step
+from trainer.sft import SFTBatch
 from trainer.workers import LearnerGroup
 
 SETTINGS = LearnerSettings(learning_rate=1e-2, micro_batch_size=2, loss_aggregation="token_mean", max_grad_norm=0.5)
@@ -94,7 +94,7 @@ def test_sft_step_matches_and_checkpoints_resume(model, cluster, tmp_path):
     single = single_learner(model)
     batch = rl_batch(6, seed=3)
     sft = SFTBatch(batch.input_ids, batch.attention_mask, batch.loss_mask)
-    expected = sft_step(single, sft, lr=5e-3)
+    expected = single.sft_step(sft, lr=5e-3)
     got = group.sft_step(sft, lr=5e-3)
     assert got["sft/loss"] == pytest.approx(expected["sft/loss"], rel=1e-5)
     assert got["sft/grad_norm"] == pytest.approx(expected["sft/grad_norm"], rel=1e-4)

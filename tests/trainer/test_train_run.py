@@ -153,7 +153,7 @@ def test_sft_on_generated_trajectories_lowers_the_loss(tiny_model, tmp_path, doc
 
     from trainer.learner import Learner, LearnerSettings
     from tasks.taskset import load_tasks
-    from trainer.sft import examples_from_parquet, make_batches, sft_step
+    from trainer.sft import examples_from_parquet, make_batches
 
     done = harness("generate", "--checkpoint", "gold", "--tasks", "arith-tool-train", "--limit", "8", "--output", str(tmp_path / "data"))
     assert done.returncode == 0, done.stdout
@@ -170,5 +170,5 @@ def test_sft_on_generated_trajectories_lowers_the_loss(tiny_model, tmp_path, doc
     assert first_ids[: len(prompt)] == prompt and "<tools>" in tokenizer.decode(prompt)
     learner = Learner(tiny_model, LearnerSettings(learning_rate=3e-3, micro_batch_size=8))
     batches = make_batches(examples, 8, tokenizer.pad_token_id, seed=0)
-    losses = [sft_step(learner, batches[0], lr=3e-3)["sft/loss"] for _ in range(15)]
+    losses = [learner.sft_step(batches[0], lr=3e-3)["sft/loss"] for _ in range(15)]
     assert losses[-1] < 0.5 * losses[0]

@@ -1,0 +1,35 @@
+"""The public API for your own environments, tools, rewards and policies: import from here.
+
+    from harness.api import ToolEnvironment, register_kind, register_reward, tool_turn
+
+A **task kind** (`register_kind`) is what a task's `env_class` names: an Environment class, what
+its outcome is (`answer` or `patch`), optional scripted gold turns, and the default reward
+function. **Reward functions** (`register_reward`) are selected by `reward_spec.method`; **tools**
+(`register_tool`) are named in a task's `tools`; **policies** (`register_policy`) are `--checkpoint`
+values. Anything registered may instead be named by a `module:Name` path, or installed under the
+entry-point groups `harness.task_kinds`, `harness.rewards`, `harness.tools`, `harness.policies`,
+`harness.advantage_estimators`. Load your module with `harness --plugin MODULE ...` or
+`plugins: [MODULE]` in a training YAML. Advantage estimators: `trainer.algorithms.register_advantage`.
+skyrl-gym `BaseTextEnv` classes run as they are: name them as `env_class`, or `register_skyrl_env`.
+"""
+
+from sandboxes import Backend, ExecResult, Sandbox, SandboxError, SandboxSpec
+from tasks.registry import RegistryError, load_plugins
+from tasks.task import Reward, Task
+from tasks.verifiers import register_reward, verify
+
+from .environments import Environment, StepResult, ToolEnvironment
+from .errors import ToolError
+from .kinds import TaskKind, kind_of, register_kind
+from .parsing import ParsedTurn
+from .policies.factory import register_policy
+from .policy import Completion, Policy, Sampling, tool_turn
+from .skyrl_adapter import register_skyrl_env
+from .tools import Toolbox, register_tool
+
+__all__ = [
+    "Backend", "Completion", "Environment", "ExecResult", "ParsedTurn", "Policy", "RegistryError", "Reward", "Sampling",
+    "Sandbox", "SandboxError", "SandboxSpec", "StepResult", "Task", "TaskKind", "ToolEnvironment", "ToolError", "Toolbox", "kind_of",
+    "load_plugins", "register_kind", "register_policy", "register_reward", "register_skyrl_env", "register_tool",
+    "tool_turn", "verify",
+]

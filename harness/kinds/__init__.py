@@ -1,0 +1,75 @@
+"""Task kinds: everything the harness knows about one `env_class`, registered in one place.
+
+A kind is its Environment class (the episode's task side), what its outcome is (`answer`: the
+final answer, `patch`: the diff of the repository, which also becomes the SWE-bench
+prediction), its scripted reference turns (`gold`, optional) and the reward function used
+when a task's `reward_spec` names none. Adding a kind is one file that calls `register_kind`;
+a task may also name its kind as `env_class: my_module:MyEnvironment` (an Environment subclass,
+a TaskKind, or a skyrl-gym `BaseTextEnv` class, run through `harness.skyrl_adapter`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from sandboxes import Backend, Sandbox
+from tasks.registry import Registry, RegistryError
+from tasks.task import Task
+
+from ..environments import Environment
+from ..errors import HarnessError
+from ..policy import Completion
+
+OUTCOMES = ("answer", "patch")
+GoldTurns = Callable[[Task, bool], list[Completion]]  # (task, use_tools) -> the reference turns
+
+
+@dataclass(frozen=True)
+class TaskKind:
+    name: str
+    environment: type[Environment]
+    outcome: str = "answer"
+    gold: GoldTurns | None = None
+    reward: str | None = None
+
+    def __post_init__(self):
+        if self.outcome not in OUTCOMES:
+            raise HarnessError(f"task kind {self.name!r}: outcome must be one of {OUTCOMES}, not {self.outcome!r}")
+
+
+def _as_kind(name: str, obj: Any) -> TaskKind:
+    if isinstance(obj, TaskKind):
+        return obj
+    if isinstance(obj, type) and issubclass(obj, Environment):
+        return TaskKind(name, obj)
+    if isinstance(obj, type) and callable(getattr(obj, "step", None)) and callable(getattr(obj, "init", None)):
+        from ..skyrl_adapter import skyrl_kind
+
+        return skyrl_kind(name, obj)
+    raise RegistryError(f"task kind {name!r} names {obj!r}: expected a TaskKind, an Environment subclass or a BaseTextEnv class")
+
+
+KINDS: Registry[TaskKind] = Registry("task kind (env_class)", "harness.task_kinds", convert=_as_kind)
+
+
+def register_kind(name: str, environment: type[Environment], *, outcome: str = "answer", gold: GoldTurns | None = None,
+                  reward: str | None = None, replace: bool = False) -> TaskKind:
+    """Make tasks with `env_class: name` run in `environment`; see TaskKind for the rest."""
+    kind = TaskKind(name, environment, outcome, gold, reward)
+    KINDS.register(name, kind, replace=replace)
+    return kind
+
+
+def kind_of(task: Task) -> TaskKind:
+    return KINDS.get(task.env_class)
+
+
+def make_environment(task: Task, backend: Backend | None = None, sandbox: Sandbox | None = None, command_timeout: float = 120.0) -> Environment:
+    kind = kind_of(task)
+    env = kind.environment(task, backend, sandbox, command_timeout)
+    env.default_reward = kind.reward
+    return env
+
+
+from . import gsm8k, swe  # noqa: E402,F401  (the built-in kinds register themselves)

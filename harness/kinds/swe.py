@@ -1,0 +1,46 @@
+"""`swe`: fix a repository (SWE-bench instances); the outcome is the patch, graded like SWE-bench."""
+
+from __future__ import annotations
+
+from tasks.task import Reward, Task
+
+from ..environments import ToolEnvironment
+from ..policy import Completion, tool_turn as call
+from . import register_kind
+
+
+class SWEEnvironment(ToolEnvironment):
+    """A repository at its base commit; the model patch is the diff of the work tree."""
+
+    def finish(self) -> Reward:
+        if self.sandbox is None:
+            return Reward(0.0, {"reason": "the sandbox never started"})
+        self.answer = self.current_patch()
+        return super().finish()
+
+    def current_patch(self) -> str:
+        instance = self.task.metadata["instance"]
+        workdir = instance.get("workdir", "/testbed")
+        result = self.sandbox.exec(
+            f"cd {workdir} && git add -A && git diff --cached {instance['base_commit']} > /tmp/harness_model.patch; "
+            f"git reset -q", timeout=120,
+        )
+        if result.exit_code != 0:
+            return ""
+        return self.sandbox.read_file("/tmp/harness_model.patch").decode("utf-8", errors="replace")
+
+
+def gold_turns(task: Task, use_tools: bool) -> list[Completion]:
+    """Write the reference patch, apply it, submit."""
+    if not use_tools:
+        raise ValueError("a repository task cannot be solved without tools")
+    patch = task.metadata["instance"]["patch"]
+    workdir = task.metadata["instance"].get("workdir", "/testbed")
+    return [
+        call("str_replace_editor", command="create", path="/tmp/gold.patch", file_text=patch),
+        call("bash", command=f"cd {workdir} && git apply /tmp/gold.patch && rm /tmp/gold.patch && git status --short"),
+        call("submit"),
+    ]
+
+
+register_kind("swe", SWEEnvironment, outcome="patch", gold=gold_turns, reward="swebench")
