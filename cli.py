@@ -283,13 +283,21 @@ def model_init_tiny(
 @friendly_errors
 def train_command(
     ctx: typer.Context,
-    config: Optional[Path] = typer.Option(None, "--config", help="YAML config (see examples/); dotted overrides follow, e.g. trainer.epochs=5."),
+    config: Optional[Path] = typer.Option(None, "--config", help="YAML config (see examples/; SkyRL's keys are read too); "
+                                          "or give it first without --config. Dotted overrides follow, e.g. trainer.epochs=5."),
 ):
     """GRPO on Ray with transformers (CPU/GPU) or vLLM (GPU) rollouts; resumes from the last checkpoint."""
     from trainer.config import load_config
     from trainer.recipe import train
 
-    cfg = load_config(str(config) if config else None, list(ctx.args))
+    overrides = list(ctx.args)
+    if overrides and "=" not in overrides[0]:  # `harness train X k=v`: the config file comes first
+        if config is not None:
+            raise TrainerError(f"two configs: --config {config} and {overrides[0]}; give one (then key=value overrides)")
+        config = Path(overrides.pop(0))
+    cfg = load_config(str(config) if config else None, overrides)
+    for note in cfg.skyrl_aliases:
+        console.print(f"[dim]SkyRL key: {note}[/]", highlight=False)
     console.print(f"run directory: {cfg.trainer.output_dir}")
 
     def show(step, metrics):
