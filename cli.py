@@ -162,6 +162,8 @@ def eval_command(
     resume: bool = typer.Option(False, help="Finish an interrupted run in --output without redoing its episodes."),
     base_url: Optional[str] = typer.Option(None, help="Endpoint base URL for endpoint:MODEL (else $OPENAI_BASE_URL)."),
     backend: str = BackendOption,
+    reward_mode: Optional[str] = typer.Option(None, "--reward-mode", help="GSM8K rule: strict or flexible (numbers), or "
+                                              "skyrl (SkyRL's exact string rule); default: each task's own."),
 ):
     """Evaluate a checkpoint, endpoint or scripted policy on a task set; writes a report."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -170,8 +172,10 @@ def eval_command(
     from harness.policies.factory import make_policy
     from tasks.taskset import load_tasks
 
+    from tasks.gsm8k import with_reward_mode
+
     with console.status(f"loading {tasks}"):
-        task_list = load_tasks(tasks)[:limit]
+        task_list = with_reward_mode(load_tasks(tasks)[:limit], reward_mode)
     sandbox_backend = get_backend(backend) if any(t.sandbox for t in task_list) else None
     if sandbox_backend is not None and sandbox_backend.name != "docker":
         console.print("[yellow]no Docker engine answers: episodes run in the local bubblewrap backend[/]")
@@ -225,7 +229,7 @@ def generate_command(
     run_dir = output / "run"
     eval_command(checkpoint=checkpoint, tasks=tasks, max_turns=max_turns, workers=workers, samples=samples,
                  temperature=temperature, max_tokens=max_tokens, limit=limit, output=run_dir, resume=resume,
-                 base_url=base_url, backend=backend)
+                 base_url=base_url, backend=backend, reward_mode=None)
     from harness.evaluate import EvalConfig
 
     config = EvalConfig(**json.loads((run_dir / "config.json").read_text()))

@@ -49,6 +49,7 @@ SandboxBackend = Literal["auto", "docker", "local"]
 InferenceBackend = Literal["transformers", "vllm"]
 WeightSync = Literal["load", "nccl"]
 LoggerBackend = Literal["jsonl", "tensorboard", "wandb"]
+RewardMode = Literal["strict", "flexible", "skyrl"]
 
 
 def _field(default: Any, *, min: float | None = None, max: float | None = None, above: float | None = None,
@@ -75,6 +76,9 @@ class DataConfig:
     shuffle: bool = True
     #: Seed of the shuffle.
     seed: int = 42
+    #: How GSM8K-rule rewards are scored: null = each row's own (numbers compared: `#### 18.0` is right for 18);
+    #: `skyrl` = SkyRL's string rule, to reproduce its figures; `strict` / `flexible` for every row.
+    reward_mode: RewardMode | None = None
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ import torch
 from harness.episode import EpisodeLimits
 from harness.policy import Sampling
 from tasks.task import Task
+from tasks.gsm8k import with_reward_mode
 from tasks.taskset import load_tasks
 
 from .batch import build_batch
@@ -39,8 +40,8 @@ from .metrics import MetricsLogger, plot_curve, read_metrics
 log = logging.getLogger(__name__)
 
 
-def load_task_sets(sources: list[str]) -> list[Task]:
-    tasks = [task for source in sources for task in load_tasks(source)]
+def load_task_sets(sources: list[str], reward_mode: str | None = None) -> list[Task]:
+    tasks = with_reward_mode([task for source in sources for task in load_tasks(source)], reward_mode) if sources else []
     if sources and not tasks:
         raise ConfigError(f"the task sets {sources} are empty")
     return tasks
@@ -99,8 +100,8 @@ def train(cfg: TrainConfig, on_step: Callable[[int, dict], None] = lambda step, 
     model_path = cfg.trainer.policy.model.path
     if not model_path or not (Path(model_path) / "config.json").is_file():
         raise ConfigError(f"trainer.policy.model.path: no Hugging Face checkpoint at {model_path!r}")
-    train_tasks = load_task_sets(cfg.data.train_data)
-    val_tasks = load_task_sets(cfg.data.val_data)
+    train_tasks = load_task_sets(cfg.data.train_data, cfg.data.reward_mode)
+    val_tasks = load_task_sets(cfg.data.val_data, cfg.data.reward_mode)
     if not train_tasks:
         raise ConfigError("data.train_data is empty: name at least one task set")
     steps_per_epoch = max(len(train_tasks) // cfg.trainer.train_batch_size, 1)
