@@ -280,6 +280,62 @@ def model_init_tiny(
     console.print(f"tiny checkpoint: {path}")
 
 
+def _show_message(message: dict, limit: int = 1500) -> None:
+    """One message of an episode as it happens: the request, the model's turns and tool calls, tool output."""
+    role = message["role"]
+    text = (message.get("content") or "").strip()
+    if len(text) > limit:
+        text = text[: limit // 2] + f"\n... ({len(text) - limit} characters) ...\n" + text[-limit // 2:]
+    style = {"user": "bold cyan", "assistant": "bold green", "tool": "bold yellow"}.get(role, "bold")
+    label = f"{role} ({message.get('name')})" if role == "tool" else role
+    console.print(f"[{style}]── {label}[/]")
+    if text:
+        console.print(text, highlight=False, markup=False)
+    for call in message.get("tool_calls") or []:
+        console.print(f"[green]→ {call['function']['name']}[/] {call['function']['arguments'][:limit]}", highlight=False)
+
+
+@app.command("run")
+@friendly_errors
+def run_command(
+    request: str = typer.Argument(..., help='What to do, e.g. "Fix this bug: parse() drops the last field".'),
+    checkpoint: str = typer.Option(..., help="A checkpoint folder, endpoint:MODEL, empty or replay:PATH."),
+    repo: Path = typer.Option(..., "--repo", help="Your repository (copied into the sandbox, never mounted)."),
+    max_turns: int = typer.Option(30, "--max-turns", min=1, help="Turn limit."),
+    test: Optional[str] = typer.Option(None, "--test", help='Judge the patch with this command in a fresh sandbox, '
+                                       'e.g. "python3 -m pytest -q tests/test_x.py" (exit 0 = success).'),
+    runtime: str = typer.Option("docker", "--runtime", help="docker, local (bubblewrap) or auto."),
+    patch_out: Optional[Path] = typer.Option(None, "--patch-out", help="Write the agent's patch to this file."),
+    branch: Optional[str] = typer.Option(None, "--branch", help="Commit the patch on this new branch of --repo."),
+    output: Optional[Path] = typer.Option(None, help="Where the trajectory and patch go (default runs/run-<repo>)."),
+    temperature: float = typer.Option(0.0, help="Sampling temperature (0 = greedy)."),
+    max_tokens: int = typer.Option(1024, help="Tokens per assistant turn."),
+    base_url: Optional[str] = typer.Option(None, help="Endpoint base URL for endpoint:MODEL (else $OPENAI_BASE_URL)."),
+):
+    """An agent on your own repository: carry out a request, stream its turns, return the patch and a verdict."""
+    from harness.agent import Agent
+
+    output = output or Path("runs") / f"run-{repo.expanduser().resolve().name}"
+    with Agent.from_checkpoint(checkpoint, base_url=base_url, temperature=temperature, max_tokens=max_tokens) as agent:
+        result = agent.run_task(request, repo, max_turns=max_turns, runtime=runtime, test=test,
+                                on_message=_show_message)
+    result.trajectory.save(output / "trajectory.json")
+    result.write_patch(output / "model.patch")
+    if patch_out is not None:
+        console.print(f"patch: {result.write_patch(patch_out)}")
+    if branch is not None:
+        console.print(f"branch {branch}: commit {result.apply_to_branch(branch)[:12]}")
+    verdict = {True: "[green]tests pass[/]", False: "[red]tests fail[/]", None: "not judged (no --test)"}[result.success]
+    files = sum(line.startswith("diff --git") for line in result.patch.splitlines())
+    changed = f"{files} file(s) changed" if files else "no changes"
+    console.print(f"exit status: {result.exit_status}; {changed}; {verdict}; trajectory: {output / 'trajectory.json'}",
+                  soft_wrap=True)
+    if result.trajectory.error:
+        console.print(f"[yellow]{result.trajectory.error}", highlight=False)
+    if result.success is False:
+        raise typer.Exit(1)
+
+
 # -- training ------------------------------------------------------------------------------------
 
 

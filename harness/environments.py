@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from sandboxes import Backend, Sandbox
 from tasks.task import Reward, Task
+from tasks.user_repo import NOT_IN_PATCH, diff_against, load_repo, verify_repo
 from tasks.verifiers import verify
 
 from .errors import HarnessError, ToolError
@@ -114,14 +115,22 @@ class SWEEnvironment(ToolEnvironment):
 
     def current_patch(self) -> str:
         instance = self.task.metadata["instance"]
-        workdir = instance.get("workdir", "/testbed")
-        result = self.sandbox.exec(
-            f"cd {workdir} && git add -A && git diff --cached {instance['base_commit']} > /tmp/harness_model.patch; "
-            f"git reset -q", timeout=120,
-        )
-        if result.exit_code != 0:
-            return ""
-        return self.sandbox.read_file("/tmp/harness_model.patch").decode("utf-8", errors="replace")
+        return diff_against(self.sandbox, instance.get("workdir", "/testbed"), instance["base_commit"])
+
+
+class RepoEnvironment(ToolEnvironment):
+    """A copy of the user's own repository (tasks.user_repo); the patch is judged by the test command, if any."""
+
+    def init(self) -> list[dict[str, Any]]:
+        messages = super().init()
+        load_repo(self.sandbox, self.task)
+        return messages
+
+    def finish(self) -> Reward:
+        if self.sandbox is None:
+            return Reward(0.0, {"reason": "the sandbox never started"})
+        self.answer = diff_against(self.sandbox, self.task.metadata["workdir"], self.task.metadata["base_commit"], NOT_IN_PATCH)
+        return verify_repo(self.task, self.answer, self.backend)
 
 
 class GSM8KEnvironment(Environment):
@@ -150,6 +159,7 @@ class GSM8KToolEnvironment(ToolEnvironment):
 
 ENVIRONMENTS: dict[str, Callable[..., Environment]] = {
     "swe": SWEEnvironment,
+    "repo": RepoEnvironment,
     "gsm8k": GSM8KEnvironment,
     "gsm8k_tool": GSM8KToolEnvironment,
 }
