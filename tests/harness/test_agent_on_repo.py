@@ -13,6 +13,7 @@ from harness.agent import Agent
 from harness.errors import HarnessError, PolicyError
 from tasks.repos import git
 from tests.cli_helpers import harness
+from tests.harness.test_local_and_served_model import served  # noqa: F401  (the fixture: `harness serve` of the tiny model)
 
 BUGGY = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
 TESTS = "from calc import add, mul\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\ndef test_mul():\n    assert mul(2, 3) == 6\n"
@@ -139,3 +140,14 @@ def test_cli_run_streams_writes_the_patch_and_a_branch(user_repo: Path, fixing_r
     failing = harness("run", REQUEST, "--checkpoint", "empty", "--repo", str(user_repo), "--test", TEST_COMMAND,
                       "--output", str(tmp_path / "run2"), timeout=600)
     assert failing.returncode == 1 and "no changes; tests fail" in " ".join(failing.stdout.split())
+
+
+def test_cli_run_with_an_endpoint(user_repo: Path, served: str, tmp_path: Path, docker_backend):
+    result = harness("run", REQUEST, "--checkpoint", "endpoint:tiny", "--base-url", served, "--repo", str(user_repo),
+                     "--max-turns", "2", "--max-tokens", "16", "--output", str(tmp_path / "run"), timeout=600)
+    said = " ".join(result.stdout.split())
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert "── assistant" in result.stdout and "not judged (no --test)" in said
+    saved = json.loads((tmp_path / "run" / "trajectory.json").read_text())
+    assert saved["policy"] == "endpoint:tiny" or "tiny" in saved["policy"]
+    assert saved["turns"] >= 1 and saved["exit_status"] in ("max_turns", "format_errors", "submitted")
