@@ -217,3 +217,13 @@ def test_cli_takes_the_config_with_or_without_flag(walkthrough: Path, tmp_path: 
 def test_cli_refuses_two_configs(walkthrough: Path):
     result = harness("train", "--config", str(walkthrough), str(walkthrough), timeout=60)
     assert result.returncode == 1 and "two configs" in " ".join(result.stdout.split())
+
+
+def test_readme_table_lists_every_skyrl_key():
+    from trainer.skyrl_compat import ALIASES, REFUSED_SECTIONS
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    table = readme[readme.index("| SkyRL key | harness |"):]
+    missing = [key for key in ALIASES if f"| `{key}` |" not in table]
+    missing += [key for key in REFUSED_SECTIONS if f"| `{key}.*` | refused" not in table]
+    assert not missing, f"add these SkyRL keys to the README's table: {missing}"
