@@ -42,6 +42,8 @@ class Alias:
     convert: Callable[[Any], Any] | None = None
     #: Why a key without a target changes nothing.
     reason: str = ""
+    #: The key combines with others (a KL switch and its coefficient, GPUs per node and nodes): see Translation.finish.
+    combined: bool = False
 
 
 def _choices(mapping: dict[Any, Any], what: str) -> Callable[[Any], Any]:
@@ -105,7 +107,7 @@ ALIASES: dict[str, Alias] = {
     "trainer.policy.optimizer_config.adam_betas": Alias(None, _only([0.9, 0.999], why="AdamW runs with betas (0.9, 0.999)"),
                                                         reason="AdamW's betas are (0.9, 0.999)"),
     "trainer.policy.optimizer_config.offload_after_step": Alias(None, reason="optimizer offloading is a memory knob"),
-    "trainer.policy_mini_batch_size": Alias(None, reason="set in Translation.finish"),
+    "trainer.policy_mini_batch_size": Alias(None, combined=True),
     "trainer.micro_train_batch_size_per_gpu": Alias(None, reason="a memory knob; harness micro-batches whole prompt groups "
                                                     "(trainer.micro_batch_size)"),
     "trainer.micro_forward_batch_size_per_gpu": Alias(None, reason="a memory knob of the log-prob pass"),
@@ -118,9 +120,9 @@ ALIASES: dict[str, Alias] = {
     # algorithm
     "trainer.algorithm.name": Alias("trainer.algorithm.advantage", _ADVANTAGE),
     "trainer.algorithm.advantage_estimator": Alias("trainer.algorithm.advantage", _ADVANTAGE),
-    "trainer.algorithm.grpo_norm_by_std": Alias(None, reason="set in Translation.finish"),
-    "trainer.algorithm.use_kl_loss": Alias(None, reason="set in Translation.finish"),
-    "trainer.algorithm.kl_loss_coef": Alias(None, reason="set in Translation.finish"),
+    "trainer.algorithm.grpo_norm_by_std": Alias(None, combined=True),
+    "trainer.algorithm.use_kl_loss": Alias(None, combined=True),
+    "trainer.algorithm.kl_loss_coef": Alias(None, combined=True),
     "trainer.algorithm.use_kl_in_reward": Alias(None, _only(False, why="the KL penalty is a loss term (use_kl_loss)"),
                                                 reason="the KL penalty is a loss term"),
     "trainer.algorithm.kl_estimator_type": Alias("trainer.algorithm.kl_type"),
@@ -136,8 +138,8 @@ ALIASES: dict[str, Alias] = {
     "trainer.strategy": Alias("trainer.strategy", _STRATEGY),
     "trainer.placement.colocate_all": Alias("trainer.placement.colocate"),
     "trainer.placement.colocate_policy_ref": Alias(None, reason="the reference model always lives on the learner's ranks"),
-    "trainer.placement.policy_num_gpus_per_node": Alias(None, reason="set in Translation.finish"),
-    "trainer.placement.policy_num_nodes": Alias(None, reason="set in Translation.finish"),
+    "trainer.placement.policy_num_gpus_per_node": Alias(None, combined=True),
+    "trainer.placement.policy_num_nodes": Alias(None, combined=True),
     "trainer.placement.ref_num_gpus_per_node": Alias(None, reason="the reference model lives on the learner's ranks"),
     "trainer.placement.ref_num_nodes": Alias(None, reason="the reference model lives on the learner's ranks"),
     "trainer.placement.critic_num_gpus_per_node": Alias(None, reason="GRPO-family estimators use no critic"),
@@ -147,7 +149,7 @@ ALIASES: dict[str, Alias] = {
     # checkpoints, logs, resume
     "trainer.ckpt_path": Alias("trainer.output_dir"),
     "trainer.resume_mode": Alias("trainer.resume", _resume_mode),
-    "trainer.resume_path": Alias(None, reason="set in Translation.finish"),
+    "trainer.resume_path": Alias(None, combined=True),
     "trainer.log_path": Alias(None, reason="logs go to the run directory (trainer.output_dir)"),
     "trainer.logger": Alias("logger.backend", _logger),
     "trainer.project_name": Alias("logger.project"),
@@ -304,7 +306,7 @@ class Translation:
         except Refused as refused:
             self.problems.append(f"{path}: {refused}")
             return
-        if alias.reason == "set in Translation.finish":
+        if alias.combined:
             self.pending[path] = converted
             return
         if alias.target is None:
