@@ -192,6 +192,8 @@ def eval_command(
     turn_timeout: Optional[float] = typer.Option(None, min=0.001, help="Endpoint: seconds for one turn, all tries included [default 55]."),
     episode_timeout: Optional[float] = typer.Option(None, min=0.001, help="Seconds per episode, checked between turns [default 1800]."),
     backend: str = BackendOption,
+    reward_mode: Optional[str] = typer.Option(None, "--reward-mode", help="GSM8K rule: strict or flexible (numbers), or "
+                                              "skyrl (SkyRL's exact string rule); default: each task's own."),
 ):
     """Evaluate a checkpoint, endpoint or scripted policy on a task set; writes a report."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -201,12 +203,14 @@ def eval_command(
     from harness.policies.factory import make_policy
     from tasks.taskset import load_tasks
 
+    from tasks.gsm8k import with_reward_mode
+
     settings = load_eval_settings(config)
     flags = dict(connect_timeout=connect_timeout, read_timeout=read_timeout, retries=retries, turn_timeout=turn_timeout)
     endpoint_limits = EndpointLimits.from_dict({**settings.get("endpoint", {}), **{k: v for k, v in flags.items() if v is not None}})
     episode_timeout = episode_timeout or settings.get("episode_timeout") or EvalConfig.episode_timeout
     with console.status(f"loading {tasks}"):
-        task_list = load_tasks(tasks)[:limit]
+        task_list = with_reward_mode(load_tasks(tasks)[:limit], reward_mode)
     if not task_list:
         raise TaskError(f"{tasks} holds no tasks")
     sandbox_backend = get_backend(backend) if any(t.sandbox for t in task_list) else None
@@ -269,7 +273,7 @@ def generate_command(
     eval_command(checkpoint=checkpoint, tasks=tasks, max_turns=max_turns, workers=workers, samples=samples,
                  temperature=temperature, max_tokens=max_tokens, limit=limit, output=run_dir, resume=resume,
                  force=False, base_url=base_url, config=None, connect_timeout=None, read_timeout=None, retries=None,
-                 turn_timeout=None, episode_timeout=None, backend=backend)
+                 turn_timeout=None, episode_timeout=None, backend=backend, reward_mode=None)
     from harness.evaluate import EvalConfig
 
     config = EvalConfig(**json.loads((run_dir / "config.json").read_text()))
@@ -325,6 +329,62 @@ def model_init_tiny(
     console.print(f"tiny checkpoint: {path}")
 
 
+def _show_message(message: dict, limit: int = 1500) -> None:
+    """One message of an episode as it happens: the request, the model's turns and tool calls, tool output."""
+    role = message["role"]
+    text = (message.get("content") or "").strip()
+    if len(text) > limit:
+        text = text[: limit // 2] + f"\n... ({len(text) - limit} characters) ...\n" + text[-limit // 2:]
+    style = {"user": "bold cyan", "assistant": "bold green", "tool": "bold yellow"}.get(role, "bold")
+    label = f"{role} ({message.get('name')})" if role == "tool" else role
+    console.print(f"[{style}]── {label}[/]")
+    if text:
+        console.print(text, highlight=False, markup=False)
+    for call in message.get("tool_calls") or []:
+        console.print(f"[green]→ {call['function']['name']}[/] {call['function']['arguments'][:limit]}", highlight=False)
+
+
+@app.command("run")
+@friendly_errors
+def run_command(
+    request: str = typer.Argument(..., help='What to do, e.g. "Fix this bug: parse() drops the last field".'),
+    checkpoint: str = typer.Option(..., help="A checkpoint folder, endpoint:MODEL, empty or replay:PATH."),
+    repo: Path = typer.Option(..., "--repo", help="Your repository (copied into the sandbox, never mounted)."),
+    max_turns: int = typer.Option(30, "--max-turns", min=1, help="Turn limit."),
+    test: Optional[str] = typer.Option(None, "--test", help='Judge the patch with this command in a fresh sandbox, '
+                                       'e.g. "python3 -m pytest -q tests/test_x.py" (exit 0 = success).'),
+    runtime: str = typer.Option("docker", "--runtime", help="docker, local (bubblewrap) or auto."),
+    patch_out: Optional[Path] = typer.Option(None, "--patch-out", help="Write the agent's patch to this file."),
+    branch: Optional[str] = typer.Option(None, "--branch", help="Commit the patch on this new branch of --repo."),
+    output: Optional[Path] = typer.Option(None, help="Where the trajectory and patch go (default runs/run-<repo>)."),
+    temperature: float = typer.Option(0.0, help="Sampling temperature (0 = greedy)."),
+    max_tokens: int = typer.Option(1024, help="Tokens per assistant turn."),
+    base_url: Optional[str] = typer.Option(None, help="Endpoint base URL for endpoint:MODEL (else $OPENAI_BASE_URL)."),
+):
+    """An agent on your own repository: carry out a request, stream its turns, return the patch and a verdict."""
+    from harness.agent import Agent
+
+    output = output or Path("runs") / f"run-{repo.expanduser().resolve().name}"
+    with Agent.from_checkpoint(checkpoint, base_url=base_url, temperature=temperature, max_tokens=max_tokens) as agent:
+        result = agent.run_task(request, repo, max_turns=max_turns, runtime=runtime, test=test,
+                                on_message=_show_message)
+    result.trajectory.save(output / "trajectory.json")
+    result.write_patch(output / "model.patch")
+    if patch_out is not None:
+        console.print(f"patch: {result.write_patch(patch_out)}")
+    if branch is not None:
+        console.print(f"branch {branch}: commit {result.apply_to_branch(branch)[:12]}")
+    verdict = {True: "[green]tests pass[/]", False: "[red]tests fail[/]", None: "not judged (no --test)"}[result.success]
+    files = sum(line.startswith("diff --git") for line in result.patch.splitlines())
+    changed = f"{files} file(s) changed" if files else "no changes"
+    console.print(f"exit status: {result.exit_status}; {changed}; {verdict}; trajectory: {output / 'trajectory.json'}",
+                  soft_wrap=True)
+    if result.trajectory.error:
+        console.print(f"[yellow]{result.trajectory.error}", highlight=False)
+    if result.success is False:
+        raise typer.Exit(1)
+
+
 # -- training ------------------------------------------------------------------------------------
 
 
@@ -332,13 +392,21 @@ def model_init_tiny(
 @friendly_errors
 def train_command(
     ctx: typer.Context,
-    config: Optional[Path] = typer.Option(None, "--config", help="YAML config (see examples/); dotted overrides follow, e.g. trainer.epochs=5."),
+    config: Optional[Path] = typer.Option(None, "--config", help="YAML config (see examples/; SkyRL's keys are read too); "
+                                          "or give it first without --config. Dotted overrides follow, e.g. trainer.epochs=5."),
 ):
     """GRPO on Ray with transformers (CPU/GPU) or vLLM (GPU) rollouts; resumes from the last checkpoint."""
     from trainer.config import load_config
     from trainer.recipe import train
 
-    cfg = load_config(str(config) if config else None, list(ctx.args))
+    overrides = list(ctx.args)
+    if overrides and "=" not in overrides[0]:  # `harness train X k=v`: the config file comes first
+        if config is not None:
+            raise TrainerError(f"two configs: --config {config} and {overrides[0]}; give one (then key=value overrides)")
+        config = Path(overrides.pop(0))
+    cfg = load_config(str(config) if config else None, overrides)
+    for note in cfg.skyrl_aliases:
+        console.print(f"[dim]SkyRL key: {note}[/]", highlight=False)
     console.print(f"run directory: {cfg.trainer.output_dir}")
 
     def show(step, metrics):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from sandboxes import Backend, Sandbox, SandboxError
 from tasks.errors import TaskError
@@ -47,7 +47,9 @@ def run_episode(
     backend: Backend | None = None,
     sandbox: Sandbox | None = None,
     sample: int = 0,
+    on_message: Callable[[dict[str, Any]], None] | None = None,
 ) -> Trajectory:
+    """`on_message` (if given) sees each message as the episode adds it: the prompt, turns, tool results."""
     policy = policy.for_task(task)
     started = time.monotonic()
     trajectory = Trajectory(task_id=task.id, sample=sample, policy=policy.name)
@@ -61,8 +63,11 @@ def run_episode(
             timings["env_s"] += time.monotonic() - clock
             tools = schemas(env.tools) if env.tools else []
             trajectory.messages, trajectory.tools = messages, tools
+            tell = on_message or (lambda message: None)
+            for message in messages:
+                tell(message)
             ledger = TokenLedger(policy.tokenizer, messages, tools) if policy.tokenizer is not None else None
-            _loop(task, policy, env, sampling, limits, trajectory, ledger, tools, timings, started)
+            _loop(task, policy, env, sampling, limits, trajectory, ledger, tools, timings, started, tell)
         except EpisodeEnd as end:
             trajectory.exit_status, trajectory.error = end.status, end.error
         except PolicyError as err:
@@ -86,7 +91,7 @@ def run_episode(
     return trajectory
 
 
-def _loop(task, policy, env, sampling, limits, trajectory, ledger, tools, timings, started) -> None:
+def _loop(task, policy, env, sampling, limits, trajectory, ledger, tools, timings, started, tell) -> None:
     max_turns = limits.max_turns or task.max_turns
     format_errors = 0
     while True:
@@ -104,10 +109,13 @@ def _loop(task, policy, env, sampling, limits, trajectory, ledger, tools, timing
         trajectory.completion_tokens += completion.completion_tokens
         turn = _parse(completion, trajectory.turns)
         trajectory.messages.append(_assistant_message(turn))
+        tell(trajectory.messages[-1])
         clock = time.monotonic()
         result = env.step(turn)
         timings["env_s"] += time.monotonic() - clock
         trajectory.messages += result.observations
+        for message in result.observations:
+            tell(message)
         if result.done:
             raise EpisodeEnd("submitted")
         if ledger is not None and result.observations:

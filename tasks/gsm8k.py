@@ -7,6 +7,7 @@ the original JSONL (or Parquet) files. `prepare_gsm8k` writes SkyRL-style Parque
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -44,7 +45,11 @@ TOOL_INSTRUCTION = (
 _NUMBER = re.compile(r"(?:(?<![\w)])-)?(?:\$-?)?(?:\d[\d,]*(?:\.\d+)?|\.\d+)")
 
 Variant = Literal["single", "tool"]
-Mode = Literal["strict", "flexible"]
+Mode = Literal["strict", "flexible", "skyrl"]
+MODES = ("strict", "flexible", "skyrl")
+
+# SkyRL's rule (skyrl-gym's GSM8K `extract_solution`, strict): the FIRST `#### ` followed by digits, dots and commas.
+_SKYRL_ANSWER = re.compile(r"#### (-?[0-9.,]+)")
 
 PARQUET_SCHEMA = pa.schema(
     [
@@ -52,17 +57,10 @@ PARQUET_SCHEMA = pa.schema(
         ("prompt", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))),
         ("env_class", pa.string()),
         ("reward_spec", pa.struct([("method", pa.string()), ("ground_truth", pa.string())])),
+        # SkyRL's fields in SkyRL's order: rows equal those of its examples/train/gsm8k/gsm8k_dataset.py
         (
             "extra_info",
-            pa.struct(
-                [
-                    ("id", pa.string()),
-                    ("split", pa.string()),
-                    ("index", pa.int64()),
-                    ("question", pa.string()),
-                    ("answer", pa.string()),
-                ]
-            ),
+            pa.struct([("split", pa.string()), ("index", pa.int64()), ("answer", pa.string()), ("question", pa.string())]),
         ),
     ]
 )
@@ -108,10 +106,42 @@ def final_calculation(answer: str) -> str | None:
     return expression.strip() if expression and any(op in expression for op in "+-*/") else None
 
 
+def skyrl_answer(text: str) -> str | None:
+    """SkyRL's extraction: the first `#### <digits, dots, commas>`, commas and `$` removed; None if absent."""
+    match = _SKYRL_ANSWER.search(text)
+    return match.group(1).replace(",", "").replace("$", "") if match else None
+
+
+def skyrl_ground_truth(answer: str) -> str:
+    """The ground truth SkyRL's gsm8k_dataset.py stores: the first `#### <number>`, commas removed (a string)."""
+    match = _SKYRL_ANSWER.search(answer)
+    if match is None:
+        raise TaskSourceError(f"GSM8K answer has no '#### <number>': {answer[-60:]!r}")
+    return match.group(1).replace(",", "")
+
+
+def _skyrl_reward(response: str, ground_truth: str, format_score: float) -> Reward:
+    """SkyRL's rule exactly: string equality of the extracted answer and the ground truth ('18.0' != '18')."""
+    extracted = skyrl_answer(response)
+    details: dict[str, Any] = {"mode": "skyrl", "extracted": extracted, "ground_truth": ground_truth}
+    if extracted is None:
+        return Reward(0.0, {**details, "reason": "no '#### <number>' in the response"})
+    if extracted == ground_truth:
+        return Reward(1.0, {**details, "reason": "correct"})
+    return Reward(format_score, {**details, "reason": f"wrong answer: {extracted!r} != {ground_truth!r} (as strings)"})
+
+
 def gsm8k_reward(
     response: str, ground_truth: str, mode: Mode = "strict", format_score: float = 0.0
 ) -> Reward:
-    """1.0 for the right final answer; `format_score` for a wrong one (strict mode); else 0.0."""
+    """1.0 for the right final answer; `format_score` for a wrong one (strict and skyrl modes); else 0.0.
+
+    strict and flexible compare numbers (`#### 18.0` is right for 18); skyrl is SkyRL's string rule, for
+    reproducing its figures (`#### 18.0` is wrong for 18, and the first `####` counts, not the last)."""
+    if mode == "skyrl":
+        return _skyrl_reward(response, str(ground_truth), format_score)
+    if mode not in ("strict", "flexible"):
+        raise TaskError(f"unknown GSM8K reward mode {mode!r}: use one of {', '.join(MODES)}")
     expected = _clean_number(str(ground_truth))
     if expected is None:
         raise TaskError(f"GSM8K ground truth {ground_truth!r} is not a number; fix the task set")
@@ -225,8 +255,9 @@ def _check_row(row: Any, where: str) -> None:
 
 def _prompt(question: str, variant: Variant) -> list[dict[str, str]]:
     """The user message posing `question`."""
-    instruction = {"single": INSTRUCTION, "tool": TOOL_INSTRUCTION}[variant]
-    return [{"role": "user", "content": f"{question}\n\n{instruction}"}]
+    if variant == "single":  # SkyRL's prompt: the question, one space, the instruction
+        return [{"role": "user", "content": f"{question} {INSTRUCTION}"}]
+    return [{"role": "user", "content": f"{question}\n\n{TOOL_INSTRUCTION}"}]
 
 
 def _metadata(row: dict[str, str], split: str, index: int) -> dict[str, Any]:
@@ -285,15 +316,32 @@ def gsm8k_tasks(
     ]
 
 
-def _skyrl_row(row: dict[str, str], split: str, index: int) -> dict[str, Any]:
-    """One Parquet row in the SkyRL schema."""
+def skyrl_row(row: dict[str, str], split: str, index: int) -> dict[str, Any]:
+    """One Parquet row, equal to the row SkyRL's gsm8k_dataset.py makes of the same source row.
+
+    Our task id is not stored: the loader names a row by its `extra_info.index`."""
     return {
         "data_source": DATA_SOURCE,
         "prompt": _prompt(row["question"], "single"),
         "env_class": "gsm8k",
-        "reward_spec": _reward_spec(row),
-        "extra_info": _metadata(row, split, index),
+        "reward_spec": {"method": "rule", "ground_truth": skyrl_ground_truth(row["answer"])},
+        "extra_info": {"split": split, "index": index, "answer": row["answer"], "question": row["question"]},
     }
+
+
+def with_reward_mode(tasks: list[Task], mode: str | None) -> list[Task]:
+    """`tasks` with GSM8K's rule scored in `mode` (e.g. 'skyrl' to reproduce SkyRL's figures); None = as they are."""
+    if mode is None:
+        return tasks
+    if mode not in MODES:
+        raise TaskError(f"unknown GSM8K reward mode {mode!r}: use one of {', '.join(MODES)}")
+    def ruled(task: Task) -> bool:
+        return task.env_class in ("gsm8k", "gsm8k_tool") or task.reward_spec.get("method") == "rule"
+
+    if not any(ruled(task) for task in tasks):
+        raise TaskError(f"reward mode {mode!r} applies to GSM8K-rule tasks, and this task set has none")
+    return [dataclasses.replace(task, reward_spec={**task.reward_spec, "mode": mode}) if ruled(task) else task
+            for task in tasks]
 
 
 def prepare_gsm8k(output_dir: str | Path, source: str | Path = "hf") -> dict[str, Path]:
@@ -312,7 +360,7 @@ def prepare_gsm8k(output_dir: str | Path, source: str | Path = "hf") -> dict[str
     for split, rows in splits.items():
         name = OUTPUT_NAMES[split]
         records = [
-            _skyrl_row(row, split, index)
+            skyrl_row(row, split, index)
             for index, row in enumerate(track(rows, description=f"GSM8K {split} -> {name}"))
         ]
         written[name] = _write_parquet(records, output / f"{name}.parquet")

@@ -37,6 +37,7 @@ from typing import Any, Literal
 import yaml
 
 from .errors import ConfigError
+from .skyrl_compat import Translation, header, merge
 
 # The allowed values (trainer/algorithms.py takes its tuples from here).
 AdvantageMethod = Literal["grpo", "dr_grpo", "rloo"]
@@ -48,6 +49,7 @@ SandboxBackend = Literal["auto", "docker", "local"]
 InferenceBackend = Literal["transformers", "vllm"]
 WeightSync = Literal["load", "nccl"]
 LoggerBackend = Literal["jsonl", "tensorboard", "wandb"]
+RewardMode = Literal["strict", "flexible", "skyrl"]
 
 
 def _field(default: Any, *, min: float | None = None, max: float | None = None, above: float | None = None,
@@ -74,6 +76,9 @@ class DataConfig:
     shuffle: bool = True
     #: Seed of the shuffle.
     seed: int = 42
+    #: How GSM8K-rule rewards are scored: null = each row's own (numbers compared: `#### 18.0` is right for 18);
+    #: `skyrl` = SkyRL's string rule, to reproduce its figures; `strict` / `flexible` for every row.
+    reward_mode: RewardMode | None = None
 
 
 @dataclass(frozen=True)
@@ -241,6 +246,8 @@ class TrainConfig:
     #: Modules imported before the run (in the driver and in every Ray worker) for what they register:
     #: task kinds, tools, reward functions, advantage estimators. Same as `harness --plugin MODULE train`.
     plugins: list[str] = field(default_factory=list)
+    #: What SkyRL keys were read as (see trainer/skyrl_compat.py): set by loading, never by the YAML.
+    skyrl_aliases: tuple[str, ...] = field(default=(), compare=False, metadata={"internal": True})
 
 
 # Names people bring from SkyRL, verl or TRL: offered as "did you mean" when the key is unknown.
@@ -280,22 +287,38 @@ def load_config(path: str | os.PathLike[str] | None, overrides: list[str] | tupl
     raw: dict[str, Any] = {}
     if path is not None:
         raw = _read_yaml(Path(path).expanduser())
-    raw = _shorthands(raw)
+    translation = Translation()  # SkyRL's keys, in the file and in the overrides, become ours
+    raw = translation.apply(_shorthands(raw))
     for override in overrides:
-        _apply_override(raw, override)
+        stage: dict[str, Any] = {}
+        _apply_override(stage, override)
+        translated = translation.apply(_shorthands(stage))
+        if translated == _shorthands(stage):
+            _apply_override(raw, override)
+        else:
+            raw = merge(raw, translated)
         raw = _shorthands(raw)
     default_name = Path(path).stem if path is not None else "train"
-    return config_from_dict(raw, default_run_name=default_name, source=str(path) if path is not None else None)
+    return config_from_dict(raw, default_run_name=default_name, source=str(path) if path is not None else None,
+                            translation=translation)
 
 
-def config_from_dict(raw: Mapping[str, Any], default_run_name: str = "train", source: str | None = None) -> TrainConfig:
-    """Validate a plain dict (as read from YAML) into a resolved `TrainConfig`; see `load_config`."""
-    problems: list[str] = []
-    raw = _shorthands(dict(raw))
+def config_from_dict(raw: Mapping[str, Any], default_run_name: str = "train", source: str | None = None,
+                     translation: Translation | None = None) -> TrainConfig:
+    """Validate a plain dict (as read from YAML) into a resolved `TrainConfig`; see `load_config`.
+
+    SkyRL's key names are accepted too (`trainer/skyrl_compat.py`); `translation` carries what
+    `load_config` already translated."""
+    if translation is None:
+        translation = Translation()
+        raw = translation.apply(_shorthands(dict(raw)))
+    raw = translation.finish(_shorthands(dict(raw)))
+    problems: list[str] = list(translation.problems)
     config = _build(TrainConfig, raw, "", problems)
     problems += _check_advantage(raw)
     if not problems:
         config = _resolve(config, default_run_name)
+        config = dataclasses.replace(config, skyrl_aliases=tuple(translation.notes))
         problems += _check(config)
     if problems:
         where = f" in {source}" if source else ""
@@ -307,7 +330,11 @@ def config_from_dict(raw: Mapping[str, Any], default_run_name: str = "train", so
 
 def to_dict(config: Any) -> dict[str, Any]:
     """The config as plain dicts, lists and scalars (what `save_config` writes and `config_from_dict` reads back)."""
-    return dataclasses.asdict(config)
+    data = dataclasses.asdict(config)
+    for f in dataclasses.fields(config):
+        if f.metadata.get("internal"):
+            del data[f.name]
+    return data
 
 
 def save_config(config: TrainConfig, path: str | os.PathLike[str]) -> Path:
@@ -316,7 +343,8 @@ def save_config(config: TrainConfig, path: str | os.PathLike[str]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     text = yaml.safe_dump(to_dict(config), sort_keys=False, default_flow_style=False, allow_unicode=True)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("# Resolved `harness train` config: defaults filled in, overrides applied.\n" + text)
+    notes = header(list(getattr(config, "skyrl_aliases", ())))
+    tmp.write_text("# Resolved `harness train` config: defaults filled in, overrides applied.\n" + notes + text)
     tmp.replace(path)
     return path
 
@@ -392,13 +420,13 @@ def _build(cls: type, raw: Any, path: str, problems: list[str]) -> Any:
         problems.append(f"{path or 'the config'}: expected a section with keys ({_allowed(cls)}), got {raw!r}")
         return cls()
     hints = typing.get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls)]
+    names = [f.name for f in dataclasses.fields(cls) if not f.metadata.get("internal")]
     for key in raw:
         if key not in names:
             problems.append(_unknown_key(key, path, names))
     values = {}
     for f in dataclasses.fields(cls):
-        if f.name in raw:
+        if f.name in raw and f.name in names:
             key_path = _join(path, f.name)
             before = len(problems)
             value = _convert(raw[f.name], hints[f.name], key_path, problems)

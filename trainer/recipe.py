@@ -28,6 +28,7 @@ from harness.policy import Sampling
 from tasks.registry import PLUGINS_ENV, RegistryError, load_plugins
 from tasks.runlog import rewrite_rows
 from tasks.task import Task
+from tasks.gsm8k import with_reward_mode
 from tasks.taskset import load_tasks
 
 from .algorithms import ADVANTAGE_ESTIMATORS
@@ -41,8 +42,8 @@ from .metrics import MetricsLogger, plot_curve, read_metrics
 log = logging.getLogger(__name__)
 
 
-def load_task_sets(sources: list[str]) -> list[Task]:
-    tasks = [task for source in sources for task in load_tasks(source)]
+def load_task_sets(sources: list[str], reward_mode: str | None = None) -> list[Task]:
+    tasks = with_reward_mode([task for source in sources for task in load_tasks(source)], reward_mode) if sources else []
     if sources and not tasks:
         raise ConfigError(f"the task sets {sources} are empty")
     return tasks
@@ -62,7 +63,8 @@ def learner_settings(cfg: TrainConfig, total_steps: int) -> LearnerSettings:
         lr_scheduler=t.lr_scheduler, max_grad_norm=t.max_grad_norm or float("inf"),
         micro_batch_size=t.micro_batch_size * g.n_samples_per_prompt, ppo_epochs=a.ppo_epochs,
         clip_low=a.clip_low, clip_high=a.clip_high, kl_coef=a.kl_coef, kl_type=a.kl_type,
-        loss_aggregation=a.loss_aggregation, max_len=g.max_tokens * g.max_turns, temperature=g.temperature, strategy=t.strategy,
+        loss_aggregation=a.loss_aggregation, max_len=g.max_tokens * g.max_turns, temperature=g.temperature,
+        strategy=t.strategy if learner_ranks(cfg) > 1 else "single",  # FSDP2 over one rank shards nothing: one device
     )
 
 
@@ -118,8 +120,8 @@ def train(cfg: TrainConfig, on_step: Callable[[int, dict], None] = lambda step, 
     model_path = cfg.trainer.policy.model.path
     if not model_path or not (Path(model_path) / "config.json").is_file():
         raise ConfigError(f"trainer.policy.model.path: no Hugging Face checkpoint at {model_path!r}")
-    train_tasks = load_task_sets(cfg.data.train_data)
-    val_tasks = load_task_sets(cfg.data.val_data)
+    train_tasks = load_task_sets(cfg.data.train_data, cfg.data.reward_mode)
+    val_tasks = load_task_sets(cfg.data.val_data, cfg.data.reward_mode)
     if not train_tasks:
         raise ConfigError("data.train_data is empty: name at least one task set")
     steps_per_epoch = max(len(train_tasks) // cfg.trainer.train_batch_size, 1)

@@ -72,4 +72,4 @@ def make_environment(task: Task, backend: Backend | None = None, sandbox: Sandbo
     return env
 
 
-from . import gsm8k, swe  # noqa: E402,F401  (the built-in kinds register themselves)
+from . import gsm8k, repo, swe  # noqa: E402,F401  (the built-in kinds register themselves)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tasks.task import Reward, Task
+from tasks.user_repo import diff_against
 
 from ..environments import ToolEnvironment
 from ..policy import Completion, tool_turn as call
@@ -20,14 +21,7 @@ class SWEEnvironment(ToolEnvironment):
 
     def current_patch(self) -> str:
         instance = self.task.metadata["instance"]
-        workdir = instance.get("workdir", "/testbed")
-        result = self.sandbox.exec(
-            f"cd {workdir} && git add -A && git diff --cached {instance['base_commit']} > /tmp/harness_model.patch; "
-            f"git reset -q", timeout=120,
-        )
-        if result.exit_code != 0:
-            return ""
-        return self.sandbox.read_file("/tmp/harness_model.patch").decode("utf-8", errors="replace")
+        return diff_against(self.sandbox, instance.get("workdir", "/testbed"), instance["base_commit"])
 
 
 def gold_turns(task: Task, use_tools: bool) -> list[Completion]:

@@ -84,10 +84,14 @@ class ReplayPolicy(Policy):
             self.by_task.setdefault(trajectory.task_id, trajectory)
 
     def for_task(self, task) -> Policy:
-        if task.id not in self.by_task:
+        if task.id in self.by_task:
+            saved = self.by_task[task.id]
+        elif len(self.by_task) == 1:  # one saved trajectory replays on whatever task it is given
+            (saved,) = self.by_task.values()
+        else:
             raise PolicyError(f"no saved trajectory for task {task.id}")
         turns = []
-        for message in self.by_task[task.id].messages:
+        for message in saved.messages:
             if message["role"] == "assistant":
                 calls = [ToolCall(c["id"], c["function"]["name"], c["function"]["arguments"]) for c in message.get("tool_calls", [])]
                 turns.append(Completion(text=message.get("content") or "", tool_calls=calls or None))

@@ -210,9 +210,9 @@ def test_unknown_key_deep_and_top_level():
     assert "unknown key trainr (did you mean trainer?); allowed: data, trainer, generator, inference, logger" in message
 
 
-def test_unknown_key_knows_skyrl_names():
-    message = error_of({"trainer": {"algorithm": {"advantage_estimator": "grpo"}}})
-    assert "unknown key trainer.algorithm.advantage_estimator (did you mean trainer.algorithm.advantage?)" in message
+def test_unknown_key_knows_trl_names():
+    message = error_of({"trainer": {"algorithm": {"beta": 0.1}}})
+    assert "unknown key trainer.algorithm.beta (did you mean trainer.algorithm.kl_coef?)" in message
 
 
 def test_unknown_key_without_a_close_match():

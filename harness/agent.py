@@ -1,0 +1,106 @@
+"""An agent on your own repository: a checkpoint, an endpoint or a scripted policy carries out a
+free-form request ("Fix this bug: ...") on a copy of a local repository.
+
+    agent = Agent.from_checkpoint("runs/gsm8k-grpo/checkpoints/step_20")
+    result = agent.run_task(prompt="Fix this bug: ...", repo="~/src/myproject", max_turns=30,
+                            runtime="docker", test="python3 -m pytest -q tests/test_x.py")
+    result.success, result.patch, result.exit_status, result.trajectory
+    result.write_patch("fix.diff"); result.apply_to_branch("agent/fix")
+
+The repository is copied into the sandbox (never mounted); the test command, when given, runs on
+the copy plus the patch in a fresh sandbox, as grading does.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from sandboxes import Backend, get_backend
+from tasks.user_repo import apply_to_branch, repo_task
+
+from .episode import EpisodeLimits, run_episode
+from .errors import HarnessError
+from .policy import Policy, Sampling
+from .trajectory import Trajectory
+
+RUNTIMES = ("docker", "local", "auto")
+
+
+@dataclass
+class AgentResult:
+    #: True/False when a test command judged the patch; None when nothing did (no test command, or scoring failed).
+    success: bool | None
+    trajectory: Trajectory
+    #: The agent's changes as a git patch against the repository as it was given ('' for none).
+    patch: str
+    #: How the episode ended: submitted, max_turns, context_exceeded, wall_time, format_errors, policy_error, sandbox_error.
+    exit_status: str
+    repo: str
+    #: The test command's output (its tail), when one ran.
+    test_output: str = ""
+
+    @property
+    def success_rate(self) -> float | None:
+        """SkyRL's name: 1.0 or 0.0 for one judged attempt; None when nothing judged it."""
+        return None if self.success is None else float(self.success)
+
+    def write_patch(self, path: str | Path) -> Path:
+        path = Path(path).expanduser()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.patch)
+        return path
+
+    def apply_to_branch(self, branch: str, message: str | None = None) -> str:
+        """Commit the patch on a new branch of the repository (its work tree untouched); returns the commit hash."""
+        first_line = self.trajectory.messages[0]["content"] if self.trajectory.messages else ""
+        return apply_to_branch(self.repo, self.patch, branch, message or f"harness agent ({self.trajectory.policy})\n\n"
+                               f"exit status: {self.exit_status}; tests: {self.success}\n\n{first_line[-500:]}")
+
+
+class Agent:
+    def __init__(self, policy: Policy, sampling: Sampling | None = None):
+        self.policy = policy
+        self.sampling = sampling or Sampling(temperature=0.0, max_tokens=1024)
+
+    @classmethod
+    def from_checkpoint(cls, checkpoint: str | Path, base_url: str | None = None, temperature: float = 0.0,
+                        max_tokens: int = 1024, seed: int | None = None) -> "Agent":
+        """A checkpoint folder, `endpoint:MODEL` (with `base_url` or $OPENAI_BASE_URL), or a scripted policy
+        (`empty`, `replay:PATH`)."""
+        from .policies.factory import make_policy
+
+        policy = make_policy(str(checkpoint), base_url=base_url)
+        return cls(policy, Sampling(temperature=temperature, max_tokens=max_tokens, seed=seed))
+
+    def run_task(self, prompt: str, repo: str | Path, max_turns: int = 30, runtime: str = "docker",
+                 test: str | None = None, on_message: Callable[[dict[str, Any]], None] | None = None,
+                 image: str = "harness-base:latest", max_context: int = 32_768, wall_time: float = 1800.0,
+                 backend: Backend | None = None) -> AgentResult:
+        """Carry out `prompt` on a copy of `repo`; `test` (a shell command run in the repository's folder) judges it."""
+        if runtime not in RUNTIMES:
+            raise HarnessError(f"runtime {runtime!r} is not built: use one of {', '.join(RUNTIMES)} "
+                               "(docker containers or local bubblewrap sandboxes)")
+        if max_turns < 1:
+            raise HarnessError(f"max_turns must be at least 1, not {max_turns}")
+        backend = backend or get_backend(runtime)
+        limits = EpisodeLimits(max_turns=max_turns, max_context=max_context, wall_time=wall_time)
+        with tempfile.TemporaryDirectory(prefix="harness-repo-") as staging:
+            task = repo_task(repo, prompt, Path(staging) / "repo", test_command=test, max_turns=max_turns, image=image)
+            trajectory = run_episode(task, self.policy, self.sampling, limits, backend, on_message=on_message)
+        details = trajectory.reward_details
+        judged = bool(details.get("judged")) and "scoring failed" not in trajectory.error
+        return AgentResult(success=trajectory.reward == 1.0 if judged else None, trajectory=trajectory,
+                           patch=trajectory.model_patch, exit_status=trajectory.exit_status,
+                           repo=str(Path(repo).expanduser().resolve()), test_output=details.get("test_output", ""))
+
+    def close(self) -> None:
+        self.policy.close()
+
+    def __enter__(self) -> "Agent":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,37 @@
+"""`repo`: a free-form request on a copy of the user's own repository (`harness run`, `Agent.run_task`).
+
+The outcome is the patch; the verdict is the user's test command run in a fresh sandbox, if any."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tasks.task import Reward, Task
+from tasks.user_repo import ENV_CLASS, NOT_IN_PATCH, diff_against, load_repo, verify_repo
+
+from ..environments import ToolEnvironment
+from ..policy import Completion
+from . import register_kind
+
+
+class RepoEnvironment(ToolEnvironment):
+    """A copy of the user's repository (tasks.user_repo); the patch is judged by the test command, if any."""
+
+    def init(self) -> list[dict[str, Any]]:
+        messages = super().init()
+        load_repo(self.sandbox, self.task)
+        return messages
+
+    def finish(self) -> Reward:
+        if self.sandbox is None:
+            return Reward(0.0, {"reason": "the sandbox never started"})
+        self.answer = diff_against(self.sandbox, self.task.metadata["workdir"], self.task.metadata["base_commit"], NOT_IN_PATCH)
+        return verify_repo(self.task, self.answer, self.backend)
+
+
+def no_gold(task: Task, use_tools: bool) -> list[Completion]:
+    raise ValueError("a request on your own repository has no reference solution to play; "
+                     "use empty, replay:PATH, a checkpoint folder or endpoint:MODEL")
+
+
+register_kind(ENV_CLASS, RepoEnvironment, outcome="patch", gold=no_gold)
