@@ -71,7 +71,7 @@ def evaluate(
         seed = None if config.seed is None else config.seed + sample
         sampling = Sampling(temperature=config.temperature, max_tokens=config.max_tokens, seed=seed)
         trajectory = run_episode(task, shared, sampling, limits, backend=backend, sample=sample)
-        trajectory.save(out / "trajectories" / f"{_safe(task.id)}__{sample}.json")
+        trajectory.save(trajectory_file(out, task.id, sample))
         return result_row(trajectory)
 
     pool = ThreadPoolExecutor(max_workers=max(config.workers, 1))
@@ -159,6 +159,11 @@ def write_outputs(rows: list[dict], report: dict, tasks: list[Task], out: Path) 
         *[f"| {t} | {v['samples']} | {v['resolved']} | {v['mean_reward']:.2f} |" for t, v in report["per_task"].items()],
     ]
     (out / "report.md").write_text("\n".join(lines) + "\n")
+
+
+def trajectory_file(run_dir: Path, task_id: str, sample: int) -> Path:
+    """Where an eval run keeps the trajectory of one (task, sample)."""
+    return run_dir / "trajectories" / f"{_safe(task_id)}__{sample}.json"
 
 
 def _safe(name: str) -> str:
