@@ -19,6 +19,10 @@ def _pyplot():
     return plt
 
 
+def warm_up() -> None:
+    _pyplot()
+
+
 def _svg(figure) -> bytes:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="svg", bbox_inches="tight")
@@ -48,53 +52,44 @@ def overview(rows: list[dict[str, Any]]) -> bytes:
         return _svg(figure)
 
 
-GROUPS = (
-    ("reward and pass rate", ("reward", "pass_rate", "resolve")),
-    ("KL and entropy", ("kl", "entropy")),
-    ("loss, clipping, gradients", ("loss", "clip", "grad_norm", "ratio")),
-    ("lengths and turns", ("length", "turns", "tokens_mean")),
-    ("time split (s)", ("time/",)),
-    ("throughput", ("throughput/",)),
-)
+ORDER = ("reward", "pass_rate", "resolve", "kl", "entropy", "clip", "loss", "grad_norm", "ratio", "length", "turns")
 
 
-def metric_groups(metrics: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
-    """The numeric keys of metrics.jsonl sorted into the panels of the training page (leftovers in `other`)."""
+def metric_panels(metrics: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
+    """The panels of the training page: one per numeric key of metrics.jsonl (reward, pass rate, KL, entropy,
+    clipping, lengths first), except the time split, whose keys share one panel."""
     keys = sorted({k for m in metrics for k, v in m.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
                   - {"step"})
     keys = [k for k in keys if not k.startswith("data/")]
-    groups, used = [], set()
-    for title, needles in GROUPS:
-        chosen = [k for k in keys if k not in used and any(n in k for n in needles)]
-        used.update(chosen)
-        if chosen:
-            groups.append((title, chosen))
-    rest = [k for k in keys if k not in used]
-    if rest:
-        groups.append(("other", rest))
-    return groups
+    times = [k for k in keys if k.startswith("time/")]
+    rank = lambda k: next((i for i, word in enumerate(ORDER) if word in k.split("/")[-1]), len(ORDER))  # noqa: E731
+    rest = sorted((k for k in keys if k not in times), key=lambda k: (rank(k), k))
+    panels = [(k, [k]) for k in rest]
+    if times:
+        panels.insert(min(len(panels), 6), ("time split (s)", times))
+    return panels
 
 
 def training_curves(metrics: list[dict[str, Any]]) -> bytes:
-    """One panel per group of metrics.jsonl keys, value over step; SFT warm-up losses are left to their own panel."""
-    groups = metric_groups(metrics)
+    """Each panel's keys over step."""
+    panels = metric_panels(metrics)
     with _LOCK:
         plt = _pyplot()
-        columns = 3
-        lines = max((len(groups) + columns - 1) // columns, 1)
-        figure, axes = plt.subplots(lines, columns, figsize=(15, 3.2 * lines), squeeze=False)
-        for ax, (title, keys) in zip(axes.flat, groups):
+        columns = 4
+        lines = max((len(panels) + columns - 1) // columns, 1)
+        figure, axes = plt.subplots(lines, columns, figsize=(16, 2.4 * lines), squeeze=False)
+        for ax, (title, keys) in zip(axes.flat, panels):
             for key in keys:
                 points = [(m["step"], m[key]) for m in metrics if isinstance(m.get(key), (int, float)) and "step" in m]
                 if points:
                     ax.plot([p[0] for p in points], [p[1] for p in points], marker="o" if len(points) < 40 else None,
-                            markersize=3, label=key)
-            ax.set_title(title)
-            ax.set_xlabel("step")
+                            markersize=3, label=key.removeprefix("time/"))
+            ax.set_title(title, fontsize=9)
             ax.grid(alpha=0.3)
-            ax.legend(fontsize=7)
-            ax.tick_params(labelsize=8)
-        for ax in list(axes.flat)[len(groups):]:
+            if len(keys) > 1:
+                ax.legend(fontsize=7)
+            ax.tick_params(labelsize=7)
+        for ax in list(axes.flat)[len(panels):]:
             ax.set_visible(False)
         figure.tight_layout()
         return _svg(figure)

@@ -39,6 +39,10 @@ def key_values(pairs: list[tuple[str, Any]], css: str = "kv") -> str:
     return f'<table class="{css}">' + "".join(f"<tr><th>{e(k)}</th><td>{fmt(v)}</td></tr>" for k, v in pairs) + "</table>"
 
 
+def chips(pairs: list[tuple[str, Any]]) -> str:
+    return '<div class="chips">' + "".join(f"<span><i>{e(k)}</i> <b>{fmt(v)}</b></span>" for k, v in pairs) + "</div>"
+
+
 def diff(patch: str) -> str:
     """The patch, highlighted by Pygments' diff lexer."""
     if not patch.strip():

@@ -171,9 +171,10 @@ class Run:
             return self.index(step).read(index)
         if self.kind == "grade":
             return None
-        row = self.index().rows[index] if index < len(self.index()) else None
-        if row is None:
-            raise ViewerError(f"{self.name} has no row {index}")
+        rows = self.rows()
+        if not 0 <= index < len(rows):
+            raise ViewerError(f"{self.name} has no row {index} (it holds {len(rows)})")
+        row = rows[index]
         path = trajectory_file(self.path, row["task_id"], row["sample"])
         if not path.exists():
             raise ViewerError(f"{path} is missing: the run wrote its result row but not the trajectory")

@@ -190,17 +190,18 @@ class Viewer:
         flags = audit(trajectory)
         timings = trajectory.get("timings") or {}
         name = f"{trajectory.get('task_id')} · sample {trajectory.get('sample', 0)}"
-        head = key_values([("task", trajectory.get("task_id")), ("sample", trajectory.get("sample", 0)), ("policy", trajectory.get("policy")),
+        head = render.chips([("task", trajectory.get("task_id")), ("sample", trajectory.get("sample", 0)), ("policy", trajectory.get("policy")),
                            ("reward", trajectory.get("reward")), ("exit status", trajectory.get("exit_status")),
                            ("error", trajectory.get("error") or "-"), ("turns", trajectory.get("turns")),
                            ("prompt tokens", trajectory.get("prompt_tokens")), ("completion tokens", trajectory.get("completion_tokens")),
                            *[(k, v) for k, v in timings.items()]])
         tokenizer = self._tokenizer_path(run, trajectory)
-        body = (f'<div class="traj">{head}<h2>Audit flags</h2>{render.flags_list(flags, prefix)}'
-                f'<h2>Turns</h2><div class="messages">{render.messages(trajectory, flags, prefix)}</div>'
-                f'<h2>Patch</h2>{render.diff(trajectory.get("model_patch") or "")}'
-                f'<h2>Grading report</h2>{render.grading(trajectory.get("reward_details"))}'
-                f'<h2>Tokens</h2>{render.tokens(trajectory, tokenizer)}</div>')
+        jump = " · ".join(f'<a href="#{prefix}-{k}">{k}</a>' for k in ("turns", "patch", "grading", "tokens"))
+        body = (f'<div class="traj"><p class="jump">{jump}</p>{head}<h2>Audit flags</h2>{render.flags_list(flags, prefix)}'
+                f'<h2 id="{prefix}-turns">Turns</h2><div class="messages">{render.messages(trajectory, flags, prefix)}</div>'
+                f'<h2 id="{prefix}-patch">Patch</h2>{render.diff(trajectory.get("model_patch") or "")}'
+                f'<h2 id="{prefix}-grading">Grading report</h2>{render.grading(trajectory.get("reward_details"))}'
+                f'<h2 id="{prefix}-tokens">Tokens</h2>{render.tokens(trajectory, tokenizer)}</div>')
         return body, name
 
     @staticmethod
@@ -377,4 +378,5 @@ def make_handler(viewer: Viewer):
 def make_server(runs: list[Run], host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
     server = ThreadingHTTPServer((host, port), make_handler(Viewer(runs)))
     server.daemon_threads = True
+    threading.Thread(target=plots.warm_up, daemon=True).start()  # importing matplotlib takes a second: not on the first plot
     return server
