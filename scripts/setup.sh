@@ -10,6 +10,8 @@ missing=()
 command -v dockerd >/dev/null || missing+=(docker.io)
 command -v bwrap >/dev/null || missing+=(bubblewrap)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
+command -v chromium >/dev/null || missing+=(chromium)  # harness view's browser tests (headless)
+command -v chromedriver >/dev/null || missing+=(chromium-driver)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "== apt-get install ${missing[*]}"
   as_root apt-get update -qq
