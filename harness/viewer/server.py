@@ -12,7 +12,6 @@ import threading
 from collections import Counter, defaultdict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from statistics import mean
 from typing import Any, Callable
 from urllib.parse import parse_qs, quote, urlparse
 
@@ -39,6 +38,12 @@ def page(title: str, body: str) -> bytes:
 
 
 # -- statistics of a run's rows -------------------------------------------------------------------
+
+
+def mean(values) -> float:
+    """Float mean (statistics.mean is exact, and ten times slower on a 10,000-row run)."""
+    values = list(values)
+    return sum(values) / len(values) if values else 0.0
 
 
 def summary(rows: list[dict[str, Any]]) -> list[tuple[str, Any]]:
@@ -139,7 +144,7 @@ class Viewer:
                 + (f" · checkpoint <code>{e(config.get('checkpoint', ''))}</code> on <code>{e(config.get('tasks', ''))}</code>" if config else "")
                 + f' · <a href="/run/{number}/audit">audit flags</a></p>'
                 + f'<div class="cols"><div id="summary">{key_values(summary(rows))}</div>'
-                + f'<img class="plot" id="overviewplot" alt="distributions" src="/plot/{number}/overview.svg?n={len(rows)}"></div>'
+                + f'<img class="plot" id="overviewplot" alt="distributions" data-src="/plot/{number}/overview.svg?n={len(rows)}"></div>'
                 + self._table(number, None))
         return page(run.name, body)
 
@@ -375,8 +380,18 @@ def make_handler(viewer: Viewer):
     return Handler
 
 
+def _prepare(runs: list[Run]) -> None:
+    """Index every run's JSONL and import matplotlib while nobody waits, so that the first page of a big run is quick."""
+    for run in runs:
+        try:
+            run.rows()
+        except ViewerError:
+            pass  # a training run without rollouts yet: its page says so
+    plots.warm_up()
+
+
 def make_server(runs: list[Run], host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
     server = ThreadingHTTPServer((host, port), make_handler(Viewer(runs)))
     server.daemon_threads = True
-    threading.Thread(target=plots.warm_up, daemon=True).start()  # importing matplotlib takes a second: not on the first plot
+    threading.Thread(target=_prepare, args=(runs,), daemon=True).start()
     return server

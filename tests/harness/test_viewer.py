@@ -30,28 +30,30 @@ HACKY_TURNS = [  # replayed in a real sandbox: each is something the audit must 
 ]
 
 
-def _replay_file(path: Path, task_id: str) -> Path:
+def _replay_folder(folder: Path, task_ids: list[str]) -> Path:
     messages = [{"role": "assistant", "content": f"step {i}", "tool_calls": [
         {"id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}]}
         for i, (name, args) in enumerate(HACKY_TURNS)]
-    path.write_text(json.dumps({"task_id": task_id, "messages": messages}))
-    return path
+    folder.mkdir()
+    for number, task_id in enumerate(task_ids):
+        (folder / f"{number}.json").write_text(json.dumps({"task_id": task_id, "messages": messages}))
+    return folder
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, docker_backend, tiny_model):
-    """Real run directories: gold and empty on three swe-demo tasks, a replayed 'hacky' episode, a 2-step GRPO run."""
+    """Real run directories: gold and empty on three swe-demo tasks, a replayed 'hacky' episode, a 1-step GRPO run."""
     root = tmp_path_factory.mktemp("viewer-runs")
     for name in ("gold", "empty"):
         done = harness("eval", "--checkpoint", name, "--tasks", "swe-demo", "--limit", "3", "--workers", "3", "--output", str(root / name))
         assert done.returncode == 0, done.stdout + done.stderr
-    first = json.loads((root / "gold" / "results.jsonl").read_text().splitlines()[0])["task_id"]
-    replay = _replay_file(root / "hacky.json", first)
+    tasks = [json.loads(line)["task_id"] for line in (root / "gold" / "results.jsonl").read_text().splitlines()]
+    replay = _replay_folder(root / "hacky-turns", tasks)
     done = harness("eval", "--checkpoint", f"replay:{replay}", "--tasks", "swe-demo", "--limit", "1", "--output", str(root / "hacky"))
     assert done.returncode == 0, done.stdout + done.stderr
     done = harness("train", f"trainer.policy.model.path={tiny_model}", f"trainer.output_dir={root / 'train'}",
                    'data.train_data=["arith-train"]', 'data.val_data=["arith"]', "trainer.train_batch_size=2",
-                   "generator.n_samples_per_prompt=2", "generator.max_tokens=12", "trainer.eval_interval=0", "trainer.max_steps=2")
+                   "generator.n_samples_per_prompt=2", "generator.max_tokens=12", "trainer.eval_interval=0", "trainer.max_steps=1")
     assert done.returncode == 0, done.stdout + done.stderr
     live = root / "live"  # a run still writing: two of its three rows so far
     shutil.copytree(root / "gold", live)
@@ -248,8 +250,8 @@ def test_training_run_curves_and_the_token_view_of_a_sampled_trajectory(viewer, 
     browser.get(viewer + run_url("train"))
     wait_for(browser, "const i = document.getElementById('curves'); return i.complete && i.naturalWidth > 0", what="the curves")
     steps = [o.text for o in browser.find_elements("css selector", "#stepselect option")]
-    assert steps == ["1", "2"]
-    wait_for(browser, "return document.getElementById('runtable').dataset.loaded === '4'", what="step 2's four rollouts")
+    assert steps == ["1"]
+    wait_for(browser, "return document.getElementById('runtable').dataset.loaded === '4'", what="step 1's four rollouts")
     shot(browser, "training", full_height=True)
     Select(browser.find_element("id", "stepselect")).select_by_value("1")
     wait_for(browser, "return location.search === '?step=1' && document.getElementById('runtable').dataset.loaded === '4'")

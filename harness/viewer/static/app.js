@@ -52,6 +52,8 @@ function setupTable(root) {
     const last = Math.min(data.offset + data.rows.length, data.matching);
     root.querySelector("#pageinfo").textContent = ` ${data.matching ? data.offset + 1 : 0}-${last} `;
     root.dataset.loaded = String(data.total);
+    // plots come after the rows: rendering them must not delay the table of a big run
+    for (const img of document.querySelectorAll("img[data-src]")) { img.src = img.dataset.src; img.removeAttribute("data-src"); }
   }
 
   form.addEventListener("input", () => { state.offset = 0; load(true); });
