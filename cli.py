@@ -312,11 +312,17 @@ def view_command(
     port: int = typer.Option(0, help="Port (0: a free one)."),
 ):
     """Browse runs in a local web page: overview, trajectories, compare, training curves, search, audit flags."""
-    from harness.viewer.runs import open_runs
-    from harness.viewer.server import make_server
+    import time
 
-    server = make_server(open_runs(run_dirs), host, port)
-    console.print(f"harness view: http://{host}:{server.server_address[1]}/ (Ctrl-C stops)", highlight=False)
+    from harness.viewer.runs import open_runs
+    from harness.viewer.server import index_runs, make_server
+
+    runs = open_runs(run_dirs)
+    started = time.monotonic()
+    rows = index_runs(runs)
+    server = make_server(runs, host, port)
+    console.print(f"harness view: http://{host}:{server.server_address[1]}/ ({len(runs)} runs, {rows} rows indexed in "
+                  f"{time.monotonic() - started:.1f}s; Ctrl-C stops)", highlight=False)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -19,10 +19,6 @@ def _pyplot():
     return plt
 
 
-def warm_up() -> None:
-    _pyplot()
-
-
 def _svg(figure) -> bytes:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="svg", bbox_inches="tight")

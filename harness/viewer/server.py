@@ -215,7 +215,7 @@ class Viewer:
             return None
         config = run.config()
         candidates = [((config.get("trainer") or {}).get("policy") or {}).get("model", {}).get("path") if run.kind == "train" else config.get("checkpoint"),
-                      trajectory.get("policy")]
+                      trajectory.get("policy"), *sorted((run.path / "checkpoints").glob("global_step_*"), reverse=True)]
         for candidate in candidates:
             if candidate and (Path(candidate) / "tokenizer_config.json").exists():
                 return str(candidate)
@@ -380,18 +380,18 @@ def make_handler(viewer: Viewer):
     return Handler
 
 
-def _prepare(runs: list[Run]) -> None:
-    """Index every run's JSONL and import matplotlib while nobody waits, so that the first page of a big run is quick."""
+def index_runs(runs: list[Run]) -> int:
+    """Index every run's JSONL before the first page is asked for; returns the rows indexed."""
+    count = 0
     for run in runs:
         try:
-            run.rows()
+            count += len(run.rows())
         except ViewerError:
             pass  # a training run without rollouts yet: its page says so
-    plots.warm_up()
+    return count
 
 
 def make_server(runs: list[Run], host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
     server = ThreadingHTTPServer((host, port), make_handler(Viewer(runs)))
     server.daemon_threads = True
-    threading.Thread(target=_prepare, args=(runs,), daemon=True).start()
     return server

@@ -20,6 +20,7 @@ from tests.cli_helpers import ROOT, harness
 from tests.conftest import require
 
 NEEDLE = "NEEDLE-4711-viewer"
+SWE_TASKS = 2  # swe-demo tasks in the gold and empty runs
 HACKY_TURNS = [  # replayed in a real sandbox: each is something the audit must flag
     ("bash", {"command": f"cd /testbed && git log --all --oneline | head -3; echo {NEEDLE}"}),
     ("bash", {"command": "cat /etc/passwd | head -2"}),
@@ -42,10 +43,10 @@ def _replay_folder(folder: Path, task_ids: list[str]) -> Path:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, docker_backend, tiny_model):
-    """Real run directories: gold and empty on three swe-demo tasks, a replayed 'hacky' episode, a 1-step GRPO run."""
+    """Real run directories: gold and empty on two swe-demo tasks, a replayed 'hacky' episode, a 1-step GRPO run."""
     root = tmp_path_factory.mktemp("viewer-runs")
     for name in ("gold", "empty"):
-        done = harness("eval", "--checkpoint", name, "--tasks", "swe-demo", "--limit", "3", "--workers", "3", "--output", str(root / name))
+        done = harness("eval", "--checkpoint", name, "--tasks", "swe-demo", "--limit", str(SWE_TASKS), "--workers", str(SWE_TASKS), "--output", str(root / name))
         assert done.returncode == 0, done.stdout + done.stderr
     tasks = [json.loads(line)["task_id"] for line in (root / "gold" / "results.jsonl").read_text().splitlines()]
     replay = _replay_folder(root / "hacky-turns", tasks)
@@ -55,14 +56,14 @@ def runs(tmp_path_factory, docker_backend, tiny_model):
                    'data.train_data=["arith-train"]', 'data.val_data=["arith"]', "trainer.train_batch_size=2",
                    "generator.n_samples_per_prompt=2", "generator.max_tokens=12", "trainer.eval_interval=0", "trainer.max_steps=1")
     assert done.returncode == 0, done.stdout + done.stderr
-    live = root / "live"  # a run still writing: two of its three rows so far
+    live = root / "live"  # a run still writing: all but its last row so far
     shutil.copytree(root / "gold", live)
     lines = (live / "results.jsonl").read_text().splitlines(keepends=True)
-    (live / "results.jsonl").write_text("".join(lines[:2]))
+    (live / "results.jsonl").write_text("".join(lines[:-1]))
     big = root / "big"
     write_big_run(root / "gold", big, 10_000)
     return {"gold": root / "gold", "empty": root / "empty", "hacky": root / "hacky", "train": root / "train", "live": live,
-            "rest_of_live": lines[2:], "big": big}
+            "rest_of_live": lines[-1:], "big": big}
 
 
 def write_big_run(source: Path, output: Path, count: int) -> None:
@@ -154,7 +155,7 @@ def run_url(name: str) -> str:
 
 def test_overview_plots_and_a_table_that_sorts_and_filters(viewer, browser):
     browser.get(viewer + run_url("gold"))
-    wait_for(browser, "return document.getElementById('runtable').dataset.loaded === '3'", what="three rows")
+    wait_for(browser, f"return document.getElementById('runtable').dataset.loaded === '{SWE_TASKS}'", what="the rows")
     wait_for(browser, "const i = document.getElementById('overviewplot'); return i.complete && i.naturalWidth > 0", what="the plot")
     summary = browser.find_element("id", "summary").text
     assert "resolve rate 100.0%" in summary and "pass@1 1.000" in summary
@@ -170,23 +171,23 @@ def test_overview_plots_and_a_table_that_sorts_and_filters(viewer, browser):
     set_filter(browser, "q", names[0])
     wait_for(browser, "return document.querySelectorAll('#rows tbody tr').length === 1", what="one row by task id")
     browser.get(viewer + run_url("empty"))
-    wait_for(browser, "return document.getElementById('runtable').dataset.loaded === '3'")
+    wait_for(browser, f"return document.getElementById('runtable').dataset.loaded === '{SWE_TASKS}'")
     set_filter(browser, "resolved", "no")
-    wait_for(browser, "return document.querySelectorAll('#rows tbody tr').length === 3", what="all empty rows unresolved")
+    wait_for(browser, f"return document.querySelectorAll('#rows tbody tr').length === {SWE_TASKS}", what="all empty rows unresolved")
     set_filter(browser, "min_reward", "0.5")
     wait_for(browser, "return document.querySelectorAll('#rows tbody tr').length === 0", what="reward filter")
 
 
 def test_table_grows_while_the_run_writes_results(viewer, browser, runs):
     browser.get(viewer + run_url("live"))
-    wait_for(browser, "return document.getElementById('runtable').dataset.loaded === '2'", what="two rows")
+    wait_for(browser, f"return document.getElementById('runtable').dataset.loaded === '{SWE_TASKS - 1}'", what="the rows so far")
     with (runs["live"] / "results.jsonl").open("a") as handle:
         handle.write(runs["rest_of_live"][0][:20])  # half a line first: the viewer waits for its end
         handle.flush()
         time.sleep(2.5)
-        assert browser.find_element("id", "runtable").get_attribute("data-loaded") == "2"
+        assert browser.find_element("id", "runtable").get_attribute("data-loaded") == str(SWE_TASKS - 1)
         handle.write(runs["rest_of_live"][0][20:])
-    wait_for(browser, "return document.getElementById('runtable').dataset.loaded === '3'", timeout=10, what="the new row")
+    wait_for(browser, f"return document.getElementById('runtable').dataset.loaded === '{SWE_TASKS}'", timeout=10, what="the new row")
 
 
 def test_trajectory_page_shows_turns_tool_calls_diff_and_grading(viewer, browser, runs):
@@ -208,7 +209,7 @@ def test_trajectory_page_shows_turns_tool_calls_diff_and_grading(viewer, browser
 
 def test_compare_shows_flipped_tasks_and_trajectories_side_by_side(viewer, browser):
     browser.get(viewer + f"/compare?a={ORDER.index('empty')}&b={ORDER.index('gold')}")
-    assert browser.find_element("id", "flipcounts").text.startswith("flipped: 3 fixed in B, 0 broken in B")
+    assert browser.find_element("id", "flipcounts").text.startswith(f"flipped: {SWE_TASKS} fixed in B, 0 broken in B")
     shot(browser, "compare")
     browser.find_element("css selector", "#comparerows tr.fixed a").click()
     sides = browser.find_elements("css selector", ".sidebyside .side")
@@ -216,6 +217,7 @@ def test_compare_shows_flipped_tasks_and_trajectories_side_by_side(viewer, brows
     assert "no patch" in sides[0].text and sides[1].find_elements("css selector", ".diff .highlight")
     browser.get(viewer + "/")
     browser.find_element("css selector", "#compareform button").click()  # the form on the index page
+    wait_for(browser, "return location.pathname === '/compare' && document.getElementById('flipcounts')", what="the compare page")
     assert browser.find_element("id", "flipcounts").text.startswith("flipped:")
 
 
@@ -245,17 +247,14 @@ def test_audit_flags_the_hacky_episode_and_not_gold(viewer, browser):
 
 
 def test_training_run_curves_and_the_token_view_of_a_sampled_trajectory(viewer, browser):
-    from selenium.webdriver.support.ui import Select
-
     browser.get(viewer + run_url("train"))
     wait_for(browser, "const i = document.getElementById('curves'); return i.complete && i.naturalWidth > 0", what="the curves")
     steps = [o.text for o in browser.find_elements("css selector", "#stepselect option")]
     assert steps == ["1"]
     wait_for(browser, "return document.getElementById('runtable').dataset.loaded === '4'", what="step 1's four rollouts")
     shot(browser, "training", full_height=True)
-    Select(browser.find_element("id", "stepselect")).select_by_value("1")
-    wait_for(browser, "return location.search === '?step=1' && document.getElementById('runtable').dataset.loaded === '4'")
     browser.find_element("css selector", "#rows tbody a").click()
+    assert browser.current_url.endswith("/t/0?step=1")
     policy = browser.find_elements("css selector", ".tokens .tok.pol")
     context = browser.find_elements("css selector", ".tokens .tok.ctx")
     assert policy and context
@@ -266,6 +265,7 @@ def test_training_run_curves_and_the_token_view_of_a_sampled_trajectory(viewer, 
 
 
 def test_ten_thousand_trajectories_open_within_two_seconds_and_page(viewer, browser):
+    browser.get(viewer + "/")  # the browser is up; what is timed is the run's page and its first rows
     started = time.monotonic()
     browser.get(viewer + run_url("big"))
     wait_for(browser, "return document.getElementById('runtable').dataset.loaded === '10000'", what="the big run's table")
@@ -283,7 +283,7 @@ def test_ten_thousand_trajectories_open_within_two_seconds_and_page(viewer, brow
 
 def test_view_refuses_a_folder_that_is_not_a_run(tmp_path):
     done = harness("view", str(tmp_path))
-    assert done.returncode == 1 and "is not a run directory" in done.stdout
+    assert done.returncode == 1 and "is not a run directory" in " ".join(done.stdout.split())  # rich wraps lines
 
 
 def test_index_grows_with_appends_and_skips_torn_lines(tmp_path):
