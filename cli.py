@@ -322,7 +322,7 @@ def view_command(
     rows = index_runs(runs)
     server = make_server(runs, host, port)
     console.print(f"harness view: http://{host}:{server.server_address[1]}/ ({len(runs)} runs, {rows} rows indexed in "
-                  f"{time.monotonic() - started:.1f}s; Ctrl-C stops)", highlight=False)
+                  f"{time.monotonic() - started:.1f}s; Ctrl-C stops)", highlight=False, soft_wrap=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
