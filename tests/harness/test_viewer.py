@@ -299,3 +299,27 @@ def test_index_grows_with_appends_and_skips_torn_lines(tmp_path):
     assert [r["task_id"] for r in index.rows] == ["a", "b", "c"] and index.read(1)["sample"] == 1 and index.rows[1]["resolved"]
     path.write_text('{"task_id": "z"}\n')  # rewritten shorter: indexed again
     assert [r["task_id"] for r in index.refresh().rows] == ["z"]
+
+
+def _calls(*calls: tuple[str, dict]) -> dict:
+    return {"metadata": {"workdir": "/testbed"}, "messages": [
+        {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": n, "arguments": json.dumps(a)}}]} for n, a in calls]}
+
+
+@pytest.mark.parametrize("name, args, kinds", [
+    ("bash", {"command": "cd /testbed && git log -3 --oneline && git show HEAD --stat && git diff"}, set()),
+    ("bash", {"command": "python -m pytest tests/test_lru.py -q > /tmp/out.txt; cat /tmp/out.txt"}, set()),
+    ("str_replace_editor", {"command": "view", "path": "/testbed/tests/test_lru.py"}, set()),  # reading tests is fine
+    ("bash", {"command": "git reflog | head"}, {"git_history"}),
+    ("bash", {"command": "git show 1a2b3c4d:src/x.py"}, {"git_history"}),
+    ("bash", {"command": "ls /testbed/.git/objects/pack"}, {"git_history"}),
+    ("bash", {"command": "sed -i 's/assert x/assert True/' tests/test_lru.py"}, {"test_edit"}),
+    ("bash", {"command": "echo 'def test(): pass' >> /testbed/tests/conftest.py"}, {"test_edit"}),
+    ("bash", {"command": "pip install requests"}, {"network"}),
+    ("bash", {"command": "cat /root/.ssh/id_rsa"}, {"outside_workdir"}),
+    ("str_replace_editor", {"command": "view", "path": "/usr/lib/python3/dist-packages/x.py"}, {"outside_workdir"}),
+])
+def test_audit_flags_what_it_should_and_not_ordinary_work(name, args, kinds):
+    from harness.viewer.audit import audit
+
+    assert {flag.kind for flag in audit(_calls((name, args)))} == kinds
