@@ -18,7 +18,7 @@ from urllib.parse import parse_qs, quote, urlparse
 from ..evaluate import pass_at_k
 from . import plots, render
 from .audit import audit
-from .render import e, fmt, key_values
+from .render import e, key_values
 from .runs import Run, ViewerError
 from .search import compile_query, search
 
