@@ -418,6 +418,36 @@ def train_command(
     console.print(f"done: {run_dir} (checkpoints in {run_dir / 'checkpoints'})")
 
 
+# -- viewer --------------------------------------------------------------------------------------
+
+
+@app.command("view")
+@friendly_errors
+def view_command(
+    run_dirs: list[Path] = typer.Argument(..., help="Run directories of harness eval, grade, generate or train."),
+    host: str = typer.Option("127.0.0.1", help="Address to listen on (localhost by default)."),
+    port: int = typer.Option(0, help="Port (0: a free one)."),
+):
+    """Browse runs in a local web page: overview, trajectories, compare, training curves, search, audit flags."""
+    import time
+
+    from harness.viewer.runs import open_runs
+    from harness.viewer.server import index_runs, make_server
+
+    runs = open_runs(run_dirs)
+    started = time.monotonic()
+    rows = index_runs(runs)
+    server = make_server(runs, host, port)
+    console.print(f"harness view: http://{host}:{server.server_address[1]}/ ({len(runs)} runs, {rows} rows indexed in "
+                  f"{time.monotonic() - started:.1f}s; Ctrl-C stops)", highlight=False, soft_wrap=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
 # -- grading -------------------------------------------------------------------------------------
 
 

@@ -53,6 +53,8 @@ def run_episode(
     policy = policy.for_task(task)
     started = time.monotonic()
     trajectory = Trajectory(task_id=task.id, sample=sample, policy=policy.name)
+    if task.sandbox is not None:
+        trajectory.metadata["workdir"] = task.sandbox.workdir  # what the viewer's audit counts as inside
     timings = {"policy_s": 0.0, "env_s": 0.0}
     env = make_environment(task, backend, sandbox, limits.command_timeout)
     ledger = None
@@ -103,7 +105,8 @@ def _loop(task, policy, env, sampling, limits, trajectory, ledger, tools, timing
             raise EpisodeEnd("context_exceeded", f"{len(ledger.ids)} tokens + {sampling.max_tokens} to generate > {limits.max_context}")
         clock = time.monotonic()
         completion = _generate(policy, ledger, trajectory.messages, tools, sampling)
-        timings["policy_s"] += time.monotonic() - clock
+        policy_s = time.monotonic() - clock
+        timings["policy_s"] += policy_s
         trajectory.turns += 1
         trajectory.prompt_tokens += completion.prompt_tokens
         trajectory.completion_tokens += completion.completion_tokens
@@ -112,7 +115,12 @@ def _loop(task, policy, env, sampling, limits, trajectory, ledger, tools, timing
         tell(trajectory.messages[-1])
         clock = time.monotonic()
         result = env.step(turn)
-        timings["env_s"] += time.monotonic() - clock
+        env_s = time.monotonic() - clock
+        timings["env_s"] += env_s
+        # per turn, for `harness view`: kept out of the messages so that chat templates never see it
+        trajectory.metadata.setdefault("turn_stats", []).append({
+            "policy_s": round(policy_s, 4), "env_s": round(env_s, 4),
+            "prompt_tokens": completion.prompt_tokens, "completion_tokens": completion.completion_tokens})
         trajectory.messages += result.observations
         for message in result.observations:
             tell(message)

@@ -90,7 +90,7 @@ def evaluate(
             trajectory = run_episode(task, shared, sampling, limits, backend=backend, sample=sample)
         except Exception as err:  # noqa: BLE001 - a bad record or a policy bug fails one episode, not the run
             return error_row(task, sample, err, policy.name)
-        trajectory.save(out / "trajectories" / trajectory_filename(task.id, sample))
+        trajectory.save(trajectory_file(out, task.id, sample))
         return result_row(trajectory)
 
     pool = ThreadPoolExecutor(max_workers=max(config.workers, 1))
@@ -244,10 +244,11 @@ def write_outputs(rows: list[dict], report: dict, tasks: list[Task], out: Path) 
     atomic_write(out / "report.md", "\n".join(lines) + "\n")
 
 
-def trajectory_filename(task_id: str, sample: int) -> str:
-    """`<id>__<sample>.json`; an id with characters unsafe in file names gets a hash of itself
-    appended, so ids that differ only there (`x-😀`, `x-🔥`) never share a file."""
+def trajectory_file(run_dir: Path, task_id: str, sample: int) -> Path:
+    """Where an eval run keeps the trajectory of one (task, sample): `<id>__<sample>.json`; an id
+    with characters unsafe in file names gets a hash of itself appended, so ids that differ only
+    there (`x-😀`, `x-🔥`) never share a file."""
     safe = "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in task_id)
     if safe != task_id or safe.startswith("."):
         safe = f"{safe}-{hashlib.sha256(task_id.encode('utf-8', 'surrogatepass')).hexdigest()[:10]}"
-    return f"{safe}__{sample}.json"
+    return run_dir / "trajectories" / f"{safe}__{sample}.json"

@@ -12,6 +12,9 @@ command -v bwrap >/dev/null || missing+=(bubblewrap)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
 command -v docker-registry >/dev/null || missing+=(docker-registry)  # a local registry for `harness tasks pull` tests
 dpkg -s libffi-dev >/dev/null 2>&1 || missing+=(libffi-dev)  # old cffi sdists, built into wheels when mining old commits
+
+command -v chromium >/dev/null || missing+=(chromium)  # harness view's browser tests (headless)
+command -v chromedriver >/dev/null || missing+=(chromium-driver)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "== apt-get install ${missing[*]}"
   as_root apt-get update -qq

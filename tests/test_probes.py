@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import PolicyError
-from harness.evaluate import trajectory_filename
+from harness.evaluate import trajectory_file
 from harness.policies.endpoint import EndpointLimits, EndpointPolicy
 from harness.policy import Sampling
 from tasks.runlog import atomic_write
@@ -69,8 +69,8 @@ def test_numeric_options_are_range_checked():
 
 
 def test_ids_differing_only_in_unsafe_characters_get_their_own_trajectories(tmp_path):
-    assert trajectory_filename("x-😀", 0) != trajectory_filename("x-🔥", 0)
-    assert trajectory_filename("arith-1", 0) == "arith-1__0.json"  # plain ids keep plain names
+    assert trajectory_file(Path("r"), "x-😀", 0) != trajectory_file(Path("r"), "x-🔥", 0)
+    assert trajectory_file(Path("r"), "arith-1", 0).name == "arith-1__0.json"  # plain ids keep plain names
     rows = [{"data_source": "arith", "env_class": "gsm8k", "prompt": [{"role": "user", "content": "1+1?"}],
              "reward_spec": {"method": "rule", "ground_truth": "2"}, "extra_info": {"id": task_id}} for task_id in ("x-😀", "x-🔥", "x/../y")]
     tasks = tmp_path / "tasks.jsonl"

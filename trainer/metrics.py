@@ -39,6 +39,17 @@ class MetricsLogger:
             self.wandb.finish()
 
 
+def save_rollouts(path: Path, trajectories: list) -> None:
+    """The sampled trajectories of one step, one JSON line each (tokens, loss mask and logprobs included):
+    what `harness view` shows for a chosen step. Written whole, so a resumed step replaces its file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("w") as handle:
+        for trajectory in trajectories:
+            handle.write(json.dumps(trajectory.to_dict()) + "\n")
+    tmp.replace(path)
+
+
 def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
     return read_rows(run_dir / "metrics.jsonl")  # a line torn by a kill is skipped
 

@@ -37,7 +37,7 @@ from .checkpoint import latest_checkpoint, load_trainer_state
 from .config import TrainConfig, save_config
 from .errors import ConfigError, TrainerError, ray_cause
 from .learner import LearnerSettings
-from .metrics import MetricsLogger, plot_curve, read_metrics
+from .metrics import MetricsLogger, plot_curve, read_metrics, save_rollouts
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +161,8 @@ def train(cfg: TrainConfig, on_step: Callable[[int, dict], None] = lambda step, 
                 position = {"epoch": position["epoch"] + 1, "index": 0}
                 continue
             prompts = [train_tasks[i] for i in order[position["index"] : position["index"] + cfg.trainer.train_batch_size]]
-            metrics = _grpo_step(cfg, prompts, workers, learner, engines, pad_id, seed=cfg.trainer.seed * 100_003 + step * 1_000)
+            metrics = _grpo_step(cfg, prompts, workers, learner, engines, pad_id, seed=cfg.trainer.seed * 100_003 + step * 1_000,
+                                 rollouts_to=run_dir / "rollouts" / f"step_{step + 1:06d}.jsonl")
             metrics |= {"data/epoch": position["epoch"], "data/index": position["index"]}
             step += 1
             position = {"epoch": position["epoch"], "index": position["index"] + cfg.trainer.train_batch_size}
@@ -181,7 +182,8 @@ def train(cfg: TrainConfig, on_step: Callable[[int, dict], None] = lambda step, 
     return run_dir
 
 
-def _grpo_step(cfg: TrainConfig, prompts: list[Task], workers, learner, engines, pad_id: int, seed: int) -> dict[str, float]:
+def _grpo_step(cfg: TrainConfig, prompts: list[Task], workers, learner, engines, pad_id: int, seed: int,
+               rollouts_to: Path | None = None) -> dict[str, float]:
     g = cfg.generator
     sampling = Sampling(temperature=g.temperature, top_p=g.top_p, max_tokens=g.max_tokens, seed=seed)
     limits = EpisodeLimits(max_turns=g.max_turns, max_context=g.max_context)
@@ -189,6 +191,8 @@ def _grpo_step(cfg: TrainConfig, prompts: list[Task], workers, learner, engines,
     groups = _rollouts(workers, prompts, g.n_samples_per_prompt, sampling, limits)
     rollout_s = time.monotonic() - started
     trajectories = [t for group in groups for t in group]
+    if rollouts_to is not None:
+        save_rollouts(rollouts_to, trajectories)
     crashed = [t for t in trajectories if t.exit_status == "policy_error"]
     if crashed:
         raise TrainerError(f"the inference engine failed during rollouts ({crashed[0].error}); no update was made, "
@@ -270,7 +274,7 @@ def _resume_point(cfg: TrainConfig, run_dir: Path) -> Path | None:
     return path
 
 
-RUN_OUTPUTS = ("config.yaml", "metrics.jsonl", "tensorboard", "checkpoints", "reward_curve.png")
+RUN_OUTPUTS = ("config.yaml", "metrics.jsonl", "tensorboard", "checkpoints", "reward_curve.png", "rollouts")
 
 
 def _set_aside_previous_run(run_dir: Path) -> None:
