@@ -28,6 +28,8 @@ app.add_typer(data_app, name="data")
 app.add_typer(tasks_app, name="tasks")
 console = Console()
 BackendOption = typer.Option("auto", "--backend", help="docker, local (bubblewrap) or auto.")
+RayAddressOption = typer.Option(None, "--ray-address", help="Run on the nodes of this Ray cluster (auto, HOST:PORT): each node runs "
+                                "as many sandboxes at once as its `sandbox` resource says, on its own engine.")
 
 
 def friendly_errors(command):
@@ -162,24 +164,28 @@ def eval_command(
     resume: bool = typer.Option(False, help="Finish an interrupted run in --output without redoing its episodes."),
     base_url: Optional[str] = typer.Option(None, help="Endpoint base URL for endpoint:MODEL (else $OPENAI_BASE_URL)."),
     backend: str = BackendOption,
+    ray_address: Optional[str] = RayAddressOption,
 ):
     """Evaluate a checkpoint, endpoint or scripted policy on a task set; writes a report."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from harness.distributed import PolicySource
     from harness.evaluate import EvalConfig, evaluate
     from harness.policies.factory import make_policy
+    from sandboxes.cluster import Cluster
     from tasks.taskset import load_tasks
 
     with console.status(f"loading {tasks}"):
         task_list = load_tasks(tasks)[:limit]
-    sandbox_backend = get_backend(backend) if any(t.sandbox for t in task_list) else None
+    sandbox_backend = get_backend(backend) if any(t.sandbox for t in task_list) and not ray_address else None
     if sandbox_backend is not None and sandbox_backend.name != "docker":
         console.print("[yellow]no Docker engine answers: episodes run in the local bubblewrap backend[/]")
     name = Path(checkpoint).name or checkpoint
     output = output or Path("runs") / f"eval-{name.replace(':', '_')}-{Path(tasks).stem}"
     config = EvalConfig(tasks=tasks, checkpoint=checkpoint, output=str(output), samples=samples, workers=workers,
                         max_turns=max_turns, temperature=temperature, max_tokens=max_tokens, backend=backend)
-    policy = make_policy(checkpoint, base_url=base_url)
+    cluster, source = (Cluster(ray_address, backend=backend), PolicySource(checkpoint, base_url)) if ray_address else (None, None)
+    policy = make_policy(checkpoint, base_url=base_url) if cluster is None else None  # on a cluster each node builds its own
     stats = {"resolved": 0, "errors": 0}
     columns = [TextColumn("episodes"), BarColumn(), MofNCompleteColumn(), TextColumn("resolved {task.fields[resolved]} errors {task.fields[errors]}"), TimeElapsedColumn()]
     with Progress(*columns, console=console) as progress:
@@ -191,9 +197,10 @@ def eval_command(
             progress.update(bar, advance=1, **stats)
 
         try:
-            report = evaluate(task_list, policy, config, sandbox_backend, resume=resume, on_result=advance)
+            report = evaluate(task_list, policy, config, sandbox_backend, resume=resume, on_result=advance, cluster=cluster, source=source)
         finally:
-            policy.close()
+            if policy is not None:
+                policy.close()
     console.print((output / "report.md").read_text(), highlight=False)
     console.print(f"run directory: {output}")
     return report
@@ -216,6 +223,7 @@ def generate_command(
     resume: bool = typer.Option(False, help="Finish an interrupted generation in --output."),
     base_url: Optional[str] = typer.Option(None, help="Endpoint base URL for endpoint:MODEL."),
     backend: str = BackendOption,
+    ray_address: Optional[str] = RayAddressOption,
 ):
     """Write a synthetic trajectory dataset (Parquet, ready for SFT) with a dataset card."""
     from harness.generate import write_dataset
@@ -225,7 +233,7 @@ def generate_command(
     run_dir = output / "run"
     eval_command(checkpoint=checkpoint, tasks=tasks, max_turns=max_turns, workers=workers, samples=samples,
                  temperature=temperature, max_tokens=max_tokens, limit=limit, output=run_dir, resume=resume,
-                 base_url=base_url, backend=backend)
+                 base_url=base_url, backend=backend, ray_address=ray_address)
     from harness.evaluate import EvalConfig
 
     config = EvalConfig(**json.loads((run_dir / "config.json").read_text()))
@@ -313,6 +321,7 @@ def grade_command(
     workers: int = typer.Option(2, help="Instances graded at once."),
     fractional: bool = typer.Option(False, help="Reward the share of FAIL_TO_PASS fixed (0 if a PASS_TO_PASS breaks)."),
     backend: str = BackendOption,
+    ray_address: Optional[str] = RayAddressOption,
 ):
     """Grade predictions like SWE-bench does, in fresh sandboxes; resumable (rerun to finish)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -334,7 +343,12 @@ def grade_command(
             counts["resolved"] += report.resolved
             progress.update(bar, advance=1, resolved=counts["resolved"])
 
-        results = grade_predictions(instances, preds, get_backend(backend), output, workers, fractional, advance)
+        if ray_address:
+            from sandboxes.cluster import Cluster
+
+            results = grade_predictions(instances, preds, None, output, workers, fractional, advance, cluster=Cluster(ray_address, backend=backend))
+        else:
+            results = grade_predictions(instances, preds, get_backend(backend), output, workers, fractional, advance)
     summary = summarize(results)
     table = Table("instance", "resolution", "reward", "note")
     for row in results:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from sandboxes import Backend
+from sandboxes.cluster import Cluster
 
 from .errors import Problem, TaskSetError
 from .grading import GradeReport, grade
@@ -68,6 +69,7 @@ def grade_predictions(
     workers: int = 4,
     fractional: bool = False,
     on_result: Callable[[GradeReport], None] = lambda r: None,
+    cluster: Cluster | None = None,
 ) -> list[dict[str, Any]]:
     """Grade every prediction whose instance is known; return all results of the run dir."""
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -78,10 +80,14 @@ def grade_predictions(
     todo = [p for p in predictions.values() if p["instance_id"] in by_id and p["instance_id"] not in done]
     lock = threading.Lock()
     with ThreadPoolExecutor(max_workers=max(workers, 1)) as pool:
-        futures = {pool.submit(grade, by_id[p["instance_id"]], p.get("model_patch"), backend, fractional=fractional): p for p in todo}
-        for future in as_completed(futures):
-            report = future.result()
-            row = {"model_name_or_path": futures[future].get("model_name_or_path", ""), **report.to_dict()}
+        if cluster is not None:  # graded on the nodes of a Ray cluster, each in its own engine
+            jobs = [(by_id[p["instance_id"]], p.get("model_patch"), fractional, p) for p in todo]
+            finished = ((job[-1], report) for job, report, _ in cluster.map_unordered(_grade_on_node, jobs))
+        else:
+            futures = {pool.submit(grade, by_id[p["instance_id"]], p.get("model_patch"), backend, fractional=fractional): p for p in todo}
+            finished = ((futures[future], future.result()) for future in as_completed(futures))
+        for prediction, report in finished:
+            row = {"model_name_or_path": prediction.get("model_name_or_path", ""), **report.to_dict()}
             with lock, results_path.open("a") as handle:
                 handle.write(json.dumps(row) + "\n")
             done[report.instance_id] = row
@@ -90,6 +96,10 @@ def grade_predictions(
     results = [done[i] for i in sorted(done)]
     write_report(results, unknown, output_dir)
     return results
+
+
+def _grade_on_node(backend: Backend, instance: dict[str, Any], patch: str | None, fractional: bool, prediction: dict) -> GradeReport:
+    return grade(instance, patch, backend, fractional=fractional)
 
 
 def drop_partial_line(path: Path) -> None:
