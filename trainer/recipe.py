@@ -142,6 +142,7 @@ def train(cfg: TrainConfig, on_step: Callable[[int, dict], None] = lambda step, 
         if cfg.trainer.async_.enabled:  # rollouts of the next steps run while the learner trains (trainer/async_grpo.py)
             ahead = RolloutsAhead(rollout_submitter(workers, cfg.generator.n_samples_per_prompt, lambda k: _sampling(cfg, k),
                                                     _limits(cfg)), cfg.trainer.async_.staleness, total_steps, next_batch)
+        began = time.monotonic()
         while step < total_steps:
             prompts, start, position = next_batch(position)
             metrics = _grpo_step(cfg, prompts, workers, learner, engines, pad_id, step, ahead, position)
@@ -149,7 +150,7 @@ def train(cfg: TrainConfig, on_step: Callable[[int, dict], None] = lambda step, 
             step += 1
             if val_tasks and (step == total_steps or (cfg.trainer.eval_interval and step % cfg.trainer.eval_interval == 0)):
                 metrics |= evaluate(cfg, workers, val_tasks)
-            logger.log(step, metrics)
+            logger.log(step, metrics | {"time/elapsed_s": time.monotonic() - began})  # since this run's first step began
             on_step(step, metrics)
             if step == total_steps or (cfg.trainer.ckpt_interval and step % cfg.trainer.ckpt_interval == 0):
                 learner.save(run_dir, step, {"data_position": position, "step": step})
