@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -118,11 +117,3 @@ def _name(job: tuple) -> str:
     first = job[0] if job else "?"
     return str(getattr(first, "id", None) or (first.get("instance_id") if isinstance(first, dict) else first))[:80]
 
-
-def wait_for_slots(minimum: float, timeout: float = 60.0) -> None:
-    """Block until the cluster offers at least `minimum` sandbox slots (nodes still joining)."""
-    deadline = time.monotonic() + timeout
-    while slots() < minimum:
-        if time.monotonic() > deadline:
-            raise ClusterError(f"the cluster offers {slots()} {RESOURCE!r} slots after {timeout:.0f}s, not {minimum}")
-        time.sleep(0.5)

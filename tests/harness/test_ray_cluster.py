@@ -71,6 +71,30 @@ def _raylet_of(node: str) -> int:
     return pid
 
 
+def _fails(backend, number: int) -> None:
+    raise ValueError(f"bad job {number}")
+
+
+def test_grading_on_the_cluster_and_a_failing_job_fails_the_run_with_its_own_error(ray_cluster, docker_backend, tmp_path, monkeypatch):
+    import ray
+
+    from sandboxes.cluster import Cluster
+    from tasks.grade_run import grade_predictions, scripted_predictions
+    from tasks.taskset import load_tasks
+
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    instances = [t.metadata["instance"] for t in load_tasks("swe-demo") if t.env_class == "swe"][:2]
+    cluster = Cluster(ray_cluster["address"])
+    try:
+        results = grade_predictions(instances, scripted_predictions(instances, "gold"), None, tmp_path, cluster=cluster)
+        assert [r["resolved"] for r in results] == [True, True]
+        assert len(rows_of(tmp_path / "results.jsonl")) == 2
+        with pytest.raises(ValueError, match="bad job 3"):
+            list(cluster.map_unordered(_fails, [(3,)]))
+    finally:
+        ray.shutdown()
+
+
 def _eval(address: str, out: Path, limit: int, *extra: str) -> list[str]:
     return [sys.executable, "-m", "cli", "--verbose", "eval", "--checkpoint", "gold", "--tasks", "gsm8k-tool", "--limit", str(limit),
             "--ray-address", address, "--output", str(out), *extra]
