@@ -100,7 +100,10 @@ class Learner:
             return {"skipped": 1.0}
         share = self.world_size / (total_rows or len(batch))  # FSDP2 averages gradients over ranks
         ref_logprobs = self._ref_logprobs(batch) if self.ref is not None else None
-        proximal = self._ref_logprobs(batch, self.model) if s.is_cap is not None else None
+        # Asynchronous training scores the batch with the weights before the step (the proximal policy). With one
+        # PPO epoch those are the weights of the training forward itself: its log-probs, detached, at no extra cost.
+        decoupled = s.is_cap is not None
+        proximal = self._ref_logprobs(batch, self.model) if decoupled and s.ppo_epochs > 1 else None
         for _ in range(s.ppo_epochs):
             self.optimizer.zero_grad(set_to_none=True)
             parts: list[dict[str, float]] = []
@@ -115,13 +118,13 @@ class Learner:
                     continue
                 logprobs = sequence_logprobs(self.model, micro.input_ids.to(self.device), micro.attention_mask.to(self.device),
                                              micro.loss_mask.to(self.device), s.temperature)
-                old = micro.old_logprobs if proximal is None else proximal[rows]
+                old = micro.old_logprobs if not decoupled else logprobs.detach() if proximal is None else proximal[rows].to(self.device)
                 loss, part = policy_loss(
                     logprobs, old.to(self.device), micro.advantages.to(self.device), micro.loss_mask.to(self.device),
                     clip_low=s.clip_low, clip_high=s.clip_high,
                     ref_logprobs=None if ref_logprobs is None else ref_logprobs[rows].to(self.device),
                     kl_coef=s.kl_coef, kl_type=s.kl_type, aggregation=s.loss_aggregation, max_len=s.max_len,
-                    behaviour_logprobs=None if proximal is None else micro.old_logprobs.to(self.device), is_cap=s.is_cap or 2.0,
+                    behaviour_logprobs=micro.old_logprobs.to(self.device) if decoupled else None, is_cap=s.is_cap or 2.0,
                 )
                 if not torch.isfinite(loss):
                     raise TrainerError(f"non-finite loss ({loss.item()}) at step {self.step}: training stopped; the last checkpoint is intact")
