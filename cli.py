@@ -29,6 +29,8 @@ app.add_typer(data_app, name="data")
 app.add_typer(tasks_app, name="tasks")
 console = Console()
 BackendOption = typer.Option("auto", "--backend", help="docker, local (bubblewrap) or auto.")
+RayAddressOption = typer.Option(None, "--ray-address", help="Run on the nodes of this Ray cluster (auto, HOST:PORT): each node runs "
+                                "as many sandboxes at once as its `sandbox` resource says, on its own engine.")
 
 
 def friendly_errors(command):
@@ -194,13 +196,16 @@ def eval_command(
     backend: str = BackendOption,
     reward_mode: Optional[str] = typer.Option(None, "--reward-mode", help="GSM8K rule: strict or flexible (numbers), or "
                                               "skyrl (SkyRL's exact string rule); default: each task's own."),
+    ray_address: Optional[str] = RayAddressOption,
 ):
     """Evaluate a checkpoint, endpoint or scripted policy on a task set; writes a report."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from harness.distributed import PolicySource
     from harness.evaluate import EvalConfig, check_run_dir, evaluate, load_eval_settings
     from harness.policies.endpoint import EndpointLimits
     from harness.policies.factory import make_policy
+    from sandboxes.cluster import Cluster
     from tasks.taskset import load_tasks
 
     from tasks.gsm8k import with_reward_mode
@@ -213,7 +218,7 @@ def eval_command(
         task_list = with_reward_mode(load_tasks(tasks)[:limit], reward_mode)
     if not task_list:
         raise TaskError(f"{tasks} holds no tasks")
-    sandbox_backend = get_backend(backend) if any(t.sandbox for t in task_list) else None
+    sandbox_backend = get_backend(backend) if any(t.sandbox for t in task_list) and not ray_address else None
     if sandbox_backend is not None and sandbox_backend.name != "docker":
         console.print("[yellow]no Docker engine answers: episodes run in the local bubblewrap backend[/]")
     name = Path(checkpoint).name or checkpoint
@@ -223,7 +228,9 @@ def eval_command(
                             limit=limit, base_url=base_url if checkpoint.startswith("endpoint:") else None,
                             episode_timeout=float(episode_timeout))
     check_run_dir(task_list, run_config, resume, force)
-    policy = make_policy(checkpoint, base_url=base_url, endpoint_limits=endpoint_limits)
+    cluster, source = (Cluster(ray_address, backend=backend), PolicySource(checkpoint, base_url)) if ray_address else (None, None)
+    # on a cluster each node builds its own policy
+    policy = make_policy(checkpoint, base_url=base_url, endpoint_limits=endpoint_limits) if cluster is None else None
     stats = {"resolved": 0, "errors": 0}
     columns = [TextColumn("episodes"), BarColumn(), MofNCompleteColumn(), TextColumn("resolved {task.fields[resolved]} errors {task.fields[errors]}"), TimeElapsedColumn()]
     with Progress(*columns, console=console) as progress:
@@ -235,9 +242,11 @@ def eval_command(
             progress.update(bar, advance=1, **stats)
 
         try:
-            report = evaluate(task_list, policy, run_config, sandbox_backend, resume=resume, on_result=advance, force=force)
+            report = evaluate(task_list, policy, run_config, sandbox_backend, resume=resume, on_result=advance, force=force,
+                              cluster=cluster, source=source)
         finally:
-            policy.close()
+            if policy is not None:
+                policy.close()
     console.print((output / "report.md").read_text(), highlight=False)
     console.print(f"run directory: {output}")
     if report["all_failed"]:
@@ -263,6 +272,7 @@ def generate_command(
     resume: bool = typer.Option(False, help="Finish an interrupted generation in --output."),
     base_url: Optional[str] = typer.Option(None, help="Endpoint base URL for endpoint:MODEL."),
     backend: str = BackendOption,
+    ray_address: Optional[str] = RayAddressOption,
 ):
     """Write a synthetic trajectory dataset (Parquet, ready for SFT) with a dataset card."""
     from harness.generate import write_dataset
@@ -273,7 +283,7 @@ def generate_command(
     eval_command(checkpoint=checkpoint, tasks=tasks, max_turns=max_turns, workers=workers, samples=samples,
                  temperature=temperature, max_tokens=max_tokens, limit=limit, output=run_dir, resume=resume,
                  force=False, base_url=base_url, config=None, connect_timeout=None, read_timeout=None, retries=None,
-                 turn_timeout=None, episode_timeout=None, backend=backend, reward_mode=None)
+                 turn_timeout=None, episode_timeout=None, backend=backend, reward_mode=None, ray_address=ray_address)
     from harness.evaluate import EvalConfig
 
     config = EvalConfig(**json.loads((run_dir / "config.json").read_text()))
@@ -461,6 +471,7 @@ def grade_command(
     fractional: bool = typer.Option(False, help="Reward the share of FAIL_TO_PASS fixed (0 if a PASS_TO_PASS breaks)."),
     force: bool = typer.Option(False, "--force", help="--output holds another grading run: set it aside (renamed .old-<time>) and start anew."),
     backend: str = BackendOption,
+    ray_address: Optional[str] = RayAddressOption,
 ):
     """Grade predictions like SWE-bench does, in fresh sandboxes; resumable (rerun to finish)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -483,8 +494,13 @@ def grade_command(
             counts["resolved"] += report.resolved
             progress.update(bar, advance=1, resolved=counts["resolved"])
 
-        results = grade_predictions(instances, preds, get_backend(backend), output, workers, fractional, advance,
-                                    identity=identity, force=force)
+        cluster = None
+        if ray_address:
+            from sandboxes.cluster import Cluster
+
+            cluster = Cluster(ray_address, backend=backend)
+        results = grade_predictions(instances, preds, None if cluster else get_backend(backend), output, workers, fractional,
+                                    advance, identity=identity, force=force, cluster=cluster)
     summary = summarize(results)
     table = Table("instance", "resolution", "reward", "note")
     for row in results:

@@ -20,11 +20,13 @@ from statistics import mean
 from typing import Any, Callable
 
 from sandboxes import Backend, close_all
+from sandboxes.cluster import Cluster
 from tasks.rundir import RESULTS, content_hash, open_run
 from tasks.runlog import append_row, atomic_write, drop_partial_line, read_rows as read_results
 from tasks.task import Task
 
 from .batching import BatchingEngine
+from .distributed import PolicySource, run_episodes
 from .episode import EpisodeLimits, run_episode
 from .errors import HarnessError
 from .policy import Policy, Sampling
@@ -70,6 +72,8 @@ def evaluate(
     resume: bool = False,
     on_result: Callable[[dict[str, Any]], None] = lambda row: None,
     force: bool = False,
+    cluster: Cluster | None = None,
+    source: PolicySource | None = None,
 ) -> dict[str, Any]:
     out = Path(config.output)
     results_path = out / RESULTS
@@ -79,15 +83,17 @@ def evaluate(
     drop_partial_line(results_path)
     done = {(r["task_id"], r["sample"]) for r in read_results(results_path)}
     jobs = [(t, k) for t in tasks for k in range(config.samples) if (t.id, k) not in done]
+    if cluster is not None:  # the episodes run on the nodes of a Ray cluster; `source` builds the policy there
+        limits = EpisodeLimits(max_turns=config.max_turns, max_context=config.max_context, wall_time=config.episode_timeout)
+        run_episodes(jobs, source or PolicySource(config.checkpoint), lambda k: _sampling(config, k), limits, cluster, out, on_result)
+        return finish(tasks, config, out)
     # In-process models serve all episodes at once: their turns are batched, not queued one by one.
     shared = BatchingEngine(policy) if policy.tokenizer is not None else policy
     limits = EpisodeLimits(max_turns=config.max_turns, max_context=config.max_context, wall_time=config.episode_timeout)
 
     def one(task: Task, sample: int) -> dict[str, Any]:
-        seed = None if config.seed is None else config.seed + sample
-        sampling = Sampling(temperature=config.temperature, max_tokens=config.max_tokens, seed=seed)
         try:
-            trajectory = run_episode(task, shared, sampling, limits, backend=backend, sample=sample)
+            trajectory = run_episode(task, shared, _sampling(config, sample), limits, backend=backend, sample=sample)
         except Exception as err:  # noqa: BLE001 - a bad record or a policy bug fails one episode, not the run
             return error_row(task, sample, err, policy.name)
         trajectory.save(trajectory_file(out, task.id, sample))
@@ -114,10 +120,20 @@ def evaluate(
         pool.shutdown(wait=True, cancel_futures=True)
         if shared is not policy:
             shared.close()
-    rows = read_results(results_path)
+    return finish(tasks, config, out)
+
+
+def finish(tasks: list[Task], config: EvalConfig, out: Path) -> dict[str, Any]:
+    """The report of everything in the run's results.jsonl."""
+    rows = read_results(out / RESULTS)
     report = build_report(rows, config)
     write_outputs(rows, report, tasks, out)
     return report
+
+
+def _sampling(config: EvalConfig, sample: int) -> Sampling:
+    return Sampling(temperature=config.temperature, max_tokens=config.max_tokens,
+                    seed=None if config.seed is None else config.seed + sample)
 
 
 def result_row(t: Trajectory) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from sandboxes import Backend
+from sandboxes.cluster import Cluster
 
 from .errors import Problem, TaskSetError
 from .grading import GradeReport, grade
@@ -74,6 +75,7 @@ def grade_predictions(
     on_result: Callable[[GradeReport], None] = lambda r: None,
     identity: dict[str, Any] | None = None,
     force: bool = False,
+    cluster: Cluster | None = None,
 ) -> list[dict[str, Any]]:
     """Grade every prediction whose instance is known; return all results of the run dir.
 
@@ -87,10 +89,14 @@ def grade_predictions(
     by_id = {i["instance_id"]: i for i in instances}
     todo = [p for p in predictions.values() if p["instance_id"] in by_id and p["instance_id"] not in done]
     with ThreadPoolExecutor(max_workers=max(workers, 1)) as pool:
-        futures = {pool.submit(_grade_one, by_id[p["instance_id"]], p.get("model_patch"), backend, fractional): p for p in todo}
-        for future in as_completed(futures):
-            report = future.result()
-            row = {"model_name_or_path": futures[future].get("model_name_or_path", ""), **report.to_dict()}
+        if cluster is not None:  # graded on the nodes of a Ray cluster, each in its own engine
+            jobs = [(by_id[p["instance_id"]], p.get("model_patch"), fractional, p) for p in todo]
+            finished = ((job[-1], report) for job, report, _ in cluster.map_unordered(_grade_on_node, jobs))
+        else:
+            futures = {pool.submit(_grade_one, by_id[p["instance_id"]], p.get("model_patch"), backend, fractional): p for p in todo}
+            finished = ((futures[future], future.result()) for future in as_completed(futures))
+        for prediction, report in finished:
+            row = {"model_name_or_path": prediction.get("model_name_or_path", ""), **report.to_dict()}
             append_row(results_path, row)
             done[report.instance_id] = row
             on_result(report)
@@ -113,6 +119,10 @@ def grade_identity(predictions: dict[str, dict[str, Any]], instances: list[dict[
         "instances_sha256": content_hash(json.dumps(sorted(i["instance_id"] for i in instances))),
         "fractional": fractional,
     }
+
+
+def _grade_on_node(backend: Backend, instance: dict[str, Any], patch: str | None, fractional: bool, prediction: dict) -> GradeReport:
+    return _grade_one(instance, patch, backend, fractional)
 
 
 def _grade_one(instance: dict[str, Any], patch: str | None, backend: Backend, fractional: bool) -> GradeReport:

@@ -260,6 +260,13 @@ def aggregate_loss(
     return (token_sums / max_len).mean()
 
 
+def importance_weights(proximal_logprobs: Tensor, behaviour_logprobs: Tensor, mask: Tensor, cap: float) -> Tensor:
+    """Per-token ``min(pi_prox / pi_behaviour, cap)``, without gradient; 1 where ``mask`` is 0."""
+    mask = mask.bool()
+    log_w = torch.where(mask, proximal_logprobs.detach() - behaviour_logprobs.detach(), 0.0)
+    return torch.clamp(torch.exp(log_w), max=cap)
+
+
 def policy_loss(
     logprobs: Tensor,
     old_logprobs: Tensor,
@@ -272,6 +279,8 @@ def policy_loss(
     kl_type: KLType = "k1",
     aggregation: Aggregation = "token_mean",
     max_len: int | None = None,
+    behaviour_logprobs: Tensor | None = None,
+    is_cap: float = 2.0,
 ) -> tuple[Tensor, dict[str, float]]:
     """PPO clipped surrogate loss per token, plus an optional KL penalty to a reference, aggregated.
 
@@ -294,6 +303,11 @@ def policy_loss(
         kl_coef: weight of the per-token KL penalty (TRL's ``beta``).
         kl_type: estimator, see ``kl_penalty``.
         aggregation, max_len: how per-token losses become one number, see ``aggregate_loss``.
+        behaviour_logprobs: ``[B, T]`` log-probs of the (older) engine weights that sampled the tokens, for
+            stale samples of asynchronous training. Then ``old_logprobs`` are the proximal policy's (the learner's
+            weights before this step), the clip is taken around them, and each token's surrogate is weighted by
+            the truncated importance weight ``min(exp(old_logprobs - behaviour_logprobs), is_cap)`` (decoupled
+            PPO, as AReaL): stale tokens count as much as the current policy would have sampled them.
 
     Returns:
         The scalar loss and float metrics: ``pg_loss`` (the surrogate alone, aggregated the same way),
@@ -310,9 +324,13 @@ def policy_loss(
     ratio = torch.exp(log_ratio)
     clipped_ratio = torch.clamp(ratio, 1 - clip_low, 1 + clip_high)
     pg_per_token = -torch.min(ratio * advantages, clipped_ratio * advantages)
+    metrics: dict[str, float] = {}
+    if behaviour_logprobs is not None:
+        weight = importance_weights(old_logprobs, behaviour_logprobs, mask, is_cap)
+        pg_per_token = pg_per_token * weight
+        metrics["is_weight_mean"] = _masked_mean(weight, mask).item()
     per_token = pg_per_token
 
-    metrics: dict[str, float] = {}
     if ref_logprobs is not None:
         kl = kl_penalty(torch.where(mask, logprobs, 0.0), torch.where(mask, ref_logprobs, 0.0), kl_type)
         per_token = per_token + kl_coef * kl

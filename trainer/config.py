@@ -145,6 +145,32 @@ class SFTWarmupConfig:
 
 
 @dataclass(frozen=True)
+class AsyncConfig:
+    """`trainer.async`: rollouts for the next steps run while the learner trains (`true` or a number k is short
+    for `{enabled: true, staleness: k}`)."""
+
+    #: Generate ahead of the learner.
+    enabled: bool = False
+    #: Bounded staleness k: a step's samples come from weights at most k updates older than the learner's; the driver
+    #: never runs rollouts further ahead, and the loss corrects the gap by importance weights (decoupled PPO).
+    staleness: int = _field(1, min=1)
+    #: Cap of the truncated importance weight pi_proximal / pi_behaviour on each stale token.
+    is_cap: float = _field(2.0, min=1.0)
+
+
+@dataclass(frozen=True)
+class DeadlinesConfig:
+    """`trainer.deadlines`: seconds after which a stuck part fails the run with a clear error (the last checkpoint intact)."""
+
+    #: All rollouts of one step (or of one evaluation).
+    rollout_s: float = _field(3600.0, above=0.0)
+    #: One learner step (or SFT step, checkpoint save, state load).
+    learner_step_s: float = _field(3600.0, above=0.0)
+    #: Loading new weights into every engine.
+    weight_sync_s: float = _field(600.0, above=0.0)
+
+
+@dataclass(frozen=True)
 class TrainerConfig:
     #: Passes over `data.train_data`.
     epochs: int = _field(1, min=1)
@@ -190,6 +216,10 @@ class TrainerConfig:
     ref: PolicyConfig = field(default_factory=PolicyConfig)
     #: Advantage, loss and filtering.
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    #: Asynchronous GRPO (YAML key `async`).
+    async_: AsyncConfig = field(default_factory=AsyncConfig)
+    #: Deadlines on rollouts, learner steps and weight syncs, so that a run never hangs.
+    deadlines: DeadlinesConfig = field(default_factory=DeadlinesConfig)
 
 
 @dataclass(frozen=True)
@@ -372,6 +402,15 @@ def _shorthands(raw: dict[str, Any]) -> dict[str, Any]:
     """`logger: wandb` is `logger: {backend: wandb}`."""
     if isinstance(raw.get("logger"), str):
         raw = {**raw, "logger": {"backend": raw["logger"]}}
+    trainer = raw.get("trainer")
+    if isinstance(trainer, dict) and "async" in trainer:  # `async` is a Python keyword: the field is `async_`
+        value = trainer["async"]
+        if isinstance(value, bool):
+            value = {"enabled": value}
+        elif isinstance(value, int):
+            value = {"enabled": True, "staleness": value}
+        merged = {**trainer.get("async_", {}), **value} if isinstance(value, dict) and isinstance(trainer.get("async_"), dict) else value
+        raw = {**raw, "trainer": {**{k: v for k, v in trainer.items() if k != "async"}, "async_": merged}}
     return raw
 
 

@@ -40,6 +40,9 @@ class LearnerSettings:
     max_len: int | None = None
     temperature: float = 1.0
     strategy: str = "single"
+    #: Asynchronous training: the cap of the truncated importance weight on stale samples (decoupled PPO,
+    #: see `policy_loss`); None = the samples are on-policy and the clip is taken around the engine's log-probs.
+    is_cap: float | None = None
 
 
 def learner_device() -> torch.device:
@@ -97,6 +100,10 @@ class Learner:
             return {"skipped": 1.0}
         share = self.world_size / (total_rows or len(batch))  # FSDP2 averages gradients over ranks
         ref_logprobs = self._ref_logprobs(batch) if self.ref is not None else None
+        # Asynchronous training scores the batch with the weights before the step (the proximal policy). With one
+        # PPO epoch those are the weights of the training forward itself: its log-probs, detached, at no extra cost.
+        decoupled = s.is_cap is not None
+        proximal = self._ref_logprobs(batch, self.model) if decoupled and s.ppo_epochs > 1 else None
         for _ in range(s.ppo_epochs):
             self.optimizer.zero_grad(set_to_none=True)
             parts: list[dict[str, float]] = []
@@ -111,11 +118,13 @@ class Learner:
                     continue
                 logprobs = sequence_logprobs(self.model, micro.input_ids.to(self.device), micro.attention_mask.to(self.device),
                                              micro.loss_mask.to(self.device), s.temperature)
+                old = micro.old_logprobs if not decoupled else logprobs.detach() if proximal is None else proximal[rows].to(self.device)
                 loss, part = policy_loss(
-                    logprobs, micro.old_logprobs.to(self.device), micro.advantages.to(self.device), micro.loss_mask.to(self.device),
+                    logprobs, old.to(self.device), micro.advantages.to(self.device), micro.loss_mask.to(self.device),
                     clip_low=s.clip_low, clip_high=s.clip_high,
                     ref_logprobs=None if ref_logprobs is None else ref_logprobs[rows].to(self.device),
                     kl_coef=s.kl_coef, kl_type=s.kl_type, aggregation=s.loss_aggregation, max_len=s.max_len,
+                    behaviour_logprobs=micro.old_logprobs.to(self.device) if decoupled else None, is_cap=s.is_cap or 2.0,
                 )
                 if not torch.isfinite(loss):
                     raise TrainerError(f"non-finite loss ({loss.item()}) at step {self.step}: training stopped; the last checkpoint is intact")
@@ -184,11 +193,13 @@ class Learner:
                                "training stopped; the last checkpoint is intact")
 
     @torch.no_grad()
-    def _ref_logprobs(self, batch: Batch) -> torch.Tensor:
+    def _ref_logprobs(self, batch: Batch, model: torch.nn.Module | None = None) -> torch.Tensor:
+        """Log-probs of the batch's tokens under the reference model (or `model`, e.g. the policy before the step)."""
+        model = model or self.ref
         out = []
         for start in range(0, len(batch), self.settings.micro_batch_size):
             micro = batch.rows(slice(start, start + self.settings.micro_batch_size))
-            out.append(sequence_logprobs(self.ref, micro.input_ids.to(self.device), micro.attention_mask.to(self.device),
+            out.append(sequence_logprobs(model, micro.input_ids.to(self.device), micro.attention_mask.to(self.device),
                                          micro.loss_mask.to(self.device), self.settings.temperature).cpu())
         width = batch.input_ids.shape[1]
         return torch.cat([torch.nn.functional.pad(o, (0, width - o.shape[1])) for o in out])

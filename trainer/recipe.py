@@ -32,10 +32,11 @@ from tasks.gsm8k import with_reward_mode
 from tasks.taskset import load_tasks
 
 from .algorithms import ADVANTAGE_ESTIMATORS
+from .async_grpo import RolloutsAhead, get_within, rollout_submitter
 from .batch import build_batch
 from .checkpoint import latest_checkpoint, load_trainer_state
 from .config import TrainConfig, save_config
-from .errors import ConfigError, TrainerError, ray_cause
+from .errors import ConfigError, TrainerError
 from .learner import LearnerSettings
 from .metrics import MetricsLogger, plot_curve, read_metrics, save_rollouts
 
@@ -65,6 +66,7 @@ def learner_settings(cfg: TrainConfig, total_steps: int) -> LearnerSettings:
         clip_low=a.clip_low, clip_high=a.clip_high, kl_coef=a.kl_coef, kl_type=a.kl_type,
         loss_aggregation=a.loss_aggregation, max_len=g.max_tokens * g.max_turns, temperature=g.temperature,
         strategy=t.strategy if learner_ranks(cfg) > 1 else "single",  # FSDP2 over one rank shards nothing: one device
+        is_cap=t.async_.is_cap if t.async_.enabled else None,
     )
 
 
@@ -135,7 +137,7 @@ def train(cfg: TrainConfig, on_step: Callable[[int, dict], None] = lambda step, 
              runtime_env=_worker_env() if cfg.trainer.ray_address is None else None)
     learner_gpus, engine_gpus = gpu_shares(cfg)
     learner = LearnerGroup(start_path, learner_settings(cfg, total_steps), cfg.trainer.ref.model.path or model_path,
-                           learner_ranks(cfg), learner_gpus)
+                           learner_ranks(cfg), learner_gpus, deadline_s=cfg.trainer.deadlines.learner_step_s)
     engines = [EngineActor.options(num_cpus=0, num_gpus=engine_gpus, max_concurrency=256).remote(
                    cfg.inference.backend, start_path, cfg.inference.num_engines, **engine_options(cfg))
                for _ in range(cfg.inference.num_engines)]
@@ -143,6 +145,7 @@ def train(cfg: TrainConfig, on_step: Callable[[int, dict], None] = lambda step, 
                for i in range(max(len(engines), 1))]
     logger = MetricsLogger(run_dir, cfg.logger.backend, cfg.logger.project, cfg.trainer.run_name or run_dir.name, asdict(cfg))
     step, position = 0, {"epoch": 0, "index": 0}
+    ahead = None
     try:
         if resume_from:
             state = load_trainer_state(resume_from)
@@ -155,26 +158,28 @@ def train(cfg: TrainConfig, on_step: Callable[[int, dict], None] = lambda step, 
         if step == 0 and val_tasks:
             logger.log(0, validate(cfg, workers, val_tasks))
         pad_id = _pad_id(start_path)
+        next_batch = lambda at: _next_batch(cfg, train_tasks, at)  # noqa: E731
+        if cfg.trainer.async_.enabled:  # rollouts of the next steps run while the learner trains (trainer/async_grpo.py)
+            ahead = RolloutsAhead(rollout_submitter(workers, cfg.generator.n_samples_per_prompt, lambda k: _sampling(cfg, k),
+                                                    _limits(cfg)), cfg.trainer.async_.staleness, total_steps, next_batch)
+        began = time.monotonic()
         while step < total_steps:
-            order = data_order(len(train_tasks), position["epoch"], cfg.data.seed, cfg.data.shuffle)
-            if position["index"] + cfg.trainer.train_batch_size > len(order):
-                position = {"epoch": position["epoch"] + 1, "index": 0}
-                continue
-            prompts = [train_tasks[i] for i in order[position["index"] : position["index"] + cfg.trainer.train_batch_size]]
-            metrics = _grpo_step(cfg, prompts, workers, learner, engines, pad_id, seed=cfg.trainer.seed * 100_003 + step * 1_000,
+            prompts, start, position = next_batch(position)
+            metrics = _grpo_step(cfg, prompts, workers, learner, engines, pad_id, step, ahead, position,
                                  rollouts_to=run_dir / "rollouts" / f"step_{step + 1:06d}.jsonl")
-            metrics |= {"data/epoch": position["epoch"], "data/index": position["index"]}
+            metrics |= {"data/epoch": start["epoch"], "data/index": start["index"]}
             step += 1
-            position = {"epoch": position["epoch"], "index": position["index"] + cfg.trainer.train_batch_size}
             if val_tasks and (step == total_steps or (cfg.trainer.eval_interval and step % cfg.trainer.eval_interval == 0)):
                 metrics |= validate(cfg, workers, val_tasks)
-            logger.log(step, metrics)
+            logger.log(step, metrics | {"time/elapsed_s": time.monotonic() - began})  # since this run's first step began
             on_step(step, metrics)
             if step == total_steps or (cfg.trainer.ckpt_interval and step % cfg.trainer.ckpt_interval == 0):
                 learner.save(run_dir, step, {"data_position": position, "step": step})
         if total_steps == 0:  # an SFT-only run: its checkpoint is the warm-started model
             learner.save(run_dir, 0, {"data_position": position, "step": 0})
     finally:
+        if ahead is not None:
+            ahead.cancel()
         logger.close()
         for actor in [*learner.actors, *engines, *workers]:
             ray.kill(actor)
@@ -182,13 +187,34 @@ def train(cfg: TrainConfig, on_step: Callable[[int, dict], None] = lambda step, 
     return run_dir
 
 
-def _grpo_step(cfg: TrainConfig, prompts: list[Task], workers, learner, engines, pad_id: int, seed: int,
-               rollouts_to: Path | None = None) -> dict[str, float]:
+def _next_batch(cfg: TrainConfig, train_tasks: list[Task], position: dict) -> tuple[list[Task], dict, dict]:
+    """The prompts of the next step from data `position`, the position they start at, and the one after them."""
+    size = cfg.trainer.train_batch_size
+    order = data_order(len(train_tasks), position["epoch"], cfg.data.seed, cfg.data.shuffle)
+    if position["index"] + size > len(order):
+        position = {"epoch": position["epoch"] + 1, "index": 0}
+        order = data_order(len(train_tasks), position["epoch"], cfg.data.seed, cfg.data.shuffle)
+    prompts = [train_tasks[i] for i in order[position["index"] : position["index"] + size]]
+    return prompts, position, {"epoch": position["epoch"], "index": position["index"] + size}
+
+
+def _sampling(cfg: TrainConfig, step: int) -> Sampling:
     g = cfg.generator
-    sampling = Sampling(temperature=g.temperature, top_p=g.top_p, max_tokens=g.max_tokens, seed=seed)
-    limits = EpisodeLimits(max_turns=g.max_turns, max_context=g.max_context)
+    return Sampling(temperature=g.temperature, top_p=g.top_p, max_tokens=g.max_tokens, seed=cfg.trainer.seed * 100_003 + step * 1_000)
+
+
+def _limits(cfg: TrainConfig) -> EpisodeLimits:
+    return EpisodeLimits(max_turns=cfg.generator.max_turns, max_context=cfg.generator.max_context)
+
+
+def _grpo_step(cfg: TrainConfig, prompts: list[Task], workers, learner, engines, pad_id: int, step: int,
+               ahead: RolloutsAhead | None = None, after: dict | None = None, rollouts_to: Path | None = None) -> dict[str, float]:
+    g = cfg.generator
     started = time.monotonic()
-    groups = _rollouts(workers, prompts, g.n_samples_per_prompt, sampling, limits)
+    if ahead is not None:
+        groups, extra = ahead.collect(step, prompts, after, cfg.trainer.deadlines.rollout_s)
+    else:
+        groups, extra = _rollouts(cfg, workers, prompts, g.n_samples_per_prompt, _sampling(cfg, step), _limits(cfg)), {}
     rollout_s = time.monotonic() - started
     trajectories = [t for group in groups for t in group]
     if rollouts_to is not None:
@@ -203,13 +229,13 @@ def _grpo_step(cfg: TrainConfig, prompts: list[Task], workers, learner, engines,
     metrics = learner.train_step(batch)
     train_s = time.monotonic() - clock
     clock = time.monotonic()
-    weights = learner.weights()
-    ray.get([engine.load_weights.remote(weights) for engine in engines])
+    _sync_weights(cfg, learner, engines)
     sync_s = time.monotonic() - clock
     generated = sum(sum(t.loss_mask) for t in trajectories)
     policy_s = sum(t.timings.get("policy_s", 0.0) for t in trajectories)
     env_s = sum(t.timings.get("env_s", 0.0) for t in trajectories)
     return {
+        **extra,
         **{f"train/{k}": v for k, v in batch.stats.items()},
         **{f"train/{k}": v for k, v in metrics.items()},
         "time/rollout_s": rollout_s, "time/generation_s_summed": policy_s, "time/environment_s_summed": env_s,
@@ -219,23 +245,22 @@ def _grpo_step(cfg: TrainConfig, prompts: list[Task], workers, learner, engines,
     }
 
 
-def _rollouts(workers, prompts: list[Task], n: int, sampling: Sampling, limits: EpisodeLimits):
-    refs = [workers[i % len(workers)].rollout_group.remote(task, n, sampling, limits) for i, task in enumerate(prompts)]
-    try:
-        return ray.get(refs)
-    except ray.exceptions.RayActorError as err:
-        raise TrainerError(f"a rollout actor died ({err}); no update was made, the last checkpoint is intact: rerun to resume") from None
-    except ray.exceptions.RayTaskError as err:
-        cause = ray_cause(err)
-        raise TrainerError(f"rollouts failed ({type(cause).__name__}: {cause}); no update was made, "
-                           "the last checkpoint is intact: rerun to resume") from None
+def _rollouts(cfg: TrainConfig, workers, prompts: list[Task], n: int, sampling: Sampling, limits: EpisodeLimits):
+    refs = rollout_submitter(workers, n, lambda _: sampling, limits)(prompts, 0)
+    return get_within(refs, cfg.trainer.deadlines.rollout_s, "rollouts", "trainer.deadlines.rollout_s")
+
+
+def _sync_weights(cfg: TrainConfig, learner, engines) -> None:
+    weights = learner.weights()
+    get_within([engine.load_weights.remote(weights) for engine in engines], cfg.trainer.deadlines.weight_sync_s,
+               "the weight sync to the inference engines", "trainer.deadlines.weight_sync_s")
 
 
 def validate(cfg: TrainConfig, workers, tasks: list[Task]) -> dict[str, float]:
     """Greedy, one sample per validation task, through the same rollout path."""
     g = cfg.generator
     sampling = Sampling(temperature=0.0, max_tokens=g.max_tokens, seed=0)
-    groups = _rollouts(workers, tasks, 1, sampling, EpisodeLimits(max_turns=g.max_turns, max_context=g.max_context))
+    groups = _rollouts(cfg, workers, tasks, 1, sampling, _limits(cfg))
     rewards = [t.reward for group in groups for t in group]
     return {"val/reward_mean": sum(rewards) / len(rewards), "val/pass_rate": sum(r >= 1.0 for r in rewards) / len(rewards)}
 
@@ -259,8 +284,7 @@ def _sft_warmup(cfg: TrainConfig, learner, engines, train_tasks: list[Task], log
         metrics = learner.sft_step(batch, warm.learning_rate)
         logger.log(0, {**metrics, "sft/step": number})
     learner.reset_optimizer()
-    weights = learner.weights()
-    ray.get([engine.load_weights.remote(weights) for engine in engines])
+    _sync_weights(cfg, learner, engines)
 
 
 def _resume_point(cfg: TrainConfig, run_dir: Path) -> Path | None:

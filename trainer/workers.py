@@ -160,7 +160,9 @@ class LearnerGroup:
     """The learner's ranks behind the calls the driver makes: one rank (`single`) or several FSDP2 ranks that
     each take an equal share of every batch. Failures come back as one clear TrainerError."""
 
-    def __init__(self, model_path: str, settings: LearnerSettings, ref_model_path: str | None, ranks: int, gpus_per_rank: float):
+    def __init__(self, model_path: str, settings: LearnerSettings, ref_model_path: str | None, ranks: int, gpus_per_rank: float,
+                 deadline_s: float | None = None):
+        self.deadline_s = deadline_s  # a learner call that has not answered by then fails the run (trainer.deadlines)
         self.actors = [LearnerActor.options(num_cpus=0, num_gpus=gpus_per_rank).remote(rank, ranks) for rank in range(ranks)]
         address = self._get(self.actors[0].rendezvous.remote()) if ranks > 1 else None
         self._get([actor.setup.remote(address, model_path, settings, ref_model_path) for actor in self.actors])
@@ -193,10 +195,12 @@ class LearnerGroup:
     def load_state(self, state: dict[str, Any]) -> None:
         self._get([actor.load_state.remote(state) for actor in self.actors])
 
-    @staticmethod
-    def _get(refs):
+    def _get(self, refs):
         try:
-            return ray.get(refs)
+            return ray.get(refs, timeout=self.deadline_s)
+        except ray.exceptions.GetTimeoutError:
+            raise TrainerError(f"the learner did not answer within {self.deadline_s:g}s (trainer.deadlines.learner_step_s): "
+                               "training stopped; the last checkpoint is intact") from None
         except ray.exceptions.RayTaskError as err:
             cause = ray_cause(err)
             if isinstance(cause, TrainerError):

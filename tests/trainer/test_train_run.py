@@ -172,3 +172,24 @@ def test_sft_on_generated_trajectories_lowers_the_loss(tiny_model, tmp_path, doc
     batches = make_batches(examples, 8, tokenizer.pad_token_id, seed=0)
     losses = [learner.sft_step(batches[0], lr=3e-3)["sft/loss"] for _ in range(15)]
     assert losses[-1] < 0.5 * losses[0]
+
+
+def test_short_async_grpo_run_then_a_stuck_rollout_fails_clearly_with_the_checkpoint_intact(tiny_model, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    run_dir = tmp_path / "run"
+    done = harness(*train_args(tiny_model, run_dir, "trainer.max_steps=3", "trainer.ckpt_interval=1", "trainer.async=1",
+                               "trainer.algorithm.filter_zero_variance=false"))  # so that every step has tokens to train on
+    assert done.returncode == 0, done.stdout + done.stderr
+    metrics = [m for m in rows_of(run_dir / "metrics.jsonl") if m["step"] > 0]
+    # Step 1 trains on rollouts of the starting weights; later steps on rollouts started one update earlier.
+    assert [m["async/staleness"] for m in metrics] == [0.0, 1.0, 1.0]
+    assert all(0.0 < m["train/is_weight_mean"] <= 2.0 for m in metrics)  # the learner corrected every step's tokens
+    assert (run_dir / "checkpoints" / "global_step_3").is_dir()
+
+    stuck = harness(*train_args(tiny_model, run_dir, "trainer.max_steps=4", "trainer.async=1", "trainer.deadlines.rollout_s=0.01"))
+    assert stuck.returncode == 1
+    said = " ".join(stuck.stdout.split())
+    assert "rollouts of step 4 did not finish within 0.01s (trainer.deadlines.rollout_s)" in said and "last checkpoint is intact" in said
+    assert not (run_dir / "checkpoints" / "global_step_4").exists()
+    AutoModelForCausalLM.from_pretrained(run_dir / "checkpoints" / "global_step_3")

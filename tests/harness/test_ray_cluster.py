@@ -1,0 +1,124 @@
+"""`harness eval --ray-address` on a real 3-node Ray cluster started on this machine, one node killed mid-run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.cli_helpers import rows_of
+
+RAY = str(Path(sys.executable).with_name("ray"))
+ENV = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0",
+       # A lost node is declared dead after ~3 s instead of ~30 s.
+       "RAY_health_check_period_ms": "500", "RAY_health_check_failure_threshold": "4", "RAY_health_check_timeout_ms": "500"}
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _ours(marker: str) -> list[int]:
+    """Processes whose command line names `marker` (the cluster's temp dir or GCS port)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                if marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A head that runs no sandboxes (the driver's node) and two nodes with 2 sandbox slots each."""
+    if not Path(RAY).exists():
+        pytest.fail(f"the ray command is missing beside {sys.executable}")
+    temp = tempfile.mkdtemp(prefix="hray")  # short: Ray's socket paths must stay under 107 characters
+    port = _free_port()
+    common = ["--num-cpus=1", "--disable-usage-stats"]
+    try:
+        subprocess.run([RAY, "start", "--head", f"--port={port}", f"--temp-dir={temp}", "--include-dashboard=false",
+                        f"--ray-client-server-port={_free_port()}", "--resources={\"sandbox\": 0}", *common],
+                       env=ENV, check=True, capture_output=True, timeout=180)
+        for name in ("w1", "w2"):
+            subprocess.run([RAY, "start", f"--address=127.0.0.1:{port}", f"--resources={{\"sandbox\": 2, \"test_{name}\": 1}}", *common],
+                           env=ENV, check=True, capture_output=True, timeout=180)
+        yield {"address": f"127.0.0.1:{port}", "temp": temp}
+    finally:
+        for marker in (temp, f":{port}"):
+            for pid in _ours(marker):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+
+def _raylet_of(node: str) -> int:
+    [pid] = [p for p in _ours(f"test_{node},") if "raylet" in Path(f"/proc/{p}/cmdline").read_bytes().decode(errors="replace").split("\0")[0]]
+    return pid
+
+
+def test_grading_on_the_cluster_and_a_failing_job_fails_the_run_with_its_own_error(ray_cluster, docker_backend, tmp_path, monkeypatch):
+    import ray
+
+    from sandboxes.cluster import Cluster
+    from tasks.grade_run import grade_predictions, scripted_predictions
+    from tasks.taskset import load_tasks
+
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    instances = [t.metadata["instance"] for t in load_tasks("swe-demo") if t.env_class == "swe"][:2]
+    cluster = Cluster(ray_cluster["address"])
+    try:
+        results = grade_predictions(instances, scripted_predictions(instances, "gold"), None, tmp_path, cluster=cluster)
+        assert [r["resolved"] for r in results] == [True, True]
+        assert len(rows_of(tmp_path / "results.jsonl")) == 2
+        with pytest.raises(TypeError, match="JSON object must be str"):  # json.loads(the node's backend): the job's own error
+            list(cluster.map_unordered(json.loads, [()]))
+    finally:
+        ray.shutdown()
+
+
+def _eval(address: str, out: Path, limit: int, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "cli", "--verbose", "eval", "--checkpoint", "gold", "--tasks", "gsm8k-tool", "--limit", str(limit),
+            "--ray-address", address, "--output", str(out), *extra]
+
+
+def test_eval_survives_a_node_killed_mid_run_and_resumes(ray_cluster, docker_backend, tmp_path):
+    out = tmp_path / "run"
+    driver = subprocess.Popen(_eval(ray_cluster["address"], out, 14), env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    results = out / "results.jsonl"
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and len(rows_of(results) if results.exists() else []) < 3:
+        assert driver.poll() is None, driver.stdout.read()
+        time.sleep(0.2)
+    # 4 slots and 11 episodes still to run: both worker nodes hold two episodes each right now.
+    assert len(rows_of(results)) < 8
+    os.kill(_raylet_of("w1"), signal.SIGKILL)
+    output, _ = driver.communicate(timeout=300)
+    assert driver.returncode == 0, output
+    assert "lost its node" in output  # the episodes it held ran again elsewhere
+    rows = rows_of(results)
+    assert sorted(r["task_id"] for r in rows) == sorted(f"gsm8k-test-{i}" for i in range(14))  # each exactly once
+    assert all(r["resolved"] for r in rows) and len({r["node"] for r in rows[-4:]}) == 1  # the last ones: the node left
+    assert len(list((out / "trajectories").glob("*.json"))) == 14
+    assert json.loads((out / "report.json").read_text())["episodes"] == 14
+
+    # --resume on the one node left: only the new tasks run, nothing is redone.
+    more = subprocess.run(_eval(ray_cluster["address"], out, 16, "--resume"), env=ENV, capture_output=True, text=True, timeout=300)
+    assert more.returncode == 0, more.stdout + more.stderr
+    assert rows_of(results)[:14] == rows
+    assert sorted(r["task_id"] for r in rows_of(results)) == sorted(f"gsm8k-test-{i}" for i in range(16))
+    docker_backend.prune()  # the killed node's sandboxes: their owners (that node's workers) are gone
