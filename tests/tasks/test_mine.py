@@ -1,11 +1,12 @@
 """`harness tasks mine` on real merged fixes (../shared/swebench-real: flask, requests, pytest,
-sympy), then graded: gold 8/8, empty 0/8; the mined images hold no history after the base
+sympy), then graded: gold all, empty none; the mined images hold no history after the base
 commit; and the official harness (`swebench.harness.run_evaluation`) gives the same verdicts
 as `harness grade` on the same images and predictions."""
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -16,14 +17,28 @@ from tests.conftest import require
 
 REAL = Path(__file__).resolve().parents[3] / "shared" / "swebench-real"
 REAL = REAL if REAL.exists() else Path("/work/shared/swebench-real")
+# CI mines three of the eight (three projects: flask, requests, sympy): all eight take about an hour
+# on a 2-core machine, most of it pytest's and requests' environments at old dependency versions.
+# HARNESS_MINE_ALL=1 mines and grades all eight.
+CI_SUBSET = ("pallets__flask-5014", "psf__requests-6028", "sympy__sympy-24066")
+
+
+def records() -> list[dict]:
+    every = instances_of(REAL / "instances.jsonl")
+    return every if os.environ.get("HARNESS_MINE_ALL") else [r for r in every if r["instance_id"] in CI_SUBSET]
 
 
 @pytest.fixture(scope="module")
 def mined(tmp_path_factory, docker_backend):
     require((REAL / "instances.jsonl").exists(), f"the real merged fixes are not at {REAL}")
-    output = tmp_path_factory.mktemp("mined") / "instances.jsonl"
+    folder = tmp_path_factory.mktemp("mined")
+    source = folder / "records" / "instances.jsonl"
+    source.parent.mkdir()
+    (source.parent / "repos").symlink_to(REAL / "repos")
+    source.write_text("".join(json.dumps(r) + "\n" for r in records()))
+    output = folder / "instances.jsonl"
     started = time.monotonic()
-    done = harness("tasks", "mine", str(REAL / "instances.jsonl"), "--output", str(output), "--workers", "2",
+    done = harness("tasks", "mine", str(source), "--output", str(output), "--workers", "2",
                    "--backend", "docker", timeout=3600)
     print(f"mining took {time.monotonic() - started:.0f}s\n{done.stdout}")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -38,26 +53,27 @@ def instances_of(path: Path) -> list[dict]:
 def test_every_real_fix_becomes_an_instance_our_loaders_accept(mined):
     from tasks.taskset import load_tasks
 
-    records = instances_of(REAL / "instances.jsonl")
+    wanted = records()
     instances = {i["instance_id"]: i for i in instances_of(mined)}
-    assert sorted(instances) == sorted(r["instance_id"] for r in records)
-    for record in records:
+    assert sorted(instances) == sorted(r["instance_id"] for r in wanted)
+    for record in wanted:
         instance = instances[record["instance_id"]]
         assert instance["base_commit"] == record["base_commit"] and instance["patch"] == record["patch"]
         assert instance["FAIL_TO_PASS"] and not set(instance["FAIL_TO_PASS"]) & set(instance["PASS_TO_PASS"])
         assert all(t.split("::")[0] in record["test_patch"] for t in instance["FAIL_TO_PASS"])
         assert instance["image"].startswith("harness-mined/") and instance["log_parser"] and instance["eval_script"]
-    assert len(load_tasks(str(mined))) == len(records)
+    assert len(load_tasks(str(mined))) == len(wanted)
 
 
 @pytest.mark.timeout(3600)
 def test_gold_resolves_all_and_empty_none(mined, tmp_path):
-    for kind, expected in (("gold", 8), ("empty", 0)):
+    count = len(records())
+    for kind, expected in (("gold", count), ("empty", 0)):
         done = harness("grade", "--predictions", kind, "--tasks", str(mined), "--output", str(tmp_path / kind),
                        "--workers", "2", "--backend", "docker", timeout=3600)
         assert done.returncode == 0, done.stdout + done.stderr
         summary = json.loads((tmp_path / kind / "report.json").read_text())["summary"]
-        assert (summary["total"], summary["resolved"]) == (8, expected), done.stdout
+        assert (summary["total"], summary["resolved"]) == (count, expected), done.stdout
 
 
 def test_mined_images_hold_nothing_after_the_base_commit(mined, docker_backend):
