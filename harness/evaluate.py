@@ -21,7 +21,7 @@ from sandboxes import Backend, close_all
 from tasks.grade_run import drop_partial_line, read_results
 from tasks.task import Task
 
-from .batching import BatchingEngine
+from .batching import shared_engine
 from .episode import EpisodeLimits, run_episode
 from .errors import HarnessError
 from .policy import Policy, Sampling
@@ -64,7 +64,7 @@ def evaluate(
     jobs = [(t, k) for t in tasks for k in range(config.samples) if (t.id, k) not in done]
     lock = threading.Lock()
     # In-process models serve all episodes at once: their turns are batched, not queued one by one.
-    shared = BatchingEngine(policy) if policy.tokenizer is not None else policy
+    shared = shared_engine(policy)
     limits = EpisodeLimits(max_turns=config.max_turns, max_context=config.max_context)
 
     def one(task: Task, sample: int) -> dict[str, Any]:

@@ -7,6 +7,7 @@ localhost: one generation at a time, which is what a CPU or single-GPU checkpoin
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
@@ -78,7 +79,7 @@ def _template_ready(message: dict[str, Any]) -> dict[str, Any]:
 
 
 def make_server(policy: Policy, model_name: str, host: str = "127.0.0.1", port: int = 8000) -> ThreadingHTTPServer:
-    lock = threading.Lock()
+    lock = contextlib.nullcontext() if policy.concurrent else threading.Lock()  # vLLM batches requests itself
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self):

@@ -35,6 +35,7 @@ from .config import TrainConfig, save_config
 from .errors import ConfigError, TrainerError, ray_cause
 from .learner import LearnerSettings
 from .metrics import MetricsLogger, plot_curve, read_metrics
+from .weight_sync import setup_weight_sync, sync_weights
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +85,8 @@ def engine_options(cfg: TrainConfig) -> dict:
     inf = cfg.inference
     if inf.backend != "vllm":
         return {}
-    return {"gpu_memory_utilization": inf.gpu_memory_utilization, "tensor_parallel_size": inf.tensor_parallel_size}
+    return {"gpu_memory_utilization": inf.gpu_memory_utilization, "tensor_parallel_size": inf.tensor_parallel_size,
+            "weight_sync": inf.weight_sync, "max_model_len": cfg.generator.max_context}
 
 
 def train(cfg: TrainConfig, on_step: Callable[[int, dict], None] = lambda step, metrics: None) -> Path:
@@ -124,6 +126,7 @@ def train(cfg: TrainConfig, on_step: Callable[[int, dict], None] = lambda step, 
     logger = MetricsLogger(run_dir, cfg.logger.backend, cfg.logger.project, cfg.trainer.run_name or run_dir.name, asdict(cfg))
     step, position = 0, {"epoch": 0, "index": 0}
     try:
+        setup_weight_sync(cfg.inference.weight_sync, learner, engines, cfg.inference.tensor_parallel_size)
         if resume_from:
             state = load_trainer_state(resume_from)
             learner.load_state(state)
@@ -179,8 +182,7 @@ def _grpo_step(cfg: TrainConfig, prompts: list[Task], workers, learner, engines,
     metrics = learner.train_step(batch)
     train_s = time.monotonic() - clock
     clock = time.monotonic()
-    weights = learner.weights()
-    ray.get([engine.load_weights.remote(weights) for engine in engines])
+    sync_weights(cfg.inference.weight_sync, learner, engines)
     sync_s = time.monotonic() - clock
     generated = sum(sum(t.loss_mask) for t in trajectories)
     policy_s = sum(t.timings.get("policy_s", 0.0) for t in trajectories)
@@ -235,8 +237,7 @@ def _sft_warmup(cfg: TrainConfig, learner, engines, train_tasks: list[Task], log
         metrics = learner.sft_step(batch, warm.learning_rate)
         logger.log(0, {**metrics, "sft/step": number})
     learner.reset_optimizer()
-    weights = learner.weights()
-    ray.get([engine.load_weights.remote(weights) for engine in engines])
+    sync_weights(cfg.inference.weight_sync, learner, engines)
 
 
 def _resume_point(cfg: TrainConfig, run_dir: Path) -> Path | None:
