@@ -28,6 +28,7 @@ app.add_typer(data_app, name="data")
 app.add_typer(tasks_app, name="tasks")
 console = Console()
 BackendOption = typer.Option("auto", "--backend", help="docker, local (bubblewrap) or auto.")
+EngineOption = typer.Option("auto", "--engine", help="What samples a checkpoint folder: transformers, vllm, or auto (vLLM on a GPU when installed).")
 
 
 def friendly_errors(command):
@@ -162,6 +163,7 @@ def eval_command(
     resume: bool = typer.Option(False, help="Finish an interrupted run in --output without redoing its episodes."),
     base_url: Optional[str] = typer.Option(None, help="Endpoint base URL for endpoint:MODEL (else $OPENAI_BASE_URL)."),
     backend: str = BackendOption,
+    engine: str = EngineOption,
 ):
     """Evaluate a checkpoint, endpoint or scripted policy on a task set; writes a report."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -179,7 +181,7 @@ def eval_command(
     output = output or Path("runs") / f"eval-{name.replace(':', '_')}-{Path(tasks).stem}"
     config = EvalConfig(tasks=tasks, checkpoint=checkpoint, output=str(output), samples=samples, workers=workers,
                         max_turns=max_turns, temperature=temperature, max_tokens=max_tokens, backend=backend)
-    policy = make_policy(checkpoint, base_url=base_url)
+    policy = make_policy(checkpoint, base_url=base_url, engine=engine)
     stats = {"resolved": 0, "errors": 0}
     columns = [TextColumn("episodes"), BarColumn(), MofNCompleteColumn(), TextColumn("resolved {task.fields[resolved]} errors {task.fields[errors]}"), TimeElapsedColumn()]
     with Progress(*columns, console=console) as progress:
@@ -216,6 +218,7 @@ def generate_command(
     resume: bool = typer.Option(False, help="Finish an interrupted generation in --output."),
     base_url: Optional[str] = typer.Option(None, help="Endpoint base URL for endpoint:MODEL."),
     backend: str = BackendOption,
+    engine: str = EngineOption,
 ):
     """Write a synthetic trajectory dataset (Parquet, ready for SFT) with a dataset card."""
     from harness.generate import write_dataset
@@ -225,7 +228,7 @@ def generate_command(
     run_dir = output / "run"
     eval_command(checkpoint=checkpoint, tasks=tasks, max_turns=max_turns, workers=workers, samples=samples,
                  temperature=temperature, max_tokens=max_tokens, limit=limit, output=run_dir, resume=resume,
-                 base_url=base_url, backend=backend)
+                 base_url=base_url, backend=backend, engine=engine)
     from harness.evaluate import EvalConfig
 
     config = EvalConfig(**json.loads((run_dir / "config.json").read_text()))
@@ -240,12 +243,15 @@ def serve_command(
     host: str = typer.Option("127.0.0.1", help="Address to listen on (localhost by default)."),
     port: int = typer.Option(8000, help="Port."),
     model_name: Optional[str] = typer.Option(None, help="Model id in /v1/models (default: the folder name)."),
+    engine: str = EngineOption,
 ):
     """Serve a local checkpoint as an OpenAI-compatible /v1/chat/completions endpoint (with tools)."""
-    from harness.policies.hf import HFPolicy
+    from harness.policies.factory import make_policy
     from harness.server import make_server
 
-    policy = HFPolicy(checkpoint)
+    if not (Path(checkpoint) / "config.json").is_file():
+        raise HarnessError(f"--checkpoint {checkpoint}: not a Hugging Face checkpoint folder (config.json is missing)")
+    policy = make_policy(checkpoint, engine=engine)
     name = model_name or Path(checkpoint).name
     server = make_server(policy, name, host, port)
     console.print(f"serving {name} at http://{host}:{server.server_address[1]}/v1 (Ctrl-C stops)")
@@ -253,6 +259,7 @@ def serve_command(
         server.serve_forever()
     finally:
         server.server_close()
+        policy.close()
 
 
 model_app = typer.Typer(help="Build and inspect models.", no_args_is_help=True)

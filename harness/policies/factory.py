@@ -11,7 +11,13 @@ from .scripted import EmptyPolicy, GoldPolicy, ReplayPolicy
 HELP = "gold, gold-no-tools, empty, replay:PATH, a Hugging Face checkpoint folder, or endpoint:MODEL (with --base-url)"
 
 
+ENGINES = ("auto", "transformers", "vllm")
+
+
 def make_policy(checkpoint: str, base_url: str | None = None, device: str = "auto", engine: str = "auto") -> Policy:
+    """`engine` picks what samples a checkpoint folder: transformers, vllm, or auto (vLLM on a GPU when installed)."""
+    if engine not in ENGINES:
+        raise PolicyError(f"--engine {engine!r} is not one of {', '.join(ENGINES)}")
     if checkpoint in ("gold", "gold-no-tools"):
         return GoldPolicy(use_tools=checkpoint == "gold")
     if checkpoint == "empty":
