@@ -168,16 +168,35 @@ class VLLMPolicy(Policy):
 
     # -- weight updates --------------------------------------------------------------------------
 
-    def load_weights(self, state_dict: dict[str, Any]) -> None:
-        """The learner's weights (all of them or a subset, the checkpoint's names) into every vLLM worker."""
-        if self.weight_sync == "nccl":
+    def sequence_logprobs(self, ids: list[int]) -> list[float]:
+        """Logprob of each token of `ids` after the first, given those before it (temperature 1): a fixed
+        sequence scored by vLLM, as the learner's forward pass scores it."""
+        return self._call(self._score(list(ids)))
+
+    async def _score(self, ids: list[int]) -> list[float]:
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+        from vllm.sampling_params import RequestOutputKind
+
+        params = SamplingParams(temperature=1.0, max_tokens=1, prompt_logprobs=0, detokenize=False,
+                                output_kind=RequestOutputKind.FINAL_ONLY)
+        final = None
+        async for output in self.engine.generate(TokensPrompt(prompt_token_ids=ids), params, f"score-{next(self._requests)}"):
+            final = output
+        return [step[token].logprob for step, token in zip(final.prompt_logprobs[1:], ids[1:])]
+
+    def load_weights(self, state_dict: dict[str, Any], transport: str | None = None) -> None:
+        """The learner's weights (all of them or a subset, the checkpoint's names) into every vLLM worker, by
+        `transport` (`load` or `disk`; default: the engine's weight_sync)."""
+        transport = transport or self.weight_sync
+        if transport == "nccl":
             raise PolicyError("weight_sync 'nccl': the tensors come from the learner's broadcast; call "
                               "receive_weights(specs) while the learner sends (trainer.weight_sync does both)")
         unknown = [name for name in state_dict if name not in self.weight_names]
         if unknown:
             raise PolicyError(f"{self.name} has no weights named {sorted(unknown)[:5]}: a state dict of another model?")
         weights = [(name, tensor.detach().to("cpu").contiguous()) for name, tensor in state_dict.items()]
-        if self.weight_sync == "load":
+        if transport == "load":
             self.collective_rpc("harness_load_weights", weights)
         else:
             from safetensors.torch import save_file
