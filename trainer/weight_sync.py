@@ -4,8 +4,8 @@
   it in place (the transformers engine copies it into its model; vLLM passes it to its workers in
   its RPC message).
 - `disk`: vLLM only, the fallback: as `load` to the engine, which hands its workers a safetensors file.
-- `nccl`: vLLM on GPUs: the learner's rank 0 and every vLLM worker form one NCCL group (vLLM's
-  `StatelessProcessGroup` + `PyNcclCommunicator`, rank 0 the learner) and rank 0 broadcasts each
+- `nccl`: vLLM on GPUs: the learner's rank 0 and every vLLM worker form one NCCL group (vLLM's own
+  `trainer_init` / `stateless_init_process_group`, a `PyNcclCommunicator`; rank 0 the learner) and rank 0 broadcasts each
   tensor from GPU memory; the engines' workers receive into their GPUs and load. Names, dtypes and
   shapes are sent beforehand through Ray. Needs the engines on GPUs of their own (one NCCL rank per GPU).
 """
@@ -45,14 +45,12 @@ class WeightSender:
     """The learner's rank 0 in the NCCL group: broadcasts full tensors to the vLLM workers (ranks 1...)."""
 
     def __init__(self, host: str, port: int, world_size: int):
-        from vllm.distributed.device_communicators.pynccl import PyNcclCommunicator
-        from vllm.distributed.utils import StatelessProcessGroup
-
         if not torch.cuda.is_available():
             raise TrainerError("inference.weight_sync 'nccl' needs the learner on a GPU")
-        group = StatelessProcessGroup.create(host=host, port=port, rank=0, world_size=world_size)
+        from vllm.distributed.weight_transfer.nccl_common import trainer_init
+
         self.device = torch.device("cuda", torch.cuda.current_device())
-        self.group = PyNcclCommunicator(group, device=self.device)
+        self.group = trainer_init({"master_address": host, "master_port": port, "world_size": world_size}, rank=0)
 
     def send(self, weights: dict[str, torch.Tensor]) -> None:
         stream = torch.cuda.current_stream()

@@ -35,13 +35,11 @@ class WeightSyncExtension:
 
     def harness_init_weight_group(self, host: str, port: int, rank_offset: int, world_size: int) -> bool:
         """Join the group the learner's rank 0 (rank 0) broadcasts from; this worker is rank_offset + its own rank."""
-        from vllm.distributed.device_communicators.pynccl import PyNcclCommunicator
         from vllm.distributed.parallel_state import get_world_group
-        from vllm.distributed.utils import StatelessProcessGroup
+        from vllm.distributed.weight_transfer.nccl_common import stateless_init_process_group
 
         rank = rank_offset + get_world_group().rank
-        group = StatelessProcessGroup.create(host=host, port=port, rank=rank, world_size=world_size)
-        self.harness_weight_group = PyNcclCommunicator(group, device=self.device)
+        self.harness_weight_group = stateless_init_process_group(host, port, rank, world_size, device=self.device)
         return True
 
     def harness_receive_weights(self, specs: list[tuple[str, str, list[int]]]) -> int:
