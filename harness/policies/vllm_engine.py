@@ -80,7 +80,7 @@ class VLLMPolicy(Policy):
     concurrent = True
 
     def __init__(self, path: str | Path, gpu_memory_utilization: float = 0.85, tensor_parallel_size: int = 1,
-                 weight_sync: str = "load", max_model_len: int | None = None, kv_cache_gb: float = 1.0,
+                 weight_sync: str = "load", max_model_len: int | None = None, kv_cache_gb: int = 1,
                  **engine_args: Any):
         path = Path(path)
         if not (path / "config.json").is_file():
@@ -105,11 +105,13 @@ class VLLMPolicy(Policy):
         self.context = min(limits) if limits else None
         if not gpu:
             # The CPU backend sizes its KV cache from this variable (GiB), not from gpu_memory_utilization.
-            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(kv_cache_gb))
+            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(int(kv_cache_gb)))
         options = dict(model=str(path), dtype="float32" if not gpu else "auto", max_model_len=self.context,
                        tensor_parallel_size=tensor_parallel_size, enable_prefix_caching=True,
                        logprobs_mode="processed_logprobs", worker_extension_cls=_EXTENSION,
-                       generation_config="vllm", seed=0, **({"gpu_memory_utilization": gpu_memory_utilization} if gpu else {}),
+                       generation_config="vllm", seed=0,
+                       # GPUs: vLLM's memory share; CPUs: eager mode (no torch.compile: minutes of start-up saved)
+                       **({"gpu_memory_utilization": gpu_memory_utilization} if gpu else {"enforce_eager": True}),
                        **engine_args)
         self._requests = itertools.count()
         self._loop = asyncio.new_event_loop()
@@ -195,15 +197,16 @@ class VLLMPolicy(Policy):
         unknown = [name for name in state_dict if name not in self.weight_names]
         if unknown:
             raise PolicyError(f"{self.name} has no weights named {sorted(unknown)[:5]}: a state dict of another model?")
-        weights = [(name, tensor.detach().to("cpu").contiguous()) for name, tensor in state_dict.items()]
         if transport == "load":
-            self.collective_rpc("harness_load_weights", weights)
+            from .vllm_worker import pack_weights
+
+            self.collective_rpc("harness_load_weights", pack_weights(state_dict))
         else:
             from safetensors.torch import save_file
 
             with tempfile.TemporaryDirectory(prefix="harness-weights-") as folder:
                 file = os.path.join(folder, "weights.safetensors")
-                save_file(dict(weights), file)
+                save_file({name: t.detach().to("cpu").contiguous() for name, t in state_dict.items()}, file)
                 self.collective_rpc("harness_load_weights_file", file)
         self._call(self.engine.reset_prefix_cache())  # cached KV was computed with the old weights
 

@@ -2,12 +2,13 @@
 
 vLLM mixes `WeightSyncExtension` into each of its workers (engine argument `worker_extension_cls`);
 the engine then calls these methods by name with `collective_rpc("harness_...", args=...)`, so nothing
-is pickled and no insecure serialization has to be allowed. Each method ends with the model's own
-`load_weights`, which knows how the checkpoint's names map onto vLLM's fused layers (qkv, gate/up).
+is pickled and no insecure serialization has to be allowed. Each method ends with vLLM's in-place weight
+reload (`model_runner.reload_weights`), which maps the checkpoint's names onto vLLM's fused layers (qkv,
+gate/up) and redoes whatever the kernels did to the weights after loading (the CPU backend repacks them).
 
 Transports (`VLLMPolicy(weight_sync=...)`):
-- `load`: the tensors travel in the RPC message itself (vLLM's msgpack encoder carries tensors as raw
-  buffers) and are loaded in the worker's process.
+- `load`: the tensors travel in the RPC message itself, as raw bytes with dtype and shape (`pack_weights`),
+  and are loaded in the worker's process.
 - `disk`: the fallback; the learner's tensors are written to a safetensors file that the workers read.
 - `nccl`: the learner's rank 0 broadcasts every tensor over NCCL to the workers' GPUs (CUDA only).
 """
@@ -19,18 +20,34 @@ from typing import Any
 import torch
 
 
+def pack_weights(weights: dict[str, torch.Tensor]) -> list[tuple[str, str, list[int], bytes]]:
+    """Tensors as plain (name, dtype name, shape, bytes) records: what any RPC encoding carries unchanged."""
+    packed = []
+    for name, tensor in weights.items():
+        tensor = tensor.detach().to("cpu").contiguous()
+        raw = tensor.view(torch.uint8) if tensor.dim() else tensor.reshape(1).view(torch.uint8)
+        packed.append((name, str(tensor.dtype).removeprefix("torch."), list(tensor.shape), raw.numpy().tobytes()))
+    return packed
+
+
+def unpack_tensor(dtype: str, shape: list[int], data: bytes) -> torch.Tensor:
+    return torch.frombuffer(bytearray(data), dtype=getattr(torch, dtype)).reshape(shape)
+
+
 class WeightSyncExtension:
     """Methods added to vLLM's `Worker` class (`self` is the worker: `self.model_runner`, `self.device`)."""
 
-    def harness_load_weights(self, weights: list[tuple[str, torch.Tensor]]) -> int:
-        self.model_runner.model.load_weights(weights=weights)
+    def harness_load_weights(self, packed: list[tuple[str, str, list[int], bytes]]) -> int:
+        """Tensors packed by `pack_weights`: (name, dtype name, shape, raw bytes)."""
+        weights = [(name, unpack_tensor(dtype, shape, data)) for name, dtype, shape, data in packed]
+        self._harness_reload(weights)
         return len(weights)
 
     def harness_load_weights_file(self, path: str) -> int:
         from safetensors.torch import load_file
 
         weights = list(load_file(path).items())
-        self.model_runner.model.load_weights(weights=weights)
+        self._harness_reload(weights)
         return len(weights)
 
     def harness_init_weight_group(self, host: str, port: int, rank_offset: int, world_size: int) -> bool:
@@ -53,8 +70,13 @@ class WeightSyncExtension:
             group.broadcast(tensor, src=0, stream=torch.cuda.current_stream())
             weights.append((name, tensor))
         torch.cuda.synchronize()
-        self.model_runner.model.load_weights(weights=weights)
+        self._harness_reload(weights)
         return len(weights)
+
+    def _harness_reload(self, weights: list[tuple[str, torch.Tensor]]) -> None:
+        # vLLM's in-place reload (vllm.model_executor.model_loader.reload): takes checkpoint-format names and
+        # tensors, restores the layers that kernels repacked after loading, loads, and processes them again.
+        self.model_runner.reload_weights(weights_iterator=weights, is_checkpoint_format=True)
 
     def harness_weight_checksum(self, name: str) -> float:
         """The sum of one of vLLM's own parameters (tests use it to see an update arrive)."""
