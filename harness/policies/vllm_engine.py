@@ -206,7 +206,7 @@ class VLLMPolicy(Policy):
 
             with tempfile.TemporaryDirectory(prefix="harness-weights-") as folder:
                 file = os.path.join(folder, "weights.safetensors")
-                save_file({name: t.detach().to("cpu").contiguous() for name, t in state_dict.items()}, file)
+                save_file({name: t.detach().cpu().clone() for name, t in state_dict.items()}, file)  # copies: tied weights share memory
                 self.collective_rpc("harness_load_weights_file", file)
         self._call(self.engine.reset_prefix_cache())  # cached KV was computed with the old weights
 
