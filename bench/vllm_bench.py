@@ -150,7 +150,7 @@ def grpo_steps(engine: str, model: str, steps: int, run_dir: Path) -> dict:
     """`harness train` on arith with this engine; the median of its steps' times."""
     args = [sys.executable, "-m", "cli", "train", f"trainer.policy.model.path={model}", f"trainer.output_dir={run_dir}",
             'data.train_data=["arith-train"]', "trainer.train_batch_size=4", "generator.n_samples_per_prompt=8",
-            "generator.max_tokens=32", "generator.max_context=512", "trainer.learning_rate=1e-4", "trainer.eval_interval=0",
+            "generator.max_tokens=32", "generator.max_context=512", "data.max_prompt_length=256", "trainer.learning_rate=1e-4", "trainer.eval_interval=0",
             f"trainer.max_steps={steps}", "trainer.ckpt_interval=0", f"inference.backend={engine}"]
     done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=3600, check=False)
     if done.returncode != 0:

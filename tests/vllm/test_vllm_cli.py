@@ -13,24 +13,19 @@ from tests.cli_helpers import check_openai_endpoint, harness, rows_of, serving
 VLLM_START_S = 900  # an engine start on a CPU shared with other work
 
 
-def test_eval_with_the_vllm_engine(vllm_model, tmp_path):
-    done = harness("eval", "--checkpoint", str(vllm_model), "--engine", "vllm", "--tasks", "arith", "--limit", "6",
-                   "--max-tokens", "16", "--workers", "6", "--temperature", "1.0", "--output", str(tmp_path))
+def test_generate_and_eval_with_the_vllm_engine(vllm_model, tmp_path):
+    """`harness generate` runs `harness eval` into OUTPUT/run, then writes the dataset: one engine start for both."""
+    done = harness("generate", "--checkpoint", str(vllm_model), "--engine", "vllm", "--tasks", "arith", "--limit", "3",
+                   "--samples", "2", "--workers", "6", "--max-tokens", "16", "--output", str(tmp_path / "data"))
     assert done.returncode == 0, done.stdout + done.stderr
-    report = json.loads((tmp_path / "report.json").read_text())
+    run = tmp_path / "data" / "run"
+    report = json.loads((run / "report.json").read_text())
     assert report["episodes"] == 6 and report["errors"] == 0 and report["total_completion_tokens"] > 0
-    for path in (tmp_path / "trajectories").glob("*.json"):
+    for path in (run / "trajectories").glob("*.json"):
         trajectory = json.loads(path.read_text())
         assert trajectory["token_ids"] and len(trajectory["token_ids"]) == len(trajectory["loss_mask"]) == len(trajectory["logprobs"])
         assert all(lp <= 0 for lp, m in zip(trajectory["logprobs"], trajectory["loss_mask"]) if m)
-
-
-def test_generate_with_the_vllm_engine(vllm_model, tmp_path):
-    done = harness("generate", "--checkpoint", str(vllm_model), "--engine", "vllm", "--tasks", "arith", "--limit", "2",
-                   "--samples", "2", "--max-tokens", "12", "--output", str(tmp_path / "data"))
-    assert done.returncode == 0, done.stdout + done.stderr
-    table = pq.read_table(tmp_path / "data" / "trajectories.parquet")
-    assert table.num_rows == 4
+    assert pq.read_table(tmp_path / "data" / "trajectories.parquet").num_rows == 6
 
 
 def test_serve_with_the_vllm_engine(vllm_model):
@@ -56,7 +51,7 @@ def test_grpo_steps_with_vllm_rollouts_and_weight_sync(vllm_model, tmp_path):
     done = harness("train", f"trainer.policy.model.path={vllm_model}", f"trainer.output_dir={run_dir}",
                    'data.train_data=["arith-train"]', "trainer.eval_interval=0",
                    "trainer.train_batch_size=2", "generator.n_samples_per_prompt=4", "generator.max_tokens=12",
-                   "generator.max_context=512", "trainer.learning_rate=1e-3", "trainer.max_steps=2",
+                   "generator.max_context=512", "data.max_prompt_length=256", "trainer.learning_rate=1e-3", "trainer.max_steps=2",
                    "inference.backend=vllm")
     assert done.returncode == 0, done.stdout + done.stderr
     metrics = [m for m in rows_of(run_dir / "metrics.jsonl") if "sft/loss" not in m]
