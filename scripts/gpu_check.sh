@@ -61,7 +61,7 @@ fi
 rm -rf "$OUT/train"
 $PY -m cli train "trainer.policy.model.path=$OUT/model" "trainer.output_dir=$OUT/train" 'data.train_data=["arith-train"]' \
   trainer.strategy=fsdp2 trainer.train_batch_size=16 generator.n_samples_per_prompt=8 generator.max_tokens=128 \
-  generator.max_context=1024 trainer.learning_rate=1e-5 trainer.eval_interval=0 "trainer.max_steps=$STEPS" \
+  generator.max_context=1024 data.max_prompt_length=512 trainer.learning_rate=1e-5 trainer.eval_interval=0 "trainer.max_steps=$STEPS" \
   inference.backend=vllm "${PLACEMENT[@]}" | tee "$OUT/train.log"
 $PY - "$OUT/train" <<'EOF'
 import json, statistics, sys
