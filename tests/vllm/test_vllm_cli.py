@@ -58,7 +58,7 @@ def test_grpo_steps_with_vllm_rollouts_and_weight_sync(vllm_model, tmp_path):
     for step in metrics:
         assert step["time/weight_sync_s"] > 0 and step["throughput/generated_tokens_per_s"] > 0
         assert step["train/response_length_mean"] > 0
-        assert "train/reward_mean" in step and "train/loss" in step
+        assert "train/reward_mean" in step and ("train/loss" in step or step.get("train/skipped") == 1.0)
     # a random tiny model mostly earns equal rewards (zero advantages, no update): that the synced weights reach vLLM
     # is proven by tests/vllm/test_vllm_engine.py::test_weight_sync_makes_vllm_score_like_the_learner
     AutoModelForCausalLM.from_pretrained(run_dir / "checkpoints" / "global_step_2")  # loadable as it is
