@@ -110,8 +110,12 @@ class VLLMPolicy(Policy):
                        tensor_parallel_size=tensor_parallel_size, enable_prefix_caching=True,
                        logprobs_mode="processed_logprobs", worker_extension_cls=_EXTENSION,
                        generation_config="vllm", seed=0,
-                       # GPUs: vLLM's memory share; CPUs: eager mode (no torch.compile: minutes of start-up saved)
-                       **({"gpu_memory_utilization": gpu_memory_utilization} if gpu else {"enforce_eager": True}),
+                       # GPUs: vLLM's memory share. CPUs: eager mode (no torch.compile: minutes of start-up saved) and
+                       # whole prefills: vLLM 0.32 on CPU crashes when it drops the token of a seeded request whose
+                       # prefill was chunked ("CPU Generator does not use offset").
+                       **({"gpu_memory_utilization": gpu_memory_utilization} if gpu else
+                          {"enforce_eager": True, "enable_chunked_prefill": False,
+                           "max_num_batched_tokens": max(self.context or 0, 8192)}),
                        **engine_args)
         self._requests = itertools.count()
         self._loop = asyncio.new_event_loop()
