@@ -6,10 +6,13 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow.parquet as pq
+import pytest
 
 from tests.cli_helpers import check_openai_endpoint, harness, rows_of, serving
 
 VLLM_START_S = 900  # an engine start on a CPU shared with other work
+
+pytestmark = pytest.mark.timeout(1200)  # a vLLM engine start on a busy CPU
 
 
 def test_generate_and_eval_with_the_vllm_engine(vllm_model, tmp_path):

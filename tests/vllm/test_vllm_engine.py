@@ -14,6 +14,8 @@ from tests.token_exactness import check_multi_turn_token_exactness
 # vLLM's CPU kernels and transformers' float32 forward differ by rounding only: ~1e-5 on this model.
 ATOL = 1e-3
 
+pytestmark = pytest.mark.timeout(1200)  # a vLLM engine start on a busy CPU
+
 
 @pytest.fixture(scope="module")
 def engine(vllm_model):
