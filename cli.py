@@ -31,6 +31,7 @@ console = Console()
 BackendOption = typer.Option("auto", "--backend", help="docker, local (bubblewrap) or auto.")
 RayAddressOption = typer.Option(None, "--ray-address", help="Run on the nodes of this Ray cluster (auto, HOST:PORT): each node runs "
                                 "as many sandboxes at once as its `sandbox` resource says, on its own engine.")
+EngineOption = typer.Option("auto", "--engine", help="What samples a checkpoint folder: transformers, vllm, or auto (vLLM on a GPU when installed).")
 
 
 def friendly_errors(command):
@@ -197,6 +198,7 @@ def eval_command(
     reward_mode: Optional[str] = typer.Option(None, "--reward-mode", help="GSM8K rule: strict or flexible (numbers), or "
                                               "skyrl (SkyRL's exact string rule); default: each task's own."),
     ray_address: Optional[str] = RayAddressOption,
+    engine: str = EngineOption,
 ):
     """Evaluate a checkpoint, endpoint or scripted policy on a task set; writes a report."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -230,7 +232,7 @@ def eval_command(
     check_run_dir(task_list, run_config, resume, force)
     cluster, source = (Cluster(ray_address, backend=backend), PolicySource(checkpoint, base_url)) if ray_address else (None, None)
     # on a cluster each node builds its own policy
-    policy = make_policy(checkpoint, base_url=base_url, endpoint_limits=endpoint_limits) if cluster is None else None
+    policy = make_policy(checkpoint, base_url=base_url, engine=engine, endpoint_limits=endpoint_limits) if cluster is None else None
     stats = {"resolved": 0, "errors": 0}
     columns = [TextColumn("episodes"), BarColumn(), MofNCompleteColumn(), TextColumn("resolved {task.fields[resolved]} errors {task.fields[errors]}"), TimeElapsedColumn()]
     with Progress(*columns, console=console) as progress:
@@ -273,6 +275,7 @@ def generate_command(
     base_url: Optional[str] = typer.Option(None, help="Endpoint base URL for endpoint:MODEL."),
     backend: str = BackendOption,
     ray_address: Optional[str] = RayAddressOption,
+    engine: str = EngineOption,
 ):
     """Write a synthetic trajectory dataset (Parquet, ready for SFT) with a dataset card."""
     from harness.generate import write_dataset
@@ -283,7 +286,8 @@ def generate_command(
     eval_command(checkpoint=checkpoint, tasks=tasks, max_turns=max_turns, workers=workers, samples=samples,
                  temperature=temperature, max_tokens=max_tokens, limit=limit, output=run_dir, resume=resume,
                  force=False, base_url=base_url, config=None, connect_timeout=None, read_timeout=None, retries=None,
-                 turn_timeout=None, episode_timeout=None, backend=backend, reward_mode=None, ray_address=ray_address)
+                 turn_timeout=None, episode_timeout=None, backend=backend, reward_mode=None, ray_address=ray_address,
+                 engine=engine)
     from harness.evaluate import EvalConfig
 
     config = EvalConfig(**json.loads((run_dir / "config.json").read_text()))
@@ -298,16 +302,19 @@ def serve_command(
     host: str = typer.Option("127.0.0.1", help="Address to listen on (localhost by default)."),
     port: int = typer.Option(8000, min=0, max=65535, help="Port (0: any free one)."),
     model_name: Optional[str] = typer.Option(None, help="Model id in /v1/models (default: the folder name)."),
+    engine: str = EngineOption,
 ):
     """Serve a local checkpoint as an OpenAI-compatible /v1/chat/completions endpoint (with tools)."""
+    from harness.policies.factory import make_policy
     from harness.server import ChatServer
 
+    if not (Path(checkpoint) / "config.json").is_file():
+        raise HarnessError(f"--checkpoint {checkpoint}: not a Hugging Face checkpoint folder (config.json is missing)")
     server = ChatServer(host, port)  # a busy port fails here, before the model loads
     try:
-        from harness.policies.hf import HFPolicy
-
         name = model_name or Path(checkpoint).name
-        server.attach(HFPolicy(checkpoint), name)
+        policy = make_policy(checkpoint, engine=engine)
+        server.attach(policy, name)
     except BaseException:
         server.server_close()
         raise
@@ -316,6 +323,7 @@ def serve_command(
         server.serve_forever()
     finally:
         server.server_close()
+        policy.close()
 
 
 model_app = typer.Typer(help="Build and inspect models.", no_args_is_help=True)

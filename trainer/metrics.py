@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tasks.runlog import append_row, drop_partial_line, read_rows
+from tasks.runlog import append_row, drop_partial_line, read_rows, rewrite_rows
 
 from .errors import ConfigError
 
@@ -42,12 +42,7 @@ class MetricsLogger:
 def save_rollouts(path: Path, trajectories: list) -> None:
     """The sampled trajectories of one step, one JSON line each (tokens, loss mask and logprobs included):
     what `harness view` shows for a chosen step. Written whole, so a resumed step replaces its file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    with tmp.open("w") as handle:
-        for trajectory in trajectories:
-            handle.write(json.dumps(trajectory.to_dict()) + "\n")
-    tmp.replace(path)
+    rewrite_rows(path, (trajectory.to_dict() for trajectory in trajectories))
 
 
 def read_metrics(run_dir: Path) -> list[dict[str, Any]]:

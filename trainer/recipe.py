@@ -39,6 +39,7 @@ from .config import TrainConfig, save_config
 from .errors import ConfigError, TrainerError
 from .learner import LearnerSettings
 from .metrics import MetricsLogger, plot_curve, read_metrics, save_rollouts
+from .weight_sync import setup_weight_sync, sync_weights
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +91,8 @@ def engine_options(cfg: TrainConfig) -> dict:
     inf = cfg.inference
     if inf.backend != "vllm":
         return {}
-    return {"gpu_memory_utilization": inf.gpu_memory_utilization, "tensor_parallel_size": inf.tensor_parallel_size}
+    return {"gpu_memory_utilization": inf.gpu_memory_utilization, "tensor_parallel_size": inf.tensor_parallel_size,
+            "weight_sync": inf.weight_sync, "max_model_len": cfg.generator.max_context}
 
 
 def _worker_env() -> dict:
@@ -147,6 +149,7 @@ def train(cfg: TrainConfig, on_step: Callable[[int, dict], None] = lambda step, 
     step, position = 0, {"epoch": 0, "index": 0}
     ahead = None
     try:
+        setup_weight_sync(cfg.inference.weight_sync, learner, engines, cfg.inference.tensor_parallel_size)
         if resume_from:
             state = load_trainer_state(resume_from)
             learner.load_state(state)
@@ -229,7 +232,7 @@ def _grpo_step(cfg: TrainConfig, prompts: list[Task], workers, learner, engines,
     metrics = learner.train_step(batch)
     train_s = time.monotonic() - clock
     clock = time.monotonic()
-    _sync_weights(cfg, learner, engines)
+    sync_weights(cfg.inference.weight_sync, learner, engines, cfg.trainer.deadlines.weight_sync_s)
     sync_s = time.monotonic() - clock
     generated = sum(sum(t.loss_mask) for t in trajectories)
     policy_s = sum(t.timings.get("policy_s", 0.0) for t in trajectories)
@@ -248,12 +251,6 @@ def _grpo_step(cfg: TrainConfig, prompts: list[Task], workers, learner, engines,
 def _rollouts(cfg: TrainConfig, workers, prompts: list[Task], n: int, sampling: Sampling, limits: EpisodeLimits):
     refs = rollout_submitter(workers, n, lambda _: sampling, limits)(prompts, 0)
     return get_within(refs, cfg.trainer.deadlines.rollout_s, "rollouts", "trainer.deadlines.rollout_s")
-
-
-def _sync_weights(cfg: TrainConfig, learner, engines) -> None:
-    weights = learner.weights()
-    get_within([engine.load_weights.remote(weights) for engine in engines], cfg.trainer.deadlines.weight_sync_s,
-               "the weight sync to the inference engines", "trainer.deadlines.weight_sync_s")
 
 
 def validate(cfg: TrainConfig, workers, tasks: list[Task]) -> dict[str, float]:
@@ -284,7 +281,7 @@ def _sft_warmup(cfg: TrainConfig, learner, engines, train_tasks: list[Task], log
         metrics = learner.sft_step(batch, warm.learning_rate)
         logger.log(0, {**metrics, "sft/step": number})
     learner.reset_optimizer()
-    _sync_weights(cfg, learner, engines)
+    sync_weights(cfg.inference.weight_sync, learner, engines, cfg.trainer.deadlines.weight_sync_s)
 
 
 def _resume_point(cfg: TrainConfig, run_dir: Path) -> Path | None:

@@ -19,7 +19,7 @@ from harness.trajectory import Trajectory
 from tasks.registry import load_env_plugins
 from tasks.task import Task
 
-from harness.batching import BatchingEngine
+from harness.batching import shared_engine
 
 from .engine import load_engine
 from .errors import TrainerError, ray_cause
@@ -42,13 +42,22 @@ class EngineActor:
 
     def __init__(self, backend: str, model_path: str, share: int = 1, **engine_options: Any):
         _use_cores(share)
-        self.engine = BatchingEngine(load_engine(backend, model_path, **engine_options))
+        self.engine = shared_engine(load_engine(backend, model_path, **engine_options))
 
     def generate_ids(self, prompt_ids: list[int], sampling: Sampling) -> Completion:
         return self.engine.generate_ids(prompt_ids, sampling)
 
     def load_weights(self, state_dict: dict[str, Any]) -> bool:
         self.engine.load_weights(state_dict)
+        return True
+
+    def init_weight_group(self, host: str, port: int, rank_offset: int, world_size: int) -> bool:
+        """`inference.weight_sync: nccl` (vLLM): join the learner's broadcast group."""
+        self.engine.init_weight_group(host, port, rank_offset, world_size)
+        return True
+
+    def receive_weights(self, specs: list) -> bool:
+        self.engine.receive_weights(specs)
         return True
 
 
@@ -141,6 +150,24 @@ class LearnerActor:
 
     def weights(self) -> dict[str, Any]:
         return self.learner.weights()
+
+    def init_weight_sender(self, host: str, port: int, world_size: int) -> bool:
+        """`inference.weight_sync: nccl`: rank 0 joins the engines' group as its rank 0."""
+        from .weight_sync import WeightSender
+
+        self.sender = WeightSender(host, port, world_size)
+        return True
+
+    def weight_specs(self) -> list:
+        from .weight_sync import weight_specs
+
+        return weight_specs(self.learner.model.state_dict())
+
+    def broadcast_weights(self) -> bool:
+        weights = self.learner.weights()  # every rank takes part in gathering; rank 0 holds them whole
+        if self.rank == 0:
+            self.sender.send(weights)
+        return True
 
     def save(self, run_dir, step: int, extra: dict[str, Any]) -> str | None:
         """Every rank gathers; rank 0 writes the checkpoint."""

@@ -24,6 +24,9 @@ POLICIES: Registry[PolicyFactory] = Registry("policy", "harness.policies")
 register_policy = POLICIES.register
 
 
+ENGINES = ("auto", "transformers", "vllm")
+
+
 @register_policy("gold")
 def _gold(argument: str = "", **options) -> Policy:
     return GoldPolicy(use_tools=True)
@@ -53,7 +56,10 @@ def _endpoint(argument: str = "", base_url: str | None = None, endpoint_limits=N
 
 def make_policy(checkpoint: str, base_url: str | None = None, device: str = "auto", engine: str = "auto",
                 endpoint_limits=None) -> Policy:
-    """The policy a `--checkpoint` value names; `endpoint_limits` (EndpointLimits) bound endpoint calls."""
+    """The policy a `--checkpoint` value names; `endpoint_limits` (EndpointLimits) bound endpoint calls;
+    `engine` picks what samples a checkpoint folder: transformers, vllm, or auto (vLLM on a GPU when installed)."""
+    if engine not in ENGINES:
+        raise PolicyError(f"--engine {engine!r} is not one of {', '.join(ENGINES)}")
     name, _, argument = checkpoint.partition(":")
     if name in POLICIES:
         return POLICIES.get(name)(argument, base_url=base_url, device=device, endpoint_limits=endpoint_limits)

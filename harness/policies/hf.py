@@ -10,6 +10,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from ..errors import PolicyError
 from ..policy import Completion, Policy, Sampling
+from .local import completion, eos_ids, token_budget
 
 
 class HFPolicy(Policy):
@@ -38,7 +39,7 @@ class HFPolicy(Policy):
         except Exception as exc:  # any failure here means the directory is not a usable checkpoint
             raise PolicyError(f"cannot load the checkpoint at {path}: {exc}") from exc
         self.model = model.to(self.device).eval()
-        self.eos_ids = _eos_ids(self.model.generation_config.eos_token_id, self.tokenizer.eos_token_id)
+        self.eos_ids = eos_ids(self.model.generation_config.eos_token_id, self.tokenizer.eos_token_id)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else min(self.eos_ids)
         self.context = getattr(self.model.config, "max_position_embeddings", None)
         # transformers 5.2x renamed the KV-cache argument (and output field) from past_key_values to cache.
@@ -88,16 +89,7 @@ class HFPolicy(Policy):
         self.model.load_state_dict(state_dict, strict=False)
 
     def _token_budget(self, prompt: list[int], max_tokens: int) -> int:
-        if not prompt:
-            raise PolicyError("the prompt is empty: give at least one token to continue")
-        if max_tokens < 1:
-            raise PolicyError(f"max_tokens is {max_tokens}: it must be at least 1")
-        room = self.context - len(prompt) if self.context else max_tokens
-        if room < 1:
-            raise PolicyError(
-                f"the prompt has {len(prompt)} tokens, which fills the context of {self.name} ({self.context} tokens)"
-            )
-        return min(max_tokens, room)
+        return token_budget(self.name, self.context, prompt, max_tokens)
 
     def _left_pad(self, prompts: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
         width = max(map(len, prompts))
@@ -121,31 +113,12 @@ class HFPolicy(Policy):
     def _completion(
         self, prompt_len: int, ids: list[int], logprobs: list[float], reason: str, stops: list[str]
     ) -> Completion:
-        body = ids[:-1] if ids[-1] in self.eos_ids else ids
-        text = self.tokenizer.decode(body, skip_special_tokens=False)
-        cuts = [text.find(stop) for stop in stops if stop in text]
-        return Completion(
-            text=text[: min(cuts)] if cuts else text,
-            finish_reason=reason,
-            token_ids=ids,
-            logprobs=logprobs,
-            prompt_tokens=prompt_len,
-            completion_tokens=len(ids),
-        )
+        return completion(self.tokenizer, self.eos_ids, prompt_len, ids, logprobs, reason, stops)
 
 
 def _torch_dtype(dtype: str | torch.dtype) -> str | torch.dtype:
     """"auto" (the checkpoint's own dtype), a torch dtype, or its name ("bfloat16")."""
     return getattr(torch, dtype) if isinstance(dtype, str) and dtype != "auto" else dtype
-
-
-def _eos_ids(*ids: int | list[int] | None) -> set[int]:
-    flat: set[int] = set()
-    for value in ids:
-        flat.update([value] if isinstance(value, int) else value or [])
-    if not flat:
-        raise PolicyError("the checkpoint names no end-of-sequence token (generation_config.json or tokenizer)")
-    return flat
 
 
 def _sample(

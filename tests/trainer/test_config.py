@@ -279,7 +279,8 @@ def test_out_of_range_values(raw: dict, words: str):
     ({"trainer": {"run_name": "a/b"}}, "trainer.run_name: 'a/b' must be a plain name"),
     ({"trainer": {"placement": {"cpu_ranks": 2}}}, "trainer.strategy: 'single' trains on one device but trainer.placement.cpu_ranks is 2"),
     ({"trainer": {"strategy": "fsdp2", "placement": {"learner_gpus": 2, "cpu_ranks": 2}}}, "trainer.placement.cpu_ranks: 2 with learner GPUs"),
-    ({"inference": {"weight_sync": "nccl"}}, "inference.weight_sync: 'nccl' (a broadcast from the learner GPUs) is not built yet"),
+    ({"inference": {"weight_sync": "disk"}}, "inference.weight_sync: 'disk' is a vLLM transport"),
+    ({"inference": {"backend": "vllm", "weight_sync": "nccl"}}, "inference.weight_sync: 'nccl' broadcasts from the learner's GPU"),
     ({"trainer": {"placement": {"learner_gpus": 1}}, "inference": {"backend": "vllm", "tensor_parallel_size": 2}},
      "inference.tensor_parallel_size: 2 with colocate: true"),
 ])

@@ -1,0 +1,53 @@
+"""The multi-turn token-exactness check, for any in-process engine (transformers or vLLM)."""
+
+from __future__ import annotations
+
+import torch
+
+from harness.episode import EpisodeLimits, run_episode
+from harness.policy import Policy, Sampling
+from tasks.taskset import load_tasks
+
+
+class Recording(Policy):
+    """A real engine, remembering every prompt it continued and every token it produced."""
+
+    def __init__(self, policy: Policy):
+        self.policy, self.name, self.tokenizer = policy, policy.name, policy.tokenizer
+        self.calls: list[tuple[list[int], list[int], list[float]]] = []
+
+    def generate(self, messages, tools, sampling):
+        raise AssertionError("a local engine continues token ids")
+
+    def generate_ids(self, prompt_ids, sampling):
+        completion = self.policy.generate_ids(prompt_ids, sampling)
+        self.calls.append((list(prompt_ids), list(completion.token_ids), list(completion.logprobs)))
+        return completion
+
+
+def check_multi_turn_token_exactness(engine: Policy, model: torch.nn.Module, backend, atol: float) -> None:
+    """A swe-demo episode of three turns: the recorded ids are exactly the engine's, and a plain forward pass of
+    `model` (the same weights) over them gives the engine's logprobs within `atol`."""
+    policy = Recording(engine)
+    task = load_tasks("swe-demo")[0]  # a reply without a tool call gets feedback: several turns
+    sampling = Sampling(temperature=1.0, max_tokens=24, seed=3)
+    trajectory = run_episode(task, policy, sampling, EpisodeLimits(max_turns=3, max_format_errors=4), backend=backend)
+    assert trajectory.turns == 3 and len(policy.calls) == trajectory.turns
+    ids, mask, logprobs = trajectory.token_ids, trajectory.loss_mask, trajectory.logprobs
+    assert len(ids) == len(mask) == len(logprobs)
+    # every turn continued exactly the recorded sequence, and its tokens sit right after it
+    for prompt, generated, _ in policy.calls:
+        assert ids[: len(prompt)] == prompt
+        assert ids[len(prompt) : len(prompt) + len(generated)] == generated
+    # the loss mask selects exactly the generated tokens, with their logprobs
+    generated_all = [t for _, g, _ in policy.calls for t in g]
+    assert [t for t, m in zip(ids, mask) if m] == generated_all
+    assert [l for l, m in zip(logprobs, mask) if m] == [l for *_, lp in policy.calls for l in lp]
+    assert sum(mask) < len(ids)  # prompt and observations are masked out
+    # and a plain forward pass over the recorded ids gives the same logprobs: no re-tokenizing
+    with torch.no_grad():
+        logits = model(torch.tensor([ids])).logits[0, :-1].float() / sampling.temperature
+    recomputed = torch.log_softmax(logits, -1).gather(1, torch.tensor(ids[1:])[:, None])[:, 0]
+    positions = [i for i, m in enumerate(mask) if m]
+    gap = (recomputed[[p - 1 for p in positions]] - torch.tensor([logprobs[p] for p in positions])).abs().max()
+    assert gap <= atol, f"logprobs differ from a forward pass by {gap:.2e} (> {atol})"
