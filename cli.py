@@ -308,10 +308,10 @@ def serve_command(
     from harness.policies.factory import make_policy
     from harness.server import ChatServer
 
-    if not (Path(checkpoint) / "config.json").is_file():
-        raise HarnessError(f"--checkpoint {checkpoint}: not a Hugging Face checkpoint folder (config.json is missing)")
     server = ChatServer(host, port)  # a busy port fails here, before the model loads
     try:
+        if not (Path(checkpoint) / "config.json").is_file():
+            raise HarnessError(f"--checkpoint {checkpoint}: not a Hugging Face checkpoint folder (config.json is missing)")
         name = model_name or Path(checkpoint).name
         policy = make_policy(checkpoint, engine=engine)
         server.attach(policy, name)

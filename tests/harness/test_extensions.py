@@ -63,7 +63,7 @@ def test_env_class_and_reward_method_as_module_paths(user_module):
 def test_unknown_names_are_clear_errors(user_module):
     from harness.kinds import make_environment
 
-    with pytest.raises(RegistryError, match=r"unknown task kind \(env_class\) 'nope'; registered: gsm8k, gsm8k_tool, swe"):
+    with pytest.raises(RegistryError, match=r"unknown task kind \(env_class\) 'nope'; registered: gsm8k, gsm8k_tool, repo, swe"):
         make_environment(task("nope"))
     with pytest.raises(RegistryError, match="module 'my_plugin' has no 'Missing'"):
         make_environment(task("my_plugin:Missing"))
