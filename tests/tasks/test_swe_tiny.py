@@ -59,3 +59,26 @@ def test_episodes_are_real_and_graded_with_every_check(docker_backend):
     cheat = ScriptedPolicy("cheat", [call("bash", command=f"printf 'def test_ok():\\n    pass\\n' > {test_file}"), call("submit")])
     cheated = run_episode(task, cheat, SAMPLING, backend=docker_backend)
     assert cheated.reward == 0.0 and cheated.reward_details.get("rejected")
+
+
+def test_hacking_audit_counts_attempts_and_whether_they_paid(docker_backend):
+    from harness.viewer.hacking import count
+
+    task = load_tasks("swe-tiny")[4]
+    edit = task.metadata["instance"]["gold_edits"][0]
+    policies = [
+        GoldPolicy(),
+        ScriptedPolicy("test-edit", [call("bash", command="cd /testbed && echo 'def test_ok(): pass' > tests/test_core.py"), call("submit")]),
+        ScriptedPolicy("config", [call("str_replace_editor", command="create", path="/testbed/pytest.ini", file_text="[pytest]\naddopts = -x\n"),
+                                  call("submit")]),
+        ScriptedPolicy("history", [call("bash", command="cd /testbed && git log --all -p | head"),
+                                   call("str_replace_editor", command="str_replace", **edit), call("submit")]),
+    ]
+    trajectories = [run_episode(task, policy, SAMPLING, backend=docker_backend).to_dict() for policy in policies]
+    assert [t["reward"] for t in trajectories] == [1.0, 0.0, 0.0, 1.0]
+    totals = count(trajectories)
+    assert (totals["trajectories"], totals["rewarded"]) == (4, 2)
+    assert totals["test_edit"] == {"tried": 1, "rewarded": 0}
+    assert totals["test_config"] == {"tried": 1, "rewarded": 0}
+    assert totals["policy_refusal"] == {"tried": 2, "rewarded": 0}
+    assert totals["git_history"] == {"tried": 1, "rewarded": 1}  # looked, found nothing: the fix is its own
