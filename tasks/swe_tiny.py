@@ -156,7 +156,7 @@ def make_instance(split: str, draw: int, index: int) -> dict[str, Any]:
                                            for part in rng.choice(families[bugged].mutations))
         sources = [family.source.format(name=name, k=k) for family, name, k in chosen]
         module = "\n\n".join(sources)
-        if module.count(correct_line + "\n") != 1:
+        if module.count(correct_line + "\n") != 1 or module.count(bugged_line + "\n"):
             continue
         cases = [[args for args in (family.inputs(rng, k) for _ in range(CASES_PER_TEST))] for family, _, k in chosen]
         buggy_source = sources[bugged].replace(correct_line + "\n", bugged_line + "\n")
