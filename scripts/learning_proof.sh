@@ -4,7 +4,11 @@
 # task in sandboxes. Prints the held-out reward before and after GRPO; each run folder holds
 # reward_curve.png, metrics.jsonl and the final Hugging Face checkpoint.
 #
-#   bash scripts/learning_proof.sh [single|tool|both] [OVERRIDES]     (default: both)
+#   bash scripts/learning_proof.sh [single|tool|both|swe] [OVERRIDES]     (default: both)
+#
+# `swe`: the repo-fix proof on generated swe-tiny tasks (real episodes in sandboxes, graded by the
+# SWE-bench grader): gold trajectories, an SFT warm start, GRPO; then the reward-hacking audit of the
+# GRPO rollouts (python3 -m harness.viewer.hacking).
 #
 # OVERRIDES (dotted config keys, e.g. trainer.max_steps=5) apply to the GRPO runs.
 set -euo pipefail
@@ -55,4 +59,20 @@ if [ "$which" = tool ] || [ "$which" = both ]; then
       trainer.sft_warmup.data="[\"$runs/arith-tool-gold-700/trajectories.parquet\", \"$runs/arith-tool-no-tools/trajectories.parquet\"]" \
       "${overrides[@]}"
   report "$runs/arith-tool-grpo" $((SECONDS - start))
+fi
+
+if [ "$which" = swe ]; then
+  start=$SECONDS
+  swe_model=$runs/swe-tiny-model
+  [ -f "$swe_model/config.json" ] || harness model init-tiny "$swe_model" --hidden-size 128 --layers 4 --tool-use
+  [ -f "$runs/swe-tiny-gold/trajectories.parquet" ] || harness generate --checkpoint gold --tasks swe-tiny-train --limit 1500 \
+      --backend local --workers 8 --keep rewarded --output "$runs/swe-tiny-gold"
+  harness train --config examples/swe/swe-tiny-sft-tiny-cpu.yaml trainer.policy.model.path="$swe_model" \
+      trainer.output_dir="$runs/swe-tiny-sft" trainer.resume=never \
+      trainer.sft_warmup.data="[\"$runs/swe-tiny-gold/trajectories.parquet\"]"
+  harness train --config examples/swe/swe-tiny-grpo-tiny-cpu.yaml \
+      trainer.policy.model.path="$runs/swe-tiny-sft/checkpoints/global_step_0" \
+      trainer.output_dir="$runs/swe-tiny-grpo" trainer.resume=never "${overrides[@]}"
+  report "$runs/swe-tiny-grpo" $((SECONDS - start))
+  python3 -m harness.viewer.hacking "$runs/swe-tiny-grpo"
 fi

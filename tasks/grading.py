@@ -125,6 +125,7 @@ def run_eval(instance: dict, patch: str, backend: Backend, timeout: float = 900.
     workdir = instance.get("workdir", WORKDIR)
     spec = SandboxSpec(image=instance["image"], workdir=workdir, memory="2g", pids=512, wall_time=timeout + 120)
     with backend.create(spec) as sb:
+        run_setup(sb, instance)
         method = "none"
         if patch.strip():
             method = _apply(sb, patch, workdir)
@@ -145,6 +146,18 @@ def run_eval(instance: dict, patch: str, backend: Backend, timeout: float = 900.
     if run.timed_out:
         log += "\n>>>>> Tests Timed Out\n"
     return method, log
+
+
+def run_setup(sb, instance: dict, timeout: float = 300.0) -> None:
+    """Run the instance's `setup_script` (if any: it builds the repository in a shared image) in `sb`."""
+    script = instance.get("setup_script")
+    if not script:
+        return
+    sb.write_file("/tmp/harness_setup.sh", script)
+    result = sb.exec("bash /tmp/harness_setup.sh; status=$?; rm -f /tmp/harness_setup.sh; (exit $status)", timeout=timeout)
+    if not result.ok:
+        raise SandboxError(f"{instance.get('instance_id', '?')}: the instance's setup script failed "
+                           f"(exit {result.exit_code}): {result.output[-2000:]}")
 
 
 def tests_to_restore(instance: dict, patch: str) -> list[str]:

@@ -56,9 +56,21 @@ def _swe_demo() -> list[Task]:
     return [instance_to_task(instance) for instance in load_swe_demo()]
 
 
+def _swe_tiny(split: str, count: int | None = None) -> Callable[[], list[Task]]:
+    def load() -> list[Task]:
+        from .swe_tiny import swe_tiny_tasks
+
+        return swe_tiny_tasks(split, count)
+
+    return load
+
+
 register_taskset("gsm8k", _gsm8k_validation("single"))
 register_taskset("gsm8k-tool", _gsm8k_validation("tool"))
 register_taskset("swe-demo", _swe_demo)
+register_taskset("swe-tiny", _swe_tiny("heldout"))
+register_taskset("swe-tiny-50", _swe_tiny("heldout", 50))  # the first 50 of swe-tiny: quick evaluations
+register_taskset("swe-tiny-train", _swe_tiny("train"))
 register_taskset("arith", lambda: _arith("validation", "single"))
 register_taskset("arith-train", lambda: _arith("train", "single"))
 register_taskset("arith-tool", lambda: _arith("validation", "tool"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tasks.grading import run_setup
 from tasks.task import Reward, Task
 from tasks.user_repo import diff_against
 
@@ -11,7 +12,17 @@ from . import register_kind
 
 
 class SWEEnvironment(ToolEnvironment):
-    """A repository at its base commit; the model patch is the diff of the work tree."""
+    """A repository at its base commit; the model patch is the diff of the work tree.
+
+    An instance with a `setup_script` (e.g. swe-tiny's, which writes its repository into a
+    shared image) has it run in the sandbox before the first turn, as the grader does.
+    """
+
+    def init(self) -> list[dict]:
+        messages = super().init()
+        if self.sandbox is not None:
+            run_setup(self.sandbox, self.task.metadata["instance"])
+        return messages
 
     def finish(self) -> Reward:
         if self.sandbox is None:
@@ -25,9 +36,13 @@ class SWEEnvironment(ToolEnvironment):
 
 
 def gold_turns(task: Task, use_tools: bool) -> list[Completion]:
-    """Write the reference patch, apply it, submit."""
+    """Write the reference patch, apply it, submit; or, where the instance lists `gold_edits`
+    ({path, old_str, new_str}), make those edits with the editor and submit."""
     if not use_tools:
         raise ValueError("a repository task cannot be solved without tools")
+    edits = task.metadata["instance"].get("gold_edits")
+    if edits:
+        return [call("str_replace_editor", command="str_replace", **edit) for edit in edits] + [call("submit")]
     patch = task.metadata["instance"]["patch"]
     workdir = task.metadata["instance"].get("workdir", "/testbed")
     return [

@@ -1,0 +1,296 @@
+"""The built-in `swe-tiny` task sets: thousands of tiny repo-fix tasks a small model can learn.
+
+Each instance is a small Python package (`<pkg>/core.py` with four functions drawn from the
+families below, `tests/test_core.py` with one test per function) in which one line of one
+function carries a planted bug: a wrong operator, an off-by-one or swapped arguments. The
+problem statement is the failing test's output plus the function's source, so it names both
+the location and, read with the test's expectation, the fix.
+
+All instances share ONE image (the harness base image: python3, pytest, git). The instance's
+repository is created at the start of every sandbox by its `setup_script` (files written into
+/testbed and committed with fixed author and dates, so the commit id is known in advance and
+checked by the script); the episode and the grader both run it, so thousands of instances cost
+no image builds. The grader is the real one (tasks/grading.py) with every check on.
+
+Instances are generated deterministically from their split and index. `swe-tiny` (held-out)
+and `swe-tiny-train` are disjoint: a train draw whose content equals a held-out instance's is
+skipped. FAIL_TO_PASS / PASS_TO_PASS follow from the construction (the bugged function's test
+fails and the others pass, checked by running the functions on the host while generating);
+`verify_test_lists` recomputes them by running the tests in sandboxes, which the tests do on a
+sample (running thousands would take hours).
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import hashlib
+import random
+import shlex
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .errors import TaskError
+from .swe import TEST_COMMAND, WORKDIR, make_eval_script
+
+HELDOUT_SIZE = 200
+TRAIN_SIZE = 4000
+MODULE = "core.py"
+TEST_FILE = "tests/test_core.py"
+AUTHOR = ("harness", "harness@example.invalid")
+COMMIT_DATE = "1700000000 +0000"
+COMMIT_MESSAGE = "Initial import\n"
+_HEREDOC = "EOF_SWE_TINY_4b1d"
+
+PACKAGES = ["geomkit", "numtools", "ledger", "statlite", "textbits", "mathbox", "tally", "scorer",
+            "metrics", "gridcalc", "pricing", "units"]
+
+
+@dataclass(frozen=True)
+class Family:
+    """A function template: its names, its source (with {name} and {k}), inputs and bugs.
+
+    `mutations` are (correct line, bugged line, kind) with the same placeholders; `inputs`
+    draws one argument tuple for the tests.
+    """
+
+    names: tuple[str, ...]
+    source: str
+    mutations: tuple[tuple[str, str, str], ...]
+    inputs: Callable[[random.Random, int], tuple]
+    ks: tuple[int, ...] = (2, 3, 4, 5, 6, 7, 8, 9)
+
+
+def _ints(low: int, high: int, count: int) -> Callable[[random.Random, int], tuple]:
+    return lambda rng, k: tuple(rng.randint(low, high) for _ in range(count))
+
+
+def _list(rng: random.Random, k: int) -> tuple:
+    return ([rng.randint(1, 20) for _ in range(rng.randint(2, 6))],)
+
+
+def _threshold(rng: random.Random, k: int) -> tuple:
+    x = rng.randint(0, 20)
+    return (x, x if rng.random() < 0.5 else rng.randint(0, 20))  # equal half the time: the boundary
+
+
+FAMILIES = (
+    Family(("scale_sum", "weighted", "combine", "blend"),
+           "def {name}(a, b):\n    return a * b + {k}\n",
+           (("    return a * b + {k}", "    return a + b + {k}", "operator"),
+            ("    return a * b + {k}", "    return a * b - {k}", "operator")), _ints(2, 9, 2)),
+    Family(("total", "sum_all", "accumulate", "grand_total"),
+           "def {name}(items):\n    result = {k}\n    for i in range(len(items)):\n        result += items[i]\n    return result\n",
+           (("    for i in range(len(items)):", "    for i in range(len(items) - 1):", "off-by-one"),
+            ("    for i in range(len(items)):", "    for i in range(1, len(items)):", "off-by-one")), _list),
+    Family(("ratio", "share", "percent", "portion"),
+           "def _div_{name}(num, den):\n    return num * {k} // den\n\n\ndef {name}(part, whole):\n    return _div_{name}(part, whole)\n",
+           (("    return _div_{name}(part, whole)", "    return _div_{name}(whole, part)", "swapped arguments"),), _ints(1, 9, 2)),
+    Family(("multiples", "steps", "ladder", "series"),
+           "def {name}(n):\n    return [i * {k} for i in range(1, n + 1)]\n",
+           (("    return [i * {k} for i in range(1, n + 1)]", "    return [i * {k} for i in range(1, n)]", "off-by-one"),
+            ("    return [i * {k} for i in range(1, n + 1)]", "    return [i * {k} for i in range(n + 1)]", "off-by-one")), _ints(1, 6, 1)),
+    Family(("reached", "at_least", "passes", "qualifies"),
+           "def {name}(score, limit):\n    return score >= limit\n",
+           (("    return score >= limit", "    return score > limit", "operator"),
+            ("    return score >= limit", "    return score <= limit", "operator")), _threshold, ks=(0,)),
+    Family(("spread", "span", "width", "extent"),
+           "def {name}(values):\n    return max(values) - min(values) + {k}\n",
+           (("    return max(values) - min(values) + {k}", "    return max(values) + min(values) + {k}", "operator"),
+            ("    return max(values) - min(values) + {k}", "    return min(values) - max(values) + {k}", "swapped arguments")), _list),
+    Family(("offset", "shift", "delta", "gap"),
+           "def {name}(start, end):\n    return (end - start) * {k}\n",
+           (("    return (end - start) * {k}", "    return (start - end) * {k}", "swapped arguments"),
+            ("    return (end - start) * {k}", "    return (end - start) + {k}", "operator")), _ints(0, 12, 2)),
+    Family(("prefix", "head", "leading", "first_part"),
+           "def {name}(text):\n    return text[:{k}]\n",
+           (("    return text[:{k}]", "    return text[:{k} - 1]", "off-by-one"),
+            ("    return text[:{k}]", "    return text[1:{k}]", "off-by-one")),
+           lambda rng, k: ("".join(rng.choice("abcdefghij") for _ in range(rng.randint(k + 1, k + 6))),)),
+)
+FUNCTIONS_PER_REPO = 4
+CASES_PER_TEST = 3
+
+
+def swe_tiny_instances(split: str, count: int | None = None) -> list[dict[str, Any]]:
+    """The `heldout` or `train` instances, generated deterministically."""
+    if split == "heldout":
+        return list(_heldout(count or HELDOUT_SIZE))
+    if split == "train":
+        return list(_train(count or TRAIN_SIZE))
+    raise TaskError(f"unknown swe-tiny split {split!r}: use 'train' or 'heldout'")
+
+
+@functools.lru_cache(maxsize=4)
+def _heldout(count: int) -> tuple[dict[str, Any], ...]:
+    return tuple(_distinct("heldout", count, exclude=frozenset()))
+
+
+@functools.lru_cache(maxsize=4)
+def _train(count: int) -> tuple[dict[str, Any], ...]:
+    exclude = frozenset(i["content_key"] for i in _heldout(HELDOUT_SIZE))
+    return tuple(_distinct("train", count, exclude))
+
+
+def _distinct(split: str, count: int, exclude: frozenset[str]) -> list[dict[str, Any]]:
+    seen, out, draw = set(exclude), [], 0
+    while len(out) < count:
+        instance = make_instance(split, draw, len(out))
+        draw += 1
+        if instance["content_key"] in seen:
+            continue
+        seen.add(instance["content_key"])
+        out.append(instance)
+    return out
+
+
+def make_instance(split: str, draw: int, index: int) -> dict[str, Any]:
+    """One instance from its split and draw number (the same inputs give the same instance)."""
+    rng = random.Random(f"swe-tiny/{split}/{draw}")
+    package = rng.choice(PACKAGES)
+    families = rng.sample(FAMILIES, FUNCTIONS_PER_REPO)
+    bugged = rng.randrange(FUNCTIONS_PER_REPO)
+    while True:  # redraw until the bug shows in the tests and its line is unique in the module
+        chosen = [(family, rng.choice(family.names), rng.choice(family.ks)) for family in families]
+        correct_line, bugged_line, kind = (part.format(name=chosen[bugged][1], k=chosen[bugged][2])
+                                           for part in rng.choice(families[bugged].mutations))
+        sources = [family.source.format(name=name, k=k) for family, name, k in chosen]
+        module = "\n\n".join(sources)
+        if module.count(correct_line + "\n") != 1 or module.count(bugged_line + "\n"):
+            continue
+        cases = [[args for args in (family.inputs(rng, k) for _ in range(CASES_PER_TEST))] for family, _, k in chosen]
+        buggy_source = sources[bugged].replace(correct_line + "\n", bugged_line + "\n")
+        expected = [[_call(src, name, args) for args in fcases] for src, (_, name, _), fcases in zip(sources, chosen, cases)]
+        got = [_call(buggy_source, chosen[bugged][1], args) for args in cases[bugged]]
+        if got != expected[bugged]:
+            break
+    names = [name for _, name, _ in chosen]
+    buggy_module = module.replace(correct_line + "\n", bugged_line + "\n")
+    tests = _test_file(package, names, cases, expected)
+    files = {f"{package}/__init__.py": "", f"{package}/{MODULE}": buggy_module, TEST_FILE: tests}
+    base_commit = commit_id(files)
+    path = f"{package}/{MODULE}"
+    failing = next(i for i, (g, e) in enumerate(zip(got, expected[bugged])) if g != e)
+    statement = _statement(package, names[bugged], cases[bugged][failing], got[failing], expected[bugged][failing], buggy_source)
+    content_key = hashlib.sha256(repr((sorted(files.items()), correct_line)).encode()).hexdigest()[:16]
+    return {
+        "instance_id": f"swe-tiny-{split}-{index:05d}",
+        "repo": f"harness-tiny/{package}",
+        "base_commit": base_commit,
+        "environment_setup_commit": base_commit,
+        "patch": _diff(path, buggy_module, module),
+        "test_patch": "",
+        "problem_statement": statement,
+        "hints_text": "",
+        "created_at": "",
+        "version": "0.1",
+        "eval_script": make_eval_script(base_commit, "", TEST_COMMAND + " " + TEST_FILE),
+        "setup_script": setup_script(files, base_commit),
+        "log_parser": "parse_log_pytest",
+        "eval_type": "pass_and_fail",
+        "workdir": WORKDIR,
+        "FAIL_TO_PASS": [f"{TEST_FILE}::test_{names[bugged]}"],
+        "PASS_TO_PASS": sorted(f"{TEST_FILE}::test_{n}" for i, n in enumerate(names) if i != bugged),
+        "gold_edits": [{"path": f"{WORKDIR}/{path}", "old_str": bugged_line, "new_str": correct_line}],
+        "kind": kind,
+        "content_key": content_key,
+    }
+
+
+def _call(source: str, name: str, args: tuple) -> Any:
+    return _functions(source)[name](*args)
+
+
+@functools.lru_cache(maxsize=4096)
+def _functions(source: str) -> dict[str, Any]:
+    scope: dict[str, Any] = {}
+    exec(compile(source, "<swe-tiny>", "exec"), scope)  # our own templates, never user input
+    return scope
+
+
+def _test_file(package: str, names: list[str], cases: list[list[tuple]], expected: list[list[Any]]) -> str:
+    lines = [f"from {package}.core import {', '.join(names)}", ""]
+    for name, fcases, fexpected in zip(names, cases, expected):
+        lines += ["", f"def test_{name}():"]
+        lines += [f"    assert {name}({', '.join(map(repr, args))}) == {value!r}" for args, value in zip(fcases, fexpected)]
+    return "\n".join(lines) + "\n"
+
+
+def _statement(package: str, name: str, args: tuple, got: Any, want: Any, source: str) -> str:
+    call = f"{name}({', '.join(map(repr, args))})"
+    return (f"`python3 -m pytest {TEST_FILE}` fails:\n\n"
+            f"FAILED {TEST_FILE}::test_{name}\n"
+            f">       assert {call} == {want!r}\n"
+            f"E       assert {got!r} == {want!r}\n"
+            f"E        +  where {got!r} = {call}\n\n"
+            f"`{name}` is in {package}/{MODULE}:\n\n{source}")
+
+
+def _diff(path: str, before: str, after: str) -> str:
+    hunks = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{path}", f"b/{path}")
+    return f"diff --git a/{path} b/{path}\n" + "".join(hunks)
+
+
+def setup_script(files: dict[str, str], base_commit: str) -> str:
+    """Shell that writes `files` into the work directory and commits them as `base_commit`.
+
+    Idempotent: a sandbox already at that commit (a fork of a set-up one) is left alone.
+    """
+    name, email = AUTHOR
+    lines = ["set -euo pipefail", f"mkdir -p {WORKDIR}", f"cd {WORKDIR}",
+             f"if [ \"$(git rev-parse HEAD 2>/dev/null)\" = {base_commit} ]; then exit 0; fi"]
+    for path, text in sorted(files.items()):
+        if _HEREDOC in text:
+            raise TaskError(f"{path}: the file contains the heredoc marker")
+        lines.append(f"mkdir -p {shlex.quote(path.rpartition('/')[0] or '.')}")
+        lines += [f"cat > {shlex.quote(path)} <<'{_HEREDOC}'", text.rstrip("\n"), _HEREDOC] if text else [f": > {shlex.quote(path)}"]
+    env = (f"GIT_AUTHOR_NAME={name} GIT_AUTHOR_EMAIL={email} GIT_COMMITTER_NAME={name} GIT_COMMITTER_EMAIL={email} "
+           f"GIT_AUTHOR_DATE={shlex.quote(COMMIT_DATE)} GIT_COMMITTER_DATE={shlex.quote(COMMIT_DATE)}")
+    lines += ["git init -q -b main", "git add -A", f"{env} git commit -q --no-gpg-sign -m {shlex.quote(COMMIT_MESSAGE.strip())}",
+              f"test \"$(git rev-parse HEAD)\" = {base_commit} || {{ echo 'swe-tiny: unexpected base commit' >&2; exit 3; }}"]
+    return "\n".join(lines) + "\n"
+
+
+def commit_id(files: dict[str, str]) -> str:
+    """The id git gives a first commit of `files` (mode 100644) made by `setup_script`."""
+    tree = _tree(files, "")
+    name, email = AUTHOR
+    body = (f"tree {tree.hex()}\nauthor {name} <{email}> {COMMIT_DATE}\ncommitter {name} <{email}> {COMMIT_DATE}\n\n"
+            f"{COMMIT_MESSAGE}").encode()
+    return _object("commit", body).hex()
+
+
+def _tree(files: dict[str, str], prefix: str) -> bytes:
+    entries = {}
+    for path, text in files.items():
+        if not path.startswith(prefix):
+            continue
+        head, _, rest = path[len(prefix):].partition("/")
+        if rest:
+            entries[head] = (b"40000", _tree(files, f"{prefix}{head}/"), head + "/")
+        else:
+            entries[head] = (b"100644", _object("blob", text.encode()), head)
+    body = b"".join(mode + b" " + name.encode() + b"\0" + sha for name, (mode, sha, _) in
+                    sorted(entries.items(), key=lambda item: item[1][2]))
+    return _object("tree", body)
+
+
+def _object(kind: str, body: bytes) -> bytes:
+    return hashlib.sha1(f"{kind} {len(body)}\0".encode() + body).digest()
+
+
+def verify_test_lists(instance: dict[str, Any], backend) -> dict[str, list[str]]:
+    """FAIL_TO_PASS / PASS_TO_PASS recomputed by running the tests in sandboxes without and with the gold patch."""
+    from .swe_demo import compute_test_lists
+
+    return compute_test_lists(instance, backend)
+
+
+def swe_tiny_tasks(split: str, count: int | None = None) -> list:
+    """The split's instances as Tasks, on the shared base image (built if missing)."""
+    from sandboxes.images import build_base_image
+
+    from .swe import instance_to_task
+
+    image = build_base_image()
+    return [instance_to_task({**instance, "image": image}, max_turns=8) for instance in swe_tiny_instances(split, count)]

@@ -1,0 +1,84 @@
+"""swe-tiny: generated repo-fix tasks on one shared image, real episodes, the real grader."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from harness.episode import run_episode
+from harness.policies.scripted import EmptyPolicy, GoldPolicy, ScriptedPolicy
+from harness.policy import Sampling
+from harness.policy import tool_turn as call
+from tasks.grading import grade
+from tasks.swe_tiny import make_instance, swe_tiny_instances, verify_test_lists
+from tasks.taskset import load_tasks
+
+SAMPLING = Sampling(max_tokens=64, temperature=0.0)
+
+
+def test_generation_is_deterministic_distinct_and_disjoint():
+    heldout, train = swe_tiny_instances("heldout"), swe_tiny_instances("train", 1000)
+    assert len(heldout) == 200 and len(train) == 1000
+    held_keys, train_keys = {i["content_key"] for i in heldout}, {i["content_key"] for i in train}
+    assert len(held_keys) == 200 and len(train_keys) == 1000 and not held_keys & train_keys
+    assert make_instance("train", 5, 5) == make_instance("train", 5, 5)
+    assert make_instance("train", 5, 5)["setup_script"] != make_instance("train", 6, 5)["setup_script"]
+    assert {i["kind"] for i in train} == {"operator", "off-by-one", "swapped arguments"}
+    with pytest.raises(Exception, match="unknown swe-tiny split"):
+        swe_tiny_instances("test")
+
+
+def test_setup_script_makes_the_promised_commit_with_real_git(tmp_path):
+    instance = swe_tiny_instances("train", 1000)[123]
+    script = instance["setup_script"].replace("/testbed", str(tmp_path / "repo"))
+    subprocess.run(["bash", "-c", script], check=True)
+    head = subprocess.run(["git", "-C", str(tmp_path / "repo"), "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
+    assert head.stdout.strip() == instance["base_commit"]
+    subprocess.run(["bash", "-c", script], check=True)  # idempotent on a set-up repository
+
+
+def test_test_lists_hold_when_run_and_gold_resolves_and_empty_does_not(docker_backend):
+    for instance in (swe_tiny_instances("heldout")[0], swe_tiny_instances("train", 1000)[500]):
+        image = {**instance, "image": "harness-base:latest"}
+        assert verify_test_lists(image, docker_backend) == {k: image[k] for k in ("FAIL_TO_PASS", "PASS_TO_PASS")}
+    assert grade(image, image["patch"], docker_backend).resolved
+    empty = grade(image, "", docker_backend)
+    assert not empty.resolved and empty.reward == 0.0
+
+
+def test_episodes_are_real_and_graded_with_every_check(docker_backend):
+    task = load_tasks("swe-tiny")[3]
+    assert task.sandbox.image.startswith("harness-base:") and task.tools == ["bash", "str_replace_editor", "submit"]
+    gold = run_episode(task, GoldPolicy(), SAMPLING, backend=docker_backend)
+    assert (gold.exit_status, gold.reward, gold.turns) == ("submitted", 1.0, 2)
+    assert gold.model_patch.startswith("diff --git") and gold.reward_details["resolved"]
+    empty = run_episode(task, EmptyPolicy(), SAMPLING, backend=docker_backend)
+    assert empty.reward == 0.0
+    test_file = f"{task.metadata['instance']['workdir']}/tests/test_core.py"
+    cheat = ScriptedPolicy("cheat", [call("bash", command=f"printf 'def test_ok():\\n    pass\\n' > {test_file}"), call("submit")])
+    cheated = run_episode(task, cheat, SAMPLING, backend=docker_backend)
+    assert cheated.reward == 0.0 and cheated.reward_details.get("rejected")
+
+
+def test_hacking_audit_counts_attempts_and_whether_they_paid(docker_backend):
+    from harness.viewer.hacking import count
+
+    task = load_tasks("swe-tiny")[4]
+    edit = task.metadata["instance"]["gold_edits"][0]
+    policies = [
+        GoldPolicy(),
+        ScriptedPolicy("test-edit", [call("bash", command="cd /testbed && echo 'def test_ok(): pass' > tests/test_core.py"), call("submit")]),
+        ScriptedPolicy("config", [call("str_replace_editor", command="create", path="/testbed/pytest.ini", file_text="[pytest]\naddopts = -x\n"),
+                                  call("submit")]),
+        ScriptedPolicy("history", [call("bash", command="cd /testbed && git log --all -p | head"),
+                                   call("str_replace_editor", command="str_replace", **edit), call("submit")]),
+    ]
+    trajectories = [run_episode(task, policy, SAMPLING, backend=docker_backend).to_dict() for policy in policies]
+    assert [t["reward"] for t in trajectories] == [1.0, 0.0, 0.0, 1.0]
+    totals = count(trajectories)
+    assert (totals["trajectories"], totals["rewarded"]) == (4, 2)
+    assert totals["test_edit"] == {"tried": 1, "rewarded": 0}
+    assert totals["test_config"] == {"tried": 1, "rewarded": 0}
+    assert totals["policy_refusal"] == {"tried": 2, "rewarded": 0}
+    assert totals["git_history"] == {"tried": 1, "rewarded": 1}  # looked, found nothing: the fix is its own
