@@ -36,9 +36,7 @@ def test_grpo_after_a_warm_start_raises_held_out_reward(tmp_path):
     assert Path(run_dir / "reward_curve.png").stat().st_size > 1000
 
 
-# Failed once in the final clean-clone run after the stop-21 merges (cause not found in the session);
-# opt in with HARNESS_TOOL_PROOF=1 until it is found. See the README's "What does not work yet".
-@pytest.mark.skipif(not os.environ.get("HARNESS_TOOL_PROOF"), reason="tool-task proof gated: HARNESS_TOOL_PROOF=1 runs it")
+@pytest.mark.timeout(1800)  # about 10 minutes on an idle 2-core machine: pytest's default 600 s is too close
 def test_grpo_teaches_the_multi_turn_tool_task(tmp_path):
     """Stage 1 SFT, then a warm start that mostly answers without the `python` tool; GRPO in sandboxes."""
     done = subprocess.run(["bash", str(ROOT / "scripts/learning_proof.sh"), "tool", "trainer.max_steps=5"], cwd=ROOT,
