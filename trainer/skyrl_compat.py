@@ -24,7 +24,6 @@ Use::
 from __future__ import annotations
 
 import copy
-import dataclasses
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -298,7 +297,7 @@ class Translation:
         """Keys of our own schema under a section SkyRL also has (trainer.placement.colocate, ...)."""
         from .config import PlacementConfig  # config.py imports this module
 
-        return path.removeprefix("trainer.placement.") in {f.name for f in dataclasses.fields(PlacementConfig)}
+        return path.removeprefix("trainer.placement.") in PlacementConfig.model_fields
 
     def _one(self, out: dict[str, Any], path: str, value: Any, alias: Alias) -> None:
         try:
