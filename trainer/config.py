@@ -91,7 +91,8 @@ class DataConfig(Section):
     train_data: Strings = Field(default_factory=list)
     #: Validation task sets, same forms; empty = no evaluation during training.
     val_data: Strings = Field(default_factory=list)
-    #: Prompts longer than this many tokens (after the chat template) are dropped from training.
+    #: Training prompts longer than this many tokens (messages and tool schemas after the chat template) are dropped
+    #: when the run starts (the count is logged; none left is an error). Must leave room in `generator.max_context`.
     max_prompt_length: Int = Field(1024, ge=1)
     #: Shuffle the training prompts every epoch.
     shuffle: bool = True
@@ -131,7 +132,8 @@ class AlgorithmConfig(Section):
     ppo_epochs: Int = Field(1, ge=1)
     #: Drop groups whose samples all got the same reward (they carry no signal in a group-relative advantage).
     filter_zero_variance: bool = False
-    #: Drop samples that hit `generator.max_tokens` or `generator.max_context` without finishing (DAPO's overlong filter).
+    #: Drop samples cut off before they finished (DAPO's overlong filter): the last turn stopped at `generator.max_tokens`
+    #: (its finish_reason, recorded per turn, is `length`) or the episode ran out of `generator.max_context`.
     filter_truncated: bool = False
 
 
@@ -270,8 +272,9 @@ class InferenceConfig(Section):
 
 
 class LoggerConfig(Section):
-    #: JSONL (`metrics.jsonl`) and TensorBoard are always written to the run directory; `wandb` adds Weights & Biases.
-    #: A plain string is accepted for the whole section (`logger: wandb`).
+    #: Where metrics go: `metrics.jsonl` in the run directory always (the viewer and the reward curve read it);
+    #: `tensorboard` adds TensorBoard event files (`tensorboard/` in the run directory), `wandb` a Weights & Biases run,
+    #: `jsonl` nothing more. A plain string is accepted for the whole section (`logger: wandb`).
     backend: LoggerBackend = "tensorboard"
     #: W&B project.
     project: str = "harness"
