@@ -466,7 +466,12 @@ def _apply_override(raw: dict[str, Any], override: str) -> None:
 
 
 def _allowed(cls: type[BaseModel]) -> str:
-    return ", ".join(cls.model_fields)
+    return ", ".join(_names(cls))
+
+
+def _names(cls: type[BaseModel]) -> list[str]:
+    """The keys of a section as the YAML spells them (the field `async_` is the key `async`)."""
+    return [name.removesuffix("_") for name in cls.model_fields]
 
 
 def _join(prefix: str, name: str) -> str:
@@ -488,7 +493,7 @@ def _describe(problem: dict[str, Any]) -> str:
     """One of pydantic's validation errors in our words: the dotted key, then what was expected."""
     loc, kind, value, ctx = tuple(problem["loc"]), problem["type"], problem["input"], problem.get("ctx") or {}
     if kind == "extra_forbidden":
-        return _unknown_key(loc[-1], _dotted(loc[:-1]), list(_section_at(loc[:-1]).model_fields))
+        return _unknown_key(loc[-1], _dotted(loc[:-1]), _names(_section_at(loc[:-1])))
     path = _dotted(loc)
     expected = {
         "int_type": "an integer", "int_from_float": "an integer", "float_type": "a number", "bool_type": "true or false",
@@ -513,7 +518,7 @@ def _dotted(loc: tuple[Any, ...]) -> str:
     """('data', 'train_data', 1) -> data.train_data[1]."""
     path = ""
     for part in loc:
-        path = f"{path}[{part}]" if isinstance(part, int) else _join(path, str(part))
+        path = f"{path}[{part}]" if isinstance(part, int) else _join(path, str(part).removesuffix("_"))
     return path
 
 
