@@ -95,7 +95,7 @@ def evaluate(
     shared = shared_engine(policy)
     limits = EpisodeLimits(max_turns=config.max_turns, max_context=config.max_context, wall_time=config.episode_timeout)
 
-    ahead = start_ahead(jobs, backend, config.prestart) if config.prestart > 0 and backend is not None else None
+    ahead = start_ahead(jobs, backend, config.prestart, config.workers) if config.prestart > 0 and backend is not None else None
     slots = AgentSlots(config.workers)
 
     def one(task: Task, sample: int) -> dict[str, Any]:

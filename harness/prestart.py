@@ -36,8 +36,10 @@ def job_specs(task: Task) -> list[SandboxSpec]:
     return [task.sandbox]
 
 
-def start_ahead(jobs: list[tuple[Task, int]], backend: Backend, per_image: int, total: int | None = None) -> PrestartBackend:
-    return PrestartBackend(backend, [spec for task, _ in jobs for spec in job_specs(task)], per_image=per_image, total=total)
+def start_ahead(jobs: list[tuple[Task, int]], backend: Backend, per_image: int, workers: int) -> PrestartBackend:
+    """At most `per_image` ready or starting per image, and 2 x `workers` (the next round of episodes and gradings) in all."""
+    return PrestartBackend(backend, [spec for task, _ in jobs for spec in job_specs(task)], per_image=per_image,
+                           total=max(2 * workers, per_image))
 
 
 class AgentSlots:

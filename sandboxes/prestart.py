@@ -4,7 +4,8 @@ will create, in order; background threads start them while the current episodes 
 `PrestartBackend` wraps a backend. Its `create(spec)` hands out a started sandbox of an equal
 spec when one is ready (or waits for one being started), else creates one on the spot, so it
 is a drop-in backend for episodes and graders alike. Bounds: at most `per_image` sandboxes of
-one image and `total` in all are ready or starting at any time. Specs are matched ignoring
+one image and `total` in all are ready or starting at any time; the first queued spec with
+room is started next. Specs are matched ignoring
 `wall_time`; the deadline restarts at hand-out (the container's own lifetime leaves room).
 
 A job that ends without creating everything it announced (an episode that failed before
@@ -124,7 +125,7 @@ class PrestartBackend(Backend):
         """Block until nothing is being started (for tests and benchmarks)."""
         end = time.monotonic() + timeout
         with self._lock:
-            while (sum(self._starting.values()) or (self._queue and self._room_for(self._queue[0]))) and time.monotonic() < end:
+            while (sum(self._starting.values()) or self._next() is not None) and time.monotonic() < end:
                 self._lock.wait(0.05)
             return not sum(self._starting.values())
 
@@ -189,14 +190,27 @@ class PrestartBackend(Backend):
     def _room_for(self, spec: SandboxSpec) -> bool:
         return self._in_use(spec.image) < self.per_image and (self.total is None or self._in_use() < self.total)
 
+    def _next(self) -> int | None:
+        """The first queued spec there is room to start (a full image does not hold back the next ones)."""
+        if self.total is not None and self._in_use() >= self.total:
+            return None
+        full: set[str] = set()
+        for index, spec in enumerate(self._queue):
+            if spec.image not in full:
+                if self._room_for(spec):
+                    return index
+                full.add(spec.image)
+        return None
+
     def _start_loop(self) -> None:
         while True:
             with self._lock:
-                while not self._closed and not (self._queue and self._room_for(self._queue[0])):
+                while not self._closed and (index := self._next()) is None:
                     self._lock.wait(0.5)
                 if self._closed:
                     return
-                spec = self._queue.popleft()
+                spec = self._queue[index]
+                del self._queue[index]
                 key = spec_key(spec)
                 self._starting[key] += 1
                 self.peak = max(self.peak, self._in_use())
