@@ -8,8 +8,12 @@ published port. Its server is installed into the image offline: the wheels pip d
 the venv are copied into a layer on our base image (`harness-bench/swerex`, built once), so
 both sides start the same Debian and Python. Its `DockerDeployment` then does what it always
 does: `docker run -p PORT:8000` with `swerex-remote` as the command, then polls until alive.
-Its container needs a network for the published port (ours runs with none); it gets our
-sandbox's CPU, memory and pids limits and never pulls.
+Its client needs a network path to the server: it publishes a port (`-p PORT:8000`), which
+needs a bridge network. This machine's Docker engine runs with `--bridge=none
+--iptables=false`, so the bench gives its container the host's network and starts its server
+on 127.0.0.1 at the port its deployment picked (the one change to its start command; ours
+runs with no network at all). It gets our sandbox's CPU, memory and pids limits and never
+pulls.
 
 - start: from the call to ready for a first command (ours: `backend.create`, cold; SWE-ReX:
   `DockerDeployment.start()`), and the removal after (ours: `close`; SWE-ReX: `stop`);
@@ -53,10 +57,17 @@ from swerex.runtime.abstract import BashAction, CreateBashSessionRequest
 job = json.load(sys.stdin)
 
 
+class LoopbackDeployment(DockerDeployment):
+    """Its server on 127.0.0.1 of the host's network (this Docker engine has no bridge to publish a port through)."""
+
+    def _get_swerex_start_cmd(self, token):
+        return ["/bin/sh", "-c", f"swerex-remote --auth-token {token} --host 127.0.0.1 --port {self._config.port}"]
+
+
 async def main():
     starts, stops, trips = [], [], []
     for number in range(job["starts"]):
-        deployment = DockerDeployment(image=job["image"], pull="never", docker_args=job["docker_args"], startup_timeout=120)
+        deployment = LoopbackDeployment(image=job["image"], pull="never", docker_args=job["docker_args"], startup_timeout=60)
         started = time.perf_counter()
         await deployment.start()
         starts.append(time.perf_counter() - started)
@@ -74,7 +85,7 @@ async def main():
             await deployment.stop()
             stops.append(time.perf_counter() - clock)
     import importlib.metadata
-    print(json.dumps({"version": importlib.metadata.version("swe-rex"), "start_s": starts, "stop_s": stops, "round_trip_s": trips}))
+    print("SWEREX_BENCH_RESULT " + json.dumps({"version": importlib.metadata.version("swe-rex"), "start_s": starts, "stop_s": stops, "round_trip_s": trips}), flush=True)
 
 
 asyncio.run(main())
@@ -127,16 +138,19 @@ def run_swerex(python: Path, image: str, spec: SandboxSpec, starts: int, round_t
     label = f"{BENCH_LABEL}=swerex-{time.time_ns()}"
     job = {"image": image, "starts": starts, "round_trips": round_trips,
            "docker_args": [f"--cpus={spec.cpus}", f"--memory={spec.memory}", f"--memory-swap={spec.memory}",
-                           f"--pids-limit={spec.pids}", f"--label={label}"]}
+                           f"--pids-limit={spec.pids}", f"--label={label}", "--network=host"]}
     try:
         done = subprocess.run([str(python), "-c", DRIVER], input=json.dumps(job), capture_output=True, text=True,
-                              timeout=600, check=False)
+                              timeout=300, check=False)
     finally:
         for container in docker_client().containers.list(all=True, filters={"label": label}):
             container.remove(force=True)
     if done.returncode != 0:
         raise BenchError(f"the SWE-ReX driver failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    lines = [line for line in done.stdout.splitlines() if line.startswith("SWEREX_BENCH_RESULT ")]  # it logs to stdout too
+    if not lines:
+        raise BenchError(f"the SWE-ReX driver printed no result:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+    return json.loads(lines[-1].split(" ", 1)[1])
 
 
 def run_ours(spec: SandboxSpec, starts: int, round_trips: int) -> dict:
