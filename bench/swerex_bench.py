@@ -96,6 +96,10 @@ class BenchError(RuntimeError):
     pass
 
 
+class PeerUnavailable(BenchError):
+    """SWE-ReX could not be installed into its venv."""
+
+
 def venv() -> Path:
     return cache_dir() / "bench" / "swe-rex-venv"
 
@@ -118,7 +122,7 @@ def swerex_python(console: Console) -> Path:
                     [str(python), "-m", "pip", "download", "-q", "-d", str(wheels()), SWE_REX]):
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode != 0:
-            raise BenchError(f"`{' '.join(command)}` failed: {(done.stderr or done.stdout)[-2000:]}")
+            raise PeerUnavailable(f"`{' '.join(command)}` failed: {(done.stderr or done.stdout)[-2000:]}")
     return python
 
 

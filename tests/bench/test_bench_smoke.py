@@ -38,3 +38,15 @@ def test_agent_trajectories_have_20_to_40_commands_and_end_with_the_fix():
     assert 20 <= len(commands) <= 40 and commands == harness_bench.agent_commands(instance)  # the same every run
     assert commands[-5].startswith("cat > /tmp/gold.patch") and "git apply /tmp/gold.patch" in commands[-4]
     assert any("cat -n /testbed/pkg/mod.py" in c for c in commands) or any("pkg/mod.py" in c for c in commands[4:-5])
+
+
+def test_swerex_bench(docker_backend):
+    from bench import swerex_bench
+
+    try:
+        result = swerex_bench.main(["--starts", "1", "--round-trips", "5", "--rounds", "1"])
+    except swerex_bench.PeerUnavailable as err:
+        pytest.skip(f"SWE-ReX could not be installed into {swerex_bench.venv()}: {err}")
+    assert result["swe_rex"] == swerex_bench.SWE_REX.split("==")[1]
+    for side in ("ours", "swerex"):
+        assert result[side]["start_s"] > 0 and result[side]["stop_s"] > 0 and result[side]["round_trip_s"] > 0
