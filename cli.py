@@ -199,6 +199,8 @@ def eval_command(
                                               "skyrl (SkyRL's exact string rule); default: each task's own."),
     ray_address: Optional[str] = RayAddressOption,
     engine: str = EngineOption,
+    prestart: int = typer.Option(0, min=0, max=64, help="Sandboxes per image started ahead of the queue, grading "
+                                 "overlapped with the next episodes (0: off)."),
 ):
     """Evaluate a checkpoint, endpoint or scripted policy on a task set; writes a report."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -228,7 +230,7 @@ def eval_command(
     run_config = EvalConfig(tasks=tasks, checkpoint=checkpoint, output=str(output), samples=samples, workers=workers,
                             max_turns=max_turns, temperature=temperature, max_tokens=max_tokens, backend=backend,
                             limit=limit, base_url=base_url if checkpoint.startswith("endpoint:") else None,
-                            episode_timeout=float(episode_timeout))
+                            episode_timeout=float(episode_timeout), prestart=prestart)
     check_run_dir(task_list, run_config, resume, force)
     cluster, source = (Cluster(ray_address, backend=backend), PolicySource(checkpoint, base_url)) if ray_address else (None, None)
     # on a cluster each node builds its own policy
@@ -287,7 +289,7 @@ def generate_command(
                  temperature=temperature, max_tokens=max_tokens, limit=limit, output=run_dir, resume=resume,
                  force=False, base_url=base_url, config=None, connect_timeout=None, read_timeout=None, retries=None,
                  turn_timeout=None, episode_timeout=None, backend=backend, reward_mode=None, ray_address=ray_address,
-                 engine=engine)
+                 engine=engine, prestart=0)
     from harness.evaluate import EvalConfig
 
     config = EvalConfig(**json.loads((run_dir / "config.json").read_text()))

@@ -48,8 +48,11 @@ def run_episode(
     sandbox: Sandbox | None = None,
     sample: int = 0,
     on_message: Callable[[dict[str, Any]], None] | None = None,
+    on_agent_done: Callable[[], None] | None = None,
 ) -> Trajectory:
-    """`on_message` (if given) sees each message as the episode adds it: the prompt, turns, tool results."""
+    """`on_message` (if given) sees each message as the episode adds it: the prompt, turns, tool results.
+    `on_agent_done` (if given) is called once the agent's turns are over, before scoring (an eval
+    driver starts the next episode then, so grading overlaps it)."""
     policy = policy.for_task(task)
     started = time.monotonic()
     trajectory = Trajectory(task_id=task.id, sample=sample, policy=policy.name)
@@ -76,6 +79,8 @@ def run_episode(
             trajectory.exit_status, trajectory.error = "policy_error", str(err)
         except SandboxError as err:
             trajectory.exit_status, trajectory.error = "sandbox_error", str(err)
+        if on_agent_done is not None:
+            on_agent_done()
         clock = time.monotonic()
         try:
             reward = env.finish()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter, defaultdict
+from contextlib import nullcontext
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass
 from math import comb
@@ -30,6 +31,7 @@ from .distributed import PolicySource, run_episodes
 from .episode import EpisodeLimits, run_episode
 from .errors import HarnessError
 from .policy import Policy, Sampling
+from .prestart import AgentSlots, job_specs, start_ahead
 from .trajectory import Trajectory
 
 # What makes two runs the same run: these EvalConfig fields, plus the task ids (`identity`).
@@ -52,6 +54,8 @@ class EvalConfig:
     limit: int | None = None
     base_url: str | None = None
     episode_timeout: float = 1800.0  # seconds per episode (checked between turns)
+    # Sandboxes of one image started ahead of the queue (0: none); with it, grading overlaps the next episodes.
+    prestart: int = 0
 
     def identity(self, tasks: list[Task]) -> dict[str, Any]:
         """What this run is; `--resume` must ask for the same."""
@@ -91,15 +95,21 @@ def evaluate(
     shared = shared_engine(policy)
     limits = EpisodeLimits(max_turns=config.max_turns, max_context=config.max_context, wall_time=config.episode_timeout)
 
+    ahead = start_ahead(jobs, backend, config.prestart, config.workers) if config.prestart > 0 and backend is not None else None
+    slots = AgentSlots(config.workers)
+
     def one(task: Task, sample: int) -> dict[str, Any]:
-        try:
-            trajectory = run_episode(task, shared, _sampling(config, sample), limits, backend=backend, sample=sample)
-        except Exception as err:  # noqa: BLE001 - a bad record or a policy bug fails one episode, not the run
-            return error_row(task, sample, err, policy.name)
+        with slots.slot() as agent_done, ahead.job(job_specs(task)) if ahead else nullcontext():
+            try:
+                trajectory = run_episode(task, shared, _sampling(config, sample), limits, backend=ahead or backend,
+                                         sample=sample, on_agent_done=agent_done if ahead else None)
+            except Exception as err:  # noqa: BLE001 - a bad record or a policy bug fails one episode, not the run
+                return error_row(task, sample, err, policy.name)
         trajectory.save(trajectory_file(out, task.id, sample))
         return result_row(trajectory)
 
-    pool = ThreadPoolExecutor(max_workers=max(config.workers, 1))
+    # With pre-start, a worker grading one episode does not hold back the next: twice the threads, same agent slots.
+    pool = ThreadPoolExecutor(max_workers=max(config.workers, 1) * (2 if ahead else 1))
     try:
         pending = {pool.submit(one, t, k) for t, k in jobs}
         while pending:
@@ -114,10 +124,14 @@ def evaluate(
         # sandboxes and interrupting the policy's calls lets the workers return within seconds.
         pool.shutdown(wait=False, cancel_futures=True)
         policy.interrupt()
+        if ahead is not None:
+            ahead.close()
         close_all()
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+        if ahead is not None:
+            ahead.close()
         if shared is not policy:
             shared.close()
     return finish(tasks, config, out)

@@ -117,14 +117,18 @@ def decide(instance: dict, status_map: dict[str, str]) -> tuple[dict, str]:
     return tests, get_resolution_status(tests).removeprefix("RESOLVED_")
 
 
+def grading_spec(instance: dict, timeout: float = 900.0) -> SandboxSpec:
+    """The sandbox one grading of `instance` runs in (an eval driver pre-starts it)."""
+    return SandboxSpec(image=instance["image"], workdir=instance.get("workdir", WORKDIR), memory="2g", pids=512, wall_time=timeout + 120)
+
+
 def run_eval(instance: dict, patch: str, backend: Backend, timeout: float = 900.0, canary: str = "") -> tuple[str, str]:
     """Apply `patch` in a fresh sandbox and run the eval script: (apply method or "", log).
 
     With `canary` (a test name), that failing test is planted where `canary_plant` says.
     """
     workdir = instance.get("workdir", WORKDIR)
-    spec = SandboxSpec(image=instance["image"], workdir=workdir, memory="2g", pids=512, wall_time=timeout + 120)
-    with backend.create(spec) as sb:
+    with backend.create(grading_spec(instance, timeout)) as sb:
         run_setup(sb, instance)
         method = "none"
         if patch.strip():

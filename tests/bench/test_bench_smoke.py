@@ -13,16 +13,40 @@ def test_grading_bench(docker_backend):
         assert result[side]["total_s"] > result[side]["tests_s"] > 0
         assert result[side]["overhead_s"] > 0
     assert result["peer"]["overhead_without_stop_s"] > 0
-    assert result["ratio"] > 0 and result["ratio_with_stop"] > 0 and result["target"] == grading_bench.TARGET
+    assert result["ahead"]["total_s"] > result["ahead"]["tests_s"] > 0
+    assert result["ratio"] > 0 and result["ratio_with_stop"] > 0 and result["ratio_prestarted"] > 0
+    assert result["target"] == grading_bench.TARGET
 
 
 def test_harness_bench(docker_backend):
     try:
-        result = harness_bench.main(["--episodes", "2", "--workers", "2", "--rounds", "1"])
+        result = harness_bench.main(["--policy", "replay", "--episodes", "2", "--workers", "2", "--rounds", "1", "--prestart", "1"])
     except harness_bench.PeerUnavailable as err:
         pytest.skip(f"mini-swe-agent could not be installed into {harness_bench.peer_venv()}: {err}")
-    for side in ("ours", "peer"):
+    assert 21 <= result["commands_per_episode"] <= 41  # 20-40 commands, then submit
+    for side in ("ours", "ours_cold", "peer"):
         assert result[side]["episodes_per_minute"] > 0 and result[side]["episode_s"] > 0
     assert result["peer"]["drained_s"] >= result["peer"]["wall_s"] > 0
     assert result["mini_swe_agent"] == harness_bench.MINI_SWE_AGENT.split("==")[1]
-    assert result["ratio"] > 0 and result["target"] == harness_bench.TARGET
+    assert result["ratio"] > 0 and result["ratio_cold"] > 0 and result["target"] == harness_bench.TARGET
+
+
+def test_agent_trajectories_have_20_to_40_commands_and_end_with_the_fix():
+    instance = {"instance_id": "x__y-1", "workdir": "/testbed", "base_commit": "abc",
+                "patch": "diff --git a/pkg/mod.py b/pkg/mod.py\n--- a/pkg/mod.py\n+++ b/pkg/mod.py\n@@ -1 +1 @@\n-def old_name():\n+def new_name():\n"}
+    commands = harness_bench.agent_commands(instance)
+    assert 20 <= len(commands) <= 40 and commands == harness_bench.agent_commands(instance)  # the same every run
+    assert commands[-5].startswith("cat > /tmp/gold.patch") and "git apply /tmp/gold.patch" in commands[-4]
+    assert any("cat -n /testbed/pkg/mod.py" in c for c in commands) or any("pkg/mod.py" in c for c in commands[4:-5])
+
+
+def test_swerex_bench(docker_backend):
+    from bench import swerex_bench
+
+    try:
+        result = swerex_bench.main(["--starts", "1", "--round-trips", "5", "--rounds", "1"])
+    except swerex_bench.PeerUnavailable as err:
+        pytest.skip(f"SWE-ReX could not be installed into {swerex_bench.venv()}: {err}")
+    assert result["swe_rex"] == swerex_bench.SWE_REX.split("==")[1]
+    for side in ("ours", "swerex"):
+        assert result[side]["start_s"] > 0 and result[side]["stop_s"] > 0 and result[side]["round_trip_s"] > 0
