@@ -100,13 +100,14 @@ class SandboxCgroups:
             return 0
         return oom_kill_count(read_text(group / ("memory.events" if self.versions[group] == 2 else "memory.oom_control")))
 
-    def freeze(self) -> bool:
-        """Stop every process of the sandbox where it stands (v2 groups only); whether it took."""
-        frozen = False
+    def freeze(self, frozen: bool = True) -> bool:
+        """Stop every process of the sandbox where it stands, or let them go on (v2 groups only;
+        a frozen process dies of SIGKILL only once thawed); whether it took."""
+        done = False
         for group, version in self.versions.items():
             if version == 2:
-                frozen |= _write(group / "cgroup.freeze", "1")
-        return frozen
+                done |= _write(group / "cgroup.freeze", "1" if frozen else "0")
+        return done
 
     def remove(self) -> None:
         remove_groups(self.paths)

@@ -125,7 +125,8 @@ class LocalSandbox(RootFiles, Sandbox):
             self.cgroups.freeze()  # v2: every writer stops at once (v1: the kill below does it)
         transport = self._transport
         if transport is not None and transport.process.poll() is None:
-            kill(transport.process.pid)  # bwrap: its pid namespace, and every writer in it, dies with it
+            # The namespace's pid 1: every writer in it dies with it (once thawed, on close).
+            kill(transport.child_pid if is_bwrap(transport.child_pid) else transport.process.pid)
         for part in ("workspace", "tmp"):
             shutil.rmtree(self.dir / part, ignore_errors=True)
 
@@ -147,6 +148,11 @@ class LocalSandbox(RootFiles, Sandbox):
             raise
         merged = {**self.spec.to_dict(), "image": str(folder), "workdir": cwd, "env": {**self.spec.env, **env}}
         return Snapshot("local", str(folder), SandboxSpec.from_dict(merged), cwd, env)
+
+    def close(self) -> None:
+        if self.cgroups is not None and not self.closed:
+            self.cgroups.freeze(False)  # a frozen bwrap could not reap the sandbox's pid 1 as the shell closes
+        super().close()
 
     def _destroy(self) -> None:
         if self._transport is not None:
