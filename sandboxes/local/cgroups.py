@@ -194,7 +194,8 @@ def delegate(group: Path, controllers: list[str]) -> tuple[Path, list[str], list
         others = set(read_text(group / "cgroup.procs").split()) - {str(os.getpid())}
         if others:
             problems.append(f"the cgroup v2 group {group} holds other processes ({len(others)}), so it cannot delegate "
-                            "controllers: start harness in a group of its own (e.g. `systemd-run --scope -p Delegate=yes`)")
+                            "controllers: start harness in a group of its own "
+                            "(e.g. `systemd-run [--user] --scope -p Delegate=yes harness ...`)")
             return group, enabled, problems
         leaf = group / HOST_LEAF
         try:
