@@ -5,7 +5,7 @@ Each controller lives in one hierarchy: a v1 hierarchy of its own (older distrib
 setups), or the unified v2 hierarchy (current distributions). A sandbox's groups nest under this
 process's own group. On v2 a group may hand controllers to its children only while it holds no
 process itself, so where this process is alone in its group it moves into a leaf `harness-host`
-and enables the controllers in the group it left (processes it starts later find that group
+first and then enables the controllers in the group it left (processes it starts later find that group
 through the leaf). Whatever cannot be limited is said once as a warning, and `SandboxCgroups.limits`
 records how each limit is enforced ("none: why" where it is not); memory then falls back to
 RLIMIT_AS, which bounds address space, not resident memory.
@@ -189,22 +189,24 @@ def delegate(group: Path, controllers: list[str]) -> tuple[Path, list[str], list
         return group, [], problems
     if not os.access(group / "cgroup.subtree_control", os.W_OK):
         return group, [], problems + [f"the cgroup v2 group {group} is not writable"]
-    enabled, failure = _enable(group, wanted)
-    if failure == errno.EBUSY:  # the group holds processes: only a root group may then delegate
+    if read_text(group / "cgroup.procs").split() and (group / "cgroup.type").exists():
+        # A non-root group with processes in it cannot hand domain controllers (memory) down, and
+        # handing threaded ones (pids, cpu) down would make it a thread root, whose children take
+        # no processes: it must be emptied first.
         others = set(read_text(group / "cgroup.procs").split()) - {str(os.getpid())}
         if others:
-            problems.append(f"the cgroup v2 group {group} holds other processes ({len(others)}), so it cannot delegate "
-                            "controllers: start harness in a group of its own "
+            problems.append(f"the cgroup v2 group {group} holds other processes ({len(others)}), so it cannot hand "
+                            f"{'/'.join(wanted)} to sandbox groups: start harness in a group of its own "
                             "(e.g. `systemd-run [--user] --scope -p Delegate=yes harness ...`)")
-            return group, enabled, problems
+            return group, [], problems
         leaf = group / HOST_LEAF
         try:
             leaf.mkdir(exist_ok=True)
             (leaf / "cgroup.procs").write_text(str(os.getpid()))
         except OSError as err:
-            return group, enabled, problems + [f"cannot move this process into {leaf}: {err.strerror}"]
-        log.info("moved this process into %s so that %s can delegate %s", leaf, group, "/".join(wanted))
-        enabled, failure = _enable(group, wanted)
+            return group, [], problems + [f"cannot move this process into {leaf}: {err.strerror}"]
+        log.info("moved this process into %s so that %s can hand %s to sandbox groups", leaf, group, "/".join(wanted))
+    enabled, failure = _enable(group, wanted)
     if failure is not None:
         problems.append(f"cannot enable {'/'.join(c for c in wanted if c not in enabled)} in {group}: {os.strerror(failure)}")
     return group, enabled, problems
