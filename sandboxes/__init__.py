@@ -37,6 +37,6 @@ def get_backend(name: str = "auto", **options) -> Backend:
         if name == "docker" or engine_available():
             return DockerBackend(**options)
         log.warning("no Docker engine answers: falling back to the local bubblewrap backend")
-    from .local_backend import LocalBackend
+    from .local import LocalBackend
 
     return LocalBackend(**options)

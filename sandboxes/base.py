@@ -27,6 +27,8 @@ LABEL_MANAGED = "harness.managed"
 LABEL_OWNER = "harness.owner"  # "<hostname>:<pid>" of the process that created it
 LABEL_RUN = "harness.run_id"
 LABEL_CREATED = "harness.created"
+# What a shell that installs packages and changes file owners needs; every backend drops the rest.
+SHELL_CAPS = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID"]
 RUN_ID = os.environ.get("HARNESS_RUN_ID") or uuid.uuid4().hex[:12]
 
 
@@ -85,6 +87,9 @@ class Sandbox(ABC):
         self.shell: ShellSession | None = None
         self.closed = False
         self.disk_watchdog: DiskWatchdog | None = None
+        # How each of the spec's limits is enforced here ("memory", "pids", "cpu", "disk"), and
+        # "none: why" (or the weaker fallback and why) where it cannot be: never silently unlimited.
+        self.limits: dict[str, str] = {}
         self._oom_count = 0  # the OOM-kill counter when last read
         _LIVE.add(self)
 
@@ -114,11 +119,12 @@ class Sandbox(ABC):
     def _watch_disk(self, paths: list[Path]) -> None:
         """Enforce `spec.disk` on the host folders that take this sandbox's writes."""
         if self.spec.disk:
+            self.limits["disk"] = f"watchdog on {', '.join(map(str, paths))}"
             self.disk_watchdog = DiskWatchdog(paths, parse_bytes(self.spec.disk), self._stop_over_disk_limit, f"disk-{self.id}")
 
+    @abstractmethod
     def _stop_over_disk_limit(self, used: int) -> None:
         """Freeze the sandbox and remove what it wrote (from the watchdog's thread)."""
-        raise NotImplementedError
 
     def _oom_killed(self) -> bool:
         """Whether the kernel's OOM killer fired in this sandbox since the last call."""

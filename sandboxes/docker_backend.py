@@ -12,15 +12,13 @@ import threading
 import time
 from pathlib import Path, PurePosixPath
 
-from .base import LABEL_MANAGED, LABEL_OWNER, Backend, Sandbox, Snapshot, labels, oom_kill_count, owner_alive
+from .base import LABEL_MANAGED, LABEL_OWNER, SHELL_CAPS, Backend, Sandbox, Snapshot, labels, oom_kill_count, owner_alive
 from .errors import EngineUnavailable, FileNotFoundInSandbox, ImageNotFound, SandboxClosed, SandboxError
 from .shell import ShellSession, wait_readable
 from .spec import SandboxSpec, parse_bytes
 
 log = logging.getLogger(__name__)
 
-# What a shell that installs packages and changes file owners needs; everything else is dropped.
-SHELL_CAPS = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID"]
 ENGINE_HINT = (
     "Start the engine with `dockerd --bridge=none --iptables=false &` (or `systemctl start docker`), "
     "point DOCKER_HOST at a running one, or use the local bubblewrap backend (`--backend local`)."
@@ -124,6 +122,9 @@ class DockerSandbox(Sandbox):
         super().__init__(spec)
         self.container = container
         self.api = api
+        self.limits.update({name: "docker engine (cgroup of the container)" for name in ("memory", "pids", "cpu")})
+        if spec.disk:
+            self.limits["disk"] = "docker storage quota (storage-opt size)"  # or the watchdog, set by the backend
         try:
             self.shell = ShellSession(self._open_shell, is_alive=self._alive, output_cap=output_cap)
             self._oom_count = self._oom_kill_count()

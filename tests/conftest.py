@@ -41,7 +41,7 @@ def local_backend():
     require(shutil.which("bwrap") is not None, "bubblewrap (bwrap) is not installed")
     require(os.geteuid() == 0 or Path(os.environ.get("HARNESS_CACHE", "")).exists(), "building the root filesystem needs root")
     build_rootfs()
-    from sandboxes.local_backend import LocalBackend
+    from sandboxes.local import LocalBackend
 
     return LocalBackend()
 

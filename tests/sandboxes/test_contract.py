@@ -148,6 +148,14 @@ def test_fork_bomb_is_contained(backend):
     assert eventually_empty(lambda: mine(backend)) == []
 
 
+def test_every_limit_says_how_it_is_enforced(sandbox):
+    assert set(sandbox.limits) >= {"memory", "pids", "cpu"}
+    for name in ("memory", "pids", "cpu"):
+        how = sandbox.limits[name]
+        assert how.startswith(("docker engine", "cgroup v1 ", "cgroup v2 ", "RLIMIT_AS", "none: ")), how
+        assert not how.startswith("none") or len(how) > len("none: ")  # unlimited only with the reason
+
+
 def test_memory_hog_is_killed_with_a_clear_message(sandbox):
     result = sandbox.exec("python3 -c 'x = bytearray(2 * 1024**3)'", timeout=60)
     assert result.exit_code != 0

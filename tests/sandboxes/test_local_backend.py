@@ -35,7 +35,7 @@ def rootfs() -> Path:
 
 @pytest.fixture
 def local(rootfs, tmp_path, monkeypatch):
-    from sandboxes.local_backend import LocalBackend
+    from sandboxes.local import LocalBackend
 
     monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "cache"))  # sandboxes, snapshots: private to the test
     return LocalBackend(rootfs=rootfs)
@@ -101,17 +101,23 @@ def test_pid_namespace_hides_host_processes(box):
 
 
 def test_cgroup_limits_are_set(box):
-    if set(box.cgroups) != {"memory", "pids", "cpu"}:
-        pytest.skip("cgroup v1 memory/pids/cpu are not writable here")
-    assert (box.cgroups["memory"] / "memory.limit_in_bytes").read_text().strip() == str(256 << 20)
-    assert (box.cgroups["pids"] / "pids.max").read_text().strip() == "64"
-    assert (box.cgroups["cpu"] / "cpu.cfs_quota_us").read_text().strip() == "50000"
+    groups = box.cgroups.groups
+    if set(groups) != {"memory", "pids", "cpu"}:
+        pytest.skip(f"cgroup memory/pids/cpu are not all writable here: {box.limits}")
+    assert all(box.limits[c].startswith("cgroup v") for c in ("memory", "pids", "cpu"))
+    if box.cgroups.versions[groups["memory"]] == 1:
+        assert (groups["memory"] / "memory.limit_in_bytes").read_text().strip() == str(256 << 20)
+        assert (groups["cpu"] / "cpu.cfs_quota_us").read_text().strip() == "50000"
+    else:
+        assert (groups["memory"] / "memory.max").read_text().strip() == str(256 << 20)
+        assert (groups["cpu"] / "cpu.max").read_text().strip() == "50000 100000"
+    assert (groups["pids"] / "pids.max").read_text().strip() == "64"
     inside = box.exec("cat /proc/self/cgroup").output
     assert all(f"harness-{box.id}" in line for line in inside.splitlines() if ":memory:" in line or ":pids:" in line)
 
 
 def test_memory_hog_is_killed_by_the_memory_cgroup(box):
-    if "memory" not in box.cgroups:
+    if "memory" not in box.cgroups.groups:
         pytest.skip("the memory cgroup is not writable here")
     result = box.exec("python3 -c 'x = bytearray(1024**3)'", timeout=60)
     assert result.exit_code == 137 and not result.timed_out
@@ -119,12 +125,19 @@ def test_memory_hog_is_killed_by_the_memory_cgroup(box):
     assert box.exec("echo alive").output == "alive\n"
 
 
-def test_without_writable_cgroups_memory_falls_back_to_rlimit(local, monkeypatch):
-    from sandboxes import local_backend
+def test_without_writable_cgroups_memory_falls_back_to_rlimit(rootfs, local, caplog, monkeypatch):
+    from sandboxes.local import LocalBackend, cgroups
 
-    monkeypatch.setattr(local_backend, "_own_cgroup", lambda controller: None)
-    with local.create(SPEC) as sandbox:
-        assert sandbox.cgroups == {}
+    monkeypatch.setattr(cgroups, "_warned", set())
+    without = LocalBackend(rootfs=rootfs, cgroups=([], ["cgroups switched off by the test"]))
+    with caplog.at_level("WARNING"), without.create(SPEC) as sandbox:
+        assert sandbox.cgroups.groups == {}
+        assert sandbox.limits["memory"] == "RLIMIT_AS (address space, not resident memory): cgroups switched off by the test"
+        assert sandbox.limits["pids"] == sandbox.limits["cpu"] == "none: cgroups switched off by the test"
+        warning = "local sandboxes run without memory/pids/cpu cgroup limits (memory falls back to RLIMIT_AS): cgroups switched off by the test"
+        with without.create(SPEC):
+            pass
+        assert [r.getMessage() for r in caplog.records].count(warning) == 1  # said once per process, not per sandbox
         result = sandbox.exec("python3 -c 'x = bytearray(1024**3)'", timeout=60)
         assert result.exit_code == 1 and "MemoryError" in result.output
         assert sandbox.exec("echo alive").output == "alive\n"
@@ -132,7 +145,7 @@ def test_without_writable_cgroups_memory_falls_back_to_rlimit(local, monkeypatch
 
 def test_fork_bomb_is_contained_by_pids_max(local):
     sandbox = local.create(SPEC)
-    group = sandbox.cgroups.get("pids")
+    group = sandbox.cgroups.groups.get("pids")
     if group is None:
         sandbox.close()
         pytest.skip("the pids cgroup is not writable here")
@@ -149,7 +162,7 @@ def test_close_leaves_no_process_and_no_folder(local):
     sandbox = local.create(SPEC)
     sandbox.exec("sleep 300 & sleep 300 &")
     pids = [sandbox.process.pid, sandbox._transport.child_pid]
-    folder, groups = sandbox.dir, list(sandbox.cgroups.values())
+    folder, groups = sandbox.dir, sandbox.cgroups.paths
     sandbox.close()
     sandbox.close()
     assert [pid for pid in pids if Path(f"/proc/{pid}").exists()] == []
@@ -197,7 +210,7 @@ def test_runs_as_a_numeric_user(local):
 
 
 def test_unknown_images_and_bad_workdirs_say_why(local, tmp_path, monkeypatch):
-    from sandboxes.local_backend import LocalBackend
+    from sandboxes.local import LocalBackend
 
     with pytest.raises(ImageNotFound, match="Docker backend"):
         local.create(SandboxSpec(image="python:3.11"))
