@@ -9,7 +9,7 @@ import pytest
 
 from tasks.mine import MineError, base_only_git, classify, is_test_path, records_from_git, split_diff
 from tasks.repos import git
-from tasks.synth.environment import declared_test_dependencies
+from tasks.synth.project_image import declared_test_dependencies
 
 
 def test_test_files_follow_swebench_rules():
