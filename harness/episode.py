@@ -120,7 +120,8 @@ def _loop(task, policy, env, sampling, limits, trajectory, ledger, tools, timing
         # per turn, for `harness view`: kept out of the messages so that chat templates never see it
         trajectory.metadata.setdefault("turn_stats", []).append({
             "policy_s": round(policy_s, 4), "env_s": round(env_s, 4),
-            "prompt_tokens": completion.prompt_tokens, "completion_tokens": completion.completion_tokens})
+            "prompt_tokens": completion.prompt_tokens, "completion_tokens": completion.completion_tokens,
+            "finish_reason": completion.finish_reason})  # `length`: cut at max_tokens (the trainer's filter_truncated)
         trajectory.messages += result.observations
         for message in result.observations:
             tell(message)

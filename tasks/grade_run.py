@@ -20,10 +20,8 @@ from sandboxes.cluster import Cluster
 from .errors import Problem, TaskSetError
 from .grading import GradeReport, grade
 from .rundir import RESULTS, content_hash, open_run
-from .runlog import append_row, atomic_write, drop_partial_line, read_rows as read_results
+from .runlog import append_row, atomic_write, drop_partial_line, read_rows
 from .swe import grading_problems
-
-__all__ = ["RESULTS", "drop_partial_line", "read_results", "grade_predictions", "load_predictions"]
 
 
 def load_predictions(path: str | Path) -> dict[str, dict[str, Any]]:
@@ -85,7 +83,7 @@ def grade_predictions(
     open_run(output_dir, "grade", identity, resume=True, force=force)
     results_path = output_dir / RESULTS
     drop_partial_line(results_path)
-    done = {r["instance_id"]: r for r in read_results(results_path)}
+    done = {r["instance_id"]: r for r in read_rows(results_path)}
     by_id = {i["instance_id"]: i for i in instances}
     todo = [p for p in predictions.values() if p["instance_id"] in by_id and p["instance_id"] not in done]
     with ThreadPoolExecutor(max_workers=max(workers, 1)) as pool:

@@ -36,7 +36,7 @@ from sandboxes.images import cache_dir
 
 from .errors import TaskError
 from .grading import parse_log, run_eval
-from .patch_policy import parse_patch
+from .patch_policy import is_test_path, parse_patch
 from .repos import git
 from .swe import TEST_COMMAND, WORKDIR, make_eval_script
 from .synth.errors import SynthError
@@ -45,7 +45,6 @@ from .synth.source import Project, normalise
 IMAGE_REPOSITORY = "harness-mined"
 _BUILDING = threading.Lock()
 PASSED = "PASSED"
-_TEST_DIRS = {"test", "tests", "testing"}
 _MERGE_SUBJECT = "Merge pull request #{n} "
 
 
@@ -54,14 +53,6 @@ class MineError(TaskError):
 
 
 # ----------------------------------------------------------------------------- input
-
-
-def is_test_path(path: str) -> bool:
-    """SWE-bench's rule for test files: under test/, tests/, testing/, or named like one."""
-    parts = path.split("/")
-    name = parts[-1]
-    return (bool(_TEST_DIRS & set(parts[:-1])) or name.startswith("test_") or name.endswith("_test.py")
-            or name == "conftest.py")
 
 
 def split_diff(diff: str) -> tuple[str, str]:

@@ -21,7 +21,6 @@ import re
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
-_TEST_DIRS = {"test", "tests", "testing"}
 _TEST_CONFIG_FILES = {"pytest.ini", "tox.ini", "setup.cfg", "noxfile.py", ".coveragerc"}
 _STARTUP_HOOKS = {"sitecustomize.py", "usercustomize.py"}
 # `python -m pytest` in the repository root imports these from the root before site-packages:
@@ -108,13 +107,21 @@ def _strip_prefix(path: str) -> str:
 
 
 def is_test_path(path: str) -> bool:
-    parts = PurePosixPath(path).parts
-    name = parts[-1] if parts else ""
+    """Whether `path`, relative to the repository root, is a test file.
+
+    Test files are named `test_*.py`, `*_test.py`, `*_tests.py` or `conftest.py`, or lie under a
+    `tests/` or `testing/` folder, or under a top-level `test/` folder. A `test` package inside
+    the library (Django's `django/test/`, its test framework) is library code that fixes change.
+    """
+    parts = PurePosixPath(_strip_prefix(path)).parts
+    if not parts:
+        return False
+    name, folders = parts[-1], parts[:-1]
     return (
-        any(part in _TEST_DIRS for part in parts[:-1])
-        or name == "conftest.py"
-        or (name.startswith("test_") and name.endswith(".py"))
-        or name.endswith("_test.py")
+        name == "conftest.py"
+        or (name.endswith(".py") and (name.startswith("test_") or name.endswith(("_test.py", "_tests.py"))))
+        or any(folder in ("tests", "testing") for folder in folders)
+        or folders[:1] == ("test",)
     )
 
 

@@ -29,10 +29,10 @@ from torch import Tensor, nn
 
 from tasks.registry import Registry, RegistryError
 
-from .config import AdvantageMethod, Aggregation, KLType
+from .choices import AdvantageMethod, Aggregation, KLType
 from .errors import ConfigError
 
-# The allowed values are spelled once, in the (torch-free) config schema.
+# The allowed values are spelled once, in trainer/choices.py (torch-free, shared with the config schema).
 ADVANTAGE_METHODS = get_args(AdvantageMethod)  # the built-in estimators; plugins register more
 AGGREGATIONS = get_args(Aggregation)
 KL_TYPES = get_args(KLType)

@@ -63,6 +63,13 @@ def pad_values(rows: list[list[float]], length: int) -> Tensor:
     return values
 
 
+def was_truncated(trajectory: Trajectory) -> bool:
+    """Cut off by a length limit before it finished (DAPO's overlong samples): its last turn stopped at
+    `generator.max_tokens` (finish_reason `length`, recorded per turn), or it ran out of `generator.max_context`."""
+    turns = trajectory.metadata.get("turn_stats") or [{}]
+    return turns[-1].get("finish_reason") == "length" or trajectory.exit_status == "context_exceeded"
+
+
 def build_batch(groups: list[list[Trajectory]], pad_id: int, advantage: str = "grpo",
                 filter_zero_variance: bool = True, filter_truncated: bool = True) -> Batch:
     """Stack the groups' trajectories; compute group advantages; mask out filtered samples."""
@@ -80,7 +87,7 @@ def build_batch(groups: list[list[Trajectory]], pad_id: int, advantage: str = "g
         dropped_zero_var = int(flat.sum())
         keep &= ~flat
     if filter_truncated:
-        truncated = torch.tensor([t.exit_status == "context_exceeded" for t in trajectories])
+        truncated = torch.tensor([was_truncated(t) for t in trajectories], dtype=torch.bool)
         dropped_truncated = int((truncated & keep).sum())
         keep &= ~truncated
     batch = token_batch([(t.token_ids, t.loss_mask) for t in trajectories], pad_id)

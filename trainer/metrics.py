@@ -1,4 +1,4 @@
-"""Per-step metrics: JSONL and TensorBoard always, Weights & Biases when `logger: wandb`."""
+"""Per-step metrics: `metrics.jsonl` always; TensorBoard with `logger: tensorboard`, Weights & Biases with `logger: wandb`."""
 
 from __future__ import annotations
 
@@ -11,13 +11,17 @@ from .errors import ConfigError
 
 
 class MetricsLogger:
-    def __init__(self, run_dir: Path, logger: str = "jsonl", project: str = "harness", run_name: str = "", config: dict | None = None):
-        from torch.utils.tensorboard import SummaryWriter
+    """`logger` is `logger.backend`: `jsonl` writes only `metrics.jsonl` (what `harness view` and the reward curve read),
+    `tensorboard` also event files under `tensorboard/`, `wandb` also a Weights & Biases run."""
 
+    def __init__(self, run_dir: Path, logger: str = "jsonl", project: str = "harness", run_name: str = "", config: dict | None = None):
         self.path = run_dir / "metrics.jsonl"
         drop_partial_line(self.path)  # a resumed run appends after the last whole line
-        self.tensorboard = SummaryWriter(str(run_dir / "tensorboard"))
-        self.wandb = None
+        self.tensorboard = self.wandb = None
+        if logger == "tensorboard":
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.tensorboard = SummaryWriter(str(run_dir / "tensorboard"))
         if logger == "wandb":
             try:
                 import wandb
@@ -27,14 +31,16 @@ class MetricsLogger:
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:
         append_row(self.path, {"step": step, **metrics})
-        for key, value in metrics.items():
-            if isinstance(value, (int, float)):
-                self.tensorboard.add_scalar(key, value, step)
+        if self.tensorboard is not None:
+            for key, value in metrics.items():
+                if isinstance(value, (int, float)):
+                    self.tensorboard.add_scalar(key, value, step)
         if self.wandb is not None:
             self.wandb.log(metrics, step=step)
 
     def close(self) -> None:
-        self.tensorboard.close()
+        if self.tensorboard is not None:
+            self.tensorboard.close()
         if self.wandb is not None:
             self.wandb.finish()
 

@@ -15,7 +15,6 @@ import os
 import random
 import tempfile
 import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 
@@ -35,7 +34,7 @@ from .algorithms import ADVANTAGE_ESTIMATORS
 from .async_grpo import RolloutsAhead, get_within, rollout_submitter
 from .batch import build_batch
 from .checkpoint import latest_checkpoint, load_trainer_state
-from .config import TrainConfig, save_config
+from .config import TrainConfig, save_config, to_dict
 from .errors import ConfigError, TrainerError
 from .learner import LearnerSettings
 from .metrics import MetricsLogger, plot_curve, read_metrics, save_rollouts
@@ -49,6 +48,24 @@ def load_task_sets(sources: list[str], reward_mode: str | None = None) -> list[T
     if sources and not tasks:
         raise ConfigError(f"the task sets {sources} are empty")
     return tasks
+
+
+def drop_long_prompts(tasks: list[Task], tokenizer, max_length: int) -> list[Task]:
+    """The tasks whose prompt fits `data.max_prompt_length` tokens: their first messages with their tools' schemas,
+    rendered by the chat template as the episode renders them (SkyRL drops longer prompts the same way)."""
+    from harness.tokens import render
+    from harness.tools import schemas
+
+    texts = [render(tokenizer, task.prompt, schemas(task.tools), True, False) for task in tasks]
+    lengths = [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]] if texts else []
+    kept = [task for task, length in zip(tasks, lengths) if length <= max_length]
+    if tasks and not kept:
+        raise ConfigError(f"data.max_prompt_length: every one of the {len(tasks)} training prompts is longer than "
+                          f"{max_length} tokens; raise it (and generator.max_context with it)")
+    if len(kept) < len(tasks):
+        log.warning("dropped %d of %d training prompts longer than data.max_prompt_length (%d tokens)",
+                    len(tasks) - len(kept), len(tasks), max_length)
+    return kept
 
 
 def data_order(count: int, epoch: int, seed: int, shuffle: bool) -> list[int]:
@@ -125,6 +142,7 @@ def train(cfg: TrainConfig, on_step: Callable[[int, dict], None] = lambda step, 
     if not model_path or not (Path(model_path) / "config.json").is_file():
         raise ConfigError(f"trainer.policy.model.path: no Hugging Face checkpoint at {model_path!r}")
     train_tasks = load_task_sets(cfg.data.train_data, cfg.data.reward_mode)
+    train_tasks = drop_long_prompts(train_tasks, _tokenizer(model_path), cfg.data.max_prompt_length)
     val_tasks = load_task_sets(cfg.data.val_data, cfg.data.reward_mode)
     if not train_tasks:
         raise ConfigError("data.train_data is empty: name at least one task set")
@@ -145,7 +163,7 @@ def train(cfg: TrainConfig, on_step: Callable[[int, dict], None] = lambda step, 
                for _ in range(cfg.inference.num_engines)]
     workers = [RolloutWorker.options(num_cpus=0, max_concurrency=64).remote(engines[i % len(engines)], start_path, cfg.generator.sandbox_backend, cfg.generator.env_workers)
                for i in range(max(len(engines), 1))]
-    logger = MetricsLogger(run_dir, cfg.logger.backend, cfg.logger.project, cfg.trainer.run_name or run_dir.name, asdict(cfg))
+    logger = MetricsLogger(run_dir, cfg.logger.backend, cfg.logger.project, cfg.trainer.run_name or run_dir.name, to_dict(cfg))
     step, position = 0, {"epoch": 0, "index": 0}
     ahead = None
     try:
@@ -316,10 +334,14 @@ def _truncate_metrics(run_dir: Path, step: int) -> None:
     rewrite_rows(run_dir / "metrics.jsonl", [m for m in read_metrics(run_dir) if m["step"] <= step])
 
 
-def _pad_id(model_path: str) -> int:
+def _tokenizer(model_path: str):
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    return AutoTokenizer.from_pretrained(model_path)
+
+
+def _pad_id(model_path: str) -> int:
+    tokenizer = _tokenizer(model_path)
     return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 
 

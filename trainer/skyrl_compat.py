@@ -24,10 +24,11 @@ Use::
 from __future__ import annotations
 
 import copy
-import dataclasses
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+from .choices import AdvantageMethod, LoggerBackend, Scheduler, Strategy, values
 
 
 class Refused(ValueError):
@@ -79,17 +80,21 @@ def _resume_mode(value: Any) -> str:
     raise Refused(f"{value!r} is not one of null, latest, from_path")
 
 
+def _same(choice) -> dict[str, str]:
+    """Our own values of a choice key, each standing for itself."""
+    return {value: value for value in values(choice)}
+
+
 def _logger(value: Any) -> str:
-    return _choices({"wandb": "wandb", "tensorboard": "tensorboard", "console": "jsonl", "jsonl": "jsonl"},
-                    "metrics go to the run directory, and to W&B with wandb")(value)
+    return _choices({"console": "jsonl", **_same(LoggerBackend)},
+                    "metrics go to metrics.jsonl, to TensorBoard with tensorboard, to W&B with wandb")(value)
 
 
-_STRATEGY = _choices({"fsdp": "fsdp2", "fsdp2": "fsdp2", "single": "single"},
+_STRATEGY = _choices({"fsdp": "fsdp2", **_same(Strategy)},
                      "the learner is FSDP2 (or one device); Megatron and DDP are not built")
-_ADVANTAGE = _choices({"grpo": "grpo", "rloo": "rloo", "dr_grpo": "dr_grpo"},
-                      "group-relative estimators only; gae needs a critic, reinforce++ is not built")
-_SCHEDULER = _choices({"constant_with_warmup": "constant", "constant": "constant", "cosine": "cosine",
-                       "cosine_with_warmup": "cosine", "linear": "linear"}, "warm-up then constant, cosine or linear")
+_ADVANTAGE = _choices(_same(AdvantageMethod), "group-relative estimators only; gae needs a critic, reinforce++ is not built")
+_SCHEDULER = _choices({"constant_with_warmup": "constant", "cosine_with_warmup": "cosine", **_same(Scheduler)},
+                      "warm-up then constant, cosine or linear")
 
 #: SkyRL dotted key -> how it maps. Keys spelled the same in both (data.train_data, trainer.epochs,
 #: trainer.train_batch_size, generator.n_samples_per_prompt, ...) need no entry.
@@ -298,7 +303,7 @@ class Translation:
         """Keys of our own schema under a section SkyRL also has (trainer.placement.colocate, ...)."""
         from .config import PlacementConfig  # config.py imports this module
 
-        return path.removeprefix("trainer.placement.") in {f.name for f in dataclasses.fields(PlacementConfig)}
+        return path.removeprefix("trainer.placement.") in PlacementConfig.model_fields
 
     def _one(self, out: dict[str, Any], path: str, value: Any, alias: Alias) -> None:
         try:

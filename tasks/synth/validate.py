@@ -7,6 +7,7 @@ and `parse_log`, so the test names and statuses are exactly those grading will s
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 
@@ -18,6 +19,7 @@ from .errors import SynthError
 from .testlog import block_of, error_kind, error_line, failure_blocks, short_messages
 
 PASSED = "PASSED"
+_COLLECTION_ERROR = re.compile(r"^_+ ERROR collecting (\S+) _+$", re.M)
 # Why a run goes wrong whatever the candidate: when every candidate is rejected for one of
 # these, the project or the environment is at fault, not the bugs (see `pipeline`'s early stop).
 SYSTEMIC = {
@@ -97,9 +99,20 @@ def run_tests(image: str, test_command: str, patch: str, backend: Backend, timeo
     return SuiteRun(statuses, log, duration, problem=problem or ("" if statuses else "no test results"))
 
 
+def without_uncollectable(command: str, log: str) -> str | None:
+    """`command` leaving out the test modules pytest could not import in `log` (a module that
+    needs an optional dependency the environment lacks, such as pyparsing's railroad diagrams,
+    stops the whole session); None when there are none."""
+    broken = sorted(set(_COLLECTION_ERROR.findall(log)))
+    if "pytest" not in command or not broken:
+        return None
+    return command + "".join(f" --ignore={path}" for path in broken)
+
+
 def run_baseline(image: str, commands: tuple[str, ...], backend: Backend, timeout: float) -> Baseline:
-    """Run the clean suite twice per command until one gives passing tests; keep tests that pass twice."""
-    failures = []
+    """Run the clean suite twice per command until one gives passing tests; keep tests that pass twice.
+    A command whose runs stop on modules that cannot be imported is tried again without them."""
+    failures, commands = [], list(commands)
     for command in commands:
         runs = [run_tests(image, command, "", backend, timeout) for _ in range(2)]
         bad = next((run for run in runs if run.timed_out or run.problem), None)
@@ -109,6 +122,9 @@ def run_baseline(image: str, commands: tuple[str, ...], backend: Backend, timeou
             excluded = {t: "/".join(run.statuses.get(t, "MISSING") for run in runs) for t in tests if t not in passing}
             if passing:
                 return Baseline(command, passing, excluded, max(run.duration for run in runs))
+        retry = without_uncollectable(command, runs[0].log)
+        if retry and retry not in commands:
+            commands.insert(commands.index(command) + 1, retry)
         why = "timed out" if bad and bad.timed_out else (bad.problem if bad else "no test passes")
         failures.append(f"`{command}`: {why}\n{_tail(runs[0].log)}")
     raise SynthError("the project's tests do not run in the project image:\n" + "\n\n".join(failures)

@@ -7,7 +7,8 @@ import subprocess
 
 import pytest
 
-from tasks.mine import MineError, base_only_git, classify, is_test_path, records_from_git, split_diff
+from tasks.mine import MineError, base_only_git, classify, records_from_git, split_diff
+from tasks.patch_policy import is_test_path
 from tasks.repos import git
 from tasks.synth.project_image import declared_test_dependencies
 
@@ -16,6 +17,9 @@ def test_test_files_follow_swebench_rules():
     assert all(map(is_test_path, ["tests/test_x.py", "testing/logging/test_fixture.py", "pkg/tests/helpers.py",
                                   "src/test_util.py", "a/b_test.py", "conftest.py"]))
     assert not any(map(is_test_path, ["src/flask/blueprints.py", "docs/testing.rst", "requests/models.py"]))
+    # Django's test framework is library code its fixes change; a top-level test/ folder holds tests
+    assert not any(map(is_test_path, ["django/test/testcases.py", "django/test/utils.py"]))
+    assert all(map(is_test_path, ["test/test_x.py", "test/helpers.py", "tests/forms_tests/models.py", "a/x_tests.py"]))
 
 
 def test_split_diff_keeps_source_and_tests_and_drops_docs():

@@ -374,6 +374,15 @@ PACKAGE = {
         def test_hash_ordered_ids(pair):
             assert pair[1].isalpha()
     ''',
+    # A module needing an optional dependency the environment lacks (pyparsing's railroad
+    # diagrams): pytest stops the whole session on it unless it is left out.
+    "tests/test_diagrams.py": '''\
+        import railroad_not_installed
+
+
+        def test_diagram():
+            assert railroad_not_installed
+    ''',
 }
 
 
@@ -413,6 +422,7 @@ def test_synthesized_instances_are_valid_swe_bench_records(synthesized):
     # The hash-ordered ids are the same in every run: PYTHONHASHSEED is pinned in the test command.
     assert summary.baseline_excluded == {"tests/test_core.py::test_needs_the_network": "FAILED/FAILED"}
     assert summary.baseline_passing == 18 and summary.test_command.startswith("PYTHONHASHSEED=0 ")
+    assert summary.test_command.endswith(" --ignore=tests/test_diagrams.py")
     assert all("PYTHONHASHSEED=0 " in r["eval_script"] and "-p no:randomly" in r["eval_script"] for r in records)
     assert summary.decided <= 14 and summary.kept + summary.flaky + sum(summary.rejected.values()) == summary.decided
     written = json.loads(Path(f"{output}.summary.json").read_text())

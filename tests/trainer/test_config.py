@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pydantic
 import pytest
 import yaml
 
@@ -355,5 +356,5 @@ def test_to_dict_is_plain_data():
 
 def test_config_is_frozen():
     config = config_from_dict(MINIMAL)
-    with pytest.raises(AttributeError):
+    with pytest.raises(pydantic.ValidationError, match="frozen"):
         config.trainer.epochs = 3  # type: ignore[misc]

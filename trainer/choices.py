@@ -1,0 +1,27 @@
+"""The allowed values of the trainer's choice keys, spelled once.
+
+The config schema (`trainer/config.py`) validates against them, `trainer/algorithms.py` and the
+learner check their arguments against them, and the SkyRL key mapping (`trainer/skyrl_compat.py`)
+translates SkyRL's spellings into them. Imports nothing heavy (no torch, no Ray).
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+#: Built-in group-relative advantage estimators (plugins register more by name).
+AdvantageMethod = Literal["grpo", "dr_grpo", "rloo"]
+Aggregation = Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"]
+KLType = Literal["k1", "k3"]
+Scheduler = Literal["constant", "cosine", "linear"]
+Strategy = Literal["single", "fsdp2"]
+SandboxBackend = Literal["auto", "docker", "local"]
+InferenceBackend = Literal["transformers", "vllm"]
+WeightSync = Literal["load", "disk", "nccl"]
+LoggerBackend = Literal["jsonl", "tensorboard", "wandb"]
+RewardMode = Literal["strict", "flexible", "skyrl"]
+
+
+def values(choice) -> tuple[str, ...]:
+    """The allowed values of one of the Literals above, as a tuple."""
+    return get_args(choice)
