@@ -203,60 +203,44 @@ def eval_command(
                                  "overlapped with the next episodes (0: off)."),
 ):
     """Evaluate a checkpoint, endpoint or scripted policy on a task set; writes a report."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from harness.distributed import PolicySource
-    from harness.evaluate import EvalConfig, check_run_dir, evaluate, load_eval_settings
+    from harness.evaluate import load_eval_settings
     from harness.policies.endpoint import EndpointLimits
-    from harness.policies.factory import make_policy
-    from sandboxes.cluster import Cluster
-    from tasks.taskset import load_tasks
-
-    from tasks.gsm8k import with_reward_mode
 
     settings = load_eval_settings(config)
     flags = dict(connect_timeout=connect_timeout, read_timeout=read_timeout, retries=retries, turn_timeout=turn_timeout)
     endpoint_limits = EndpointLimits.from_dict({**settings.get("endpoint", {}), **{k: v for k, v in flags.items() if v is not None}})
-    episode_timeout = episode_timeout or settings.get("episode_timeout") or EvalConfig.episode_timeout
+    _run_eval(checkpoint, tasks, output, samples=samples, workers=workers, max_turns=max_turns,
+              temperature=temperature, max_tokens=max_tokens, limit=limit, resume=resume, force=force,
+              base_url=base_url, backend=backend, ray_address=ray_address, engine=engine,
+              endpoint_limits=endpoint_limits, episode_timeout=episode_timeout or settings.get("episode_timeout"),
+              reward_mode=reward_mode, prestart=prestart)
+
+
+def _run_eval(checkpoint: str, tasks: str, output: Optional[Path], **settings):
+    """An eval run (harness.eval_run) with a progress bar, then its report; exit 1 when every episode failed."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from harness.eval_run import prepare_eval
+
     with console.status(f"loading {tasks}"):
-        task_list = with_reward_mode(load_tasks(tasks)[:limit], reward_mode)
-    if not task_list:
-        raise TaskError(f"{tasks} holds no tasks")
-    sandbox_backend = get_backend(backend) if any(t.sandbox for t in task_list) and not ray_address else None
-    if sandbox_backend is not None and sandbox_backend.name != "docker":
-        console.print("[yellow]no Docker engine answers: episodes run in the local bubblewrap backend[/]")
-    name = Path(checkpoint).name or checkpoint
-    output = output or Path("runs") / f"eval-{name.replace(':', '_')}-{Path(tasks).stem}"
-    run_config = EvalConfig(tasks=tasks, checkpoint=checkpoint, output=str(output), samples=samples, workers=workers,
-                            max_turns=max_turns, temperature=temperature, max_tokens=max_tokens, backend=backend,
-                            limit=limit, base_url=base_url if checkpoint.startswith("endpoint:") else None,
-                            episode_timeout=float(episode_timeout), prestart=prestart)
-    check_run_dir(task_list, run_config, resume, force)
-    cluster, source = (Cluster(ray_address, backend=backend), PolicySource(checkpoint, base_url)) if ray_address else (None, None)
-    # on a cluster each node builds its own policy
-    policy = make_policy(checkpoint, base_url=base_url, engine=engine, endpoint_limits=endpoint_limits) if cluster is None else None
+        run = prepare_eval(checkpoint, tasks, output, note=lambda message: console.print(f"[yellow]{message}[/]"), **settings)
     stats = {"resolved": 0, "errors": 0}
     columns = [TextColumn("episodes"), BarColumn(), MofNCompleteColumn(), TextColumn("resolved {task.fields[resolved]} errors {task.fields[errors]}"), TimeElapsedColumn()]
     with Progress(*columns, console=console) as progress:
-        bar = progress.add_task("eval", total=len(task_list) * samples, resolved=0, errors=0)
+        bar = progress.add_task("eval", total=run.episodes, resolved=0, errors=0)
 
         def advance(row):
             stats["resolved"] += row["resolved"]
             stats["errors"] += bool(row["error"])
             progress.update(bar, advance=1, **stats)
 
-        try:
-            report = evaluate(task_list, policy, run_config, sandbox_backend, resume=resume, on_result=advance, force=force,
-                              cluster=cluster, source=source)
-        finally:
-            if policy is not None:
-                policy.close()
-    console.print((output / "report.md").read_text(), highlight=False)
-    console.print(f"run directory: {output}")
+        report = run.run(on_result=advance)
+    console.print((run.output / "report.md").read_text(), highlight=False)
+    console.print(f"run directory: {run.output}")
     if report["all_failed"]:
-        console.print(f"[bold red]error:[/] every episode failed ({report['errors_by_kind']}); see {output / 'report.md'}", highlight=False)
+        console.print(f"[bold red]error:[/] every episode failed ({report['errors_by_kind']}); see {run.output / 'report.md'}", highlight=False)
         raise typer.Exit(1)
-    return report
+    return run
 
 
 @app.command("generate")
@@ -284,16 +268,10 @@ def generate_command(
 
     if keep not in ("all", "rewarded"):
         raise HarnessError(f"--keep must be all or rewarded, not {keep!r}")
-    run_dir = output / "run"
-    eval_command(checkpoint=checkpoint, tasks=tasks, max_turns=max_turns, workers=workers, samples=samples,
-                 temperature=temperature, max_tokens=max_tokens, limit=limit, output=run_dir, resume=resume,
-                 force=False, base_url=base_url, config=None, connect_timeout=None, read_timeout=None, retries=None,
-                 turn_timeout=None, episode_timeout=None, backend=backend, reward_mode=None, ray_address=ray_address,
-                 engine=engine, prestart=0)
-    from harness.evaluate import EvalConfig
-
-    config = EvalConfig(**json.loads((run_dir / "config.json").read_text()))
-    card = write_dataset(run_dir, output, config, keep=keep, min_reward=min_reward)
+    run = _run_eval(checkpoint, tasks, output / "run", samples=samples, workers=workers, max_turns=max_turns,
+                    temperature=temperature, max_tokens=max_tokens, limit=limit, resume=resume, base_url=base_url,
+                    backend=backend, ray_address=ray_address, engine=engine)
+    card = write_dataset(run.output, output, run.config, keep=keep, min_reward=min_reward)
     console.print(f"kept {card['kept']} of {card['generated']} trajectories: {output / 'trajectories.parquet'}")
 
 

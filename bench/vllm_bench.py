@@ -9,7 +9,7 @@ kernels need head_dim >= 32) built once for both:
 1. single-turn batch generation: `--prompts` arith prompts in one `generate_ids_batch` call, sampled at
    temperature 1 with seeds, `--max-tokens` each: generated tokens per second.
 2. `--episodes` concurrent `arith-tool` episodes (multi-turn, `python` and `submit` tools in sandboxes,
-   up to 5 turns) through the code `harness eval` uses: the transformers engine behind `BatchingEngine`,
+   up to 5 turns) through the code `harness eval` uses: the transformers engine behind `BatchingPolicy`,
    vLLM on its own (continuous batching). Episodes per second and generated tokens per second.
 3. memory: the peak resident set of the engine's process tree (vLLM's engine core is a child process),
    sampled every 0.1 s, and the model load time.
@@ -76,7 +76,7 @@ class TreeMemory:
 
 def load(engine: str, model: str):
     if engine == "vllm":
-        from harness.policies.vllm_engine import VLLMPolicy
+        from harness.policies.vllm import VLLMPolicy
 
         return VLLMPolicy(model)
     from harness.policies.hf import HFPolicy
@@ -86,7 +86,7 @@ def load(engine: str, model: str):
 
 def worker(spec: dict) -> dict:
     """One engine's figures (run in a fresh interpreter)."""
-    from harness.batching import shared_engine
+    from harness.batching import shared_policy
     from harness.episode import EpisodeLimits, run_episode
     from harness.policy import Sampling
     from harness.tokens import render
@@ -113,7 +113,7 @@ def worker(spec: dict) -> dict:
                 tool_tasks = load_tasks("arith-tool")
                 jobs = [tool_tasks[i % len(tool_tasks)] for i in range(spec["episodes"])]
                 backend = get_backend(spec["backend"])
-                shared = shared_engine(policy)
+                shared = shared_policy(policy)
                 limits = EpisodeLimits(max_context=2048)
                 clock = time.monotonic()
                 with ThreadPoolExecutor(len(jobs)) as pool:

@@ -1,7 +1,7 @@
-"""Dynamic batching of the turns of concurrent episodes on one local engine.
+"""Dynamic batching of the turns of concurrent episodes on one in-process policy.
 
 Episodes ask for one turn at a time from many threads (a GRPO group is n episodes of one
-prompt; `harness eval` runs several episodes at once). `BatchingEngine` gathers the requests
+prompt; `harness eval` runs several episodes at once). `BatchingPolicy` gathers the requests
 that arrive within a few milliseconds and runs them as one batched generation, which is what
 makes CPU rollouts bearable and what vLLM does internally on GPUs. Each request keeps its own
 seed, so a seeded turn is the same whichever requests it is batched with.
@@ -18,7 +18,10 @@ from typing import Any
 from .policy import Completion, Policy, Sampling
 
 
-class BatchingEngine(Policy):
+class BatchingPolicy(Policy):
+    """A policy around an in-process one (`HFPolicy`): the calls of many threads are answered by batched
+    generations on a thread of its own."""
+
     def __init__(self, policy: Policy, max_batch: int = 64, wait_s: float = 0.01):
         self.policy = policy
         self.name, self.tokenizer = policy.name, policy.tokenizer
@@ -26,7 +29,7 @@ class BatchingEngine(Policy):
         self.wait_s = wait_s
         self.requests: queue.Queue[tuple[list[int], Sampling, Future] | None] = queue.Queue()
         self.lock = threading.Lock()  # generation and weight loading never overlap
-        self.thread = threading.Thread(target=self._serve, name="batching-engine", daemon=True)
+        self.thread = threading.Thread(target=self._serve, name="batching-policy", daemon=True)
         self.thread.start()
 
     def generate_ids(self, prompt_ids: list[int], sampling: Sampling) -> Completion:
@@ -81,7 +84,7 @@ class BatchingEngine(Policy):
                 future.set_exception(err)
 
 
-def shared_engine(policy: Policy) -> Policy:
-    """The policy that concurrent episodes share: a BatchingEngine around an in-process engine, unless the engine
+def shared_policy(policy: Policy) -> Policy:
+    """The policy that concurrent episodes share: a BatchingPolicy around an in-process policy, unless that one
     batches concurrent requests itself (vLLM's continuous batching)."""
-    return BatchingEngine(policy) if policy.tokenizer is not None and not policy.concurrent else policy
+    return BatchingPolicy(policy) if policy.tokenizer is not None and not policy.concurrent else policy

@@ -43,7 +43,7 @@ class Environment(ABC):
         self.backend = backend
         self.command_timeout = command_timeout
         self.sandbox = sandbox  # a ready sandbox (forked or from a pool); else created in init
-        self.answer = ""  # the outcome the reward function scores: the final answer, or the model patch
+        self.outcome = ""  # the outcome the reward function scores: the final answer, or the model patch
 
     def init(self) -> list[dict[str, Any]]:
         return [dict(m) for m in self.task.prompt]
@@ -52,7 +52,7 @@ class Environment(ABC):
     def step(self, turn: ParsedTurn) -> StepResult: ...
 
     def finish(self) -> Reward:
-        return verify(self.task, self.answer, self.backend, self.default_reward)
+        return verify(self.task, self.outcome, self.backend, self.default_reward)
 
     def close(self) -> None:
         if self.sandbox is not None:

@@ -85,7 +85,7 @@ def run_episode(
         try:
             reward = env.finish()
             trajectory.reward, trajectory.reward_details = reward.value, reward.details
-            trajectory.model_patch = env.answer if kind_of(task).outcome == "patch" else ""
+            trajectory.model_patch = env.outcome if kind_of(task).outcome == "patch" else ""
         except (SandboxError, TaskError) as err:
             trajectory.error = (trajectory.error + "; " if trajectory.error else "") + f"scoring failed: {err}"
         timings["env_s"] += time.monotonic() - clock

@@ -26,7 +26,7 @@ from tasks.rundir import RESULTS, content_hash, open_run
 from tasks.runlog import append_row, atomic_write, drop_partial_line, read_rows as read_results
 from tasks.task import Task
 
-from .batching import shared_engine
+from .batching import shared_policy
 from .distributed import PolicySource, run_episodes
 from .episode import EpisodeLimits, run_episode
 from .errors import HarnessError
@@ -92,7 +92,7 @@ def evaluate(
         run_episodes(jobs, source or PolicySource(config.checkpoint), lambda k: _sampling(config, k), limits, cluster, out, on_result)
         return finish(tasks, config, out)
     # In-process models serve all episodes at once: their turns are batched, not queued one by one.
-    shared = shared_engine(policy)
+    shared = shared_policy(policy)
     limits = EpisodeLimits(max_turns=config.max_turns, max_context=config.max_context, wall_time=config.episode_timeout)
 
     ahead = start_ahead(jobs, backend, config.prestart, config.workers) if config.prestart > 0 and backend is not None else None

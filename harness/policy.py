@@ -1,4 +1,11 @@
-"""The policy concept: whatever produces the next assistant turn."""
+"""The policy concept: whatever produces the next assistant turn.
+
+Vocabulary: a **policy** is what an episode asks for its next turn (`Policy.generate`); every backend is one
+(`EndpointPolicy`, `HFPolicy`, `VLLMPolicy`, the scripted ones, and wrappers such as `BatchingPolicy` and the
+trainer's `RemotePolicy`). An **engine** is only the machinery that samples a checkpoint in-process: the
+`--engine` / `inference.backend` choice (transformers or vLLM) and, in training, the Ray actor that holds one
+such policy for many episodes (`trainer.workers.EngineActor`).
+"""
 
 from __future__ import annotations
 
@@ -37,7 +44,7 @@ class ToolCall:
 
 @dataclass
 class Completion:
-    """One assistant turn. Local engines fill in the exact tokens they produced."""
+    """One assistant turn. In-process policies fill in the exact tokens they produced."""
 
     text: str
     finish_reason: str = "stop"  # stop | length | tool_calls | error
@@ -58,11 +65,12 @@ class Policy(ABC):
 
     name: str = "policy"
     tokenizer: Any = None  # set by local policies: the trajectory keeps their exact tokens
-    concurrent: bool = False  # takes many requests at once and batches them itself (vLLM): no BatchingEngine
+    concurrent: bool = False  # takes many requests at once and batches them itself (vLLM): no BatchingPolicy
 
     def generate(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], sampling: Sampling) -> Completion:
-        """The next assistant turn for an OpenAI-format conversation. Local engines (those with a tokenizer) get it
-        here: the chat template renders the conversation, `generate_ids` continues it. Endpoints override it."""
+        """The next assistant turn for an OpenAI-format conversation. Policies with a tokenizer (in-process ones and
+        their wrappers) inherit this: the chat template renders the conversation, `generate_ids` continues it.
+        Endpoints and scripted policies override it."""
         if self.tokenizer is None:
             raise PolicyError(f"{self.name} has no tokenizer to render a conversation with: it must implement generate()")
         from .tokens import render
@@ -74,7 +82,7 @@ class Policy(ABC):
         return self
 
     def generate_ids(self, prompt_ids: list[int], sampling: Sampling) -> Completion:
-        """The next turn continuing exactly these tokens (local engines only)."""
+        """The next turn continuing exactly these tokens (in-process policies and their wrappers only)."""
         raise PolicyError(f"{self.name} cannot continue raw token ids")
 
     def interrupt(self) -> None:

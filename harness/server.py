@@ -6,7 +6,7 @@ the model writes in the Hermes format come back as native `tool_calls`), `n` cho
 optional usage, `data: [DONE]`; the text is sent once generated, not token by token). Invalid
 requests get 400 with an OpenAI-style error body naming the parameter, an unknown model 404, a
 body over `max_body` bytes 413 (decided from Content-Length, before reading). Each connection
-has its own thread with a socket timeout, and generation goes through the batching engine
+has its own thread with a socket timeout, and generation goes through the batching policy
 (concurrent requests with the same sampling settings share a batch), so a slow or stalled client
 holds up nobody. Standard library HTTP server, on localhost by default.
 """
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from .batching import shared_engine
+from .batching import shared_policy
 from .errors import HarnessError, PolicyError
 from .parsing import parse_tool_calls
 from .policy import Completion, Policy, Sampling
@@ -177,7 +177,7 @@ class ChatService:
     def __init__(self, policy: Policy, model_name: str):
         self.policy = policy
         self.model_name = model_name
-        self.engine = shared_engine(policy)
+        self.shared = shared_policy(policy)
         self.context = getattr(policy, "context", None)
         self.pool = ThreadPoolExecutor(max_workers=MAX_N, thread_name_prefix="choice")
 
@@ -185,7 +185,7 @@ class ChatService:
         prompt_tokens = self._check_context(request)
         seeds = request.sampling.row_seeds(request.n)
         samplings = [Sampling(**{**request.sampling.__dict__, "seed": seed}) for seed in seeds]
-        futures = [self.pool.submit(self.engine.generate, request.messages, request.tools, s) for s in samplings]
+        futures = [self.pool.submit(self.shared.generate, request.messages, request.tools, s) for s in samplings]
         try:
             completions = [f.result() for f in futures]
         except PolicyError as err:
@@ -206,8 +206,8 @@ class ChatService:
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
-        if self.engine is not self.policy:
-            self.engine.close()
+        if self.shared is not self.policy:
+            self.shared.close()
 
 
 def choices(completions: list[Completion], tools: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -38,7 +38,7 @@ class SkyRLEnvironment(Environment):
         output = self.text_env.step(turn.raw or turn.content)
         reward, metadata = float(output.get("reward") or 0.0), output.get("metadata") or {}
         self.steps.append({"reward": reward, "metadata": metadata})
-        self.answer = turn.raw or turn.content
+        self.outcome = turn.raw or turn.content
         return StepResult([dict(m) for m in output.get("observations") or []], done=bool(output.get("done")), info=metadata)
 
     def finish(self) -> Reward:

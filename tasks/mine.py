@@ -4,8 +4,8 @@ The way SWE-bench's collection pipeline makes them: the base commit is the merge
 parent; the merge's diff is split into `patch` (source) and `test_patch` (tests); the tests the
 test patch touches run twice without the fix and twice with it: FAIL_TO_PASS fail both times
 without and pass both times with it, PASS_TO_PASS pass all four times, and a test whose two
-runs disagree is flaky and left out. Each instance gets an image: the project's environment
-(`tasks.synth.environment`: a host-side wheelhouse, an offline build, cached by content hash)
+runs disagree is flaky and left out. Each instance gets an image: the project image
+(`tasks.synth.project_image`: a host-side wheelhouse, an offline build, cached by content hash)
 plus the repository at the base commit only, so no later commit, reflog entry or object
 reveals the fix.
 
@@ -187,8 +187,8 @@ def _tree_at(repo: Path, base: str, dest: Path) -> Path:
 
 
 def build_instance_image(record: dict[str, Any], on_step: Callable[[str], None], before: str | None) -> str:
-    """The environment image with the repository at the base commit as /testbed (and .git)."""
-    from .synth.environment import build_image, build_project_image, image_exists
+    """The project image with the repository at the base commit as /testbed (and .git)."""
+    from .synth.project_image import build_image, build_project_image, image_exists
 
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)

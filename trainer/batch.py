@@ -1,12 +1,13 @@
 """The one batch type passed from rollout to the learner (verl's single-controller style).
 
 Built from trajectories' recorded token ids, loss masks and logprobs, never from text: the
-learner trains on exactly what the engine generated.
+learner trains on exactly what the engine generated. A GRPO batch fills every field; an SFT batch
+(`trainer.sft.make_batches`) only the tokens and the loss mask.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 
 import torch
 from torch import Tensor
@@ -21,19 +22,26 @@ from .errors import TrainerError
 class Batch:
     input_ids: Tensor  # [B, T] right-padded
     attention_mask: Tensor  # [B, T]
-    loss_mask: Tensor  # [B, T] 1 on policy tokens
-    old_logprobs: Tensor  # [B, T] as sampled by the engine
-    advantages: Tensor  # [B]
-    rewards: Tensor  # [B]
-    groups: Tensor  # [B] group id (one per prompt)
+    loss_mask: Tensor  # [B, T] 1 on the tokens trained on (the policy's own)
+    old_logprobs: Tensor | None = None  # [B, T] as sampled by the engine (RL only)
+    advantages: Tensor | None = None  # [B] (RL only)
+    rewards: Tensor | None = None  # [B] (RL only)
+    groups: Tensor | None = None  # [B] group id, one per prompt (RL only)
     stats: dict[str, float] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
 
     def rows(self, index: Tensor | slice) -> "Batch":
-        return Batch(self.input_ids[index], self.attention_mask[index], self.loss_mask[index], self.old_logprobs[index],
-                     self.advantages[index], self.rewards[index], self.groups[index])
+        """The batch of these rows (its stats, about the whole batch, are not carried)."""
+        sliced = {f.name: getattr(self, f.name)[index] for f in fields(self) if isinstance(getattr(self, f.name), Tensor)}
+        return replace(self, **sliced, stats={})
+
+
+def token_batch(rows: list[tuple[list[int], list[float]]], pad_id: int) -> Batch:
+    """(token ids, loss mask) rows as a right-padded Batch: padding has attention 0 and loss mask 0."""
+    input_ids, attention = right_pad([ids for ids, _ in rows], pad_id)
+    return Batch(input_ids, attention, pad_values([mask for _, mask in rows], input_ids.shape[1]))
 
 
 def right_pad(rows: list[list[int]], pad_id: int) -> tuple[Tensor, Tensor]:
@@ -82,10 +90,9 @@ def build_batch(groups: list[list[Trajectory]], pad_id: int, advantage: str = "g
         truncated = torch.tensor([was_truncated(t) for t in trajectories], dtype=torch.bool)
         dropped_truncated = int((truncated & keep).sum())
         keep &= ~truncated
-    input_ids, attention = right_pad([t.token_ids for t in trajectories], pad_id)
-    length = input_ids.shape[1]
-    loss_mask = pad_values([t.loss_mask for t in trajectories], length) * keep.unsqueeze(1).float()
-    old = pad_values([t.logprobs for t in trajectories], length)
+    batch = token_batch([(t.token_ids, t.loss_mask) for t in trajectories], pad_id)
+    length = batch.input_ids.shape[1]
+    batch.loss_mask *= keep.unsqueeze(1).float()
     stats = {
         "reward_mean": rewards.mean().item(),
         "pass_rate": (rewards >= 1.0).float().mean().item(),
@@ -96,4 +103,5 @@ def build_batch(groups: list[list[Trajectory]], pad_id: int, advantage: str = "g
         "response_length_mean": float(sum(sum(t.loss_mask) for t in trajectories) / len(trajectories)),
         "sequence_length_max": float(length),
     }
-    return Batch(input_ids, attention, loss_mask, old, advantages, rewards, group_ids, stats)
+    return replace(batch, old_logprobs=pad_values([t.logprobs for t in trajectories], length), advantages=advantages,
+                   rewards=rewards, groups=group_ids, stats=stats)

@@ -93,6 +93,9 @@ class Learner:
 
         With several ranks, `batch` is this rank's share of `total_rows` rows; every rank runs the same number
         of micro-batches (FSDP2's collectives pair up across ranks), empty ones included."""
+        if batch.old_logprobs is None or batch.advantages is None:
+            raise TrainerError("a policy-gradient step needs the batch's sampled logprobs and advantages "
+                               "(trainer.batch.build_batch); a batch of tokens and a loss mask only goes to sft_step")
         s = self.settings
         metrics: dict[str, float] = {}
         tokens = float(batch.loss_mask.sum())
@@ -141,7 +144,7 @@ class Learner:
         self.step += 1
         return metrics | {"lr": self.scheduler.get_last_lr()[0], "trained_tokens": tokens}
 
-    def sft_step(self, batch, lr: float, total_tokens: float | None = None) -> dict[str, float]:
+    def sft_step(self, batch: Batch, lr: float, total_tokens: float | None = None) -> dict[str, float]:
         """One optimizer step (at learning rate `lr`) of token-mean NLL on the masked tokens (the SFT warm start).
 
         With several ranks, `batch` is this rank's share of a batch of `total_tokens` masked tokens; the loss

@@ -10,29 +10,16 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import dataclass
 from pathlib import Path
-
-import torch
 
 from harness.tokens import render
 from harness.tools import schemas
 from tasks.task import Task
 
-from .batch import pad_values, right_pad
+from .batch import Batch, token_batch
 from .errors import TrainerError
 
 Example = tuple[list[int], list[int]]  # (token ids, loss mask)
-
-
-@dataclass
-class SFTBatch:
-    input_ids: torch.Tensor
-    attention_mask: torch.Tensor
-    loss_mask: torch.Tensor
-
-    def __len__(self) -> int:
-        return self.input_ids.shape[0]
 
 
 def examples_from_tasks(tasks: list[Task], tokenizer) -> list[Example]:
@@ -83,14 +70,13 @@ def _render_messages(messages: list[dict], tools: list[dict], tokenizer) -> Exam
     return ids, mask
 
 
-def make_batches(examples: list[Example], batch_size: int, pad_id: int, seed: int) -> list[SFTBatch]:
+def make_batches(examples: list[Example], batch_size: int, pad_id: int, seed: int) -> list[Batch]:
+    """The examples shuffled (by `seed`) into batches of tokens and loss masks, for `Learner.sft_step`."""
     order = list(range(len(examples)))
     random.Random(seed).shuffle(order)
     batches = []
     for start in range(0, len(order), batch_size):
-        rows = [examples[i] for i in order[start : start + batch_size]]
-        input_ids, attention = right_pad([ids for ids, _ in rows], pad_id)
-        loss_mask = pad_values([mask for _, mask in rows], input_ids.shape[1])
-        loss_mask[:, 0] = 0
-        batches.append(SFTBatch(input_ids, attention, loss_mask))
+        batch = token_batch([examples[i] for i in order[start : start + batch_size]], pad_id)
+        batch.loss_mask[:, 0] = 0  # the first token has no logprob
+        batches.append(batch)
     return batches

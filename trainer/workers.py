@@ -19,9 +19,9 @@ from harness.trajectory import Trajectory
 from tasks.registry import load_env_plugins
 from tasks.task import Task
 
-from harness.batching import shared_engine
+from harness.batching import shared_policy
+from harness.policies.factory import checkpoint_policy
 
-from .engine import load_engine
 from .errors import TrainerError, ray_cause
 from .learner import Learner, LearnerSettings
 from .sharding import split_rows
@@ -38,31 +38,33 @@ def _use_cores(share: int = 1) -> None:
 
 @ray.remote
 class EngineActor:
-    """One inference engine (transformers or vLLM), batching the requests of all episodes."""
+    """One inference engine: the actor that holds an in-process policy (`inference.backend`: transformers or
+    vLLM) and serves the turns of every episode of the rollout workers, batched."""
 
-    def __init__(self, backend: str, model_path: str, share: int = 1, **engine_options: Any):
+    def __init__(self, backend: str, model_path: str, share: int = 1, **vllm_options: Any):
         _use_cores(share)
-        self.engine = shared_engine(load_engine(backend, model_path, **engine_options))
+        self.policy = shared_policy(checkpoint_policy(model_path, backend, **vllm_options))
 
     def generate_ids(self, prompt_ids: list[int], sampling: Sampling) -> Completion:
-        return self.engine.generate_ids(prompt_ids, sampling)
+        return self.policy.generate_ids(prompt_ids, sampling)
 
     def load_weights(self, state_dict: dict[str, Any]) -> bool:
-        self.engine.load_weights(state_dict)
+        self.policy.load_weights(state_dict)
         return True
 
     def init_weight_group(self, host: str, port: int, rank_offset: int, world_size: int) -> bool:
         """`inference.weight_sync: nccl` (vLLM): join the learner's broadcast group."""
-        self.engine.init_weight_group(host, port, rank_offset, world_size)
+        self.policy.init_weight_group(host, port, rank_offset, world_size)
         return True
 
     def receive_weights(self, specs: list) -> bool:
-        self.engine.receive_weights(specs)
+        self.policy.receive_weights(specs)
         return True
 
 
-class RemoteEngine(Policy):
-    """A policy whose turns come from an EngineActor: token ids in, exact token ids out."""
+class RemotePolicy(Policy):
+    """The policy of a rollout worker's episodes: its turns come from an EngineActor, token ids in, exact token
+    ids out (the conversation is rendered here, by the base class)."""
 
     def __init__(self, engine, tokenizer, name: str):
         self.engine, self.tokenizer, self.name = engine, tokenizer, name
@@ -79,7 +81,7 @@ class RolloutWorker:
         from transformers import AutoTokenizer
 
         load_env_plugins()  # the task kinds, tools and rewards the driver's plugins register
-        self.policy = RemoteEngine(engine, AutoTokenizer.from_pretrained(tokenizer_path), tokenizer_path)
+        self.policy = RemotePolicy(engine, AutoTokenizer.from_pretrained(tokenizer_path), tokenizer_path)
         self.backend_name = sandbox_backend
         self.backend = None
         self.pool = ThreadPoolExecutor(max_workers=threads)

@@ -28,7 +28,7 @@ class CLIProgramEnvironment(ToolEnvironment):
             return Reward(0.0, {"reason": "the sandbox never started"})
         program = shlex.quote(self.task.reward_spec["program"])
         found = self.sandbox.exec(f"test -f {program} && cat {program}", timeout=30)
-        self.answer = found.output if found.exit_code == 0 else ""
+        self.outcome = found.output if found.exit_code == 0 else ""
         return super().finish()  # the reward function reward_spec.method names
 
 

@@ -12,11 +12,11 @@ class GuessNumber(Environment):
         found = re.search(r"-?\d+", turn.content)
         if found is None:
             return StepResult([{"role": "user", "content": "Reply with a number."}], format_error=True)
-        self.answer = found.group()
+        self.outcome = found.group()
         secret = int(self.task.reward_spec["ground_truth"])
-        if int(self.answer) == secret:
+        if int(self.outcome) == secret:
             return StepResult([], done=True)
-        hint = "higher" if int(self.answer) < secret else "lower"
+        hint = "higher" if int(self.outcome) < secret else "lower"
         return StepResult([{"role": "user", "content": f"No, the number is {hint}. Guess again."}])
 
 

@@ -91,8 +91,8 @@ class SQLEnvironment(ToolEnvironment):
         return messages
 
     def on_submit(self, arguments) -> bool:
-        self.answer = str((arguments or {}).get("answer", "")).strip()
-        return bool(self.answer)
+        self.outcome = str((arguments or {}).get("answer", "")).strip()
+        return bool(self.outcome)
 
 
 @register_reward("sql_result_set")

@@ -15,7 +15,7 @@ class GSM8KEnvironment(Environment):
     """Single turn: the reply is the answer."""
 
     def step(self, turn: ParsedTurn) -> StepResult:
-        self.answer = turn.content
+        self.outcome = turn.content
         return StepResult([], done=True)
 
 
@@ -23,14 +23,14 @@ class GSM8KToolEnvironment(ToolEnvironment):
     """The model may run Python in a sandbox, then answers (in text or through `submit`)."""
 
     def accepts_final_text(self, turn: ParsedTurn) -> bool:
-        self.answer = turn.content
+        self.outcome = turn.content
         return True
 
     def on_submit(self, arguments: dict | None) -> bool:
         if arguments is None:
             return False
         answer = str(arguments.get("answer", ""))
-        self.answer = answer if "####" in answer else f"#### {answer}"
+        self.outcome = answer if "####" in answer else f"#### {answer}"
         return True
 
 

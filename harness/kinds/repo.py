@@ -25,8 +25,8 @@ class RepoEnvironment(ToolEnvironment):
     def finish(self) -> Reward:
         if self.sandbox is None:
             return Reward(0.0, {"reason": "the sandbox never started"})
-        self.answer = diff_against(self.sandbox, self.task.metadata["workdir"], self.task.metadata["base_commit"], NOT_IN_PATCH)
-        return verify_repo(self.task, self.answer, self.backend)
+        self.outcome = diff_against(self.sandbox, self.task.metadata["workdir"], self.task.metadata["base_commit"], NOT_IN_PATCH)
+        return verify_repo(self.task, self.outcome, self.backend)
 
 
 def no_gold(task: Task, use_tools: bool) -> list[Completion]:

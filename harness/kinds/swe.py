@@ -27,7 +27,7 @@ class SWEEnvironment(ToolEnvironment):
     def finish(self) -> Reward:
         if self.sandbox is None:
             return Reward(0.0, {"reason": "the sandbox never started"})
-        self.answer = self.current_patch()
+        self.outcome = self.current_patch()
         self.sandbox.close()  # grading runs in a fresh sandbox: free this one first
         return super().finish()
 

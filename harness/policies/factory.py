@@ -65,19 +65,27 @@ def make_policy(checkpoint: str, base_url: str | None = None, device: str = "aut
         return POLICIES.get(name)(argument, base_url=base_url, device=device, endpoint_limits=endpoint_limits)
     path = Path(checkpoint).expanduser()
     if path.is_dir():
-        if engine == "vllm" or (engine == "auto" and _vllm_usable()):
-            from .vllm_engine import VLLMPolicy
-
-            return VLLMPolicy(str(path))
-        from .hf import HFPolicy
-
-        return HFPolicy(str(path), device=device)
+        return checkpoint_policy(path, engine, device=device)
     if argument and "/" not in name:
         policy = import_path(checkpoint, "policy")()
         if not isinstance(policy, Policy):
             raise PolicyError(f"--checkpoint {checkpoint!r} made a {type(policy).__name__}, not a harness Policy")
         return policy
     raise PolicyError(f"--checkpoint {checkpoint!r} is none of: {HELP}")
+
+
+def checkpoint_policy(path: str | Path, engine: str = "auto", device: str = "auto", **vllm_options) -> Policy:
+    """A Hugging Face checkpoint folder sampled in this process by `engine`: transformers (CPU or GPU, on
+    `device`), vllm (`vllm_options` are VLLMPolicy's), or auto (vLLM on a GPU when installed)."""
+    if engine not in ENGINES:
+        raise PolicyError(f"engine {engine!r} is not one of {', '.join(ENGINES)}")
+    if engine == "vllm" or (engine == "auto" and _vllm_usable()):
+        from .vllm import VLLMPolicy
+
+        return VLLMPolicy(str(path), **vllm_options)
+    from .hf import HFPolicy
+
+    return HFPolicy(str(path), device=device)
 
 
 def _vllm_usable() -> bool:

@@ -1,6 +1,6 @@
 """`synthesize`: a project in, validated SWE-bench instances out, one planted bug each.
 
-Source -> environment image -> baseline (the suite twice) -> candidate mutations in a seeded
+Source -> project image -> baseline (the suite twice) -> candidate mutations in a seeded
 order -> each judged in fresh sandboxes, `workers` at a time -> kept ones become instances
 (a one-commit repository with the bug, its image, the gold patch, a problem statement),
 appended to the output as they are kept. Every verdict goes to the work log, so a killed run
@@ -27,7 +27,7 @@ from ..patch_policy import patch_violations
 from ..swe import WORKDIR, make_eval_script
 from ..repos import make_bugged_repo
 from ..runlog import atomic_write
-from .environment import ProjectImage, build_image, build_project_image, image_exists
+from .project_image import ProjectImage, build_image, build_project_image, image_exists
 from .errors import SynthError
 from .mutations import Mutation, compiles, find_mutations, order, unified_patch
 from .source import fetch_project
@@ -42,7 +42,7 @@ EARLY_STOP = 20  # judged candidates, all rejected for one systemic reason: stop
 
 @dataclass
 class SynthEvent:
-    """Progress: `stage` is source, environment, baseline, mutations, candidate or done."""
+    """Progress: `stage` is source, image, baseline, mutations, candidate or done."""
 
     stage: str
     message: str
@@ -111,8 +111,8 @@ def synthesize(
 
     emit(SynthEvent("source", f"fetching {repo}"))
     project = fetch_project(repo, work)
-    emit(SynthEvent("environment", f"{project.name} at {project.commit[:12]}: preparing the environment image"))
-    env = build_project_image(project, test_command, lambda message: emit(SynthEvent("environment", message)))
+    emit(SynthEvent("image", f"{project.name} at {project.commit[:12]}: preparing the project image"))
+    env = build_project_image(project, test_command, lambda message: emit(SynthEvent("image", message)))
     commands = tuple(pin_test_ids(c) for c in env.test_commands)
     worklog = WorkLog(work, _hash(env.image, *commands))
     baseline = worklog.baseline()
@@ -274,7 +274,7 @@ class _Run:
         return instance
 
     def _build_repo_and_image(self, mutation: Mutation, instance_id: str, image: str, patch: str | None = None):
-        """The one-commit repository with the bug planted, and the image: the environment
+        """The one-commit repository with the bug planted, and the image: the project
         image plus that repository's .git and the buggy file. Returns (base commit, gold)."""
         folder = self.output.with_suffix(".work") / "instances" / instance_id
         shutil.rmtree(folder, ignore_errors=True)

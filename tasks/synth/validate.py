@@ -1,6 +1,6 @@
 """Running the suite in fresh sandboxes: the baseline, and the verdict on one candidate bug.
 
-Every run goes through `tasks.grading.run_eval` (a fresh sandbox from the environment image,
+Every run goes through `tasks.grading.run_eval` (a fresh sandbox from the project image,
 the patch applied, the SWE-bench-shaped eval script run detached with its output in a file)
 and `parse_log`, so the test names and statuses are exactly those grading will see.
 """
@@ -127,7 +127,7 @@ def run_baseline(image: str, commands: tuple[str, ...], backend: Backend, timeou
             commands.insert(commands.index(command) + 1, retry)
         why = "timed out" if bad and bad.timed_out else (bad.problem if bad else "no test passes")
         failures.append(f"`{command}`: {why}\n{_tail(runs[0].log)}")
-    raise SynthError("the project's tests do not run in the environment image:\n" + "\n\n".join(failures)
+    raise SynthError("the project's tests do not run in the project image:\n" + "\n\n".join(failures)
                      + "\nPass a working --test-command, or check that the test dependencies are declared.")
 
 

@@ -1,7 +1,7 @@
 """The resumable record of a run: one JSON line per decided candidate, appended as decided.
 
 It lives in the work dir next to the output, with the baseline it was judged against. Both
-belong to one environment (image and test commands, the `key`): when that changes, the old
+belong to one project image and its test commands (the `key`): when that changes, the old
 record is set aside and the run starts over. A line cut short by a kill is ignored.
 """
 

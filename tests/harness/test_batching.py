@@ -1,4 +1,4 @@
-"""BatchingEngine: concurrent turns on one in-process model run as batches, each keeping its own seed."""
+"""BatchingPolicy: concurrent turns on one in-process model run as batches, each keeping its own seed."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from harness.batching import BatchingEngine
+from harness.batching import BatchingPolicy
 from harness.errors import PolicyError
 from harness.policies.hf import HFPolicy
 from harness.policy import Sampling
@@ -30,7 +30,7 @@ def test_concurrent_seeded_turns_are_batched_and_equal_unbatched_ones(tiny_model
     samplings = [Sampling(temperature=1.0, max_tokens=8, seed=100 + 7 * i) for i in range(12)]
     alone = [policy.generate_ids(p, s) for p, s in zip(prompts, samplings)]
     policy.batch_sizes.clear()
-    engine = BatchingEngine(policy, wait_s=0.05)
+    engine = BatchingPolicy(policy, wait_s=0.05)
     try:
         with ThreadPoolExecutor(12) as pool:
             together = list(pool.map(engine.generate_ids, prompts, samplings))
@@ -41,7 +41,7 @@ def test_concurrent_seeded_turns_are_batched_and_equal_unbatched_ones(tiny_model
 
 
 def test_a_failing_batch_reaches_every_waiting_request(tiny_model):
-    engine = BatchingEngine(HFPolicy(tiny_model))
+    engine = BatchingPolicy(HFPolicy(tiny_model))
     try:
         with ThreadPoolExecutor(3) as pool:
             futures = [pool.submit(engine.generate_ids, [], Sampling(max_tokens=4)) for _ in range(3)]

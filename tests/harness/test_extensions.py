@@ -39,7 +39,7 @@ def user_module(tmp_path, monkeypatch):
 
         class Echo(Environment):
             def step(self, turn):
-                self.answer = turn.content
+                self.outcome = turn.content
                 return StepResult([], done=True)
 
         def says_five(task, outcome, backend):

@@ -27,3 +27,15 @@ def test_eval_with_engine_vllm_fails_clearly(tiny_model, tmp_path):
 def test_unknown_engine_is_refused(tiny_model):
     with pytest.raises(PolicyError, match="--engine 'sglang' is not one of auto, transformers, vllm"):
         make_policy(str(tiny_model), engine="sglang")
+
+
+def test_the_trainers_engines_and_eval_pick_the_policy_in_one_place(tiny_model):
+    from harness.policies.factory import checkpoint_policy
+    from harness.policies.hf import HFPolicy
+
+    policy = checkpoint_policy(tiny_model, "transformers", device="cpu")
+    assert isinstance(policy, HFPolicy) and policy.device.type == "cpu"
+    with pytest.raises(PolicyError, match="engine 'sglang' is not one of"):
+        checkpoint_policy(tiny_model, "sglang")
+    with pytest.raises(PolicyError, match="vLLM is not installed"):
+        checkpoint_policy(tiny_model, "vllm", weight_sync="disk")

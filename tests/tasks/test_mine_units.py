@@ -10,7 +10,7 @@ import pytest
 from tasks.mine import MineError, base_only_git, classify, records_from_git, split_diff
 from tasks.patch_policy import is_test_path
 from tasks.repos import git
-from tasks.synth.environment import declared_test_dependencies
+from tasks.synth.project_image import declared_test_dependencies
 
 
 def test_test_files_follow_swebench_rules():

@@ -40,7 +40,7 @@ def registry(tmp_path, docker_backend):
 
 def test_pull_fetches_every_image_of_a_task_set_from_the_registry(registry, tmp_path):
     from sandboxes.docker_backend import docker_client
-    from tasks.synth.environment import build_image
+    from tasks.synth.project_image import build_image
 
     client = docker_client()
     name = f"{registry}/harness-test/pulled:v1"

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tasks.synth import SynthError, synthesize
-from tasks.synth.environment import declared_test_dependencies, detect_test_commands
+from tasks.synth.project_image import declared_test_dependencies, detect_test_commands
 from tasks.synth.mutations import (
     KINDS,
     compiles,
@@ -427,7 +427,7 @@ def test_synthesized_instances_are_valid_swe_bench_records(synthesized):
     assert summary.decided <= 14 and summary.kept + summary.flaky + sum(summary.rejected.values()) == summary.decided
     written = json.loads(Path(f"{output}.summary.json").read_text())
     assert written["kept"] == summary.kept and set(written["by_kind"]) <= set(KINDS)
-    assert {e.stage for e in events} >= {"source", "environment", "baseline", "mutations", "candidate", "done"}
+    assert {e.stage for e in events} >= {"source", "image", "baseline", "mutations", "candidate", "done"}
 
 
 def test_gold_resolves_each_instance_and_the_empty_patch_does_not(synthesized, docker_backend):

@@ -1,11 +1,15 @@
-"""The one batch layout: right padding shared by the GRPO batch and the SFT batches."""
+"""The one batch type: GRPO batches and SFT batches share its padding and its row slicing."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from harness.trajectory import Trajectory
+from harness.tiny_model import init_tiny
 from trainer.batch import build_batch, pad_values, right_pad
+from trainer.errors import TrainerError
+from trainer.learner import Learner, LearnerSettings
 from trainer.sft import make_batches
 
 
@@ -33,3 +37,20 @@ def test_sft_batches_use_the_same_padding():
     rows = sorted(zip(batch.input_ids.tolist(), batch.loss_mask.tolist()))
     assert rows == [([1, 2, 3], [0.0, 1.0, 1.0]), ([4, 0, 0], [0.0, 0.0, 0.0])]  # the first position never counts
     assert torch.equal(batch.attention_mask.sum(1).sort().values, torch.tensor([1, 3]))
+
+
+def test_rows_slice_every_tensor_and_an_sft_batch_keeps_its_missing_fields():
+    groups = [[trajectory([1, 2, 3], [0, 1, 1], 1.0), trajectory([1, 2], [0, 1], 0.0)]]
+    rows = build_batch(groups, pad_id=9, filter_truncated=False).rows(slice(1, 2))
+    assert rows.input_ids.tolist() == [[1, 2, 9]] and rows.old_logprobs.tolist() == [[-0.5, -0.5, 0.0]]
+    assert rows.advantages.shape == (1,) and rows.groups.tolist() == [0] and rows.stats == {}
+    (sft,) = make_batches([([1, 2, 3], [0, 1, 1])], batch_size=1, pad_id=0, seed=0)
+    assert sft.rows(slice(0, 1)).old_logprobs is None and sft.advantages is None
+
+
+def test_an_sft_batch_cannot_take_a_policy_gradient_step(tmp_path):
+    learner = Learner(init_tiny(tmp_path / "tiny"), LearnerSettings(micro_batch_size=2))
+    (sft,) = make_batches([([1, 2, 3], [0, 1, 1]), ([4, 5], [1, 1])], batch_size=2, pad_id=0, seed=0)
+    with pytest.raises(TrainerError, match="sampled logprobs and advantages"):
+        learner.train_step(sft)
+    assert learner.sft_step(sft, lr=1e-3)["sft/tokens"] == 3.0

@@ -16,7 +16,6 @@ from harness.tiny_model import init_tiny
 from trainer.batch import Batch
 from trainer.checkpoint import load_trainer_state
 from trainer.learner import Learner, LearnerSettings
-from trainer.sft import SFTBatch
 from trainer.workers import LearnerGroup
 
 SETTINGS = LearnerSettings(learning_rate=1e-2, micro_batch_size=2, loss_aggregation="token_mean", max_grad_norm=0.5)
@@ -93,7 +92,7 @@ def test_sft_step_matches_and_checkpoints_resume(model, cluster, tmp_path):
     group = LearnerGroup(str(model), replace(SETTINGS, strategy="fsdp2"), None, ranks=2, gpus_per_rank=0)
     single = single_learner(model)
     batch = rl_batch(6, seed=3)
-    sft = SFTBatch(batch.input_ids, batch.attention_mask, batch.loss_mask)
+    sft = Batch(batch.input_ids, batch.attention_mask, batch.loss_mask)  # tokens and a loss mask only
     expected = single.sft_step(sft, lr=5e-3)
     got = group.sft_step(sft, lr=5e-3)
     assert got["sft/loss"] == pytest.approx(expected["sft/loss"], rel=1e-5)

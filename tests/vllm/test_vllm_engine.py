@@ -7,7 +7,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from harness.errors import PolicyError
-from harness.policies.vllm_engine import VLLMPolicy
+from harness.policies.vllm import VLLMPolicy
 from harness.policy import Sampling
 from tests.token_exactness import check_multi_turn_token_exactness
 

@@ -1,4 +1,4 @@
-"""The environment image: the project at /testbed with its test dependencies, built offline.
+"""The project image: the project at /testbed with its test dependencies, built offline.
 
 Dependencies are fetched on the host (`pip download` into a wheelhouse: the build backend,
 the runtime dependencies, test extras, test dependency groups and test requirement files),
@@ -9,7 +9,7 @@ content hash. Per-instance images are one small layer on top (`build_image`).
 For a project at an old commit, `before` (a date) resolves the dependencies as they were on
 that day (`uv pip compile --exclude-newer`), then downloads exactly those pins. Requirement
 files that pin the *oldest* supported versions (`*-min.txt`, tox's lowest-versions runs) are
-another environment, not part of this one, and are left out.
+another set of dependencies, not this image's, and are left out.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ class ProjectImage:
 
 def build_project_image(project: Project, test_command: str | None = None,
                         on_step: Callable[[str], None] = log.info, before: str | None = None) -> ProjectImage:
-    """The project's environment image (built once per content hash) and its test command(s).
+    """The project image (built once per content hash) and its test command(s).
 
     With `before` (an ISO date), dependencies are those released before it."""
     commands = (test_command,) if test_command else detect_test_commands(project.root)
@@ -66,7 +66,7 @@ def build_project_image(project: Project, test_command: str | None = None,
                    _base_image())
     image = f"{IMAGE_REPOSITORY}/{project.name}-env:{digest}"
     if not image_exists(image):
-        on_step(f"building the environment image {image}")
+        on_step(f"building the project image {image}")
         dockerfile = (f"FROM {_base_image()}\nCOPY wheelhouse /tmp/wheelhouse\nCOPY testbed {WORKDIR}\n"
                       f"WORKDIR {WORKDIR}\nRUN {install} && rm -rf /tmp/wheelhouse\n")
         build_image(image, dockerfile, {"wheelhouse": wheelhouse, "testbed": project.root},

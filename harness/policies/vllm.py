@@ -8,7 +8,7 @@ budget are handled by the same code as the transformers engine (`harness.policie
 vLLM's asynchronous engine (`AsyncLLM`) runs on an event loop in a thread of its own; every episode
 thread submits its turn there and waits for it, so the turns of concurrent episodes are batched
 continuously by vLLM's scheduler (a request joins the running batch at the next step, a long
-generation never holds the others). The policy is `concurrent`: no `BatchingEngine` around it.
+generation never holds the others). The policy is `concurrent`: no `BatchingPolicy` around it.
 
 Weight updates go through vLLM's worker extension (`vllm_worker.WeightSyncExtension`), called by
 method name with `collective_rpc`; the transport is `load` (tensors inside the RPC), `disk` (a
@@ -132,11 +132,6 @@ class VLLMPolicy(Policy):
         self._nccl_ready = False
 
     # -- generation ------------------------------------------------------------------------------
-
-    def generate(self, messages, tools, sampling: Sampling) -> Completion:
-        from ..tokens import render
-
-        return self.generate_ids(list(render(self.tokenizer, messages, tools, True, True)), sampling)
 
     def generate_ids(self, prompt_ids: list[int], sampling: Sampling) -> Completion:
         return self._call(self._turn(list(prompt_ids), sampling, sampling.seed))
