@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from harness.tokens import render
-from harness.tools import schemas
+from harness.tools import task_schemas
 from tasks.task import Task
 
 from .batch import pad_values, right_pad
@@ -43,7 +43,7 @@ def examples_from_tasks(tasks: list[Task], tokenizer) -> list[Example]:
         answer = task.metadata.get("answer")
         if answer is None:
             raise TrainerError(f"task {task.id} has no reference answer to fine-tune on")
-        prompt = list(render(tokenizer, task.prompt, schemas(task.tools) or None, True, True))
+        prompt = list(render(tokenizer, task.prompt, task_schemas(task) or None, True, True))
         reply = tokenizer.encode(answer, add_special_tokens=False) + [tokenizer.convert_tokens_to_ids("<|im_end|>")]
         examples.append((prompt + reply, [0] * len(prompt) + [1] * len(reply)))
     return examples
