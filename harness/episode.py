@@ -66,7 +66,7 @@ def run_episode(
             clock = time.monotonic()
             messages = env.init()
             timings["env_s"] += time.monotonic() - clock
-            tools = schemas(env.tools) if env.tools else []
+            tools = schemas(env.tools, compact=bool(task.metadata.get("compact_tools"))) if env.tools else []
             trajectory.messages, trajectory.tools = messages, tools
             tell = on_message or (lambda message: None)
             for message in messages:

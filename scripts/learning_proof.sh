@@ -65,7 +65,7 @@ if [ "$which" = swe ]; then
   start=$SECONDS
   swe_model=$runs/swe-tiny-model
   [ -f "$swe_model/config.json" ] || harness model init-tiny "$swe_model" --hidden-size 128 --layers 4 --tool-use
-  [ -f "$runs/swe-tiny-gold/trajectories.parquet" ] || harness generate --checkpoint gold --tasks swe-tiny-train --limit 1500 \
+  [ -f "$runs/swe-tiny-gold/trajectories.parquet" ] || harness generate --checkpoint gold --tasks swe-tiny-train --limit 1000 \
       --backend local --workers 8 --keep rewarded --output "$runs/swe-tiny-gold"
   harness train --config examples/swe/swe-tiny-sft-tiny-cpu.yaml trainer.policy.model.path="$swe_model" \
       trainer.output_dir="$runs/swe-tiny-sft" trainer.resume=never \

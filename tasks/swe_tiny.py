@@ -293,4 +293,18 @@ def swe_tiny_tasks(split: str, count: int | None = None) -> list:
     from .swe import instance_to_task
 
     image = build_base_image()
-    return [instance_to_task({**instance, "image": image}, max_turns=8) for instance in swe_tiny_instances(split, count)]
+    return [_compact(instance_to_task({**instance, "image": image}, max_turns=8)) for instance in swe_tiny_instances(split, count)]
+
+
+PROMPT = "Fix the bug in the repository at {workdir} (do not edit the tests), then call `submit`.\n\n{problem_statement}"
+
+
+def _compact(task):
+    """A prompt a tiny model can afford: the statement under a one-line instruction, and the tools'
+    compact schemas (harness.tools.compact_schema); the tools, sandbox and grading are unchanged.
+    ~490 tokens of the tiny tool-use tokenizer instead of ~870."""
+    from dataclasses import replace
+
+    instance = task.metadata["instance"]
+    prompt = PROMPT.format(workdir=instance.get("workdir", WORKDIR), problem_statement=instance["problem_statement"])
+    return replace(task, prompt=[{"role": "user", "content": prompt}], metadata={**task.metadata, "compact_tools": True})

@@ -13,7 +13,7 @@ import random
 from pathlib import Path
 
 from harness.tokens import render
-from harness.tools import schemas
+from harness.tools import task_schemas
 from tasks.task import Task
 
 from .batch import Batch, token_batch
@@ -30,7 +30,7 @@ def examples_from_tasks(tasks: list[Task], tokenizer) -> list[Example]:
         answer = task.metadata.get("answer")
         if answer is None:
             raise TrainerError(f"task {task.id} has no reference answer to fine-tune on")
-        prompt = list(render(tokenizer, task.prompt, schemas(task.tools) or None, True, True))
+        prompt = list(render(tokenizer, task.prompt, task_schemas(task) or None, True, True))
         reply = tokenizer.encode(answer, add_special_tokens=False) + [tokenizer.convert_tokens_to_ids("<|im_end|>")]
         examples.append((prompt + reply, [0] * len(prompt) + [1] * len(reply)))
     return examples

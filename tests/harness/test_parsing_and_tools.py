@@ -38,6 +38,19 @@ def test_schemas_follow_the_openai_function_format():
         schemas(["nope"])
 
 
+def test_compact_schemas_keep_the_tools_in_fewer_characters():
+    full, compact = schemas(["bash", "str_replace_editor", "submit"]), schemas(["bash", "str_replace_editor", "submit"], compact=True)
+    for long, short in zip(full, compact):
+        lf, sf = long["function"], short["function"]
+        assert sf["name"] == lf["name"] and sf["parameters"].get("required") == lf["parameters"].get("required")
+        assert set(sf["parameters"]["properties"]) == set(lf["parameters"]["properties"])
+        assert not any("description" in p for p in sf["parameters"]["properties"].values())
+        assert lf["description"].startswith(sf["description"][:-1])
+    assert compact[1]["function"]["parameters"]["properties"]["command"]["enum"][2] == "str_replace"
+    assert len(json.dumps(compact)) < 0.6 * len(json.dumps(full))
+    assert schemas(["bash"])[0]["function"]["description"].count(".") > 1  # the registry's schema is untouched
+
+
 def test_truncate_keeps_head_and_tail():
     text = "a" * 10_000 + "b" * 10_000
     cut = truncate(text, 1000)
