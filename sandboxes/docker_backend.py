@@ -236,6 +236,12 @@ class DockerSandbox(Sandbox):
             local.mkdir(parents=True, exist_ok=True)
             tar.extractall(local, members=[m for m in members if m.name], filter="data")
 
+    def extract(self, archive: str | Path, directory: str, timeout: float = 300.0) -> None:
+        """One put-archive call: the engine unpacks the tar into the container (no copy inside)."""
+        self._check_open()
+        self._ensure_dir(self._absolute(directory))
+        self._put_archive(self._absolute(directory), Path(archive).read_bytes())
+
     def _absolute(self, path: str) -> str:
         return path if path.startswith("/") else str(PurePosixPath(self.spec.workdir) / path)
 

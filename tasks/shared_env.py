@@ -1,0 +1,93 @@
+"""One environment image per repository: instances that differ only by commit share it.
+
+A per-instance image is <environment image> + <the repository at the base commit>. Instead, a
+shared instance names the environment image as its `image` and a `repo_archive`: a tar on the
+host holding the work tree at the base commit and a `.git` with that commit alone (made by
+`tasks.mine.base_only_git`: no later commit, ref, reflog or object). Every sandbox the instance
+gets (the episode's and each grading's, always fresh) has the work directory emptied and the
+archive unpacked into it at start (`inject_repo`, called by `tasks.grading.run_setup`), then
+HEAD is checked against the base commit. The archive lands in the container's own writable
+layer: nothing is shared between sandboxes but the read-only image.
+
+Official SWE-bench instances keep their per-instance images (they have no `repo_archive`).
+The archive must be readable where the sandboxes start (on a Ray cluster: shared storage).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import tarfile
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from sandboxes import SandboxError
+from sandboxes.images import cache_dir
+
+from .errors import TaskError
+from .repos import git
+
+REPO_ARCHIVE = "repo_archive"  # the instance field: a host path to the repository's tar
+
+
+def archive_path(name: str, base_commit: str) -> Path:
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+    return cache_dir() / "repos" / f"{safe}-{base_commit[:16]}.tar"
+
+
+def repo_archive(source: Path, base_commit: str, name: str) -> Path:
+    """The tar of the work tree at `base_commit` and its base-only `.git` (index filled), cached by
+    name and commit. `source` is any git repository holding the commit."""
+    from .mine import _tree_at, base_only_git
+
+    dest = archive_path(name, base_commit)
+    if dest.is_file():
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="harness-repo-") as scratch:
+        tree = _tree_at(Path(source), base_commit, Path(scratch) / "tree")
+        history = base_only_git(Path(source), base_commit, Path(scratch) / "history")
+        shutil.move(str(history), tree / ".git")
+        git(tree, "read-tree", "HEAD")
+        partial = dest.with_name(f".{dest.name}.{os.getpid()}.partial")
+        with tarfile.open(partial, "w") as tar:
+            for child in sorted(tree.iterdir()):
+                tar.add(child, arcname=child.name, filter=_owned_by_root)
+        os.replace(partial, dest)
+    return dest
+
+
+def _owned_by_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    info.uid = info.gid = 0
+    info.uname = info.gname = "root"
+    return info
+
+
+def share(instance: dict[str, Any], environment_image: str, archive: Path) -> dict[str, Any]:
+    """The instance run from `environment_image` with its repository put in at start."""
+    return {**instance, "image": environment_image, REPO_ARCHIVE: str(archive)}
+
+
+def is_shared(instance: dict[str, Any]) -> bool:
+    return bool(instance.get(REPO_ARCHIVE))
+
+
+def inject_repo(sb, instance: dict[str, Any], timeout: float = 300.0) -> None:
+    """Empty the work directory, unpack the instance's repository archive into it, check HEAD."""
+    archive = Path(instance[REPO_ARCHIVE])
+    name = instance.get("instance_id", "?")
+    if not archive.is_file():
+        raise TaskError(f"{name}: its repository archive {archive} is missing (rebuild it with `harness tasks share-env`, "
+                        "or run the per-instance image)")
+    workdir = shlex.quote(instance.get("workdir", "/testbed"))
+    cleared = sb.exec(f"mkdir -p {workdir} && find {workdir} -mindepth 1 -maxdepth 1 -exec rm -rf {{}} +", timeout=timeout)
+    if not cleared.ok:
+        raise SandboxError(f"{name}: cannot empty {workdir}: {cleared.output[-1000:]}")
+    sb.extract(archive, instance.get("workdir", "/testbed"), timeout=timeout)
+    base = shlex.quote(instance["base_commit"])
+    checked = sb.exec(f"cd {workdir} && git update-index -q --refresh >/dev/null; test \"$(git rev-parse HEAD)\" = {base}",
+                      timeout=timeout)
+    if not checked.ok:
+        raise SandboxError(f"{name}: the repository put in from {archive} is not at the base commit {instance['base_commit']}")
