@@ -75,19 +75,24 @@ def is_shared(instance: dict[str, Any]) -> bool:
 
 
 def inject_repo(sb, instance: dict[str, Any], timeout: float = 300.0) -> None:
-    """Empty the work directory, unpack the instance's repository archive into it, check HEAD."""
+    """Put the instance's repository into the work directory in place of the environment's tree.
+
+    The archive is unpacked over the environment image's tree (another commit's, maybe a later
+    one), then `git clean -fd` removes every file of that tree this commit does not track,
+    keeping only what the repository ignores: the install's build artifacts (`*.egg-info`, a
+    setuptools-scm `_version.py`). (Moving the old tree aside instead costs seconds: a
+    directory rename on overlayfs copies the whole directory up.) Then HEAD must be the base commit."""
     archive = Path(instance[REPO_ARCHIVE])
     name = instance.get("instance_id", "?")
     if not archive.is_file():
-        raise TaskError(f"{name}: its repository archive {archive} is missing (rebuild it with `harness tasks share-env`, "
+        raise TaskError(f"{name}: its repository archive {archive} is missing (rebuild it with `harness tasks mine --share-env`, "
                         "or run the per-instance image)")
-    workdir = shlex.quote(instance.get("workdir", "/testbed"))
-    cleared = sb.exec(f"mkdir -p {workdir} && find {workdir} -mindepth 1 -maxdepth 1 -exec rm -rf {{}} +", timeout=timeout)
-    if not cleared.ok:
-        raise SandboxError(f"{name}: cannot empty {workdir}: {cleared.output[-1000:]}")
-    sb.extract(archive, instance.get("workdir", "/testbed"), timeout=timeout)
-    base = shlex.quote(instance["base_commit"])
-    checked = sb.exec(f"cd {workdir} && git update-index -q --refresh >/dev/null; test \"$(git rev-parse HEAD)\" = {base}",
+    workdir = instance.get("workdir", "/testbed")
+    wd, base = shlex.quote(workdir), shlex.quote(instance["base_commit"])
+    sb.extract(archive, workdir, timeout=timeout)
+    checked = sb.exec(f"cd {wd} && git clean -fdq && git update-index -q --refresh >/dev/null; "
+                      f"test \"$(git rev-parse HEAD)\" = {base} && test -z \"$(git status --porcelain --untracked-files=normal)\"",
                       timeout=timeout)
     if not checked.ok:
-        raise SandboxError(f"{name}: the repository put in from {archive} is not at the base commit {instance['base_commit']}")
+        raise SandboxError(f"{name}: the repository put in from {archive} is not clean at the base commit {instance['base_commit']}"
+                           f"{': ' + checked.output[-500:] if checked.output.strip() else ''}")

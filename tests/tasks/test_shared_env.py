@@ -45,6 +45,7 @@ def test_the_repository_put_in_holds_nothing_after_the_base_commit(tmp_path, doc
     source.mkdir()
     _git(source, "init", "-q", "-b", "main")
     (source / "mod.py").write_text("def f():\n    return 1  # bug\n")
+    (source / ".gitignore").write_text("*.egg-info/\n")
     _git(source, "add", "-A")
     _git(source, "commit", "-qm", "base")
     base = _git(source, "rev-parse", "HEAD").strip()
@@ -58,21 +59,24 @@ def test_the_repository_put_in_holds_nothing_after_the_base_commit(tmp_path, doc
         archive = repo_archive(source, base, "local/src")
     instance = share({"instance_id": "t-1", "base_commit": base, "workdir": "/testbed"}, build_base_image(), archive)
     with docker_backend.create(SandboxSpec(image=instance["image"], workdir="/testbed")) as sb:
-        sb.exec("mkdir -p /testbed && echo stale > /testbed/left_over.txt")
+        # The environment's tree: a later commit's (the fix, a new test) and the install's build artifact.
+        sb.exec("mkdir -p /testbed/tests /testbed/src.egg-info && cd /testbed && echo 'return 2  # the fix' > mod.py && "
+                "echo 'def test_new(): pass' > tests/test_new.py && echo stale > left_over.txt && echo x > src.egg-info/PKG-INFO")
         run_setup(sb, instance)
         assert sb.exec("cd /testbed && git log --all --format=%H").output.split() == [base]
         assert sb.exec("cd /testbed && git reflog --all | wc -l").output.strip() == "0"
         assert not sb.exec(f"cd /testbed && git cat-file -e {fix}").ok
         assert not sb.exec(f"cd /testbed && git cat-file -e {fixed_blob}").ok
         assert sb.exec("cd /testbed && git for-each-ref --format='%(refname)'").output.split() == ["refs/heads/main"]
-        assert sb.exec("cd /testbed && git status --porcelain").output.strip() == ""  # clean, the stale file gone
+        assert sb.exec("cd /testbed && git status --porcelain").output.strip() == ""  # clean: the later commit's files gone
+        assert sb.exec("cd /testbed && ls -A").output.split() == [".git", ".gitignore", "mod.py", "src.egg-info"]
         assert "# bug" in sb.read_file("/testbed/mod.py").decode()
 
 
 def test_a_wrong_or_missing_archive_is_a_clear_error(spanlite, docker_backend, tmp_path):
     (_, shared_a), (_, shared_b) = spanlite
     with docker_backend.create(SandboxSpec(image=shared_a["image"], workdir="/testbed")) as sb:
-        with pytest.raises(SandboxError, match="not at the base commit"):
+        with pytest.raises(SandboxError, match="not clean at the base commit"):
             run_setup(sb, {**shared_a, "repo_archive": shared_b["repo_archive"]})
         with pytest.raises(TaskError, match="archive .* is missing"):
             run_setup(sb, {**shared_a, "repo_archive": str(tmp_path / "gone.tar")})
