@@ -11,6 +11,7 @@ import socket
 import tarfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 
 from .base import LABEL_MANAGED, LABEL_OWNER, SHELL_CAPS, Backend, Sandbox, Snapshot, labels, oom_kill_count, owner_alive
@@ -296,13 +297,25 @@ class DockerSandbox(Sandbox):
         return Snapshot("docker", image.id, spec, cwd, env)
 
     def _destroy(self) -> None:
-        # SIGKILL and return: the engine removes the container (auto_remove) without us
-        # waiting for it; if the kill does not take, `harness sandbox prune` finds it by label.
+        # SIGKILL from a background thread and return: the sandbox is closed for every caller at
+        # once (its shell is gone), the engine removes the container (auto_remove) without us
+        # waiting; at interpreter exit the pending kills finish first (or run here, inline). If a
+        # kill does not take, `harness sandbox prune` finds the container by its label.
         try:
-            self.api.kill(self.container.id)
-        except Exception as err:
-            if not any(s in str(err) for s in ("No such container", "is not running", "is already in progress")):
-                log.warning("could not kill the container of sandbox %s: %s", self.id, err)
+            _KILLER.submit(_kill, self.api, self.container.id, self.id)
+        except RuntimeError:  # the interpreter is shutting down: no new threads
+            _kill(self.api, self.container.id, self.id)
+
+
+_KILLER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="sandbox-kill")
+
+
+def _kill(api, container_id: str, sandbox_id: str) -> None:
+    try:
+        api.kill(container_id)
+    except Exception as err:
+        if not any(s in str(err) for s in ("No such container", "is not running", "is already in progress")):
+            log.warning("could not kill the container of sandbox %s: %s", sandbox_id, err)
 
 
 def _freeze_cgroup(container_id: str) -> bool:
