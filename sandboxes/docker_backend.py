@@ -362,13 +362,25 @@ class DockerBackend(Backend):
         options = self._container_options(spec)
         self._check_image(spec.image)
         try:
-            return self.client.containers.run(**options)
+            return self._create_and_start(options)
         except docker.errors.APIError as err:
             if "storage-opt" in str(err) and "storage_opt" in options:
                 log.info("the storage driver cannot limit disk size: a watchdog enforces spec.disk")
                 self._disk_quota_supported = False
                 return self._run_container(spec)
             raise SandboxError(f"cannot start a container from {spec.image!r}: {err.explanation or err}") from None
+
+    def _create_and_start(self, options: dict):
+        """`containers.run(detach=True)` without its inspect round trip after the create."""
+        from docker.models.containers import _create_container_args
+
+        created = self.api.create_container(**_create_container_args({**options, "version": self.api._version}))
+        try:
+            self.api.start(created["Id"])
+        except BaseException:
+            self.api.remove_container(created["Id"], force=True)
+            raise
+        return self.client.containers.prepare_model({"Id": created["Id"]})
 
     def _check_image(self, image: str) -> None:
         """Fail clearly on a missing image; never let `run` try to pull it from a registry."""
