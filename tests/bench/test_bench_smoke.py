@@ -29,6 +29,7 @@ def test_harness_bench(docker_backend):
     assert result["peer"]["drained_s"] >= result["peer"]["wall_s"] > 0
     assert result["mini_swe_agent"] == harness_bench.MINI_SWE_AGENT.split("==")[1]
     assert result["ratio"] > 0 and result["ratio_cold"] > 0 and result["target"] == harness_bench.TARGET
+    assert result["floor"]["episodes_per_minute"] > 0 and result["ratio_ceiling"] > 0
 
 
 def test_agent_trajectories_have_20_to_40_commands_and_end_with_the_fix():
