@@ -89,3 +89,41 @@ def test_gold_resolves_and_empty_does_not_through_the_shared_image(spanlite, doc
     config = EvalConfig(tasks="swe-demo-shared", checkpoint="gold", output=str(tmp_path), workers=1)
     report = evaluate([instance_to_task(shared)], GoldPolicy(), config, docker_backend)
     assert report["resolve_rate"] == 1.0, json.dumps(report)[:2000]
+
+
+def _merge(repo: Path, number: int, files: dict[str, str], message: str) -> None:
+    _git(repo, "checkout", "-q", "-b", f"pr{number}")
+    for name, text in files.items():
+        (repo / name).write_text(text)
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", message)
+    _git(repo, "checkout", "-q", "main")
+    _git(repo, "merge", "-q", "--no-ff", f"pr{number}", "-m", f"Merge pull request #{number} from someone/pr{number}")
+
+
+def test_mining_two_fixes_of_one_repository_builds_one_environment(tmp_path, docker_backend):
+    from tasks.mine import mine, records_from_git
+
+    repo = tmp_path / "calc"
+    (repo / "tests").mkdir(parents=True)
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "remote", "add", "origin", "https://github.com/acme/calc.git")
+    (repo / "calc.py").write_text("def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a + b\n")
+    (repo / "tests" / "test_calc.py").write_text("from calc import add, mul\n")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "start")
+    _merge(repo, 1, {"calc.py": "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a + b\n",
+                     "tests/test_calc.py": "from calc import add, mul\n\n\ndef test_add():\n    assert add(1, 2) == 3\n"}, "Fix add")
+    _merge(repo, 2, {"calc.py": "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n",
+                     "tests/test_calc.py": "from calc import add, mul\n\n\ndef test_add():\n    assert add(1, 2) == 3\n\n\n"
+                                           "def test_mul():\n    assert mul(2, 3) == 6\n"}, "Fix mul")
+    records = records_from_git(str(repo), ["1", "2"])
+    results = mine(records, tmp_path / "mined.jsonl", docker_backend, workers=1, on_step=lambda text: None, share_env=True)
+    first, second = (next(m for m in results if m.instance_id == f"acme__calc-{n}") for n in (1, 2))
+    assert first.instance and second.instance, (first.reason, second.reason)
+    assert second.dependencies == "the repository's shared environment"
+    assert first.instance["image"] == second.instance["image"] and first.instance["image"].startswith("harness-synth/calc-env:")
+    assert second.instance["FAIL_TO_PASS"] == ["tests/test_calc.py::test_mul"]
+    assert second.instance["PASS_TO_PASS"] == ["tests/test_calc.py::test_add"]
+    assert grade(second.instance, records[1]["patch"], docker_backend).resolution == "FULL"
+    assert grade(second.instance, "", docker_backend).resolution == "NO"
