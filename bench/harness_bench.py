@@ -258,7 +258,7 @@ def run_peer(python: Path, tasks: list[Task], workers: int, policy: str) -> tupl
         done = subprocess.run([str(python), "-c", PEER_DRIVER], input=json.dumps(job), capture_output=True, text=True,
                               env=_quiet(), timeout=300 + 60 * len(tasks), check=False)
     finally:
-        for container in docker_client().containers.list(all=True, filters={"label": label}):
+        for container in docker_client().containers.list(all=True, filters={"label": label}, ignore_removed=True):
             try:
                 container.remove(force=True)
             except docker.errors.NotFound:
