@@ -361,15 +361,17 @@ def mine(records: list[dict[str, Any]], output: Path, backend: Backend, workers:
     With `share_env`, one environment image per repository where the tests allow
     (`mine_record(shared=...)`): the first record of each repository is mined before the others,
     which then try its environment first."""
-    done = {json.loads(line)["instance_id"] for line in output.read_text().splitlines() if line.strip()} if output.exists() else set()
+    kept = [json.loads(line) for line in output.read_text().splitlines() if line.strip()] if output.exists() else []
+    done = {instance["instance_id"] for instance in kept}
     todo = [r for r in records if r["instance_id"] not in done]
     output.parent.mkdir(parents=True, exist_ok=True)
     lock = threading.Lock()
-
-    shared: dict[str, str] | None = {} if share_env else None
-    for instance in (json.loads(line) for line in output.read_text().splitlines() if line.strip()) if output.exists() and share_env else ():
-        if instance.get(REPO_ARCHIVE):
-            shared.setdefault(instance["repo"], instance["image"])
+    shared: dict[str, str] | None = None
+    if share_env:  # a rerun keeps using the environments its kept instances share
+        shared = {}
+        for instance in kept:
+            if instance.get(REPO_ARCHIVE):
+                shared.setdefault(instance["repo"], instance["image"])
 
     def one(record):
         mined = mine_record(record, backend, on_step, timeout, shared=shared)
