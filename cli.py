@@ -591,6 +591,8 @@ def tasks_mine(
     output: Path = typer.Option(..., help="JSONL of validated SWE-bench instances (appended; a rerun finishes an interrupted one)."),
     workers: int = typer.Option(2, help="Pull requests validated at once."),
     timeout: float = typer.Option(900.0, help="Seconds per test run."),
+    share_env: bool = typer.Option(False, "--share-env", help="One environment image per repository where its tests pass: "
+                                   "no instance image, the repository (base commit only) put into each sandbox at start."),
     backend: str = BackendOption,
 ):
     """SWE-bench instances from real merged pull requests: base = first parent, FAIL_TO_PASS/PASS_TO_PASS by running the tests."""
@@ -609,7 +611,7 @@ def tasks_mine(
         console.print(f"{mined.instance_id}: {note} ({mined.duration:.0f}s)", highlight=False)
 
     results = mine(records, output, get_backend(backend), workers, on_result=show,
-                   on_step=lambda text: console.print(f"[dim]{text}", highlight=False), timeout=timeout)
+                   on_step=lambda text: console.print(f"[dim]{text}", highlight=False), timeout=timeout, share_env=share_env)
     console.print(f"mined {sum(bool(m.instance) for m in results)} of {len(results)} new; instances: {output}")
 
 

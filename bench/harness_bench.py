@@ -21,6 +21,10 @@ so); each side's patches are checked against the gold patch instead.
 - ours: `harness.evaluate.evaluate`, the eval driver, run directory and all, with `--prestart`
   sandboxes per image started ahead of its queue; and the same driver without pre-start
   (`ours, cold`), for reference.
+- floor: no agent at all, only each episode's container created, started and killed with our
+  sandbox's options at the same concurrency: the most episodes per minute any driver that
+  gives every episode a fresh container gets from this machine's engine (floor / peer is the
+  ceiling of the ratio).
 - peer: mini-swe-agent (from PyPI, in its own venv under the harness cache, made on first
   use) driving its `DockerEnvironment` with the environment settings of its SWE-bench config:
   `docker run -d` per episode, one `docker exec bash -c` per action (the submission through
@@ -254,7 +258,7 @@ def run_peer(python: Path, tasks: list[Task], workers: int, policy: str) -> tupl
         done = subprocess.run([str(python), "-c", PEER_DRIVER], input=json.dumps(job), capture_output=True, text=True,
                               env=_quiet(), timeout=300 + 60 * len(tasks), check=False)
     finally:
-        for container in docker_client().containers.list(all=True, filters={"label": label}):
+        for container in docker_client().containers.list(all=True, filters={"label": label}, ignore_removed=True):
             try:
                 container.remove(force=True)
             except docker.errors.NotFound:
@@ -269,11 +273,27 @@ def run_peer(python: Path, tasks: list[Task], workers: int, policy: str) -> tupl
     return batch, report["version"]
 
 
+def run_floor(tasks: list[Task], workers: int, backend: Backend) -> Batch:
+    """The engine's floor: per episode only a container created, started and killed (no shell, no
+    command), with our sandbox's options and the same concurrency. No driver that starts a fresh
+    container per episode can run more episodes per minute than this on the machine."""
+    def cycle(task: Task) -> float:
+        started = time.perf_counter()
+        container = backend._create_and_start(backend._container_options(task.sandbox))
+        backend.api.kill(container.id)
+        return time.perf_counter() - started
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(workers) as pool:
+        seconds = list(pool.map(cycle, tasks))
+    return Batch(time.perf_counter() - started, seconds)
+
+
 def per_minute(batches: list[Batch]) -> float:
     return 60 * sum(len(b.episode_s) for b in batches) / sum(b.wall_s for b in batches)
 
 
-SIDES = ("ours", "ours_cold", "peer")
+SIDES = ("ours", "ours_cold", "peer", "floor")
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -297,10 +317,12 @@ def main(argv: list[str] | None = None) -> dict:
     with tempfile.TemporaryDirectory(prefix="harness-bench-replays-") as folder:
         policy = GoldPolicy() if args.policy == "gold" else ReplayPolicy(write_replays(swe_demo, Path(folder)))
         for round_number in range(args.rounds):
-            for side in SIDES[round_number % 3:] + SIDES[: round_number % 3]:
+            for side in SIDES[round_number % len(SIDES):] + SIDES[: round_number % len(SIDES)]:
                 console.print(f"round {round_number + 1}/{args.rounds}: {side}, {args.episodes} {args.policy} episodes x {args.workers} workers")
                 if side == "peer":
                     batch, version = run_peer(python, tasks, args.workers, args.policy)
+                elif side == "floor":
+                    batch = run_floor(tasks, args.workers, backend)
                 else:
                     batch = run_ours(tasks, args.workers, backend, policy, args.prestart if side == "ours" else 0)
                 batches[side].append(batch)
@@ -317,6 +339,7 @@ def main(argv: list[str] | None = None) -> dict:
     result["peer"]["drained_s"] = statistics.median(b.drained_s for b in batches["peer"])
     result["ratio"] = result["ours"]["episodes_per_minute"] / result["peer"]["episodes_per_minute"]
     result["ratio_cold"] = result["ours_cold"]["episodes_per_minute"] / result["peer"]["episodes_per_minute"]
+    result["ratio_ceiling"] = result["floor"]["episodes_per_minute"] / result["peer"]["episodes_per_minute"]
 
     o, c, p = result["ours"], result["ours_cold"], result["peer"]
     table = Table(title=f"agent-loop throughput, {args.policy} episodes ({result['commands_per_episode']:.0f} turns median), grading "
@@ -327,6 +350,8 @@ def main(argv: list[str] | None = None) -> dict:
                   f"{result['ratio']:.2f} (cold {result['ratio_cold']:.2f}; target >= {TARGET:.0f})")
     table.add_row("episode p50", f"{o['episode_s']:.2f} s", f"{c['episode_s']:.2f} s", f"{p['episode_s']:.2f} s", f"{o['episode_s'] / p['episode_s']:.2f}")
     table.add_row("peer batch: episodes done / containers gone", "", "", f"{p['wall_s']:.1f} s / {p['drained_s']:.1f} s", "")
+    table.add_row("engine floor: create + start + kill only", "", "", "", f"{result['floor']['episodes_per_minute']:.0f} /min: "
+                  f"ceiling {result['ratio_ceiling']:.2f}x")
     console.print(table)
     return result
 

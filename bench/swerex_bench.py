@@ -147,7 +147,7 @@ def run_swerex(python: Path, image: str, spec: SandboxSpec, starts: int, round_t
         done = subprocess.run([str(python), "-c", DRIVER], input=json.dumps(job), capture_output=True, text=True,
                               timeout=300, check=False)
     finally:
-        for container in docker_client().containers.list(all=True, filters={"label": label}):
+        for container in docker_client().containers.list(all=True, filters={"label": label}, ignore_removed=True):
             container.remove(force=True)
     if done.returncode != 0:
         raise BenchError(f"the SWE-ReX driver failed:\n{done.stderr[-3000:]}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import shlex
 import signal
 import socket
 import threading
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .disk import DiskWatchdog
-from .errors import DiskLimitExceeded, SandboxClosed, SandboxExpired
+from .errors import DiskLimitExceeded, SandboxClosed, SandboxError, SandboxExpired
 from .shell import ShellSession
 from .spec import ExecResult, SandboxSpec, parse_bytes
 
@@ -151,6 +152,19 @@ class Sandbox(ABC):
     @abstractmethod
     def download(self, sandbox_path: str, local_path: str | Path) -> None:
         """Copy a file or folder out of the sandbox to `local_path`."""
+
+    def extract(self, archive: str | Path, directory: str, timeout: float = 300.0) -> None:
+        """Unpack a local tar archive into `directory` (made if missing); what it holds goes inside.
+
+        Here: uploaded as a file, then unpacked by `tar` in the sandbox. Backends that can take
+        an archive whole (Docker's put-archive) do it in one step."""
+        inside = f"/tmp/.harness-extract-{uuid.uuid4().hex[:8]}.tar"
+        self.upload(archive, inside)
+        quoted = shlex.quote(directory)
+        result = self.exec(f"mkdir -p {quoted} && tar -xf {inside} -C {quoted}; status=$?; rm -f {inside}; (exit $status)",
+                           timeout=timeout)
+        if not result.ok:
+            raise SandboxError(f"cannot unpack {archive} into {directory} in sandbox {self.id}: {result.output[-1000:]}")
 
     # -- state ---------------------------------------------------------------------------
 

@@ -153,7 +153,12 @@ def run_eval(instance: dict, patch: str, backend: Backend, timeout: float = 900.
 
 
 def run_setup(sb, instance: dict, timeout: float = 300.0) -> None:
-    """Run the instance's `setup_script` (if any: it builds the repository in a shared image) in `sb`."""
+    """Put the instance's repository into `sb` if it runs from a shared environment image
+    (`tasks.shared_env`), then run its `setup_script` (if any: it builds the repository in a shared image)."""
+    from .shared_env import inject_repo, is_shared
+
+    if is_shared(instance):
+        inject_repo(sb, instance, timeout)
     script = instance.get("setup_script")
     if not script:
         return

@@ -38,6 +38,7 @@ from .errors import TaskError
 from .grading import parse_log, run_eval
 from .patch_policy import is_test_path, parse_patch
 from .repos import git
+from .shared_env import REPO_ARCHIVE, share
 from .swe import TEST_COMMAND, WORKDIR, make_eval_script
 from .synth.errors import SynthError
 from .synth.source import Project, normalise
@@ -186,22 +187,45 @@ def _tree_at(repo: Path, base: str, dest: Path) -> Path:
 # ----------------------------------------------------------------------------- images
 
 
+def _environment(record: dict[str, Any], repo: Path, scratch: Path, on_step: Callable[[str], None], before: str | None) -> str:
+    """The project image (dependencies installed, the tree at the base commit in /testbed) of the record."""
+    from .synth.project_image import build_project_image
+
+    tree = _tree_at(repo, record["base_commit"], scratch / "tree")
+    project = Project(normalise(record["repo"].split("/")[-1]), tree, record["repo"], record["base_commit"])
+    return build_project_image(project, TEST_COMMAND, on_step, before).image
+
+
+def build_shared_environment(record: dict[str, Any], on_step: Callable[[str], None], before: str | None,
+                             image: str | None = None) -> tuple[str, Path]:
+    """(environment image, repository archive): the record run from an environment image with its
+    repository put in at start (`tasks.shared_env`); `image`: a sibling's environment, nothing built."""
+    from .shared_env import archive_path, repo_archive
+
+    archive = archive_path(record["instance_id"], record["base_commit"])
+    if image and archive.is_file():
+        return image, archive
+    with tempfile.TemporaryDirectory() as scratch:
+        scratch = Path(scratch)
+        repo = _checkout_source(record, scratch / "src")
+        image = image or _environment(record, repo, scratch, on_step, before)
+        return image, repo_archive(repo, record["base_commit"], record["instance_id"])
+
+
 def build_instance_image(record: dict[str, Any], on_step: Callable[[str], None], before: str | None) -> str:
     """The project image with the repository at the base commit as /testbed (and .git)."""
-    from .synth.project_image import build_image, build_project_image, image_exists
+    from .synth.project_image import build_image, image_exists
 
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
         repo = _checkout_source(record, scratch / "src")
-        tree = _tree_at(repo, record["base_commit"], scratch / "tree")
-        project = Project(normalise(record["repo"].split("/")[-1]), tree, record["repo"], record["base_commit"])
-        env = build_project_image(project, TEST_COMMAND, on_step, before)
+        env_image = _environment(record, repo, scratch, on_step, before)
         history = base_only_git(repo, record["base_commit"], scratch / "history")
-        digest = hashlib.sha256(f"{env.image}\0{record['base_commit']}".encode()).hexdigest()[:12]
+        digest = hashlib.sha256(f"{env_image}\0{record['base_commit']}".encode()).hexdigest()[:12]
         image = f"{IMAGE_REPOSITORY}/{record['instance_id'].lower()}:{digest}"
         if not image_exists(image):
             on_step(f"building {image}")
-            dockerfile = (f"FROM {env.image}\nCOPY git {WORKDIR}/.git\nWORKDIR {WORKDIR}\n"
+            dockerfile = (f"FROM {env_image}\nCOPY git {WORKDIR}/.git\nWORKDIR {WORKDIR}\n"
                           "RUN git read-tree HEAD && git update-index -q --refresh; git config --global --add safe.directory '*'\n")
             build_image(image, dockerfile, {"git": history}, what=f"adding the repository of {record['instance_id']}")
     return image
@@ -264,22 +288,43 @@ def classify(before: list[dict[str, str]], after: list[dict[str, str]]) -> tuple
     return f2p, p2p, flaky
 
 
+SHARED = "shared"  # the attempt that runs a record in its repository's environment image, built for a sibling
+
+
+def _dependencies(before: str | None) -> str:
+    return "newest" if before is None else "the repository's shared environment" if before == SHARED else f"as of {before}"
+
+
 def mine_record(record: dict[str, Any], backend: Backend, on_step: Callable[[str], None] = print,
-                timeout: float = 900.0, repeats: int = 2) -> Mined:
-    """One record as a validated instance, or the reason it is not one."""
+                timeout: float = 900.0, repeats: int = 2, shared: dict[str, str] | None = None) -> Mined:
+    """One record as a validated instance, or the reason it is not one.
+
+    With `shared` (repository -> an environment image a sibling validated in), the instance
+    runs from an environment image with its repository put in at start (`tasks.shared_env`),
+    no instance image built; the repository's image is tried first, then the record's own
+    environment (newest, then as of `created_at`), which becomes the repository's if it has none."""
     started = time.monotonic()
     result = Mined(record["instance_id"])
     attempts = [None] + ([record["created_at"]] if record.get("created_at") else [])
+    if shared is not None and record["repo"] in shared:
+        attempts.insert(0, SHARED)
     for before in attempts:
+        archive = None
         try:
             with _BUILDING:  # one build at a time: records of one project share a wheelhouse
-                image = build_instance_image(record, on_step, before)
+                if shared is None:
+                    image = build_instance_image(record, on_step, before)
+                else:
+                    image, archive = build_shared_environment(record, on_step, None if before == SHARED else before,
+                                                              shared[record["repo"]] if before == SHARED else None)
         except SynthError as err:
-            result.reason = f"environment ({'newest' if before is None else 'as of ' + before}): {err}"
+            result.reason = f"environment ({_dependencies(before)}): {err}"
             continue
         if result.reason:
-            on_step(f"{record['instance_id']}: retrying with dependencies as of {before}; newest failed: {result.reason[:400]}")
+            on_step(f"{record['instance_id']}: retrying with dependencies {_dependencies(before)}; before: {result.reason[:400]}")
         instance = make_instance(record, image)
+        if archive is not None:
+            instance = share(instance, image, archive)
         runs = {}
         for label, patch in (("without", ""), ("with", record["patch"])):
             runs[label] = []
@@ -291,15 +336,17 @@ def mine_record(record: dict[str, Any], backend: Backend, on_step: Callable[[str
             if problem:
                 break
         if problem:
-            result.reason = f"tests {label} the fix ({'newest' if before is None else 'as of ' + before} dependencies): {problem}"
+            result.reason = f"tests {label} the fix ({_dependencies(before)} dependencies): {problem}"
             continue
         f2p, p2p, flaky = classify(runs["without"], runs["with"])
         if not f2p:
-            result.reason = "no test fails without the fix and passes with it"
+            result.reason = f"no test fails without the fix and passes with it ({_dependencies(before)} dependencies)"
             continue
         instance.update({"FAIL_TO_PASS": f2p, "PASS_TO_PASS": p2p})
         result.instance, result.reason, result.flaky = instance, "", flaky
-        result.dependencies = "newest" if before is None else f"as of {before}"
+        result.dependencies = _dependencies(before)
+        if shared is not None:
+            shared.setdefault(record["repo"], image)
         break
     result.duration = time.monotonic() - started
     return result
@@ -307,22 +354,34 @@ def mine_record(record: dict[str, Any], backend: Backend, on_step: Callable[[str
 
 def mine(records: list[dict[str, Any]], output: Path, backend: Backend, workers: int = 2,
          on_result: Callable[[Mined], None] = lambda m: None, on_step: Callable[[str], None] = print,
-         timeout: float = 900.0) -> list[Mined]:
+         timeout: float = 900.0, share_env: bool = False) -> list[Mined]:
     """Mine every record; instances are appended to `output` (JSONL) as they are validated.
 
-    Records already in `output` are kept as they are (a rerun finishes an interrupted one)."""
-    done = {json.loads(line)["instance_id"] for line in output.read_text().splitlines() if line.strip()} if output.exists() else set()
+    Records already in `output` are kept as they are (a rerun finishes an interrupted one).
+    With `share_env`, one environment image per repository where the tests allow
+    (`mine_record(shared=...)`): the first record of each repository is mined before the others,
+    which then try its environment first."""
+    kept = [json.loads(line) for line in output.read_text().splitlines() if line.strip()] if output.exists() else []
+    done = {instance["instance_id"] for instance in kept}
     todo = [r for r in records if r["instance_id"] not in done]
     output.parent.mkdir(parents=True, exist_ok=True)
     lock = threading.Lock()
+    shared: dict[str, str] | None = None
+    if share_env:  # a rerun keeps using the environments its kept instances share
+        shared = {}
+        for instance in kept:
+            if instance.get(REPO_ARCHIVE):
+                shared.setdefault(instance["repo"], instance["image"])
 
     def one(record):
-        mined = mine_record(record, backend, on_step, timeout)
+        mined = mine_record(record, backend, on_step, timeout, shared=shared)
         if mined.instance:
             with lock, output.open("a") as handle:
                 handle.write(json.dumps(mined.instance) + "\n")
         on_result(mined)
         return mined
 
+    firsts = [r for i, r in enumerate(todo) if not share_env or r["repo"] not in {o["repo"] for o in todo[:i]}]
+    rest = [r for r in todo if all(r is not f for f in firsts)]
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        return list(pool.map(one, todo))
+        return list(pool.map(one, firsts)) + list(pool.map(one, rest))

@@ -30,15 +30,20 @@ def task_dirs() -> list[Path]:
     return sorted(p for p in (CONTENT / "tasks").iterdir() if (p / "task.json").exists())
 
 
-def load_swe_demo(backend: Backend | None = None, on_step: Callable[[str], None] = log.info) -> list[dict[str, Any]]:
-    """Every swe-demo instance, with its image built and its test lists computed."""
+def load_swe_demo(backend: Backend | None = None, on_step: Callable[[str], None] = log.info,
+                  shared: bool = False) -> list[dict[str, Any]]:
+    """Every swe-demo instance, with its image built and its test lists computed.
+
+    With `shared`, no instance image: each runs from the base image with its repository put in
+    at start (`tasks.shared_env`)."""
     from sandboxes import get_backend
 
     backend = backend or get_backend("docker")
-    return [build_instance(path, backend, on_step) for path in task_dirs()]
+    return [build_instance(path, backend, on_step, shared) for path in task_dirs()]
 
 
-def build_instance(task_dir: Path, backend: Backend, on_step: Callable[[str], None] = log.info) -> dict[str, Any]:
+def build_instance(task_dir: Path, backend: Backend, on_step: Callable[[str], None] = log.info,
+                   shared: bool = False) -> dict[str, Any]:
     meta = json.loads((task_dir / "task.json").read_text())
     package_dir = CONTENT / "packages" / meta["package"]
     digest = _content_hash(task_dir, package_dir)
@@ -46,8 +51,7 @@ def build_instance(task_dir: Path, backend: Backend, on_step: Callable[[str], No
     cached = work / "instance.json"
     if cached.exists():
         instance = json.loads(cached.read_text())
-        _ensure_image(instance, work / "repo", on_step)
-        return instance
+        return _runnable(instance, work / "repo", shared, on_step)
     on_step(f"{meta['instance_id']}: building the repository")
     repo = work / "repo"
     base_commit, gold = make_bugged_repo(package_dir, task_dir / "bug.patch", repo)
@@ -70,11 +74,22 @@ def build_instance(task_dir: Path, backend: Backend, on_step: Callable[[str], No
         "workdir": WORKDIR,
         "kind": meta.get("kind", ""),
     }
-    _ensure_image(instance, repo, on_step)
     on_step(f"{meta['instance_id']}: computing FAIL_TO_PASS and PASS_TO_PASS")
-    instance.update(compute_test_lists(instance, backend))
+    instance.update(compute_test_lists(_runnable(instance, repo, shared, on_step), backend))
     cached.write_text(json.dumps(instance, indent=1))
-    return instance
+    return _runnable(instance, repo, shared, on_step)
+
+
+def _runnable(instance: dict[str, Any], repo: Path, shared: bool, on_step: Callable[[str], None]) -> dict[str, Any]:
+    """The instance on its own image (built if missing), or on the shared base image with its repository archive."""
+    if not shared:
+        _ensure_image(instance, repo, on_step)
+        return instance
+    from sandboxes.images import build_base_image
+
+    from .shared_env import repo_archive, share
+
+    return share(instance, build_base_image(), repo_archive(repo, instance["base_commit"], instance["instance_id"]))
 
 
 def compute_test_lists(instance: dict[str, Any], backend: Backend) -> dict[str, list[str]]:

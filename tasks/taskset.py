@@ -49,11 +49,14 @@ def _arith(split: str, variant: str) -> list[Task]:
     return arith_tasks(split, variant)
 
 
-def _swe_demo() -> list[Task]:
-    from .swe import instance_to_task
-    from .swe_demo import load_swe_demo
+def _swe_demo(shared: bool = False) -> Callable[[], list[Task]]:
+    def load() -> list[Task]:
+        from .swe import instance_to_task
+        from .swe_demo import load_swe_demo
 
-    return [instance_to_task(instance) for instance in load_swe_demo()]
+        return [instance_to_task(instance) for instance in load_swe_demo(shared=shared)]
+
+    return load
 
 
 def _swe_tiny(split: str, count: int | None = None) -> Callable[[], list[Task]]:
@@ -67,7 +70,8 @@ def _swe_tiny(split: str, count: int | None = None) -> Callable[[], list[Task]]:
 
 register_taskset("gsm8k", _gsm8k_validation("single"))
 register_taskset("gsm8k-tool", _gsm8k_validation("tool"))
-register_taskset("swe-demo", _swe_demo)
+register_taskset("swe-demo", _swe_demo())
+register_taskset("swe-demo-shared", _swe_demo(shared=True))  # one base image, each repository put in at start
 register_taskset("swe-tiny", _swe_tiny("heldout"))
 register_taskset("swe-tiny-50", _swe_tiny("heldout", 50))  # the first 50 of swe-tiny: quick evaluations
 register_taskset("swe-tiny-train", _swe_tiny("train"))

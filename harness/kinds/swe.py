@@ -15,7 +15,8 @@ class SWEEnvironment(ToolEnvironment):
     """A repository at its base commit; the model patch is the diff of the work tree.
 
     An instance with a `setup_script` (e.g. swe-tiny's, which writes its repository into a
-    shared image) has it run in the sandbox before the first turn, as the grader does.
+    shared image) or a `repo_archive` (`tasks.shared_env`: its repository put into its
+    repository's environment image) gets it in the sandbox before the first turn, as the grader does.
     """
 
     def init(self) -> list[dict]:

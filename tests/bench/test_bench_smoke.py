@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench import grading_bench, harness_bench
+from bench import grading_bench, harness_bench, reuse_bench
 
 
 def test_grading_bench(docker_backend):
@@ -29,6 +29,7 @@ def test_harness_bench(docker_backend):
     assert result["peer"]["drained_s"] >= result["peer"]["wall_s"] > 0
     assert result["mini_swe_agent"] == harness_bench.MINI_SWE_AGENT.split("==")[1]
     assert result["ratio"] > 0 and result["ratio_cold"] > 0 and result["target"] == harness_bench.TARGET
+    assert result["floor"]["episodes_per_minute"] > 0 and result["ratio_ceiling"] > 0
 
 
 def test_agent_trajectories_have_20_to_40_commands_and_end_with_the_fix():
@@ -50,3 +51,10 @@ def test_swerex_bench(docker_backend):
     assert result["swe_rex"] == swerex_bench.SWE_REX.split("==")[1]
     for side in ("ours", "swerex"):
         assert result[side]["start_s"] > 0 and result[side]["stop_s"] > 0 and result[side]["round_trip_s"] > 0
+
+
+def test_reuse_bench(docker_backend):
+    result = reuse_bench.main(["--rounds", "1"])
+    assert result["tasks"] >= 2 and result["per_instance"]["images_built"] == result["tasks"]
+    assert result["shared"]["images_built"] == 0 and len(result["environment_images"]) == 1
+    assert result["start_s"]["prebuilt"] > 0 and result["start_s"]["shared"] > result["inject_s"] > 0

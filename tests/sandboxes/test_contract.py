@@ -201,6 +201,21 @@ def test_files_round_trip(sandbox, tmp_path):
     assert (tmp_path / "one.txt").read_text() == "top\n"
 
 
+def test_file_modes_large_files_and_archives(sandbox, tmp_path):
+    sandbox.write_file("/tmp/run.sh", "echo ran\n", mode=0o755)
+    assert sandbox.exec("/tmp/run.sh").output == "ran\n"
+    big = os.urandom(300 * 1024)  # over the size Docker writes through the shell
+    sandbox.write_file("/tmp/big/blob.bin", big)
+    assert sandbox.read_file("/tmp/big/blob.bin") == big
+    folder = tmp_path / "tree"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "sub" / "f.txt").write_text("inside\n")
+    archive = tmp_path / "tree.tar"
+    subprocess.run(["tar", "-cf", str(archive), "-C", str(folder), "."], check=True)
+    sandbox.extract(archive, "/tmp/unpacked")
+    assert sandbox.exec("cat /tmp/unpacked/sub/f.txt").output == "inside\n"
+
+
 def test_missing_paths_give_clear_errors(sandbox, tmp_path):
     with pytest.raises(FileNotFoundInSandbox, match="/nope"):
         sandbox.read_file("/nope/missing.txt")

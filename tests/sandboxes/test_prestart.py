@@ -17,7 +17,7 @@ from sandboxes.prestart import PrestartBackend
 
 def our_containers() -> dict[str, str]:
     """id -> image of every container this test process's run owns (running or not)."""
-    listed = docker_client().containers.list(all=True, filters={"label": f"{LABEL_RUN}={RUN_ID}"})
+    listed = docker_client().containers.list(all=True, filters={"label": f"{LABEL_RUN}={RUN_ID}"}, ignore_removed=True)
     return {c.id: c.attrs["Config"]["Image"] for c in listed}
 
 
