@@ -7,7 +7,7 @@
 #   bash scripts/learning_proof.sh [single|tool|both|swe] [OVERRIDES]     (default: both)
 #
 # `swe`: the repo-fix proof on generated swe-tiny tasks (real episodes in sandboxes, graded by the
-# SWE-bench grader): gold trajectories, an SFT warm start, GRPO; then the reward-hacking audit of the
+# SWE-bench grader): gold trajectories, a short SFT warm start and GRPO in one run; then the reward-hacking audit of the
 # GRPO rollouts (python3 -m harness.viewer.hacking).
 #
 # OVERRIDES (dotted config keys, e.g. trainer.max_steps=5) apply to the GRPO runs.
@@ -67,12 +67,10 @@ if [ "$which" = swe ]; then
   [ -f "$swe_model/config.json" ] || harness model init-tiny "$swe_model" --hidden-size 128 --layers 4 --tool-use
   [ -f "$runs/swe-tiny-gold/trajectories.parquet" ] || harness generate --checkpoint gold --tasks swe-tiny-train --limit 1000 \
       --backend local --workers 8 --keep rewarded --output "$runs/swe-tiny-gold"
-  harness train --config examples/swe/swe-tiny-sft-tiny-cpu.yaml trainer.policy.model.path="$swe_model" \
-      trainer.output_dir="$runs/swe-tiny-sft" trainer.resume=never \
-      trainer.sft_warmup.data="[\"$runs/swe-tiny-gold/trajectories.parquet\"]"
-  harness train --config examples/swe/swe-tiny-grpo-tiny-cpu.yaml \
-      trainer.policy.model.path="$runs/swe-tiny-sft/checkpoints/global_step_0" \
-      trainer.output_dir="$runs/swe-tiny-grpo" trainer.resume=never "${overrides[@]}"
+  # One run: a short SFT warm start (held-out at step 0), then GRPO in sandboxes.
+  harness train --config examples/swe/swe-tiny-grpo-tiny-cpu.yaml trainer.policy.model.path="$swe_model" \
+      trainer.output_dir="$runs/swe-tiny-grpo" trainer.resume=never \
+      trainer.sft_warmup.data="[\"$runs/swe-tiny-gold/trajectories.parquet\"]" "${overrides[@]}"
   report "$runs/swe-tiny-grpo" $((SECONDS - start))
   python3 -m harness.viewer.hacking "$runs/swe-tiny-grpo"
 fi

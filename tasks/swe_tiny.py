@@ -1,10 +1,14 @@
 """The built-in `swe-tiny` task sets: thousands of tiny repo-fix tasks a small model can learn.
 
-Each instance is a small Python package (`<pkg>/core.py` with four functions drawn from the
+Each instance is a small Python package (`calc/core.py` with two functions drawn from the
 families below, `tests/test_core.py` with one test per function) in which one line of one
-function carries a planted bug: a wrong operator, an off-by-one or swapped arguments. The
-problem statement is the failing test's output plus the function's source, so it names both
-the location and, read with the test's expectation, the fix.
+function carries a planted bug: a wrong operator, an off-by-one or swapped arguments. Every
+test asserts with a message that names the line its function should compute (`scale_sum should
+compute: return a * b + 3`), as a project's own tests might; the problem statement is the
+failing test's output plus the file and the current text of the failing line. So the statement
+names the location and the fix, and both can be copied: a tiny model can learn the task from
+demonstrations, and GRPO can sharpen what it half-learned. The package path is the same for the
+whole family (`/testbed/calc/core.py`); the functions, constants, inputs and bugs vary.
 
 All instances share ONE image (the harness base image: python3, pytest, git). The instance's
 repository is created at the start of every sandbox by its `setup_script` (files written into
@@ -15,7 +19,7 @@ no image builds. The grader is the real one (tasks/grading.py) with every check 
 Instances are generated deterministically from their split and index. `swe-tiny` (held-out)
 and `swe-tiny-train` are disjoint: a train draw whose content equals a held-out instance's is
 skipped. FAIL_TO_PASS / PASS_TO_PASS follow from the construction (the bugged function's test
-fails and the others pass, checked by running the functions on the host while generating);
+fails and the other passes, checked by running the functions on the host while generating);
 `verify_test_lists` recomputes them by running the tests in sandboxes, which the tests do on a
 sample (running thousands would take hours).
 """
@@ -42,8 +46,7 @@ COMMIT_DATE = "1700000000 +0000"
 COMMIT_MESSAGE = "Initial import\n"
 _HEREDOC = "EOF_SWE_TINY_4b1d"
 
-PACKAGES = ["geomkit", "numtools", "ledger", "statlite", "textbits", "mathbox", "tally", "scorer",
-            "metrics", "gridcalc", "pricing", "units"]
+PACKAGE = "calc"  # one package path for the whole family: a tiny model copies it from nothing
 
 
 @dataclass(frozen=True)
@@ -108,7 +111,7 @@ FAMILIES = (
             ("    return text[:{k}]", "    return text[1:{k}]", "off-by-one")),
            lambda rng, k: ("".join(rng.choice("abcdefghij") for _ in range(rng.randint(k + 1, k + 6))),)),
 )
-FUNCTIONS_PER_REPO = 4
+FUNCTIONS_PER_REPO = 2
 CASES_PER_TEST = 3
 
 
@@ -147,16 +150,17 @@ def _distinct(split: str, count: int, exclude: frozenset[str]) -> list[dict[str,
 def make_instance(split: str, draw: int, index: int) -> dict[str, Any]:
     """One instance from its split and draw number (the same inputs give the same instance)."""
     rng = random.Random(f"swe-tiny/{split}/{draw}")
-    package = rng.choice(PACKAGES)
     families = rng.sample(FAMILIES, FUNCTIONS_PER_REPO)
     bugged = rng.randrange(FUNCTIONS_PER_REPO)
-    while True:  # redraw until the bug shows in the tests and its line is unique in the module
+    while True:  # redraw until the bug shows in the tests and both lines are unique in the module
         chosen = [(family, rng.choice(family.names), rng.choice(family.ks)) for family in families]
-        correct_line, bugged_line, kind = (part.format(name=chosen[bugged][1], k=chosen[bugged][2])
-                                           for part in rng.choice(families[bugged].mutations))
+        mutation = rng.choice(families[bugged].mutations)
+        correct_line, bugged_line = (part.format(name=chosen[bugged][1], k=chosen[bugged][2]) for part in mutation[:2])
+        kind = mutation[2]
         sources = [family.source.format(name=name, k=k) for family, name, k in chosen]
         module = "\n\n".join(sources)
-        if module.count(correct_line + "\n") != 1 or module.count(bugged_line + "\n"):
+        buggy_module = module.replace(correct_line + "\n", bugged_line + "\n")
+        if module.count(correct_line.strip()) != 1 or buggy_module.count(bugged_line.strip()) != 1:
             continue
         cases = [[args for args in (family.inputs(rng, k) for _ in range(CASES_PER_TEST))] for family, _, k in chosen]
         buggy_source = sources[bugged].replace(correct_line + "\n", bugged_line + "\n")
@@ -165,17 +169,19 @@ def make_instance(split: str, draw: int, index: int) -> dict[str, Any]:
         if got != expected[bugged]:
             break
     names = [name for _, name, _ in chosen]
-    buggy_module = module.replace(correct_line + "\n", bugged_line + "\n")
-    tests = _test_file(package, names, cases, expected)
-    files = {f"{package}/__init__.py": "", f"{package}/{MODULE}": buggy_module, TEST_FILE: tests}
+    # The line each test names: the family's first mutated line, which is the bugged one for the bugged function.
+    intended = [(correct_line if i == bugged else family.mutations[0][0].format(name=name, k=k)).strip()
+                for i, (family, name, k) in enumerate(chosen)]
+    tests = _test_file(names, cases, expected, intended)
+    path = f"{PACKAGE}/{MODULE}"
+    files = {f"{PACKAGE}/__init__.py": "", path: buggy_module, TEST_FILE: tests}
     base_commit = commit_id(files)
-    path = f"{package}/{MODULE}"
-    failing = next(i for i, (g, e) in enumerate(zip(got, expected[bugged])) if g != e)
-    statement = _statement(package, names[bugged], cases[bugged][failing], got[failing], expected[bugged][failing], buggy_source)
+    line_number = buggy_module.splitlines().index(bugged_line) + 1
+    statement = _statement(names[bugged], intended[bugged], path, line_number, bugged_line.strip())
     content_key = hashlib.sha256(repr((sorted(files.items()), correct_line)).encode()).hexdigest()[:16]
     return {
         "instance_id": f"swe-tiny-{split}-{index:05d}",
-        "repo": f"harness-tiny/{package}",
+        "repo": f"harness-tiny/{PACKAGE}",
         "base_commit": base_commit,
         "environment_setup_commit": base_commit,
         "patch": _diff(path, buggy_module, module),
@@ -191,7 +197,7 @@ def make_instance(split: str, draw: int, index: int) -> dict[str, Any]:
         "workdir": WORKDIR,
         "FAIL_TO_PASS": [f"{TEST_FILE}::test_{names[bugged]}"],
         "PASS_TO_PASS": sorted(f"{TEST_FILE}::test_{n}" for i, n in enumerate(names) if i != bugged),
-        "gold_edits": [{"path": f"{WORKDIR}/{path}", "old_str": bugged_line, "new_str": correct_line}],
+        "gold_edits": [{"path": f"{WORKDIR}/{path}", "old_str": bugged_line.strip(), "new_str": correct_line.strip()}],
         "kind": kind,
         "content_key": content_key,
     }
@@ -208,22 +214,19 @@ def _functions(source: str) -> dict[str, Any]:
     return scope
 
 
-def _test_file(package: str, names: list[str], cases: list[list[tuple]], expected: list[list[Any]]) -> str:
-    lines = [f"from {package}.core import {', '.join(names)}", ""]
-    for name, fcases, fexpected in zip(names, cases, expected):
+def _test_file(names: list[str], cases: list[list[tuple]], expected: list[list[Any]], intended: list[str]) -> str:
+    lines = [f"from {PACKAGE}.core import {', '.join(names)}", ""]
+    for name, fcases, fexpected, line in zip(names, cases, expected, intended):
+        message = f"{name} should compute: {line}"
         lines += ["", f"def test_{name}():"]
-        lines += [f"    assert {name}({', '.join(map(repr, args))}) == {value!r}" for args, value in zip(fcases, fexpected)]
+        lines += [f"    assert {name}({', '.join(map(repr, args))}) == {value!r}, {message!r}" for args, value in zip(fcases, fexpected)]
     return "\n".join(lines) + "\n"
 
 
-def _statement(package: str, name: str, args: tuple, got: Any, want: Any, source: str) -> str:
-    call = f"{name}({', '.join(map(repr, args))})"
-    return (f"`python3 -m pytest {TEST_FILE}` fails:\n\n"
-            f"FAILED {TEST_FILE}::test_{name}\n"
-            f">       assert {call} == {want!r}\n"
-            f"E       assert {got!r} == {want!r}\n"
-            f"E        +  where {got!r} = {call}\n\n"
-            f"`{name}` is in {package}/{MODULE}:\n\n{source}")
+def _statement(name: str, intended: str, path: str, line_number: int, current: str) -> str:
+    return (f"`python3 -m pytest {TEST_FILE}` fails:\n"
+            f"FAILED {TEST_FILE}::test_{name} - AssertionError: {name} should compute: {intended}\n"
+            f"{path} line {line_number} is: {current}")
 
 
 def _diff(path: str, before: str, after: str) -> str:

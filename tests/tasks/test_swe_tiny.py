@@ -29,6 +29,19 @@ def test_generation_is_deterministic_distinct_and_disjoint():
         swe_tiny_instances("test")
 
 
+def test_statement_names_the_location_and_the_fix_verbatim():
+    """Copy-only for a tiny model: the path is the family's one path, old_str is the line the statement
+    quotes, new_str is the line the failing test's message names (and the test file holds that message)."""
+    for instance in swe_tiny_instances("heldout")[:50] + swe_tiny_instances("train", 1000)[:50]:
+        (edit,) = instance["gold_edits"]
+        assert edit["path"] == "/testbed/calc/core.py"
+        statement = instance["problem_statement"]
+        assert statement.endswith(f" is: {edit['old_str']}") and f"should compute: {edit['new_str']}\n" in statement
+        test_file = instance["setup_script"].split("cat > tests/test_core.py")[1]
+        assert f"should compute: {edit['new_str']}'" in test_file and edit["old_str"] != edit["new_str"]
+        assert f"-    {edit['old_str']}" in instance["patch"] or f"-        {edit['old_str']}" in instance["patch"]
+
+
 def test_setup_script_makes_the_promised_commit_with_real_git(tmp_path):
     instance = swe_tiny_instances("train", 1000)[123]
     script = instance["setup_script"].replace("/testbed", str(tmp_path / "repo"))
