@@ -19,8 +19,9 @@ from tests.cli_helpers import ROOT, rows_of
 GRPO_STEPS = 4
 
 
-@pytest.mark.skip(reason="the held-out rise is not shown yet: GRPO left swe-tiny-50 at 0.14-0.18 or broke the format "
-                         "(README, swe-tiny); and the run takes ~30 min here. Enable once the proof holds.")
+# Opt-in (HARNESS_SWE_PROOF=1), not in CI: the rise is not shown yet (GRPO left swe-tiny-50 at 0.12-0.18
+# or broke the format; README, swe-tiny) and the run takes ~30 min here. This is the check the proof must pass.
+@pytest.mark.skipif(not os.environ.get("HARNESS_SWE_PROOF"), reason="opt-in: HARNESS_SWE_PROOF=1 (the swe-tiny proof, ~30 min)")
 @pytest.mark.slow
 @pytest.mark.timeout(3600)  # about 25 minutes on a busy 2-core machine (README: swe-tiny)
 def test_grpo_raises_the_held_out_repo_fix_resolve_rate(tmp_path):
