@@ -40,10 +40,11 @@ from .patch_policy import is_test_path, parse_patch
 from .repos import git
 from .swe import TEST_COMMAND, WORKDIR, make_eval_script
 from .synth.errors import SynthError
+from .synth.project_image import timed
 from .synth.source import Project, normalise
 
 IMAGE_REPOSITORY = "harness-mined"
-_BUILDING = threading.Lock()
+_BUILDING = threading.Lock()  # guards _LOCKS
 PASSED = "PASSED"
 _MERGE_SUBJECT = "Merge pull request #{n} "
 
@@ -200,10 +201,10 @@ def build_instance_image(record: dict[str, Any], on_step: Callable[[str], None],
         digest = hashlib.sha256(f"{env.image}\0{record['base_commit']}".encode()).hexdigest()[:12]
         image = f"{IMAGE_REPOSITORY}/{record['instance_id'].lower()}:{digest}"
         if not image_exists(image):
-            on_step(f"building {image}")
             dockerfile = (f"FROM {env.image}\nCOPY git {WORKDIR}/.git\nWORKDIR {WORKDIR}\n"
                           "RUN git read-tree HEAD && git update-index -q --refresh; git config --global --add safe.directory '*'\n")
-            build_image(image, dockerfile, {"git": history}, what=f"adding the repository of {record['instance_id']}")
+            with timed(on_step, f"{record['instance_id']}: docker build of {image}"):
+                build_image(image, dockerfile, {"git": history}, what=f"adding the repository of {record['instance_id']}")
     return image
 
 
@@ -264,42 +265,65 @@ def classify(before: list[dict[str, str]], after: list[dict[str, str]]) -> tuple
     return f2p, p2p, flaky
 
 
+def dependency_attempts(record: dict[str, Any]) -> list[str | None]:
+    """The dependency sets to try in turn: those released before the pull request (what it was
+    tested against; a date, as SWE-bench pins each version's environment), then the newest (None)."""
+    return ([record["created_at"]] if record.get("created_at") else []) + [None]
+
+
+def _describe(before: str | None) -> str:
+    return "newest" if before is None else f"as of {before}"
+
+
+_LOCKS: dict[str, threading.Lock] = {}
+
+
+def _build_lock(repo: str) -> threading.Lock:
+    """One build at a time per repository (its records share wheelhouses); other projects build meanwhile."""
+    with _BUILDING:
+        return _LOCKS.setdefault(repo, threading.Lock())
+
+
 def mine_record(record: dict[str, Any], backend: Backend, on_step: Callable[[str], None] = print,
                 timeout: float = 900.0, repeats: int = 2) -> Mined:
     """One record as a validated instance, or the reason it is not one."""
     started = time.monotonic()
     result = Mined(record["instance_id"])
-    attempts = [None] + ([record["created_at"]] if record.get("created_at") else [])
-    for before in attempts:
+    name = record["instance_id"]
+    for before in dependency_attempts(record):
+        if result.reason:
+            on_step(f"{name}: retrying with the {_describe(before)} dependencies; before failed: {result.reason[:400]}")
         try:
-            with _BUILDING:  # one build at a time: records of one project share a wheelhouse
+            waited = time.monotonic()
+            with _build_lock(record["repo"]):
+                on_step(f"{name}: waited {time.monotonic() - waited:.0f}s for the build lock")
                 image = build_instance_image(record, on_step, before)
         except SynthError as err:
-            result.reason = f"environment ({'newest' if before is None else 'as of ' + before}): {err}"
+            result.reason = f"environment ({_describe(before)}): {err}"
             continue
-        if result.reason:
-            on_step(f"{record['instance_id']}: retrying with dependencies as of {before}; newest failed: {result.reason[:400]}")
         instance = make_instance(record, image)
-        runs = {}
-        for label, patch in (("without", ""), ("with", record["patch"])):
-            runs[label] = []
-            for _ in range(repeats):
-                statuses, problem = run_statuses(instance, patch, backend, timeout)
+        runs: dict[str, list[dict[str, str]]] = {"without": [], "with": []}
+        problem = ""
+        # One run each way first: when nothing could be FAIL_TO_PASS, the repeats are skipped.
+        for attempt in range(repeats):
+            for label, patch in (("without", ""), ("with", record["patch"])):
+                with timed(on_step, f"{name}: tests {label} the fix, run {attempt + 1}"):
+                    statuses, problem = run_statuses(instance, patch, backend, timeout)
                 if problem:
+                    result.reason = f"tests {label} the fix ({_describe(before)} dependencies): {problem}"
                     break
                 runs[label].append(statuses)
-            if problem:
+            if problem or not classify(runs["without"], runs["with"])[0]:
                 break
         if problem:
-            result.reason = f"tests {label} the fix ({'newest' if before is None else 'as of ' + before} dependencies): {problem}"
             continue
         f2p, p2p, flaky = classify(runs["without"], runs["with"])
         if not f2p:
-            result.reason = "no test fails without the fix and passes with it"
+            result.reason = f"no test fails without the fix and passes with it ({_describe(before)} dependencies)"
             continue
         instance.update({"FAIL_TO_PASS": f2p, "PASS_TO_PASS": p2p})
         result.instance, result.reason, result.flaky = instance, "", flaky
-        result.dependencies = "newest" if before is None else f"as of {before}"
+        result.dependencies = _describe(before)
         break
     result.duration = time.monotonic() - started
     return result
