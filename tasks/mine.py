@@ -227,15 +227,30 @@ def test_files(test_patch: str) -> list[str]:
             and not f.path.endswith("conftest.py")]
 
 
-def make_instance(record: dict[str, Any], image: str, test_command: str = TEST_COMMAND) -> dict[str, Any]:
+# A repository's own test runner where SWE-bench runs one (the test_cmd of its per-repository
+# specs), with the swebench parser that reads it: FAIL_TO_PASS / PASS_TO_PASS are then named as in
+# the official instances (sympy: `test_issue_24062`). Every other repository: pytest.
+REPO_RUNNERS = {
+    "sympy/sympy": ("PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning' python3 bin/test -C --verbose",
+                    "parse_log_sympy"),
+}
+
+
+def runner_of(record: dict[str, Any]) -> tuple[str, str]:
+    """(test command, log parser) for the record's repository."""
+    return REPO_RUNNERS.get(record.get("repo", ""), (TEST_COMMAND, "parse_log_pytest"))
+
+
+def make_instance(record: dict[str, Any], image: str) -> dict[str, Any]:
     files = test_files(record["test_patch"])
     if not files:
         raise MineError(f"{record['instance_id']}: the test patch changes no Python test file")
+    command, parser = runner_of(record)
     instance = {k: v for k, v in record.items() if not k.startswith("_")}
     instance.update({
-        "image": image, "version": record.get("version", ""), "log_parser": "parse_log_pytest",
+        "image": image, "version": record.get("version", ""), "log_parser": parser,
         "eval_type": "pass_and_fail", "workdir": WORKDIR,
-        "eval_script": make_eval_script(record["base_commit"], record["test_patch"], f"{test_command} {' '.join(files)}"),
+        "eval_script": make_eval_script(record["base_commit"], record["test_patch"], f"{command} {' '.join(files)}"),
     })
     return instance
 

@@ -2,7 +2,8 @@
 
 Dependencies are fetched on the host (`pip download` into a wheelhouse: the build backend,
 the runtime dependencies, test extras, test dependency groups and test requirement files),
-sdists among them are turned into wheels there, and the image installs from that wheelhouse
+sdists among them are turned into wheels there (each release once: the wheels built are kept in
+a host cache for the next wheelhouse that pins it), and the image installs from that wheelhouse
 with `--no-index` while the build has no network. Images and wheelhouses are cached by
 content hash. Per-instance images are one small layer on top (`build_image`).
 
@@ -194,14 +195,49 @@ def fetch_wheelhouse(project: Project, on_step: Callable[[str], None] = log.info
                 _pip(copy, "download", "-d", wheelhouse, *build_requires, *DEFAULT_BUILD_REQUIRES, version=version)
                 if targets:
                     _pip(copy, "download", "-d", wheelhouse, *targets, version=version)
-        sdists = [p for p in wheelhouse.iterdir() if p.name.endswith((".tar.gz", ".zip", ".tar.bz2"))]
-        if sdists:  # one pip run: the build backends are fetched once
-            with timed(on_step, f"{name}: building wheels of {', '.join(p.name for p in sdists)}"):
-                _pip(copy, "wheel", "--no-deps", "-w", wheelhouse, *sdists, version=version)
+        sdists = [p for p in wheelhouse.iterdir() if p.name.endswith(SDIST_SUFFIXES)]
+        unbuilt = [p for p in sdists if not _reuse_built_wheel(p, wheelhouse)]
+        if unbuilt:  # one pip run: the build backends are fetched once
+            with timed(on_step, f"{name}: building wheels of {', '.join(p.name for p in unbuilt)}"):
+                _pip(copy, "wheel", "--no-deps", "-w", wheelhouse, *unbuilt, version=version)
+            _keep_built_wheels(unbuilt, wheelhouse)
         for sdist in sdists:
             sdist.unlink()
     (wheelhouse / ".complete").write_text("")
     return wheelhouse
+
+
+SDIST_SUFFIXES = (".tar.gz", ".zip", ".tar.bz2")
+
+
+def _release(filename: str) -> tuple[str, str]:
+    """(normalised project name, version) of an sdist or wheel file name."""
+    stem = next((filename[:-len(s)] for s in (*SDIST_SUFFIXES, ".whl") if filename.endswith(s)), filename)
+    name, _, version = stem.partition("-") if filename.endswith(".whl") else stem.rpartition("-")
+    return re.sub(r"[-_.]+", "_", name).lower(), version.split("-")[0]
+
+
+def _built_wheels() -> Path:
+    """Wheels built on the host from sdists (cffi 1.15.0 for Python 3.11, ...), one folder per sdist
+    and interpreter: a release built once serves every wheelhouse that pins it."""
+    return cache_dir() / "synth" / "built-wheels" / f"py{sys.version_info[0]}{sys.version_info[1]}"
+
+
+def _reuse_built_wheel(sdist: Path, wheelhouse: Path) -> bool:
+    kept = list((_built_wheels() / sdist.name).glob("*.whl"))
+    for wheel in kept:
+        shutil.copy2(wheel, wheelhouse / wheel.name)
+    return bool(kept)
+
+
+def _keep_built_wheels(sdists: list[Path], wheelhouse: Path) -> None:
+    wheels = {_release(w.name): w for w in wheelhouse.glob("*.whl")}
+    for sdist in sdists:
+        wheel = wheels.get(_release(sdist.name))
+        if wheel is not None:
+            folder = _built_wheels() / sdist.name
+            folder.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(wheel, folder / wheel.name)
 
 
 def _pinned_as_of(project: Path, targets: list[str], before: str, version: str = "") -> list[str]:
