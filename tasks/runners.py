@@ -262,7 +262,8 @@ class Sympy(Runner):
     blocks titled `___ path.py:test_x ___`, then `tests finished: ... in X seconds`."""
 
     name = "sympy"
-    FINISHED = re.compile(r"^=+ tests finished: (.*) in [\d.]+ seconds =+$")
+    # Centred in `=` to the terminal's width: a long line keeps a single `=` (or none) on a side.
+    FINISHED = re.compile(r"^=* ?tests finished: (.*) in [\d.]+ seconds ?=*$")
     RESULT = re.compile(r"^test_\w* +(ok|F|E|f|X|s|T|w|K)\b")
 
     def summary(self, lines):

@@ -151,6 +151,15 @@ def test_sympy_canary_is_a_test_function_that_fails(tmp_path):
     assert "did not fail" in Sympy().canary_problem(region(f"{START}\n{forged}\n{END}"), CANARY)
 
 
+def test_sympy_final_line_too_wide_for_its_padding_is_read():
+    from tasks.runners import Sympy
+
+    # bin/test's last line in a mined sympy instance (80 columns: one `=` left of the padding).
+    line = " tests finished: 31 passed, 1 expected to fail, 1 exceptions, in 26.29 seconds ="
+    final = Sympy().summary(["test_issue_24062 E", line])
+    assert final is not None and final.line == 1 and final.counts["passed"] == 31 and final.counts["error"] == 1
+
+
 @pytest.mark.parametrize("forge, why", [
     (lambda log: log.split("tests finished")[0], "no `tests finished`"),
     (lambda log: log + "\ntest_basic ok\n", "after bin/test's final line"),
