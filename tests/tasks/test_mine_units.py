@@ -143,3 +143,12 @@ def test_a_wheel_built_from_an_sdist_serves_the_next_wheelhouse(tmp_path, monkey
     assert _reuse_built_wheel(second / "cffi-1.15.0.tar.gz", second)
     assert (second / "cffi-1.15.0-cp311-cp311-linux_x86_64.whl").read_text() == "built"
     assert not _reuse_built_wheel(second / "blinker-1.4.tar.gz", second)  # no wheel was built for it
+
+
+def test_the_cheat_edits_the_file_of_a_test_named_by_its_function_alone():
+    from bench.grading_parity_bench import failing_test_file
+
+    test_patch = "".join(f"diff --git a/{p} b/{p}\n--- a/{p}\n+++ b/{p}\n@@ -1 +1,3 @@\n x\n+def {name}():\n+    pass\n"
+                         for p, name in (("sympy/a/tests/test_a.py", "test_other"), ("sympy/b/tests/test_b.py", "test_issue_1")))
+    assert failing_test_file({"FAIL_TO_PASS": ["test_issue_1"], "test_patch": test_patch}) == "sympy/b/tests/test_b.py"
+    assert failing_test_file({"FAIL_TO_PASS": ["tests/test_x.py::test_y"], "test_patch": test_patch}) == "tests/test_x.py"
