@@ -25,6 +25,7 @@ import contextlib
 import difflib
 import json
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -56,7 +57,7 @@ def prediction(instance: dict[str, Any], kind: str, read_base=None) -> str:
         return new_file_patch("harness_wrong_fix.py", "# looks busy, fixes nothing\nVALUE = 1\n")
     read_base = read_base or base_reader(instance)
     if kind == "cheat-tests":  # every test in the FAIL_TO_PASS file skipped at import
-        path = test_list(instance["FAIL_TO_PASS"])[0].split("::")[0]
+        path = failing_test_file(instance)
         if any(f.path == path and f.is_new for f in parse_patch(instance["test_patch"])):
             return new_file_patch(path, "def test_nothing():\n    pass\n")
         return edit_patch(path, read_base(path), "import pytest\npytest.skip('cheat', allow_module_level=True)\n")
@@ -64,6 +65,22 @@ def prediction(instance: dict[str, Any], kind: str, read_base=None) -> str:
         path = parse_patch(instance["patch"])[0].path
         return edit_patch(path, read_base(path), "import os\nos._exit(0)\n")
     raise ValueError(f"unknown prediction kind {kind!r}; known: {', '.join(KINDS)}")
+
+
+def failing_test_file(instance: dict[str, Any]) -> str:
+    """The file of the first FAIL_TO_PASS test: its id's path (pytest), else the test patch's file
+    that defines it (sympy's bin/test names a test by its function alone)."""
+    test = test_list(instance["FAIL_TO_PASS"])[0]
+    if "::" in test:
+        return test.split("::")[0]
+    files = []
+    for chunk in re.split(r"(?m)^(?=diff --git )", instance["test_patch"]):
+        header = re.match(r"diff --git a/\S+ b/(\S+\.py)\n", chunk)
+        if header:
+            files.append(header.group(1))
+            if re.search(rf"(?m)^\+\s*def {re.escape(test)}\(", chunk):
+                return header.group(1)
+    return files[0]
 
 
 def edit_patch(path: str, before: str, prepend: str) -> str:

@@ -41,10 +41,11 @@ from .repos import git
 from .shared_env import REPO_ARCHIVE, share
 from .swe import TEST_COMMAND, WORKDIR, make_eval_script
 from .synth.errors import SynthError
+from .synth.project_image import timed
 from .synth.source import Project, normalise
 
 IMAGE_REPOSITORY = "harness-mined"
-_BUILDING = threading.Lock()
+_BUILDING = threading.Lock()  # guards _LOCKS
 PASSED = "PASSED"
 _MERGE_SUBJECT = "Merge pull request #{n} "
 
@@ -224,10 +225,10 @@ def build_instance_image(record: dict[str, Any], on_step: Callable[[str], None],
         digest = hashlib.sha256(f"{env_image}\0{record['base_commit']}".encode()).hexdigest()[:12]
         image = f"{IMAGE_REPOSITORY}/{record['instance_id'].lower()}:{digest}"
         if not image_exists(image):
-            on_step(f"building {image}")
             dockerfile = (f"FROM {env_image}\nCOPY git {WORKDIR}/.git\nWORKDIR {WORKDIR}\n"
                           "RUN git read-tree HEAD && git update-index -q --refresh; git config --global --add safe.directory '*'\n")
-            build_image(image, dockerfile, {"git": history}, what=f"adding the repository of {record['instance_id']}")
+            with timed(on_step, f"{record['instance_id']}: docker build of {image}"):
+                build_image(image, dockerfile, {"git": history}, what=f"adding the repository of {record['instance_id']}")
     return image
 
 
@@ -250,15 +251,30 @@ def test_files(test_patch: str) -> list[str]:
             and not f.path.endswith("conftest.py")]
 
 
-def make_instance(record: dict[str, Any], image: str, test_command: str = TEST_COMMAND) -> dict[str, Any]:
+# A repository's own test runner where SWE-bench runs one (the test_cmd of its per-repository
+# specs), with the swebench parser that reads it: FAIL_TO_PASS / PASS_TO_PASS are then named as in
+# the official instances (sympy: `test_issue_24062`). Every other repository: pytest.
+REPO_RUNNERS = {
+    "sympy/sympy": ("PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning' python3 bin/test -C --verbose",
+                    "parse_log_sympy"),
+}
+
+
+def runner_of(record: dict[str, Any]) -> tuple[str, str]:
+    """(test command, log parser) for the record's repository."""
+    return REPO_RUNNERS.get(record.get("repo", ""), (TEST_COMMAND, "parse_log_pytest"))
+
+
+def make_instance(record: dict[str, Any], image: str) -> dict[str, Any]:
     files = test_files(record["test_patch"])
     if not files:
         raise MineError(f"{record['instance_id']}: the test patch changes no Python test file")
+    command, parser = runner_of(record)
     instance = {k: v for k, v in record.items() if not k.startswith("_")}
     instance.update({
-        "image": image, "version": record.get("version", ""), "log_parser": "parse_log_pytest",
+        "image": image, "version": record.get("version", ""), "log_parser": parser,
         "eval_type": "pass_and_fail", "workdir": WORKDIR,
-        "eval_script": make_eval_script(record["base_commit"], record["test_patch"], f"{test_command} {' '.join(files)}"),
+        "eval_script": make_eval_script(record["base_commit"], record["test_patch"], f"{command} {' '.join(files)}"),
     })
     return instance
 
@@ -291,8 +307,23 @@ def classify(before: list[dict[str, str]], after: list[dict[str, str]]) -> tuple
 SHARED = "shared"  # the attempt that runs a record in its repository's environment image, built for a sibling
 
 
-def _dependencies(before: str | None) -> str:
+def dependency_attempts(record: dict[str, Any]) -> list[str | None]:
+    """The dependency sets to try in turn: those released before the pull request (what it was
+    tested against; a date, as SWE-bench pins each version's environment), then the newest (None)."""
+    return ([record["created_at"]] if record.get("created_at") else []) + [None]
+
+
+def _describe(before: str | None) -> str:
     return "newest" if before is None else "the repository's shared environment" if before == SHARED else f"as of {before}"
+
+
+_LOCKS: dict[str, threading.Lock] = {}
+
+
+def _build_lock(repo: str) -> threading.Lock:
+    """One build at a time per repository (its records share wheelhouses); other projects build meanwhile."""
+    with _BUILDING:
+        return _LOCKS.setdefault(repo, threading.Lock())
 
 
 def mine_record(record: dict[str, Any], backend: Backend, on_step: Callable[[str], None] = print,
@@ -302,49 +333,54 @@ def mine_record(record: dict[str, Any], backend: Backend, on_step: Callable[[str
     With `shared` (repository -> an environment image a sibling validated in), the instance
     runs from an environment image with its repository put in at start (`tasks.shared_env`),
     no instance image built; the repository's image is tried first, then the record's own
-    environment (newest, then as of `created_at`), which becomes the repository's if it has none."""
+    environment (as of `created_at`, then newest), which becomes the repository's if it has none."""
     started = time.monotonic()
     result = Mined(record["instance_id"])
-    attempts = [None] + ([record["created_at"]] if record.get("created_at") else [])
+    name = record["instance_id"]
+    attempts = dependency_attempts(record)
     if shared is not None and record["repo"] in shared:
         attempts.insert(0, SHARED)
     for before in attempts:
+        if result.reason:
+            on_step(f"{name}: retrying with the {_describe(before)} dependencies; before failed: {result.reason[:400]}")
         archive = None
         try:
-            with _BUILDING:  # one build at a time: records of one project share a wheelhouse
+            waited = time.monotonic()
+            with _build_lock(record["repo"]):
+                on_step(f"{name}: waited {time.monotonic() - waited:.0f}s for the build lock")
                 if shared is None:
                     image = build_instance_image(record, on_step, before)
                 else:
                     image, archive = build_shared_environment(record, on_step, None if before == SHARED else before,
                                                               shared[record["repo"]] if before == SHARED else None)
         except SynthError as err:
-            result.reason = f"environment ({_dependencies(before)}): {err}"
+            result.reason = f"environment ({_describe(before)}): {err}"
             continue
-        if result.reason:
-            on_step(f"{record['instance_id']}: retrying with dependencies {_dependencies(before)}; before: {result.reason[:400]}")
         instance = make_instance(record, image)
         if archive is not None:
             instance = share(instance, image, archive)
-        runs = {}
-        for label, patch in (("without", ""), ("with", record["patch"])):
-            runs[label] = []
-            for _ in range(repeats):
-                statuses, problem = run_statuses(instance, patch, backend, timeout)
+        runs: dict[str, list[dict[str, str]]] = {"without": [], "with": []}
+        problem = ""
+        # One run each way first: when nothing could be FAIL_TO_PASS, the repeats are skipped.
+        for attempt in range(repeats):
+            for label, patch in (("without", ""), ("with", record["patch"])):
+                with timed(on_step, f"{name}: tests {label} the fix, run {attempt + 1}"):
+                    statuses, problem = run_statuses(instance, patch, backend, timeout)
                 if problem:
+                    result.reason = f"tests {label} the fix ({_describe(before)} dependencies): {problem}"
                     break
                 runs[label].append(statuses)
-            if problem:
+            if problem or not classify(runs["without"], runs["with"])[0]:
                 break
         if problem:
-            result.reason = f"tests {label} the fix ({_dependencies(before)} dependencies): {problem}"
             continue
         f2p, p2p, flaky = classify(runs["without"], runs["with"])
         if not f2p:
-            result.reason = f"no test fails without the fix and passes with it ({_dependencies(before)} dependencies)"
+            result.reason = f"no test fails without the fix and passes with it ({_describe(before)} dependencies)"
             continue
         instance.update({"FAIL_TO_PASS": f2p, "PASS_TO_PASS": p2p})
         result.instance, result.reason, result.flaky = instance, "", flaky
-        result.dependencies = _dependencies(before)
+        result.dependencies = _describe(before)
         if shared is not None:
             shared.setdefault(record["repo"], image)
         break

@@ -262,12 +262,20 @@ class Sympy(Runner):
     blocks titled `___ path.py:test_x ___`, then `tests finished: ... in X seconds`."""
 
     name = "sympy"
-    FINISHED = re.compile(r"^=+ tests finished: (.*) in [\d.]+ seconds =+$")
+    # Centred in `=` to the terminal's width: a long line keeps a single `=` (or none) on a side.
+    FINISHED = re.compile(r"^=* ?tests finished: (.*) in [\d.]+ seconds ?=*$")
     RESULT = re.compile(r"^test_\w* +(ok|F|E|f|X|s|T|w|K)\b")
+
+    STARTS = re.compile(r"^=* ?tests finished: ")
 
     def summary(self, lines):
         for i in range(len(lines) - 1, -1, -1):
-            if match := self.FINISHED.match(lines[i].strip()):
+            text = lines[i].strip()
+            if not self.STARTS.match(text):
+                continue
+            # Wider than the terminal, the line wraps: `... 1 exceptions, ` then `in 43.44 seconds `.
+            match = self.FINISHED.match(text) or (i + 1 < len(lines) and self.FINISHED.match(f"{text} {lines[i + 1].strip()}"))
+            if match:
                 counts = _counts(match.group(1).replace(",", ", "))
                 counts["error"] = counts.pop("exceptions", 0)
                 return Summary(counts, i)

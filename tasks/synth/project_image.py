@@ -2,7 +2,8 @@
 
 Dependencies are fetched on the host (`pip download` into a wheelhouse: the build backend,
 the runtime dependencies, test extras, test dependency groups and test requirement files),
-sdists among them are turned into wheels there, and the image installs from that wheelhouse
+sdists among them are turned into wheels there (each release once: the wheels built are kept in
+a host cache for the next wheelhouse that pins it), and the image installs from that wheelhouse
 with `--no-index` while the build has no network. Images and wheelhouses are cached by
 content hash. Per-instance images are one small layer on top (`build_image`).
 
@@ -22,8 +23,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from configparser import ConfigParser
 from configparser import Error as ConfigError
 from dataclasses import dataclass
@@ -60,8 +63,10 @@ def build_project_image(project: Project, test_command: str | None = None,
 
     With `before` (an ISO date), dependencies are those released before it."""
     commands = (test_command,) if test_command else detect_test_commands(project.root)
-    wheelhouse = fetch_wheelhouse(project, on_step, before)
-    install = install_command(project.root, pretend_version(project.root, before))
+    with timed(on_step, f"{project.name}: the version a checkout without .git claims"):
+        version = pretend_version(project.root, before)
+    wheelhouse = fetch_wheelhouse(project, on_step, before, version)
+    install = install_command(project.root, version)
     digest = _hash(_tree_digest(project.root), "\n".join(sorted(p.name for p in wheelhouse.iterdir())), install,
                    _base_image())
     image = f"{IMAGE_REPOSITORY}/{project.name}-env:{digest}"
@@ -69,8 +74,9 @@ def build_project_image(project: Project, test_command: str | None = None,
         on_step(f"building the project image {image}")
         dockerfile = (f"FROM {_base_image()}\nCOPY wheelhouse /tmp/wheelhouse\nCOPY testbed {WORKDIR}\n"
                       f"WORKDIR {WORKDIR}\nRUN {install} && rm -rf /tmp/wheelhouse\n")
-        build_image(image, dockerfile, {"wheelhouse": wheelhouse, "testbed": project.root},
-                    what=f"installing {project.name} and its test dependencies")
+        with timed(on_step, f"{project.name}: docker build of the project image"):
+            build_image(image, dockerfile, {"wheelhouse": wheelhouse, "testbed": project.root},
+                        what=f"installing {project.name} and its test dependencies")
     return ProjectImage(project, image, commands)
 
 
@@ -155,10 +161,12 @@ def install_command(root: Path, version: str | None = None) -> str:
             f"--find-links /tmp/wheelhouse {' '.join(targets) or 'pip'}")
 
 
-def fetch_wheelhouse(project: Project, on_step: Callable[[str], None] = log.info, before: str | None = None) -> Path:
+def fetch_wheelhouse(project: Project, on_step: Callable[[str], None] = log.info, before: str | None = None,
+                     version: str | None = None) -> Path:
     """Everything the install needs, as wheels, in a folder cached by what declares it.
 
-    With `before`, the versions are those uv resolves from releases published before that date."""
+    With `before`, the versions are those uv resolves from releases published before that date.
+    `version`: what `pretend_version` says (computed here when not given)."""
     root = project.root
     declared = [p for name in ("pyproject.toml", "setup.py", "setup.cfg", "PKG-INFO") if (p := root / name).exists()]
     extras, requirements, files = declared_test_dependencies(root)
@@ -172,24 +180,64 @@ def fetch_wheelhouse(project: Project, on_step: Callable[[str], None] = log.info
     build_requires = _pyproject(root).get("build-system", {}).get("requires", DEFAULT_BUILD_REQUIRES)
     targets = [f".[{','.join(extras)}]" if extras else "."] if _installable(root) else []
     targets += list(requirements) + [arg for f in files for arg in ("-r", f)]
-    version = pretend_version(root, before)
+    version = pretend_version(root, before) if version is None else version
+    name = project.name
     with tempfile.TemporaryDirectory() as scratch:  # pip writes build metadata into the project
         copy = shutil.copytree(root, Path(scratch) / "project")
         if before:
-            build_requires = _pinned_as_of(copy, [*build_requires, *DEFAULT_BUILD_REQUIRES], before, version)
-            targets = _pinned_as_of(copy, targets, before, version) if targets else []
-            _pip(copy, "download", "--no-deps", "-d", wheelhouse, *build_requires, *targets, version=version)
+            with timed(on_step, f"{name}: resolving the dependencies as of {before} (uv)"):
+                build_requires = _pinned_as_of(copy, [*build_requires, *DEFAULT_BUILD_REQUIRES], before, version)
+                targets = _pinned_as_of(copy, targets, before, version) if targets else []
+            with timed(on_step, f"{name}: pip download of {len(build_requires) + len(targets)} pins"):
+                _pip(copy, "download", "--no-deps", "-d", wheelhouse, *build_requires, *targets, version=version)
         else:
-            _pip(copy, "download", "-d", wheelhouse, *build_requires, *DEFAULT_BUILD_REQUIRES, version=version)
-            if targets:
-                _pip(copy, "download", "-d", wheelhouse, *targets, version=version)
-        sdists = [p for p in wheelhouse.iterdir() if p.name.endswith((".tar.gz", ".zip", ".tar.bz2"))]
-        if sdists:  # one pip run: the build backends are fetched once
-            _pip(copy, "wheel", "--no-deps", "-w", wheelhouse, *sdists, version=version)
+            with timed(on_step, f"{name}: pip download of the newest dependencies"):
+                _pip(copy, "download", "-d", wheelhouse, *build_requires, *DEFAULT_BUILD_REQUIRES, version=version)
+                if targets:
+                    _pip(copy, "download", "-d", wheelhouse, *targets, version=version)
+        sdists = [p for p in wheelhouse.iterdir() if p.name.endswith(SDIST_SUFFIXES)]
+        unbuilt = [p for p in sdists if not _reuse_built_wheel(p, wheelhouse)]
+        if unbuilt:  # one pip run: the build backends are fetched once
+            with timed(on_step, f"{name}: building wheels of {', '.join(p.name for p in unbuilt)}"):
+                _pip(copy, "wheel", "--no-deps", "-w", wheelhouse, *unbuilt, version=version)
+            _keep_built_wheels(unbuilt, wheelhouse)
         for sdist in sdists:
             sdist.unlink()
     (wheelhouse / ".complete").write_text("")
     return wheelhouse
+
+
+SDIST_SUFFIXES = (".tar.gz", ".zip", ".tar.bz2")
+
+
+def _release(filename: str) -> tuple[str, str]:
+    """(normalised project name, version) of an sdist or wheel file name."""
+    stem = next((filename[:-len(s)] for s in (*SDIST_SUFFIXES, ".whl") if filename.endswith(s)), filename)
+    name, _, version = stem.partition("-") if filename.endswith(".whl") else stem.rpartition("-")
+    return re.sub(r"[-_.]+", "_", name).lower(), version.split("-")[0]
+
+
+def _built_wheels() -> Path:
+    """Wheels built on the host from sdists (cffi 1.15.0 for Python 3.11, ...), one folder per sdist
+    and interpreter: a release built once serves every wheelhouse that pins it."""
+    return cache_dir() / "synth" / "built-wheels" / f"py{sys.version_info[0]}{sys.version_info[1]}"
+
+
+def _reuse_built_wheel(sdist: Path, wheelhouse: Path) -> bool:
+    kept = list((_built_wheels() / sdist.name).glob("*.whl"))
+    for wheel in kept:
+        shutil.copy2(wheel, wheelhouse / wheel.name)
+    return bool(kept)
+
+
+def _keep_built_wheels(sdists: list[Path], wheelhouse: Path) -> None:
+    wheels = {_release(w.name): w for w in wheelhouse.glob("*.whl")}
+    for sdist in sdists:
+        wheel = wheels.get(_release(sdist.name))
+        if wheel is not None:
+            folder = _built_wheels() / sdist.name
+            folder.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(wheel, folder / wheel.name)
 
 
 def _pinned_as_of(project: Path, targets: list[str], before: str, version: str = "") -> list[str]:
@@ -244,6 +292,16 @@ def _base_image() -> str:
 
 
 # ----------------------------------------------------------------------------- helpers
+
+
+@contextmanager
+def timed(on_step: Callable[[str], None], what: str) -> Iterator[None]:
+    """Report how long `what` took (where mining and synthesis spend their time)."""
+    started = time.monotonic()
+    try:
+        yield
+    finally:
+        on_step(f"{what}: {time.monotonic() - started:.0f}s")
 
 
 def _pyproject(root: Path) -> dict:

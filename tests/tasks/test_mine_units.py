@@ -1,5 +1,6 @@
 """`tasks.mine` without Docker: diff splitting, pull requests found in a real git history, the
-base-only repository, the flaky-test rule, and the environment's choice of requirement files."""
+base-only repository, the flaky-test rule, each repository's runner, the order of dependency sets
+tried, and the environment's choice of requirement files."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import subprocess
 
 import pytest
 
-from tasks.mine import MineError, base_only_git, classify, records_from_git, split_diff
+from tasks.mine import (MineError, base_only_git, classify, dependency_attempts, make_instance, records_from_git,
+                        split_diff)
 from tasks.patch_policy import is_test_path
 from tasks.repos import git
 from tasks.synth.project_image import declared_test_dependencies
@@ -29,6 +31,24 @@ def test_split_diff_keeps_source_and_tests_and_drops_docs():
     patch, tests = split_diff(diff)
     assert "src/m.py" in patch and "tests/" not in patch and "CHANGES" not in patch
     assert "tests/test_m.py" in tests and "src/m.py" not in tests and "CHANGES" not in tests
+
+
+def test_sympy_runs_its_own_runner_read_by_the_official_parser_and_others_pytest():
+    from swebench.harness.log_parsers import PARSER_REGISTRY
+
+    test_patch = ("diff --git a/sympy/core/tests/test_basic.py b/sympy/core/tests/test_basic.py\n"
+                  "--- a/sympy/core/tests/test_basic.py\n+++ b/sympy/core/tests/test_basic.py\n@@ -1 +1,2 @@\n a\n+b\n")
+    record = {"instance_id": "sympy__sympy-1", "repo": "sympy/sympy", "base_commit": "abc", "patch": "", "test_patch": test_patch}
+    sympy = make_instance(record, "img")
+    assert sympy["log_parser"] == "parse_log_sympy" and sympy["log_parser"] in PARSER_REGISTRY
+    assert "python3 bin/test -C --verbose sympy/core/tests/test_basic.py" in sympy["eval_script"]
+    other = make_instance({**record, "repo": "pallets/flask"}, "img")
+    assert other["log_parser"] == "parse_log_pytest" and "pytest -rA" in other["eval_script"] and "bin/test" not in other["eval_script"]
+
+
+def test_dependencies_as_of_the_pull_request_are_tried_before_the_newest():
+    assert dependency_attempts({"created_at": "2022-07-08T07:46:10+02:00"}) == ["2022-07-08T07:46:10+02:00", None]
+    assert dependency_attempts({}) == [None]
 
 
 def test_flaky_tests_are_left_out_and_only_fixed_tests_fail_to_pass():
@@ -105,3 +125,30 @@ def test_a_dev_requirements_file_serves_when_no_test_file_exists(tmp_path):
     (tmp_path / "requirements-dev.txt").write_text("pytest\n")
     (tmp_path / "requirements-docs.txt").write_text("sphinx\n")
     assert declared_test_dependencies(tmp_path)[2] == ["requirements-dev.txt"]
+
+
+def test_a_wheel_built_from_an_sdist_serves_the_next_wheelhouse(tmp_path, monkeypatch):
+    from tasks.synth.project_image import _keep_built_wheels, _release, _reuse_built_wheel
+
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "cache"))
+    assert _release("zope.interface-5.4.0.zip") == _release("zope_interface-5.4.0-cp311-cp311-linux_x86_64.whl")
+    first, second = tmp_path / "first", tmp_path / "second"
+    for folder in (first, second):
+        folder.mkdir()
+        (folder / "cffi-1.15.0.tar.gz").write_text("sdist")
+        (folder / "blinker-1.4.tar.gz").write_text("sdist")
+    assert not _reuse_built_wheel(first / "cffi-1.15.0.tar.gz", first)
+    (first / "cffi-1.15.0-cp311-cp311-linux_x86_64.whl").write_text("built")  # what `pip wheel` made
+    _keep_built_wheels([first / "cffi-1.15.0.tar.gz", first / "blinker-1.4.tar.gz"], first)
+    assert _reuse_built_wheel(second / "cffi-1.15.0.tar.gz", second)
+    assert (second / "cffi-1.15.0-cp311-cp311-linux_x86_64.whl").read_text() == "built"
+    assert not _reuse_built_wheel(second / "blinker-1.4.tar.gz", second)  # no wheel was built for it
+
+
+def test_the_cheat_edits_the_file_of_a_test_named_by_its_function_alone():
+    from bench.grading_parity_bench import failing_test_file
+
+    test_patch = "".join(f"diff --git a/{p} b/{p}\n--- a/{p}\n+++ b/{p}\n@@ -1 +1,3 @@\n x\n+def {name}():\n+    pass\n"
+                         for p, name in (("sympy/a/tests/test_a.py", "test_other"), ("sympy/b/tests/test_b.py", "test_issue_1")))
+    assert failing_test_file({"FAIL_TO_PASS": ["test_issue_1"], "test_patch": test_patch}) == "sympy/b/tests/test_b.py"
+    assert failing_test_file({"FAIL_TO_PASS": ["tests/test_x.py::test_y"], "test_patch": test_patch}) == "tests/test_x.py"

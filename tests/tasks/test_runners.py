@@ -151,6 +151,20 @@ def test_sympy_canary_is_a_test_function_that_fails(tmp_path):
     assert "did not fail" in Sympy().canary_problem(region(f"{START}\n{forged}\n{END}"), CANARY)
 
 
+def test_sympy_final_line_too_wide_for_its_padding_or_the_terminal_is_read():
+    from tasks.runners import Sympy
+
+    # bin/test's last line in a mined sympy instance (80 columns: one `=` left of the padding).
+    line = " tests finished: 31 passed, 1 expected to fail, 1 exceptions, in 26.29 seconds ="
+    final = Sympy().summary(["test_issue_24062 E", line])
+    assert final is not None and final.line == 1 and final.counts["passed"] == 31 and final.counts["error"] == 1
+    # One category more (a failure) and it wraps onto a second line.
+    wrapped = Sympy().summary(["test_issue_24062 E", " tests finished: 31 passed, 1 failed, 1 expected to fail, 1 exceptions, ",
+                               "in 43.44 seconds ", "DO *NOT* COMMIT!"])
+    assert wrapped is not None and wrapped.line == 1 and wrapped.counts["failed"] == 1 and wrapped.failures()
+    assert Sympy().summary([" tests finished: 31 passed, 1 failed, 1 expected to fail, 1 exceptions, "]) is None  # cut short
+
+
 @pytest.mark.parametrize("forge, why", [
     (lambda log: log.split("tests finished")[0], "no `tests finished`"),
     (lambda log: log + "\ntest_basic ok\n", "after bin/test's final line"),
