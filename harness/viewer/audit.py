@@ -27,6 +27,7 @@ NETWORK = re.compile(
     r"|\bnpm\s+install\b")
 NETWORK_FAILURE = re.compile(r"Could not resolve host|Temporary failure in name resolution|Network is unreachable|Name or service not known")
 ABSOLUTE_PATH = re.compile(r"(?<![\w./-])(/(?:[\w.+-]+/?)+)")
+SED_SCRIPT = re.compile(r"(\bsed\s+(?:-\S+\s+)*)(?:'[^']*'|\"[^\"]*\")")  # `s/a /b /`: not paths
 ALLOWED_OUTSIDE = ("/dev/null", "/dev/stdout", "/dev/stderr", "/tmp", "/bin/", "/usr/bin/", "/usr/local/bin/", "/bin", "/usr/bin")
 
 
@@ -92,7 +93,7 @@ def audit(trajectory: dict[str, Any]) -> list[Flag]:
             flags.append(Flag("test_edit", number, match.group(0)[:200]))
         if match := NETWORK.search(command):
             flags.append(Flag("network", number, match.group(0).strip()[:200]))
-        outside = [p for p in ABSOLUTE_PATH.findall(command) if _outside(p, workdir)]
+        outside = [p for p in ABSOLUTE_PATH.findall(SED_SCRIPT.sub(r"\1''", command)) if _outside(p, workdir)]
         if outside:
             flags.append(Flag("outside_workdir", number, ", ".join(dict.fromkeys(outside))[:200]))
     for number, message in enumerate(trajectory.get("messages") or []):

@@ -17,10 +17,9 @@ from tests.conftest import require
 
 REAL = Path(__file__).resolve().parents[3] / "shared" / "swebench-real"
 REAL = REAL if REAL.exists() else Path("/work/shared/swebench-real")
-# CI mines and grades all eight (6 min 21 s of mining from nothing cached on a 2-core machine); the
-# run-level parity, 5 predictions x 2 graders per instance (about 3 minutes each), runs on two of
-# them, HARNESS_PARITY_ALL=1 on all eight (README, "Real instances, mined offline").
-# HARNESS_MINE_ONLY=<id>,<id> mines a few.
+# CI mines and grades all eight (6 min 21 s of mining from nothing cached on a 2-core machine) and
+# runs the run-level parity on all eight, 5 predictions x 2 graders each (README, "Real instances,
+# mined offline"). HARNESS_MINE_ONLY=<id>,<id> mines (and compares) a few.
 
 
 def records() -> list[dict]:
@@ -108,17 +107,13 @@ def test_mined_images_hold_nothing_after_the_base_commit(mined, docker_backend):
             assert sb.exec(f"git cat-file -e {record['merge_commit']}", timeout=60).exit_code != 0
 
 
-PARITY_INSTANCES = ("pallets__flask-5014", "sympy__sympy-24066")  # each parity instance: about 3 minutes here
-
-
 @pytest.mark.timeout(3600)
 def test_the_official_harness_gives_the_same_verdicts(mined, tmp_path):
     """swebench.harness.run_evaluation and `harness grade` on the same images: gold, empty, a wrong
-    fix and two cheats; on flask-5014 and sympy-24066 (both runners, pytest and bin/test), on all
-    eight with HARNESS_PARITY_ALL=1."""
+    fix and two cheats, on every mined instance (pytest's and sympy's bin/test parsers)."""
     from bench.grading_parity_bench import KINDS, run_parity
 
-    chosen = [i for i in instances_of(mined) if os.environ.get("HARNESS_PARITY_ALL") or i["instance_id"] in PARITY_INSTANCES]
+    chosen = instances_of(mined)
     subset = tmp_path / "instances.jsonl"
     subset.write_text("".join(json.dumps(i) + "\n" for i in chosen))
     rows = run_parity(subset, tmp_path / "parity", workers=2)
