@@ -253,11 +253,12 @@ def test_files(test_patch: str) -> list[str]:
 
 # A repository's own test runner where SWE-bench runs one (the test_cmd of its per-repository
 # specs), with the swebench parser that reads it: FAIL_TO_PASS / PASS_TO_PASS are then named as in
-# the official instances (sympy: `test_issue_24062`). Every other repository: pytest.
+# the official instances (sympy: `test_issue_24062`). Every other repository: pytest. Scripts whose
+# `#!/usr/bin/env python` SWE-bench's conda images serve run through python3 here (the base image has no `python`).
 REPO_RUNNERS = {
     "sympy/sympy": ("PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning' python3 bin/test -C --verbose",
                     "parse_log_sympy"),
-    "django/django": ("./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1", "parse_log_django"),
+    "django/django": ("python3 ./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1", "parse_log_django"),
 }
 
 

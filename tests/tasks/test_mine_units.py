@@ -55,7 +55,7 @@ def test_django_runs_runtests_on_test_modules_as_swebench_names_them():
     record = {"instance_id": "django__django-1", "repo": "django/django", "base_commit": "abc", "patch": "", "test_patch": test_patch}
     django = make_instance(record, "img")
     assert django["log_parser"] == "parse_log_django"
-    assert ("./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1 auth_tests.test_forms mail.custombackend"
+    assert ("python3 ./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1 auth_tests.test_forms mail.custombackend"
             in django["eval_script"].splitlines())
 
 def test_dependencies_as_of_the_pull_request_are_tried_before_the_newest():
