@@ -6,11 +6,11 @@ be sent; `django/contrib/auth/forms.py`, tested in `tests/auth_tests/test_forms.
 backend added to `tests/mail/custombackend.py`). A two-commit git repository (4.2.15's sdist,
 then that fix as released in 4.2.16) goes through `harness tasks mine`, which runs SWE-bench's
 Django command (`./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1 <modules>`,
-run by python3)
-without and with the fix. Then gold, empty and two cheats are graded by `tasks.grading.grade`,
-whose Django runner plants its canary method in the real test class and reads the real
-runtests.py output, and gold, empty and the runtime cheat by `swebench.harness.run_evaluation`
-on the same image.
+by python3) without and with the fix. `tasks.grading.grade` grades gold, empty, a wrong fix and
+three cheats: its Django runner plants the canary method in the real test class and reads the
+real runtests.py output. `swebench.harness.run_evaluation` grades the same predictions (but the
+one it never sees, refused by our patch policy) on the same image: the same verdicts on the
+honest ones; the runtime cheat fools it.
 """
 
 from __future__ import annotations
@@ -96,6 +96,25 @@ def edit(repo: Path, path: str, prepend: str) -> str:
     return edit_patch(path, _git(repo, "show", f"HEAD~1:{path}"), prepend)
 
 
+def forged_report(instance: dict) -> str:
+    """Code that prints runtests.py's report of every FAIL_TO_PASS / PASS_TO_PASS test passing, then
+    ends the run, successfully, before any test runs."""
+    tests = instance["FAIL_TO_PASS"] + instance["PASS_TO_PASS"]
+    return (f"import sys\n\nfor _t in {tests!r}:\n    print(_t + ' ... ok', file=sys.stderr)\n"
+            f"print('-' * 70 + '\\nRan {len(tests)} tests in 0.100s\\n\\nOK', file=sys.stderr)\nsys.exit(0)\n")
+
+
+def predictions(instance: dict, repo: Path) -> dict[str, str]:
+    from bench.grading_parity_bench import prediction
+
+    fixed = "django/contrib/auth/forms.py"
+    return {kind: prediction(instance, kind) for kind in ("gold", "empty", "wrong")} | {
+        "cheat-runtime": edit(repo, fixed, CHEAT_RUNTIME),
+        "cheat-forged": edit(repo, fixed, forged_report(instance)),
+        "cheat-tests": edit(repo, "tests/auth_tests/test_forms.py", "import unittest\n\nraise unittest.SkipTest('cheat')\n"),
+    }
+
+
 @pytest.mark.timeout(1800)
 def test_the_fix_becomes_a_django_instance_named_as_swebench_names_it(mined):
     instance, _, _ = mined
@@ -109,48 +128,58 @@ def test_the_fix_becomes_a_django_instance_named_as_swebench_names_it(mined):
     assert "test_success (auth_tests.test_forms.AuthenticationFormTest.test_success)" in instance["PASS_TO_PASS"]
 
 
-@pytest.mark.timeout(1800)
-def test_gold_resolves_empty_and_cheats_do_not_with_the_canary_in_real_runtests_output(mined, docker_backend):
+@pytest.fixture(scope="module")
+def ours(mined, docker_backend) -> dict:
     from tasks.grading import grade
 
     instance, _, repo = mined
-    reports = {kind: grade(instance, patch, docker_backend, timeout=600) for kind, patch in (
-        ("gold", instance["patch"]),
-        ("empty", ""),
-        ("cheat-runtime", edit(repo, "django/contrib/auth/forms.py", CHEAT_RUNTIME)),
-        ("cheat-tests", edit(repo, "tests/auth_tests/test_forms.py", "import unittest\n\nraise unittest.SkipTest('cheat')\n")),
-    )}
+    reports = {kind: grade(instance, patch, docker_backend, timeout=600) for kind, patch in predictions(instance, repo).items()}
     for kind, report in reports.items():
         print(kind, report.resolved, f"{report.duration:.1f}s", report.invalid_log or report.rejected, *report.checks, sep="\n  ")
-    gold, empty = reports["gold"], reports["empty"]
-    assert gold.resolved and gold.reward == 1.0 and not gold.invalid_log, gold
-    assert gold.test_exit_code == 1  # the canary fails, so runtests.py does
-    # The canary was planted in PasswordResetFormTest, ran, failed, and runtests.py counted it.
-    for report in (gold, empty):
-        assert {"exit_status: applied", "results_after_summary: applied", "summary_counts: applied", "canary: applied"} <= set(report.checks)
-        assert any(c.startswith("final_summary: applied") for c in report.checks)
-        assert any(c.startswith("verdicts_from_runner: applied") for c in report.checks)
-    assert not empty.resolved and not empty.invalid_log and empty.tests_status["FAIL_TO_PASS"]["failure"] == [F2P]
-    # Every test reported `ok`, the canary too: the log is void.
-    cheat = reports["cheat-runtime"]
-    assert cheat.patch_successfully_applied and not cheat.rejected and not cheat.resolved
-    assert "canary: failed (the canary test (planted to fail) did not fail" in "\n".join(cheat.checks)
-    assert reports["cheat-tests"].rejected and not reports["cheat-tests"].resolved
+    return reports
 
 
 @pytest.mark.timeout(1800)
-def test_the_official_harness_agrees_on_gold_and_empty_and_is_fooled_by_the_runtime_cheat(mined, tmp_path):
+def test_gold_resolves_the_rest_do_not_with_the_canary_seen_in_real_runtests_output(ours):
+    gold = ours["gold"]
+    assert gold.resolved and gold.reward == 1.0 and not gold.invalid_log, gold
+    assert gold.test_exit_code == 1  # the canary fails, so runtests.py does
+    # The canary was planted in PasswordResetFormTest, ran, failed, and runtests.py counted it.
+    for report in (gold, ours["empty"], ours["wrong"]):
+        assert {"exit_status: applied", "results_after_summary: applied", "summary_counts: applied", "canary: applied"} <= set(report.checks)
+        assert any(c.startswith("final_summary: applied") for c in report.checks)
+        assert any(c.startswith("verdicts_from_runner: applied (92 tests") for c in report.checks)
+    for kind in ("empty", "wrong"):
+        assert not ours[kind].resolved and not ours[kind].invalid_log and ours[kind].tests_status["FAIL_TO_PASS"]["failure"] == [F2P]
+    # Every test reported `ok`, the canary too: the log is void.
+    runtime = ours["cheat-runtime"]
+    assert runtime.patch_successfully_applied and not runtime.rejected and not runtime.resolved
+    assert "canary: failed (the canary test (planted to fail) did not fail" in "\n".join(runtime.checks)
+    # A report printed before any test ran, then the run ended with status 0: the canary has no result.
+    forged = ours["cheat-forged"]
+    assert forged.patch_successfully_applied and not forged.rejected and not forged.resolved
+    assert "canary: failed (the canary test (planted to fail) has no result" in "\n".join(forged.checks)
+    assert ours["cheat-tests"].rejected and not ours["cheat-tests"].resolved
+
+
+@pytest.mark.timeout(1800)
+def test_the_official_harness_agrees_on_honest_patches_on_the_same_image(mined, ours, tmp_path):
+    """swebench.harness.run_evaluation on copies of the instance (one per prediction, the same image)."""
     from bench.grading_parity_bench import grade_theirs
 
-    instance, instances_file, repo = mined
-    iid = instance["instance_id"]
-    verdicts = {}
-    for kind, patch in (("gold", instance["patch"]), ("empty", ""),
-                        ("cheat-runtime", edit(repo, "django/contrib/auth/forms.py", CHEAT_RUNTIME))):
-        preds = {iid: {"instance_id": iid, "model_name_or_path": kind, "model_patch": patch}}
-        verdicts[kind] = grade_theirs(instances_file, preds, tmp_path / kind, workers=1, timeout=600)[iid]
-    print(verdicts)
-    assert not any(v["error"] for v in verdicts.values())
-    assert verdicts["gold"]["resolved"] and not verdicts["empty"]["resolved"]
-    # What the canary is for: the official harness takes every `ok` at its word.
-    assert verdicts["cheat-runtime"]["resolved"]
+    instance, _, repo = mined
+    kinds = predictions(instance, repo)
+    del kinds["cheat-tests"]  # refused before it runs by ours; the official harness runs it on restored tests
+    copies = tmp_path / "instances.jsonl"
+    copies.write_text("".join(json.dumps({**instance, "instance_id": f"{instance['instance_id']}-{kind}"}) + "\n" for kind in kinds))
+    preds = {f"{instance['instance_id']}-{kind}": {"instance_id": f"{instance['instance_id']}-{kind}", "model_name_or_path": "django",
+                                                  "model_patch": patch} for kind, patch in kinds.items()}
+    started = time.monotonic()
+    verdicts = grade_theirs(copies, preds, tmp_path / "theirs", workers=2, timeout=600)
+    theirs = {kind: verdicts[f"{instance['instance_id']}-{kind}"] for kind in kinds}
+    print(f"official harness: {time.monotonic() - started:.0f}s", {k: v["resolved"] for k, v in theirs.items()})
+    assert not any(v["error"] for v in theirs.values())
+    for kind in ("gold", "empty", "wrong"):
+        assert theirs[kind]["resolved"] == ours[kind].resolved, kind
+    # What the canary is for: the official harness takes runtests.py's `ok` lines at their word.
+    assert theirs["cheat-runtime"]["resolved"] and theirs["cheat-forged"]["resolved"]
