@@ -253,16 +253,26 @@ def test_files(test_patch: str) -> list[str]:
 
 # A repository's own test runner where SWE-bench runs one (the test_cmd of its per-repository
 # specs), with the swebench parser that reads it: FAIL_TO_PASS / PASS_TO_PASS are then named as in
-# the official instances (sympy: `test_issue_24062`). Every other repository: pytest.
+# the official instances (sympy: `test_issue_24062`). Every other repository: pytest. Scripts whose
+# `#!/usr/bin/env python` SWE-bench's conda images serve run through python3 here (the base image has no `python`).
 REPO_RUNNERS = {
     "sympy/sympy": ("PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning' python3 bin/test -C --verbose",
                     "parse_log_sympy"),
+    "django/django": ("python3 ./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1", "parse_log_django"),
 }
 
 
 def runner_of(record: dict[str, Any]) -> tuple[str, str]:
     """(test command, log parser) for the record's repository."""
     return REPO_RUNNERS.get(record.get("repo", ""), (TEST_COMMAND, "parse_log_pytest"))
+
+
+def test_arguments(record: dict[str, Any], files: list[str]) -> list[str]:
+    """What the test command is given: the test files, or for Django's runtests.py the modules
+    they are, as SWE-bench names them (`tests/auth_tests/test_forms.py` -> `auth_tests.test_forms`)."""
+    if record.get("repo") == "django/django":
+        return [f.removeprefix("tests/").removesuffix(".py").replace("/", ".") for f in files]
+    return files
 
 
 def make_instance(record: dict[str, Any], image: str) -> dict[str, Any]:
@@ -274,7 +284,8 @@ def make_instance(record: dict[str, Any], image: str) -> dict[str, Any]:
     instance.update({
         "image": image, "version": record.get("version", ""), "log_parser": parser,
         "eval_type": "pass_and_fail", "workdir": WORKDIR,
-        "eval_script": make_eval_script(record["base_commit"], record["test_patch"], f"{command} {' '.join(files)}"),
+        "eval_script": make_eval_script(record["base_commit"], record["test_patch"],
+                                        f"{command} {' '.join(test_arguments(record, files))}"),
     })
     return instance
 

@@ -223,7 +223,9 @@ class Django(Runner):
         return found
 
     def canary_plant(self, instance, canary):
-        for test in _tests(instance.get("FAIL_TO_PASS")):
+        # The official parser names a test with a docstring by the docstring's first line: when every
+        # FAIL_TO_PASS test is so named, the class of a PASS_TO_PASS test (it runs and passes too).
+        for test in _tests(instance.get("FAIL_TO_PASS")) + _tests(instance.get("PASS_TO_PASS")):
             match = re.fullmatch(r"(\w+) \(([\w.]+)\)", test.strip())
             if not match:
                 continue

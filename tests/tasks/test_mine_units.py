@@ -46,6 +46,18 @@ def test_sympy_runs_its_own_runner_read_by_the_official_parser_and_others_pytest
     assert other["log_parser"] == "parse_log_pytest" and "pytest -rA" in other["eval_script"] and "bin/test" not in other["eval_script"]
 
 
+
+def test_django_runs_runtests_on_test_modules_as_swebench_names_them():
+    test_patch = ("diff --git a/tests/auth_tests/test_forms.py b/tests/auth_tests/test_forms.py\n"
+                  "--- a/tests/auth_tests/test_forms.py\n+++ b/tests/auth_tests/test_forms.py\n@@ -1 +1,2 @@\n a\n+b\n"
+                  "diff --git a/tests/mail/custombackend.py b/tests/mail/custombackend.py\n"
+                  "--- a/tests/mail/custombackend.py\n+++ b/tests/mail/custombackend.py\n@@ -1 +1,2 @@\n a\n+b\n")
+    record = {"instance_id": "django__django-1", "repo": "django/django", "base_commit": "abc", "patch": "", "test_patch": test_patch}
+    django = make_instance(record, "img")
+    assert django["log_parser"] == "parse_log_django"
+    assert ("python3 ./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1 auth_tests.test_forms mail.custombackend"
+            in django["eval_script"].splitlines())
+
 def test_dependencies_as_of_the_pull_request_are_tried_before_the_newest():
     assert dependency_attempts({"created_at": "2022-07-08T07:46:10+02:00"}) == ["2022-07-08T07:46:10+02:00", None]
     assert dependency_attempts({}) == [None]

@@ -91,6 +91,26 @@ def test_django_canary_is_a_unittest_method_that_fails(tmp_path):
     assert "no `Ran N tests`" in Django().canary_problem(region(f"{START}\n{cut}\n{END}"), CANARY)
 
 
+
+def test_django_canary_goes_to_a_pass_to_pass_class_when_fail_to_pass_tests_are_named_by_docstrings(tmp_path):
+    """`test_x (m.C.test_x)\nChecks x. ... ok` is read as `Checks x.`: no class to plant the canary on."""
+    from tasks.grading import canary_plant
+    from tasks.runners import Django, region
+
+    source = UNITTEST_MODULE.replace("def test_ascii(self):", 'def test_ascii(self):\n            """Checks ascii."""')
+    f2p, p2p = "Checks ascii.", "test_unicode (test_validators.ValidatorTests.test_unicode)"
+    test_patch = "diff --git a/tests/test_validators.py b/tests/test_validators.py\n--- a/tests/test_validators.py\n+++ b/tests/test_validators.py\n"
+    instance = {"log_parser": "parse_log_django", "FAIL_TO_PASS": [f2p], "PASS_TO_PASS": [], "test_patch": test_patch}
+    assert canary_plant(instance, CANARY) is None
+    path, text = canary_plant({**instance, "PASS_TO_PASS": [p2p]}, CANARY)
+    assert path == "tests/test_validators.py"
+    (tmp_path / "test_validators.py").write_text(textwrap.dedent(source) + text)
+    log = subprocess.run([sys.executable, "-m", "unittest", "-v", "test_validators"], cwd=tmp_path, capture_output=True, text=True).stderr
+    assert "Checks ascii. ... ok" in log and f"FAIL: {CANARY} (" in log, log
+    assert Django().canary_problem(region(f"{START}\n{log}\n{END}"), CANARY) == ""
+    judged = judge("parse_log_django", log, [f2p], [p2p])
+    assert judged.problem == "" and judged.statuses[f2p] == "PASSED", judged.checks
+
 @pytest.mark.parametrize("forge, why", [
     (lambda log, t: log.split("\nRan ")[0], "no `Ran N tests`"),
     (lambda log, t: log + f"\n{t} ... ok\n", "after the runner's `Ran N tests`"),
