@@ -46,7 +46,7 @@ def sdist(version: str) -> Path:
     found = folder / f"Django-{version}.tar.gz"
     if not found.exists():
         done = subprocess.run([sys.executable, "-m", "pip", "download", "-q", f"django=={version}", "--no-deps",
-                               "--no-binary", ":all:", "-d", str(folder)], capture_output=True, text=True)
+                               "--no-binary", ":all:", "--no-build-isolation", "-d", str(folder)], capture_output=True, text=True)
         require(done.returncode == 0 and found.exists(), f"PyPI gives no Django {version} sdist: {done.stderr.strip()[-300:]}")
     return found
 

@@ -17,9 +17,9 @@ from tests.conftest import require
 
 REAL = Path(__file__).resolve().parents[3] / "shared" / "swebench-real"
 REAL = REAL if REAL.exists() else Path("/work/shared/swebench-real")
-# CI mines and grades all eight (6 min 21 s of mining from nothing cached on a 2-core machine) and
-# runs the run-level parity on all eight, 5 predictions x 2 graders each (README, "Real instances,
-# mined offline"). HARNESS_MINE_ONLY=<id>,<id> mines (and compares) a few.
+# CI mines all eight and runs the run-level parity on all eight, 5 predictions x 2 graders each: gold
+# 8/8, empty 0/8 (README, "Real instances, mined offline"). HARNESS_MINE_ONLY=<id>,<id> mines (and
+# compares) a few.
 
 
 def records() -> list[dict]:
@@ -69,17 +69,6 @@ def test_every_real_fix_becomes_an_instance_our_loaders_accept(mined):
     assert len(load_tasks(str(mined))) == len(wanted)
 
 
-@pytest.mark.timeout(3600)
-def test_gold_resolves_all_and_empty_none(mined, tmp_path):
-    count = len(records())
-    for kind, expected in (("gold", count), ("empty", 0)):
-        done = harness("grade", "--predictions", kind, "--tasks", str(mined), "--output", str(tmp_path / kind),
-                       "--workers", "2", "--backend", "docker", timeout=3600)
-        assert done.returncode == 0, done.stdout + done.stderr
-        summary = json.loads((tmp_path / kind / "report.json").read_text())["summary"]
-        assert (summary["total"], summary["resolved"]) == (count, expected), done.stdout
-
-
 def test_mined_images_hold_nothing_after_the_base_commit(mined, docker_backend):
     from sandboxes import SandboxSpec
 
@@ -105,12 +94,15 @@ def test_mined_images_hold_nothing_after_the_base_commit(mined, docker_backend):
                 blob = run(f"git hash-object {path}")
                 assert sb.exec(f"git cat-file -e {blob}", timeout=60).exit_code != 0, path
             assert sb.exec(f"git cat-file -e {record['merge_commit']}", timeout=60).exit_code != 0
+        # `docker stop` (the official harness's cleanup) kills at once instead of waiting 15 s
+        assert docker_backend.client.images.get(instance["image"]).attrs["Config"]["StopSignal"] == "SIGKILL"
 
 
 @pytest.mark.timeout(3600)
 def test_the_official_harness_gives_the_same_verdicts(mined, tmp_path):
-    """swebench.harness.run_evaluation and `harness grade` on the same images: gold, empty, a wrong
-    fix and two cheats, on every mined instance (pytest's and sympy's bin/test parsers)."""
+    """swebench.harness.run_evaluation and `harness grade`'s grading on the same images: gold, empty,
+    a wrong fix and two cheats, on every mined instance (pytest's and sympy's bin/test parsers):
+    identical verdicts, gold resolving all and nothing else resolving anything."""
     from bench.grading_parity_bench import KINDS, run_parity
 
     chosen = instances_of(mined)
