@@ -7,8 +7,9 @@
 #   bash scripts/learning_proof.sh [single|tool|both|swe] [OVERRIDES]     (default: both)
 #
 # `swe`: the repo-fix proof on generated swe-tiny tasks (real episodes in sandboxes, graded by the
-# SWE-bench grader): gold trajectories, a short SFT warm start and GRPO in one run; then the reward-hacking audit of the
-# GRPO rollouts (python3 -m harness.viewer.hacking).
+# SWE-bench grader): gold and test-editing trajectories, an SFT stage on the gold ones, a warm start that
+# mostly edits the tests, then GRPO; then the reward-hacking audit of the GRPO rollouts
+# (python3 -m harness.viewer.hacking).
 #
 # OVERRIDES (dotted config keys, e.g. trainer.max_steps=5) apply to the GRPO runs.
 set -euo pipefail
@@ -65,12 +66,24 @@ if [ "$which" = swe ]; then
   start=$SECONDS
   swe_model=$runs/swe-tiny-model
   [ -f "$swe_model/config.json" ] || harness model init-tiny "$swe_model" --hidden-size 128 --layers 4 --tool-use
-  [ -f "$runs/swe-tiny-gold/trajectories.parquet" ] || harness generate --checkpoint gold --tasks swe-tiny-train --limit 1000 \
-      --backend local --workers 8 --keep rewarded --output "$runs/swe-tiny-gold"
-  # One run: a short SFT warm start (held-out at step 0), then GRPO in sandboxes.
-  harness train --config examples/swe/swe-tiny-grpo-tiny-cpu.yaml trainer.policy.model.path="$swe_model" \
+  episodes() {  # policy, tasks (the first N of swe-tiny-train), keep, folder
+    [ -f "$runs/$4/trajectories.parquet" ] || PYTHONPATH=examples/swe${PYTHONPATH:+:$PYTHONPATH} harness generate \
+        --checkpoint "$1" --tasks swe-tiny-train --limit "$2" --backend local --workers 8 --keep "$3" --output "$runs/$4"
+  }
+  episodes gold 4000 rewarded swe-tiny-gold-4000                    # one str_replace_editor edit, then submit
+  episodes gold 200 rewarded swe-tiny-gold-200
+  episodes test_editing_agent:EditsTheTests 600 all swe-tiny-hacks  # edits the tests, then submit: reward 0
+  # Stage 1: SFT only, until the model fixes held-out tasks by copying the lines the failing test names.
+  [ -f "$runs/swe-tiny-sft/checkpoints/global_step_0/config.json" ] || harness train \
+      --config examples/swe/swe-tiny-sft-tiny-cpu.yaml trainer.policy.model.path="$swe_model" \
+      trainer.output_dir="$runs/swe-tiny-sft" trainer.resume=never \
+      trainer.sft_warmup.data="[\"$runs/swe-tiny-gold-4000/trajectories.parquet\"]"
+  # Stage 2: a warm start that mostly edits the tests instead, then GRPO in sandboxes.
+  harness train --config examples/swe/swe-tiny-grpo-tiny-cpu.yaml \
+      trainer.policy.model.path="$runs/swe-tiny-sft/checkpoints/global_step_0" \
       trainer.output_dir="$runs/swe-tiny-grpo" trainer.resume=never \
-      trainer.sft_warmup.data="[\"$runs/swe-tiny-gold/trajectories.parquet\"]" "${overrides[@]}"
+      trainer.sft_warmup.data="[\"$runs/swe-tiny-gold-200/trajectories.parquet\", \"$runs/swe-tiny-hacks/trajectories.parquet\"]" \
+      "${overrides[@]}"
   report "$runs/swe-tiny-grpo" $((SECONDS - start))
   python3 -m harness.viewer.hacking "$runs/swe-tiny-grpo"
 fi
