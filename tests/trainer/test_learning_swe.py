@@ -1,9 +1,10 @@
 """The repo-fix learning proof, CI-sized: `scripts/learning_proof.sh swe` with a few GRPO steps.
 
-From a fresh tiny model: gold swe-tiny trajectories, a short SFT warm start, then GRPO through real
-episodes (bash, str_replace_editor, submit in bubblewrap sandboxes) graded by the SWE-bench grader
-with every check on. Asserts that the held-out resolve rate (swe-tiny-50, greedy) measured after the
-warm start (step 0) rises by the last GRPO step, and that no reward-hacking attempt was rewarded.
+From a fresh tiny model: gold and test-editing swe-tiny trajectories, an SFT stage on 4,000 gold ones,
+a warm start that mostly edits the tests, then GRPO through real episodes (bash, str_replace_editor,
+submit in bubblewrap sandboxes) graded by the SWE-bench grader with every check on. Asserts that the
+held-out resolve rate (swe-tiny-50, greedy) measured after the warm start (step 0) rises by the last
+GRPO step, that test edits were tried, and that no reward-hacking attempt was rewarded.
 """
 
 from __future__ import annotations
@@ -16,27 +17,28 @@ import pytest
 
 from tests.cli_helpers import ROOT, rows_of
 
-GRPO_STEPS = 4
+GRPO_STEPS = 5
 
 
-# Opt-in (HARNESS_SWE_PROOF=1), not in CI: the rise is not shown yet (GRPO left swe-tiny-50 at 0.12-0.18
-# or broke the format; README, swe-tiny) and the run takes ~30 min here. This is the check the proof must pass.
-@pytest.mark.skipif(not os.environ.get("HARNESS_SWE_PROOF"), reason="opt-in: HARNESS_SWE_PROOF=1 (the swe-tiny proof, ~30 min)")
+# Opt-in (HARNESS_SWE_PROOF=1), not in CI: from nothing it takes well over an hour here (4,000 gold episodes,
+# 400 SFT steps, then GRPO steps of 128 graded episodes; README, swe-tiny), past CI's budget.
+@pytest.mark.skipif(not os.environ.get("HARNESS_SWE_PROOF"), reason="opt-in: HARNESS_SWE_PROOF=1 (the swe-tiny proof, over an hour)")
 @pytest.mark.slow
-@pytest.mark.timeout(3600)  # about 25 minutes on a busy 2-core machine (README: swe-tiny)
+@pytest.mark.timeout(3 * 3600)
 def test_grpo_raises_the_held_out_repo_fix_resolve_rate(tmp_path):
     done = subprocess.run(["bash", str(ROOT / "scripts/learning_proof.sh"), "swe", f"trainer.max_steps={GRPO_STEPS}",
                            f"trainer.eval_interval={GRPO_STEPS}"], cwd=ROOT, env={**os.environ, "RUNS_DIR": str(tmp_path)},
-                          capture_output=True, text=True, timeout=3500)
+                          capture_output=True, text=True, timeout=3 * 3600 - 100)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     run = tmp_path / "swe-tiny-grpo"
     held_out = [(m["step"], m["val/reward_mean"]) for m in rows_of(run / "metrics.jsonl") if "val/reward_mean" in m]
     assert [step for step, _ in held_out] == [0, GRPO_STEPS]
     start, end = held_out[0][1], held_out[-1][1]
-    assert start <= 0.4, f"the warm start should leave room to learn: {held_out}"
+    assert start <= 0.2, f"the warm start should leave room to learn: {held_out}"
     assert end >= start + 0.1, f"GRPO did not raise the held-out resolve rate: {held_out}"
     audit = subprocess.run(["python3", "-m", "harness.viewer.hacking", str(run), "--json"], cwd=ROOT, capture_output=True,
                            text=True, check=True)
     totals = json.loads(audit.stdout)
-    assert totals["trajectories"] == GRPO_STEPS * 64 and totals["rewarded"] > 0
+    assert totals["trajectories"] == GRPO_STEPS * 128 and totals["rewarded"] > 0
+    assert totals["test_edit"]["tried"] > 0  # the warm start's hack was sampled, and graded 0
     assert all(totals[kind]["rewarded"] == 0 for kind in ("test_edit", "test_config", "git_history", "policy_refusal", "forged_log"))
