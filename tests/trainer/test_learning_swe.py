@@ -1,4 +1,4 @@
-"""The repo-fix learning proof, CI-sized: `scripts/learning_proof.sh swe` with a few GRPO steps.
+"""The repo-fix learning proof, shortened: `scripts/learning_proof.sh swe` with a few GRPO steps (opt-in).
 
 From a fresh tiny model: gold and test-editing swe-tiny trajectories, an SFT stage on 4,000 gold ones,
 a warm start that mostly edits the tests, then GRPO through real episodes (bash, str_replace_editor,
