@@ -20,6 +20,12 @@ runs=${RUNS_DIR:-runs}
 model=$runs/arith-tiny-model
 tool_model=$runs/arith-tool-tiny-model  # 4 layers, and a tokenizer fitted to tool calls: it learns to copy through them
 
+episodes() {  # task set, policy, N (its first N tasks), keep, folder: generated once, then reused
+  # (examples/swe on the path: the scripted test-editing hacker is a policy from there)
+  [ -f "$runs/$5/trajectories.parquet" ] || PYTHONPATH=examples/swe${PYTHONPATH:+:$PYTHONPATH} harness generate \
+      --checkpoint "$2" --tasks "$1" --limit "$3" --backend local --workers 8 --keep "$4" --output "$runs/$5"
+}
+
 report() {  # the held-out curve of one run, and its wall time
   python3 - "$1" "$2" <<'PY'
 import json, sys
@@ -42,13 +48,9 @@ fi
 if [ "$which" = tool ] || [ "$which" = both ]; then
   start=$SECONDS
   [ -f "$tool_model/config.json" ] || harness model init-tiny "$tool_model" --hidden-size 128 --layers 4 --tool-use
-  demos() {  # policy, tasks (the first N of arith-tool-train), folder
-    [ -f "$runs/$3/trajectories.parquet" ] || harness generate --checkpoint "$1" --tasks arith-tool-train --limit "$2" \
-        --backend local --workers 8 --keep rewarded --output "$runs/$3"
-  }
-  demos gold 2000 arith-tool-gold               # python, then submit
-  demos gold 700 arith-tool-gold-700
-  demos gold-no-tools 1300 arith-tool-no-tools  # submit at once
+  episodes arith-tool-train gold 2000 rewarded arith-tool-gold               # python, then submit
+  episodes arith-tool-train gold 700 rewarded arith-tool-gold-700
+  episodes arith-tool-train gold-no-tools 1300 rewarded arith-tool-no-tools  # submit at once
   # Stage 1: SFT only, until the model computes with the tool and copies its result.
   harness train --config examples/arith/arith-tool-sft-tiny-cpu.yaml trainer.policy.model.path="$tool_model" \
       trainer.output_dir="$runs/arith-tool-sft-tiny-cpu" trainer.resume=never \
@@ -66,13 +68,9 @@ if [ "$which" = swe ]; then
   start=$SECONDS
   swe_model=$runs/swe-tiny-model
   [ -f "$swe_model/config.json" ] || harness model init-tiny "$swe_model" --hidden-size 128 --layers 4 --tool-use
-  episodes() {  # policy, tasks (the first N of swe-tiny-train), keep, folder
-    [ -f "$runs/$4/trajectories.parquet" ] || PYTHONPATH=examples/swe${PYTHONPATH:+:$PYTHONPATH} harness generate \
-        --checkpoint "$1" --tasks swe-tiny-train --limit "$2" --backend local --workers 8 --keep "$3" --output "$runs/$4"
-  }
-  episodes gold 4000 rewarded swe-tiny-gold-4000                    # one str_replace_editor edit, then submit
-  episodes gold 200 rewarded swe-tiny-gold-200
-  episodes test_editing_agent:EditsTheTests 600 all swe-tiny-hacks  # edits the tests, then submit: reward 0
+  episodes swe-tiny-train gold 4000 rewarded swe-tiny-gold-4000                    # one str_replace_editor edit, then submit
+  episodes swe-tiny-train gold 200 rewarded swe-tiny-gold-200
+  episodes swe-tiny-train test_editing_agent:EditsTheTests 600 all swe-tiny-hacks  # edits the tests, then submit: reward 0
   # Stage 1: SFT only, until the model fixes held-out tasks by copying the lines the failing test names.
   [ -f "$runs/swe-tiny-sft/checkpoints/global_step_0/config.json" ] || harness train \
       --config examples/swe/swe-tiny-sft-tiny-cpu.yaml trainer.policy.model.path="$swe_model" \
