@@ -154,8 +154,10 @@ class SFTWarmupConfig(Section):
     data: Strings = Field(default_factory=list)
     #: Epochs of supervised fine-tuning before RL starts.
     epochs: Int = Field(1, ge=1)
-    #: Learning rate of the warm-up.
+    #: Learning rate of the warm-up (its peak, with a schedule).
     learning_rate: Float = Field(1e-5, gt=0.0)
+    #: Schedule over the warm-up's own steps: `constant`, or `cosine` / `linear` decay to 0 at its last step.
+    lr_scheduler: Scheduler = "constant"
     #: Examples per optimizer step; null = `trainer.train_batch_size` × `generator.n_samples_per_prompt`.
     batch_size: Int | None = Field(None, ge=1)
     #: Stop the warm-up after this many optimizer steps even if epochs remain (a partial warm start); null = no cap.

@@ -45,6 +45,19 @@ class LearnerSettings:
     is_cap: float | None = None
 
 
+def lr_factor(step: int, warmup_steps: int, total_steps: int, scheduler: str) -> float:
+    """The fraction of the peak learning rate at optimizer step `step` (from 0): a linear warm-up, then
+    `constant`, or `linear` / `cosine` decay to 0 at `total_steps`. RL steps and the SFT warm-up share it."""
+    if step < warmup_steps:
+        return (step + 1) / (warmup_steps + 1)
+    progress = min((step - warmup_steps) / max(total_steps - warmup_steps, 1), 1.0)
+    if scheduler == "linear":
+        return 1.0 - progress
+    if scheduler == "cosine":
+        return 0.5 * (1.0 + math.cos(math.pi * progress))
+    return 1.0
+
+
 def learner_device() -> torch.device:
     """Where a learner trains: the local GPU when there is one (one per rank under FSDP2), else the CPU."""
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -79,14 +92,7 @@ class Learner:
 
     def _lr_factor(self, step: int) -> float:
         s = self.settings
-        if step < s.warmup_steps:
-            return (step + 1) / (s.warmup_steps + 1)
-        progress = min((step - s.warmup_steps) / max(s.total_steps - s.warmup_steps, 1), 1.0)
-        if s.lr_scheduler == "linear":
-            return 1.0 - progress
-        if s.lr_scheduler == "cosine":
-            return 0.5 * (1.0 + math.cos(math.pi * progress))
-        return 1.0
+        return lr_factor(step, s.warmup_steps, s.total_steps, s.lr_scheduler)
 
     def train_step(self, batch: Batch, total_rows: int | None = None) -> dict[str, float]:
         """PPO epochs over micro-batches; one optimizer step per epoch. Raises on a non-finite loss.

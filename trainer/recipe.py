@@ -36,7 +36,7 @@ from .batch import build_batch
 from .checkpoint import latest_checkpoint, load_trainer_state
 from .config import TrainConfig, save_config, to_dict
 from .errors import ConfigError, TrainerError
-from .learner import LearnerSettings
+from .learner import LearnerSettings, lr_factor
 from .metrics import MetricsLogger, plot_curve, read_metrics, save_rollouts
 from .weight_sync import setup_weight_sync, sync_weights
 
@@ -295,9 +295,12 @@ def _sft_warmup(cfg: TrainConfig, learner, engines, train_tasks: list[Task], log
     size = warm.batch_size or cfg.trainer.train_batch_size * cfg.generator.n_samples_per_prompt
     pad_id = _pad_id(cfg.trainer.policy.model.path)
     batches = (batch for epoch in range(warm.epochs) for batch in make_batches(examples, size, pad_id, cfg.trainer.seed + epoch))
+    total = warm.epochs * -(-len(examples) // size)
+    total = min(total, warm.max_steps) if warm.max_steps else total
     for number, batch in enumerate(itertools.islice(batches, warm.max_steps), start=1):
-        metrics = learner.sft_step(batch, warm.learning_rate)
-        logger.log(0, {**metrics, "sft/step": number})
+        lr = warm.learning_rate * lr_factor(number - 1, 0, total, warm.lr_scheduler)
+        metrics = learner.sft_step(batch, lr)
+        logger.log(0, {**metrics, "sft/step": number, "sft/lr": lr})
     learner.reset_optimizer()
     sync_weights(cfg.inference.weight_sync, learner, engines, cfg.trainer.deadlines.weight_sync_s)
 

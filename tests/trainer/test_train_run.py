@@ -114,10 +114,12 @@ def test_sft_only_run_saves_the_warm_started_model(tiny_model, tmp_path):
 
     run_dir = tmp_path / "run"
     done = harness(*train_args(tiny_model, run_dir, "trainer.max_steps=0",
-                               'trainer.sft_warmup={data: ["arith-train"], max_steps: 5, learning_rate: 0.001}'))
+                               'trainer.sft_warmup={data: ["arith-train"], max_steps: 5, learning_rate: 0.001, lr_scheduler: cosine}'))
     assert done.returncode == 0, done.stdout + done.stderr
     metrics = rows_of(run_dir / "metrics.jsonl")
     assert [m["sft/step"] for m in metrics if "sft/step" in m] == [1, 2, 3, 4, 5]
+    rates = [m["sft/lr"] for m in metrics if "sft/step" in m]  # cosine over the warm-up's own 5 steps, from the peak
+    assert rates[0] == 0.001 and all(a > b > 0 for a, b in zip(rates, rates[1:])) and rates[-1] < 0.0001
     assert [m["step"] for m in metrics if "sft/step" not in m] == [0]  # the warm start's held-out reward, no GRPO step
     before = load_file(Path(tiny_model) / "model.safetensors")
     after = load_file(run_dir / "checkpoints" / "global_step_0" / "model.safetensors")
