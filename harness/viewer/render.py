@@ -74,7 +74,7 @@ def _arguments(name: str, arguments: Any) -> str:
 
 
 def messages(trajectory: dict[str, Any], flags: list[Flag], prefix: str = "m") -> str:
-    """Each message in order; assistant turns carry their number, timings and token counts."""
+    """Each message in order; assistant turns carry their number, timings, token counts and finish reason."""
     stats = (trajectory.get("metadata") or {}).get("turn_stats") or []
     flagged: dict[int, list[Flag]] = {}
     for flag in flags:
@@ -89,7 +89,10 @@ def messages(trajectory: dict[str, Any], flags: list[Flag], prefix: str = "m") -
             if turn <= len(stats):
                 s = stats[turn - 1]
                 head.append(f'<span class="stat">model {s.get("policy_s", 0):.2f}s · tools {s.get("env_s", 0):.2f}s · '
-                            f'{s.get("prompt_tokens", 0)} prompt / {s.get("completion_tokens", 0)} completion tokens</span>')
+                            f'{s.get("prompt_tokens", 0)} prompt / {s.get("completion_tokens", 0)} completion tokens · '
+                            f'finish {e(s.get("finish_reason") or "?")}</span>')
+                if s.get("finish_reason") == "length":  # the reply was cut: its tool call may be broken by that alone
+                    head.append('<span class="flag" title="the reply reached max_tokens and was cut">cut at max_tokens</span>')
         if role == "tool" and message.get("name"):
             head.append(f'<span class="stat">{e(message["name"])}</span>')
         for flag in flagged.get(number, []):

@@ -196,6 +196,7 @@ def test_trajectory_page_shows_turns_tool_calls_diff_and_grading(viewer, browser
     turns = browser.find_elements("css selector", ".msg.assistant")
     assert len(turns) == trajectory["turns"] >= 2
     assert "turn 1" in turns[0].text and "tools" in turns[0].text  # per-turn timings
+    assert "finish tool_calls" in turns[0].text and not browser.find_elements("css selector", ".msg.assistant .flag")
     assert browser.find_elements("css selector", ".msg.assistant .callname")[-1].text == "submit"
     diff = browser.find_element("css selector", ".diff .highlight")
     assert "diff --git" in diff.text and browser.find_elements("css selector", ".diff .highlight .gi")  # highlighted inserts
@@ -246,7 +247,7 @@ def test_audit_flags_the_hacky_episode_and_not_gold(viewer, browser):
     assert "flagged: 0" in browser.find_element("tag name", "main").text
 
 
-def test_training_run_curves_and_the_token_view_of_a_sampled_trajectory(viewer, browser):
+def test_training_run_curves_and_the_token_view_of_a_sampled_trajectory(viewer, browser, runs):
     browser.get(viewer + run_url("train"))
     wait_for(browser, "const i = document.getElementById('curves'); return i.complete && i.naturalWidth > 0", what="the curves")
     steps = [o.text for o in browser.find_elements("css selector", "#stepselect option")]
@@ -259,6 +260,10 @@ def test_training_run_curves_and_the_token_view_of_a_sampled_trajectory(viewer, 
     context = browser.find_elements("css selector", ".tokens .tok.ctx")
     assert policy and context
     assert re.search(r"mask 1 · logprob -?\d+\.\d{3}", policy[0].get_attribute("title"))
+    rollout = json.loads((runs["train"] / "rollouts" / "step_000001.jsonl").read_text().splitlines()[0])
+    reason = rollout["metadata"]["turn_stats"][0]["finish_reason"]  # a random 12-token reply: most are cut
+    head = browser.find_element("css selector", ".msg.assistant .head").text
+    assert f"finish {reason}" in head and ("cut at max_tokens" in head) == (reason == "length")
     assert "<|im_start|>" in "".join(t.get_attribute("textContent") for t in context[:3])  # decoded by the run's tokenizer
     browser.find_element("id", "m-tokens").location_once_scrolled_into_view
     shot(browser, "tokens")
