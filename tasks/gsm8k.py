@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -46,7 +46,7 @@ _NUMBER = re.compile(r"(?:(?<![\w)])-)?(?:\$-?)?(?:\d[\d,]*(?:\.\d+)?|\.\d+)")
 
 Variant = Literal["single", "tool"]
 Mode = Literal["strict", "flexible", "skyrl"]
-MODES = ("strict", "flexible", "skyrl")
+MODES = get_args(Mode)
 
 # SkyRL's rule (skyrl-gym's GSM8K `extract_solution`, strict): the FIRST `#### ` followed by digits, dots and commas.
 _SKYRL_ANSWER = re.compile(r"#### (-?[0-9.,]+)")

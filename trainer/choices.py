@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
+from tasks.gsm8k import Mode as RewardMode  # spelled once, where the GSM8K reward reads it
+
 #: Built-in group-relative advantage estimators (plugins register more by name).
 AdvantageMethod = Literal["grpo", "dr_grpo", "rloo"]
 Aggregation = Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"]
@@ -19,7 +21,6 @@ SandboxBackend = Literal["auto", "docker", "local"]
 InferenceBackend = Literal["transformers", "vllm"]
 WeightSync = Literal["load", "disk", "nccl"]
 LoggerBackend = Literal["jsonl", "tensorboard", "wandb"]
-RewardMode = Literal["strict", "flexible", "skyrl"]
 
 
 def values(choice) -> tuple[str, ...]:
