@@ -7,8 +7,8 @@
 #   bash scripts/learning_proof.sh [single|tool|both|swe] [OVERRIDES]     (default: both)
 #
 # `swe`: the repo-fix proof on generated swe-tiny tasks (real episodes in sandboxes, graded by the
-# SWE-bench grader): gold and test-editing trajectories, an SFT stage on the gold ones, a warm start that
-# mostly edits the tests, then GRPO; then the reward-hacking audit of the GRPO rollouts
+# SWE-bench grader): from arith-tool's SFT stage, gold and test-editing trajectories, an SFT stage on the
+# gold ones, a warm start that mostly edits the tests, then GRPO; then the reward-hacking audit of the GRPO rollouts
 # (python3 -m harness.viewer.hacking).
 #
 # OVERRIDES (dotted config keys, e.g. trainer.max_steps=5) apply to the GRPO runs.
@@ -26,6 +26,12 @@ episodes() {  # task set, policy, N (its first N tasks), keep, folder: generated
       --checkpoint "$2" --tasks "$1" --limit "$3" --backend local --workers 8 --keep "$4" --output "$runs/$5"
 }
 
+sft_once() {  # config, model, folder, data: an SFT-only stage, run once, then its checkpoint reused
+  if [ -f "$runs/$3/checkpoints/global_step_0/config.json" ]; then echo "reusing $runs/$3"; return; fi
+  harness train --config "$1" trainer.policy.model.path="$2" trainer.output_dir="$runs/$3" trainer.resume=never \
+      trainer.sft_warmup.data="[\"$4\"]"
+}
+
 report() {  # the held-out curve of one run, and its wall time
   python3 - "$1" "$2" <<'PY'
 import json, sys
@@ -35,6 +41,12 @@ print(f"\n{run}: held-out reward by step: " + "  ".join(f"{s}:{r:.2f}" for s, r 
 print(f"{run}: after the SFT warm start {curve[0][1]:.2f}, after GRPO {curve[-1][1]:.2f} (best {max(r for _, r in curve):.2f}); "
       f"{seconds // 60} min {seconds % 60} s; curve: {run}/reward_curve.png")
 PY
+}
+
+tool_sft() {  # arith-tool's stage 1: tool calls, and numbers copied into them (also the swe proof's stage 0)
+  [ -f "$tool_model/config.json" ] || harness model init-tiny "$tool_model" --hidden-size 128 --layers 4 --tool-use
+  episodes arith-tool-train gold 2000 rewarded arith-tool-gold               # python, then submit
+  sft_once examples/arith/arith-tool-sft-tiny-cpu.yaml "$tool_model" arith-tool-sft-tiny-cpu "$runs/arith-tool-gold/trajectories.parquet"
 }
 
 if [ "$which" = single ] || [ "$which" = both ]; then
@@ -47,14 +59,9 @@ fi
 
 if [ "$which" = tool ] || [ "$which" = both ]; then
   start=$SECONDS
-  [ -f "$tool_model/config.json" ] || harness model init-tiny "$tool_model" --hidden-size 128 --layers 4 --tool-use
-  episodes arith-tool-train gold 2000 rewarded arith-tool-gold               # python, then submit
+  tool_sft  # Stage 1: SFT only, until the model computes with the tool and copies its result.
   episodes arith-tool-train gold 700 rewarded arith-tool-gold-700
   episodes arith-tool-train gold-no-tools 1300 rewarded arith-tool-no-tools  # submit at once
-  # Stage 1: SFT only, until the model computes with the tool and copies its result.
-  harness train --config examples/arith/arith-tool-sft-tiny-cpu.yaml trainer.policy.model.path="$tool_model" \
-      trainer.output_dir="$runs/arith-tool-sft-tiny-cpu" trainer.resume=never \
-      trainer.sft_warmup.data="[\"$runs/arith-tool-gold/trajectories.parquet\"]"
   # Stage 2: a warm start that mostly answers without the tool, then GRPO.
   harness train --config examples/arith/arith-tool-grpo-tiny-cpu.yaml \
       trainer.policy.model.path="$runs/arith-tool-sft-tiny-cpu/checkpoints/global_step_0" \
@@ -66,16 +73,15 @@ fi
 
 if [ "$which" = swe ]; then
   start=$SECONDS
-  swe_model=$runs/swe-tiny-model
-  [ -f "$swe_model/config.json" ] || harness model init-tiny "$swe_model" --hidden-size 128 --layers 4 --tool-use
+  # Stage 0: arith-tool's SFT stage. A fresh tiny model never learns to copy the digits of the line it must
+  # edit (README); one that has learned to copy numbers into tool calls on arith-tool does.
+  tool_sft
   episodes swe-tiny-train gold 4000 rewarded swe-tiny-gold-4000                    # one str_replace_editor edit, then submit
   episodes swe-tiny-train gold 200 rewarded swe-tiny-gold-200
   episodes swe-tiny-train test_editing_agent:EditsTheTests 600 all swe-tiny-hacks  # edits the tests, then submit: reward 0
   # Stage 1: SFT only, until the model fixes held-out tasks by copying the lines the failing test names.
-  [ -f "$runs/swe-tiny-sft/checkpoints/global_step_0/config.json" ] || harness train \
-      --config examples/swe/swe-tiny-sft-tiny-cpu.yaml trainer.policy.model.path="$swe_model" \
-      trainer.output_dir="$runs/swe-tiny-sft" trainer.resume=never \
-      trainer.sft_warmup.data="[\"$runs/swe-tiny-gold-4000/trajectories.parquet\"]"
+  sft_once examples/swe/swe-tiny-sft-tiny-cpu.yaml "$runs/arith-tool-sft-tiny-cpu/checkpoints/global_step_0" swe-tiny-sft \
+      "$runs/swe-tiny-gold-4000/trajectories.parquet"
   # Stage 2: a warm start that mostly edits the tests instead, then GRPO in sandboxes.
   harness train --config examples/swe/swe-tiny-grpo-tiny-cpu.yaml \
       trainer.policy.model.path="$runs/swe-tiny-sft/checkpoints/global_step_0" \

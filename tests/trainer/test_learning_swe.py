@@ -1,6 +1,7 @@
 """The repo-fix learning proof, shortened: `scripts/learning_proof.sh swe` with a few GRPO steps (opt-in).
 
-From a fresh tiny model: gold and test-editing swe-tiny trajectories, an SFT stage on 4,000 gold ones,
+From nothing: arith-tool's SFT stage (tool calls, numbers copied into them), gold and test-editing swe-tiny
+trajectories, an SFT stage on 4,000 gold ones,
 a warm start that mostly edits the tests, then GRPO through real episodes (bash, str_replace_editor,
 submit in bubblewrap sandboxes) graded by the SWE-bench grader with every check on. Asserts that the
 held-out resolve rate (swe-tiny-50, greedy) measured after the warm start (step 0) rises by the last
