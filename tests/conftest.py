@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -11,6 +12,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+# The Ctrl-C tests send SIGINT to child processes, which inherit an *ignored* SIGINT from a suite started
+# in the background of a non-interactive shell (`cmd &`): they would run on and the tests fail for that
+# alone. Children of a process with a handler get the default disposition back when they exec.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def require(condition: bool, reason: str) -> None:
