@@ -21,6 +21,8 @@ from tests.cli_helpers import ROOT, rows_of
 GRPO_STEPS = 5
 
 
+# Known to fail today: with stage 1 from arith-tool's checkpoint (0.88 held-out) the warm start leaves 0.40, above
+# the start asserted, and 4 GRPO steps fell to 0.28-0.34 (README, stop 25).
 # Opt-in (HARNESS_SWE_PROOF=1), not in CI: from nothing it takes well over an hour here (4,000 gold episodes,
 # 400 SFT steps, then GRPO steps of 128 graded episodes; README, swe-tiny), past CI's budget.
 @pytest.mark.skipif(not os.environ.get("HARNESS_SWE_PROOF"), reason="opt-in: HARNESS_SWE_PROOF=1 (the swe-tiny proof, over an hour)")
