@@ -70,7 +70,7 @@ def prepare_eval(checkpoint: str, tasks: str, output: Path | None = None, *, sam
     if not task_list:
         raise TaskError(f"{tasks} holds no tasks")
     sandbox_backend = get_backend(backend) if any(t.sandbox for t in task_list) and not ray_address else None
-    if sandbox_backend is not None and sandbox_backend.name != "docker":
+    if backend == "auto" and sandbox_backend is not None and sandbox_backend.name != "docker":  # a fallback, not a choice
         note("no Docker engine answers: episodes run in the local bubblewrap backend")
     output = output or default_output(checkpoint, tasks)
     config = EvalConfig(tasks=tasks, checkpoint=checkpoint, output=str(output), samples=samples, workers=workers,

@@ -20,3 +20,9 @@ def test_an_eval_run_from_python_reports_and_refuses_a_second_run_in_its_folder(
     with pytest.raises(RunMismatch, match="different run"):
         prepare_eval("empty", "arith", tmp_path / "run", limit=3)
     assert default_output("endpoint:m", "sets/x.jsonl").as_posix() == "runs/eval-endpoint_m-x"
+
+
+def test_a_chosen_local_backend_is_not_reported_as_a_fallback_from_docker(tmp_path):
+    heard = []
+    run = prepare_eval("gold", "arith-tool", tmp_path / "run", limit=1, backend="local", note=heard.append)
+    assert run.config.backend == "local" and heard == []
