@@ -7,9 +7,8 @@
 #   bash scripts/learning_proof.sh [single|tool|both|swe] [OVERRIDES]     (default: both)
 #
 # `swe`: the repo-fix proof on generated swe-tiny tasks (real episodes in sandboxes, graded by the
-# SWE-bench grader): from arith-tool's SFT stage, gold and test-editing trajectories, an SFT stage on the
-# gold ones, a warm start that mostly edits the tests, then GRPO; then the reward-hacking audit of the GRPO rollouts
-# (python3 -m harness.viewer.hacking).
+# SWE-bench grader): from arith-tool's SFT stage, gold trajectories, a short SFT warm start on them, then GRPO;
+# then the reward-hacking audit of the GRPO rollouts (python3 -m harness.viewer.hacking).
 #
 # OVERRIDES (dotted config keys, e.g. trainer.max_steps=5) apply to the GRPO runs.
 set -euo pipefail
@@ -76,18 +75,12 @@ if [ "$which" = swe ]; then
   # Stage 0: arith-tool's SFT stage. A fresh tiny model never learns to copy the digits of the line it must
   # edit (README); one that has learned to copy numbers into tool calls on arith-tool does.
   tool_sft
-  episodes swe-tiny-train gold 4000 rewarded swe-tiny-gold-4000                    # one str_replace_editor edit, then submit
-  episodes swe-tiny-train gold 200 rewarded swe-tiny-gold-200
-  episodes swe-tiny-train test_editing_agent:EditsTheTests 600 all swe-tiny-hacks  # edits the tests, then submit: reward 0
-  # Stage 1: SFT only, until the model fixes held-out tasks by copying the lines the failing test names.
-  sft_once examples/swe/swe-tiny-sft-tiny-cpu.yaml "$runs/arith-tool-sft-tiny-cpu/checkpoints/global_step_0" swe-tiny-sft \
-      "$runs/swe-tiny-gold-4000/trajectories.parquet"
-  # Stage 2: a warm start that mostly edits the tests instead, then GRPO in sandboxes.
+  episodes swe-tiny-train gold 1500 rewarded swe-tiny-gold-1500  # one str_replace_editor edit, then submit
+  # A short SFT warm start on the gold episodes, then GRPO in sandboxes: one run.
   harness train --config examples/swe/swe-tiny-grpo-tiny-cpu.yaml \
-      trainer.policy.model.path="$runs/swe-tiny-sft/checkpoints/global_step_0" \
+      trainer.policy.model.path="$runs/arith-tool-sft-tiny-cpu/checkpoints/global_step_0" \
       trainer.output_dir="$runs/swe-tiny-grpo" trainer.resume=never \
-      trainer.sft_warmup.data="[\"$runs/swe-tiny-gold-200/trajectories.parquet\", \"$runs/swe-tiny-hacks/trajectories.parquet\"]" \
-      "${overrides[@]}"
+      trainer.sft_warmup.data="[\"$runs/swe-tiny-gold-1500/trajectories.parquet\"]" "${overrides[@]}"
   report "$runs/swe-tiny-grpo" $((SECONDS - start))
   python3 -m harness.viewer.hacking "$runs/swe-tiny-grpo"
 fi
