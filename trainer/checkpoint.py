@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -27,16 +27,24 @@ def save_checkpoint(run_dir: Path, step: int, model, tokenizer, trainer_state: d
                     weights: dict[str, torch.Tensor] | None = None, keep: int = 2) -> Path:
     """`weights`: the whole state dict when `model` itself is sharded (FSDP2); else the model's own is saved."""
     final = checkpoint_dir(run_dir, step)
+    save_weights(final, model, tokenizer, weights, lambda staging: torch.save({**trainer_state, "rng": rng_state()}, staging / STATE))
+    (run_dir / "checkpoints" / "latest").write_text(final.name + "\n")
+    _prune(run_dir, keep)
+    return final
+
+
+def save_weights(final: Path, model, tokenizer, weights: dict[str, torch.Tensor] | None = None,
+                 also: Callable[[Path], Any] = lambda staging: None) -> Path:
+    """The model as a Hugging Face checkpoint at `final` (plus what `also` writes beside it), written to a
+    `.partial` folder and renamed into place."""
     staging = final.with_name(final.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     model.save_pretrained(staging, state_dict=weights, safe_serialization=True)
     tokenizer.save_pretrained(staging)
-    torch.save({**trainer_state, "rng": rng_state()}, staging / STATE)
+    also(staging)
     shutil.rmtree(final, ignore_errors=True)
     staging.rename(final)
-    (run_dir / "checkpoints" / "latest").write_text(final.name + "\n")
-    _prune(run_dir, keep)
     return final
 
 

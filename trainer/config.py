@@ -229,7 +229,8 @@ class TrainerConfig(Section):
     sft_warmup: SFTWarmupConfig | None = None
     #: The model trained (`trainer.policy.model.path` is required).
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
-    #: The frozen reference of the KL penalty; `model.path` null = the policy's starting checkpoint.
+    #: The frozen reference of the KL penalty; `model.path` null = the policy's starting checkpoint, or after an SFT
+    #: warm-up the warm-started policy (saved as `reference/` in the run directory, which a resume loads).
     ref: PolicyConfig = Field(default_factory=PolicyConfig)
     #: Advantage, loss and filtering.
     algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
@@ -547,7 +548,7 @@ def _resolve(config: TrainConfig, default_run_name: str) -> TrainConfig:
     t = config.trainer
     run_name = t.run_name or default_run_name
     policy_path = _expand(t.policy.model.path)
-    ref_path = _expand(t.ref.model.path) or policy_path
+    ref_path = _expand(t.ref.model.path)  # null stays null: the run decides (the start, or the warm-started policy)
     sft = t.sft_warmup
     if sft is not None:
         sft = sft.model_copy(update={"data": [_expand(p) for p in sft.data]})

@@ -175,6 +175,11 @@ class Learner:
         self.check_finite_weights()
         return {"sft/loss": total, "sft/grad_norm": float(grad_norm), "sft/tokens": float(batch.loss_mask.sum())}
 
+    def anchor_reference(self) -> None:
+        """The KL reference becomes the current policy (after an SFT warm-up: RL is kept near the warm-started model,
+        not the one before it)."""
+        self.ref.load_state_dict(self.model.state_dict())
+
     def reset_optimizer(self) -> None:
         """Start RL with fresh optimizer moments after the SFT warm start, at the RL schedule's learning rate
         (SFT steps set their own; the scheduler only sets it again after the first RL step)."""

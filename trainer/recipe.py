@@ -156,7 +156,9 @@ def train(cfg: TrainConfig, on_step: Callable[[int, dict], None] = lambda step, 
     ray.init(address=cfg.trainer.ray_address, ignore_reinit_error=True, include_dashboard=False, log_to_driver=False,
              runtime_env=_worker_env() if cfg.trainer.ray_address is None else None)
     learner_gpus, engine_gpus = gpu_shares(cfg)
-    learner = LearnerGroup(start_path, learner_settings(cfg, total_steps), cfg.trainer.ref.model.path or model_path,
+    anchored = run_dir / REFERENCE  # the warm-started policy, once an SFT warm-up has made it the KL reference
+    ref_path = cfg.trainer.ref.model.path or (str(anchored) if resume_from and anchored.is_dir() else model_path)
+    learner = LearnerGroup(start_path, learner_settings(cfg, total_steps), ref_path,
                            learner_ranks(cfg), learner_gpus, deadline_s=cfg.trainer.deadlines.learner_step_s)
     engines = [EngineActor.options(num_cpus=0, num_gpus=engine_gpus, max_concurrency=256).remote(
                    cfg.inference.backend, start_path, cfg.inference.num_engines, **engine_options(cfg))
@@ -176,6 +178,8 @@ def train(cfg: TrainConfig, on_step: Callable[[int, dict], None] = lambda step, 
             log.info("resumed from %s (step %d)", resume_from, step)
         elif cfg.trainer.sft_warmup is not None:
             _sft_warmup(cfg, learner, engines, train_tasks, logger)
+            if cfg.trainer.algorithm.kl_coef > 0 and not cfg.trainer.ref.model.path:
+                learner.anchor_reference(anchored)
         if step == 0 and val_tasks:
             logger.log(0, validate(cfg, workers, val_tasks))
         pad_id = _pad_id(start_path)
@@ -316,7 +320,8 @@ def _resume_point(cfg: TrainConfig, run_dir: Path) -> Path | None:
     return path
 
 
-RUN_OUTPUTS = ("config.yaml", "metrics.jsonl", "tensorboard", "checkpoints", "reward_curve.png", "rollouts")
+REFERENCE = "reference"
+RUN_OUTPUTS = ("config.yaml", "metrics.jsonl", "tensorboard", "checkpoints", "reward_curve.png", "rollouts", REFERENCE)
 
 
 def _set_aside_previous_run(run_dir: Path) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import ray
@@ -153,6 +154,14 @@ class LearnerActor:
     def weights(self) -> dict[str, Any]:
         return self.learner.weights()
 
+    def anchor_reference(self, folder) -> str | None:
+        """The KL reference becomes the current policy; rank 0 saves it to `folder`, for a resumed run to load."""
+        from .checkpoint import save_weights
+
+        self.learner.anchor_reference()
+        weights = self.learner.weights()  # every rank takes part in gathering
+        return str(save_weights(Path(folder), self.learner.model, self.tokenizer, weights)) if self.rank == 0 else None
+
     def init_weight_sender(self, host: str, port: int, world_size: int) -> bool:
         """`inference.weight_sync: nccl`: rank 0 joins the engines' group as its rank 0."""
         from .weight_sync import WeightSender
@@ -211,6 +220,9 @@ class LearnerGroup:
 
     def reset_optimizer(self) -> None:
         self._get([actor.reset_optimizer.remote() for actor in self.actors])
+
+    def anchor_reference(self, folder) -> None:
+        self._get([actor.anchor_reference.remote(folder) for actor in self.actors])
 
     def weights(self):
         """A reference to the whole weights (rank 0's copy), for the engines to load."""

@@ -69,7 +69,7 @@ def test_every_example_loads(path: Path):
     assert config.data.train_data and config.trainer.policy.model.path
     assert config.trainer.run_name == path.stem
     assert config.trainer.output_dir == f"runs/{path.stem}"
-    assert config.trainer.ref.model.path == config.trainer.policy.model.path
+    assert config.trainer.ref.model.path is None  # the run's start, or its warm-started policy (trainer/recipe.py)
     assert all(not p.startswith("~") for p in config.data.train_data + config.data.val_data)
 
 
@@ -108,7 +108,7 @@ def test_absent_sections_get_their_defaults(tmp_path: Path):
     assert config.trainer.sft_warmup is None and config.trainer.max_steps is None
     assert config.trainer.ray_address is None and config.trainer.resume == "auto"
     assert config.trainer.run_name == "mini" and config.trainer.output_dir == "runs/mini"
-    assert config.trainer.ref.model.path == "runs/tiny-model"
+    assert config.trainer.ref.model.path is None
     assert config.data.val_data == []
 
 

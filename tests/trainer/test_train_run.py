@@ -85,12 +85,13 @@ def test_killed_run_resumes_where_it_stopped(tiny_model, tmp_path):
 
 
 def test_fresh_start_sets_the_earlier_run_aside_and_fsdp2_ranks_train_and_resume(tiny_model, tmp_path):
+    from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM
 
     run_dir = tmp_path / "run"
     first = harness(*train_args(tiny_model, run_dir, "trainer.max_steps=1", "trainer.ckpt_interval=1"))
     assert first.returncode == 0, first.stdout + first.stderr
-    fsdp2 = ["trainer.strategy=fsdp2", "trainer.placement.cpu_ranks=2", "trainer.ckpt_interval=1"]
+    fsdp2 = ["trainer.strategy=fsdp2", "trainer.placement.cpu_ranks=2", "trainer.ckpt_interval=1", "trainer.algorithm.kl_coef=0.1"]
     fresh = harness(*train_args(tiny_model, run_dir, "trainer.max_steps=2", "trainer.resume=never", *fsdp2,
                                 'trainer.sft_warmup={data: ["arith-train"], max_steps: 5, learning_rate: 0.001}'))
     assert fresh.returncode == 0, fresh.stdout + fresh.stderr
@@ -101,9 +102,17 @@ def test_fresh_start_sets_the_earlier_run_aside_and_fsdp2_ranks_train_and_resume
     assert [m["sft/step"] for m in metrics if "sft/step" in m] == [1, 2, 3, 4, 5]
     assert [m["step"] for m in metrics if "sft/step" not in m] == [0, 1, 2]  # the new run's metrics alone
     assert all(m["train/micro_batches"] >= 1 for m in metrics if "train/micro_batches" in m)
+    # the KL reference is the warm-started policy (equal to it at the first step), saved for a resume
+    reference = load_file(run_dir / "reference" / "model.safetensors")
+    base = load_file(Path(tiny_model) / "model.safetensors")
+    assert any(not torch.equal(reference[k], base[k]) for k in reference.keys() & base.keys())
+    assert [m["train/kl"] for m in metrics if "train/kl" in m][0] == 0.0
     resumed = harness(*train_args(tiny_model, run_dir, "trainer.max_steps=3", *fsdp2))
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    assert [m["step"] for m in rows_of(run_dir / "metrics.jsonl") if "sft/step" not in m] == [0, 1, 2, 3]
+    metrics = rows_of(run_dir / "metrics.jsonl")
+    assert [m["step"] for m in metrics if "sft/step" not in m] == [0, 1, 2, 3]
+    # resumed, the reference is still the warm-started policy, not the model before the warm-up (against which the KL is 0.011-0.018 here)
+    assert all(m["train/kl"] < 1e-3 for m in metrics if "train/kl" in m), [m["train/kl"] for m in metrics if "train/kl" in m]
     state = torch.load(run_dir / "checkpoints" / "global_step_3" / "trainer_state.pt", weights_only=False)
     assert {int(s["step"]) for s in state["optimizer"]["state"].values()} == {3}  # sharded moments resumed, not restarted
     AutoModelForCausalLM.from_pretrained(run_dir / "checkpoints" / "global_step_3")  # whole weights, as a 1-process run writes
