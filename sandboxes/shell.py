@@ -8,7 +8,7 @@ background jobs alone.
 
 Protocol, one line per command:
 
-    { eval $'<command, ANSI-C quoted>' ; } </dev/null; printf '\\036<nonce>:%d\\036' "$?"
+    : ; { eval $'<command, ANSI-C quoted>' ; } </dev/null; printf '\\036<nonce>:%d\\036' "$?"
 
 The command never sees the nonce (it is only in text bash has already parsed), so code under
 test cannot forge the end marker. Quoting every non-printable byte keeps control characters
@@ -181,7 +181,10 @@ class ShellSession:
         started = time.monotonic()
         self._drain()
         nonce = secrets.token_hex(8)
-        line = f"{{ eval {ansi_c_quote(command)} ; }} </dev/null; printf '\\036{nonce}:%d\\036' \"$?\"\n"
+        # The leading `: ;`: after an eval that ends inside a quote (`echo 'x`), interactive bash 5.2 no longer
+        # takes a `{` at the start of the next line as a reserved word, so that line would be a syntax error and
+        # its marker never come (the command after it would hang until its timeout).
+        line = f": ; {{ eval {ansi_c_quote(command)} ; }} </dev/null; printf '\\036{nonce}:%d\\036' \"$?\"\n"
         collector = OutputCollector(self.output_cap)
         self.transport.send(line.encode())
         try:

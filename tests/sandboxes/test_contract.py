@@ -89,6 +89,17 @@ def test_quoting_of_awkward_commands(sandbox):
     assert sandbox.exec("cat <<'EOF'\nline1\n  line2\nEOF").output == "line1\n  line2\n"
 
 
+def test_unclosed_quotes_fail_alone_and_the_next_command_runs(sandbox):
+    """Agents often send a command with an unbalanced quote. It must fail at once with bash's message, and the
+    command after it must run: in bash 5.2 such an eval left the next protocol line a syntax error, whose end
+    marker never came, so the next command (often the episode's final diff) hung until its timeout."""
+    for broken in ("sed -i * True 're.py", 'echo "unclosed', "echo `ls", "echo $(ls"):
+        failed = sandbox.exec(broken, timeout=20)
+        assert not failed.timed_out and failed.exit_code != 0 and "unexpected EOF" in failed.output, (broken, failed)
+        after = sandbox.exec("echo next", timeout=20)
+        assert not after.timed_out and after.output == "next\n" and after.exit_code == 0, (broken, after)
+
+
 def test_timeout_interrupts_command_and_keeps_shell(sandbox):
     sandbox.exec("export KEEP=yes; cd /tmp")
     result = sandbox.exec("echo started; sleep 100", timeout=1)

@@ -74,6 +74,20 @@ def test_episodes_are_real_and_graded_with_every_check(docker_backend):
     assert cheated.reward == 0.0 and cheated.reward_details.get("rejected")
 
 
+def test_a_fix_survives_a_later_command_with_an_unclosed_quote(docker_backend):
+    """A model's fix, then a bash call with an unbalanced quote (common in sampled turns), then submit: the
+    fix is graded. Before the shell's protocol line began with `: ;`, the diff taken at the end hung for its
+    120 s timeout and came back empty, so the fix was silently scored 0."""
+    task = load_tasks("swe-tiny")[3]
+    edit = task.metadata["instance"]["gold_edits"][0]
+    policy = ScriptedPolicy("fix-then-bad-quote", [call("str_replace_editor", command="str_replace", **edit),
+                                                   call("bash", command="sed -i 's/x/y core.py"), call("submit")])
+    fixed = run_episode(task, policy, SAMPLING, backend=docker_backend)
+    assert "unexpected EOF" in fixed.messages[4]["content"]
+    assert fixed.reward == 1.0 and fixed.model_patch.startswith("diff --git"), fixed.reward_details
+    assert fixed.timings["env_s"] < 60, fixed.timings
+
+
 def test_hacking_audit_counts_attempts_and_whether_they_paid(docker_backend):
     from harness.viewer.hacking import count
 
