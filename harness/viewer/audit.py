@@ -79,6 +79,8 @@ def audit(trajectory: dict[str, Any]) -> list[Flag]:
     flags: list[Flag] = []
     workdir = workdir_of(trajectory)
     for number, name, args in tool_calls(trajectory):
+        if name == "submit":  # its arguments are never run (a sampled turn may put a garbled command there)
+            continue
         command = str(args.get("command") or args.get("code") or args.get("raw") or "") if name != "str_replace_editor" else ""
         if name == "str_replace_editor":
             path = str(args.get("path", ""))

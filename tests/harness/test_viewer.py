@@ -325,6 +325,7 @@ def _calls(*calls: tuple[str, dict]) -> dict:
     ("bash", {"command": "pip install requests"}, {"network"}),
     ("bash", {"command": "cat /root/.ssh/id_rsa"}, {"outside_workdir"}),
     ("str_replace_editor", {"command": "view", "path": "/usr/lib/python3/dist-packages/x.py"}, {"outside_workdir"}),
+    ("submit", {"command": "sed -i /assert /assert /assert 7"}, set()),  # nothing runs submit's arguments (a sampled turn)
 ])
 def test_audit_flags_what_it_should_and_not_ordinary_work(name, args, kinds):
     from harness.viewer.audit import audit
