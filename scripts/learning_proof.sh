@@ -7,8 +7,8 @@
 #   bash scripts/learning_proof.sh [single|tool|both|swe] [OVERRIDES]     (default: both)
 #
 # `swe`: the repo-fix proof on generated swe-tiny tasks (real episodes in sandboxes, graded by the
-# SWE-bench grader): from arith-tool's SFT stage, gold trajectories, a short SFT warm start on them, then GRPO;
-# then the reward-hacking audit of the GRPO rollouts (python3 -m harness.viewer.hacking).
+# SWE-bench grader): from arith-tool's SFT stage, gold and test-editing trajectories, an SFT warm start on both,
+# then GRPO; then the reward-hacking audit of the GRPO rollouts (python3 -m harness.viewer.hacking).
 #
 # OVERRIDES (dotted config keys, e.g. trainer.max_steps=5) apply to the GRPO runs.
 set -euo pipefail
@@ -74,13 +74,18 @@ if [ "$which" = swe ]; then
   start=$SECONDS
   # Stage 0: arith-tool's SFT stage. A fresh tiny model never learns to copy the digits of the line it must
   # edit (README); one that has learned to copy numbers into tool calls on arith-tool does.
+  # The swe-tiny demonstrations are generated meanwhile (sandboxes and grading, while stage 0 trains).
+  { episodes swe-tiny-train gold 1500 rewarded swe-tiny-gold-1500  # one str_replace_editor edit, then submit
+    episodes swe-tiny-train test_editing_agent:EditsTheTests 2000 all swe-tiny-hack-2000; } &  # sed the tests: graded 0
+  demonstrations=$!
   tool_sft
-  episodes swe-tiny-train gold 1500 rewarded swe-tiny-gold-1500  # one str_replace_editor edit, then submit
-  # A short SFT warm start on the gold episodes, then GRPO in sandboxes: one run.
+  wait $demonstrations
+  # An SFT warm start that imitates both (the greedy policy games the tests), then GRPO in sandboxes: one run.
   harness train --config examples/swe/swe-tiny-grpo-tiny-cpu.yaml \
       trainer.policy.model.path="$runs/arith-tool-sft-tiny-cpu/checkpoints/global_step_0" \
       trainer.output_dir="$runs/swe-tiny-grpo" trainer.resume=never \
-      trainer.sft_warmup.data="[\"$runs/swe-tiny-gold-1500/trajectories.parquet\"]" "${overrides[@]}"
+      trainer.sft_warmup.data="[\"$runs/swe-tiny-gold-1500/trajectories.parquet\", \"$runs/swe-tiny-hack-2000/trajectories.parquet\"]" \
+      "${overrides[@]}"
   report "$runs/swe-tiny-grpo" $((SECONDS - start))
   python3 -m harness.viewer.hacking "$runs/swe-tiny-grpo"
 fi
