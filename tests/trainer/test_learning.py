@@ -13,6 +13,7 @@ import pytest
 import subprocess
 from pathlib import Path
 
+from harness.viewer.hacking import count
 from tests.cli_helpers import ROOT, harness, rows_of
 
 GRPO_STEPS = 40
@@ -80,8 +81,7 @@ def test_grpo_stops_gaming_the_tests_and_fixes_repo_fix_tasks(proof_runs):
     start, end = held_out[0][1], held_out[-1][1]
     assert start <= 0.2, f"the warm start should mostly game the tests: {held_out}"
     assert end >= start + 0.3, f"GRPO did not raise the held-out resolve rate: {held_out}"
-    edits_of_tests = [sum("tests/test_core.py" in row["model_patch"] for row in rows_of(path))
-                      for path in sorted((run / "rollouts").glob("step_*.jsonl"))]
+    edits_of_tests = [count(rows_of(path))["test_edit"]["tried"] for path in sorted((run / "rollouts").glob("step_*.jsonl"))]
     assert len(edits_of_tests) == SWE_STEPS and edits_of_tests[-1] < edits_of_tests[0] / 2, edits_of_tests
     audit = subprocess.run(["python3", "-m", "harness.viewer.hacking", str(run), "--json"], cwd=ROOT, capture_output=True,
                            text=True, check=True)
