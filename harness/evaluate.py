@@ -114,7 +114,8 @@ def evaluate(
         pending = {pool.submit(one, t, k) for t, k in jobs}
         while pending:
             finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for future in finished:
+            # Every episode that ended is recorded before one that raised (Ctrl-C) stops the run.
+            for future in sorted(finished, key=lambda f: f.exception() is not None):
                 row = future.result()
                 append_row(results_path, row)
                 on_result(row)

@@ -91,6 +91,16 @@ def test_grading_on_the_cluster_and_a_failing_job_fails_the_run_with_its_own_err
         ray.shutdown()
 
 
+def _runs_a_sandbox(raylet) -> bool:
+    """Whether a running container was made by one of this raylet's workers (so it runs an episode now)."""
+    from sandboxes.base import LABEL_MANAGED, LABEL_OWNER
+    from sandboxes.docker_backend import docker_client
+
+    workers = {str(p.pid) for p in raylet.children(recursive=True)}
+    running = docker_client().containers.list(filters={"label": f"{LABEL_MANAGED}=1", "status": "running"}, ignore_removed=True)
+    return any(c.labels.get(LABEL_OWNER, "").rpartition(":")[2] in workers for c in running)
+
+
 def _eval(address: str, out: Path, limit: int, *extra: str) -> list[str]:
     return [sys.executable, "-m", "cli", "--verbose", "eval", "--checkpoint", "gold", "--tasks", "gsm8k-tool", "--limit", str(limit),
             "--ray-address", address, "--output", str(out), *extra]
@@ -100,17 +110,17 @@ def test_eval_survives_a_node_killed_mid_run_and_resumes(ray_cluster, docker_bac
     out = tmp_path / "run"
     driver = subprocess.Popen(_eval(ray_cluster["address"], out, 14), env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     results = out / "results.jsonl"
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and len(rows_of(results) if results.exists() else []) < 3:
-        assert driver.poll() is None, driver.stdout.read()
-        time.sleep(0.2)
-    # 4 slots and 11 episodes still to run: both worker nodes hold two episodes each right now.
-    assert len(rows_of(results)) < 8
-    # The node dies whole: its raylet and the workers it started (a worker outliving its raylet could
-    # still hand its small result straight to the driver, and the node's loss would go unseen).
+    # The node dies whole, while it runs an episode (a sandbox of one of its workers is up): its raylet
+    # and the workers it started (a worker outliving its raylet could still hand its small result
+    # straight to the driver, and the node's loss would go unseen).
     import psutil
 
     raylet = psutil.Process(_raylet_of("w1"))
+    deadline = time.monotonic() + 240
+    while not (len(rows_of(results) if results.exists() else []) >= 2 and _runs_a_sandbox(raylet)):
+        assert driver.poll() is None and time.monotonic() < deadline, driver.stdout.read() if driver.poll() is not None else "w1 ran nothing"
+        time.sleep(0.05)
+    assert len(rows_of(results)) < 10  # the rest runs after the kill
     for process in [*raylet.children(recursive=True), raylet]:
         try:
             process.kill()
