@@ -1,12 +1,13 @@
 """Synchronous vs asynchronous GRPO on CPU, in one run: wall time to the same held-out reward.
 
-    python -m bench.async_bench [--steps 40] [--eval-interval 5] [--staleness 1] [--out runs/async-bench]
+    python -m bench.async_bench [--steps 40] [--eval-interval 5] [--staleness 1] [--seed 42] [--out runs/async-bench]
 
 Both runs start from one SFT warm start of the arith proof (`examples/arith/arith-grpo-tiny-cpu.yaml`,
 built once here: a fresh tiny model, then its capped SFT) and run the same GRPO steps with the same
 data order and seeds; the only difference is `trainer.async`. The target is the best held-out reward
 the synchronous run reaches; the table gives each run's wall time (GRPO steps and evaluations,
-`time/elapsed_s` in the metrics) to reach it, and the mean seconds per step.
+`time/elapsed_s` in the metrics) to reach it, and the mean seconds per step. `--seed` sets both GRPO
+runs' seed (sampling, data order); the warm start is the same for every seed.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--eval-interval", type=int, default=5)
     parser.add_argument("--staleness", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=42, help="trainer.seed of both GRPO runs")
     parser.add_argument("--out", type=Path, default=Path("runs/async-bench"))
     args = parser.parse_args()
     model = args.out / "tiny-model"
@@ -49,7 +51,7 @@ def main() -> None:
     start = warm / "checkpoints" / "global_step_0"
     common = [f"trainer.policy.model.path={start}", "trainer.sft_warmup=null", f"trainer.max_steps={args.steps}",
               f"trainer.eval_interval={args.eval_interval}", "trainer.warmup_steps=0", "trainer.lr_scheduler=constant",
-              "trainer.resume=never"]
+              "trainer.resume=never", f"trainer.seed={args.seed}"]
     runs = {"sync": curve(train(args.out / "sync", *common)),
             f"async k={args.staleness}": curve(train(args.out / "async", *common, f"trainer.async={args.staleness}"))}
     target = max(r for _, _, r in runs["sync"])
