@@ -1,4 +1,5 @@
-"""`harness eval --ray-address` on a real 3-node Ray cluster started on this machine, one node killed mid-run."""
+"""`harness eval`, `grade` and `generate --ray-address` on a real 3-node Ray cluster started on this machine, one
+node killed mid-run."""
 
 from __future__ import annotations
 
@@ -71,20 +72,34 @@ def _raylet_of(node: str) -> int:
     return pid
 
 
-def test_grading_on_the_cluster_and_a_failing_job_fails_the_run_with_its_own_error(ray_cluster, docker_backend, tmp_path, monkeypatch):
+def test_grade_and_generate_on_the_cluster_and_a_failing_job_fails_the_run_with_its_own_error(ray_cluster, docker_backend, tmp_path, monkeypatch):
+    import pandas
     import ray
 
     from sandboxes.cluster import Cluster
-    from tasks.grade_run import grade_predictions, scripted_predictions
+    from tasks.grade_run import scripted_predictions
     from tasks.taskset import load_tasks
 
-    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    address = ray_cluster["address"]
     instances = [t.metadata["instance"] for t in load_tasks("swe-demo") if t.env_class == "swe"][:2]
-    cluster = Cluster(ray_cluster["address"])
+    predictions = tmp_path / "preds.jsonl"
+    predictions.write_text("".join(json.dumps(p) + "\n" for p in scripted_predictions(instances, "gold").values()))
+    graded = subprocess.run([sys.executable, "-m", "cli", "grade", "--predictions", str(predictions), "--tasks", "swe-demo",
+                             "--ray-address", address, "--output", str(tmp_path / "grade")], env=ENV, capture_output=True, text=True, timeout=300)
+    assert graded.returncode == 0, graded.stdout + graded.stderr
+    rows = rows_of(tmp_path / "grade" / "results.jsonl")
+    assert sorted(r["instance_id"] for r in rows) == sorted(i["instance_id"] for i in instances) and all(r["resolved"] for r in rows)
+
+    made = subprocess.run([sys.executable, "-m", "cli", "generate", "--checkpoint", "gold", "--tasks", "gsm8k-tool", "--limit", "4",
+                           "--ray-address", address, "--output", str(tmp_path / "data")], env=ENV, capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0, made.stdout + made.stderr
+    frame = pandas.read_parquet(tmp_path / "data" / "trajectories.parquet")
+    assert sorted(frame["task_id"]) == sorted(f"gsm8k-test-{i}" for i in range(4)) and (frame["reward"] == 1).all()
+    assert all(r["node"] for r in rows_of(tmp_path / "data" / "run" / "results.jsonl"))  # each episode ran on a node
+
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    cluster = Cluster(address)
     try:
-        results = grade_predictions(instances, scripted_predictions(instances, "gold"), None, tmp_path, cluster=cluster)
-        assert [r["resolved"] for r in results] == [True, True]
-        assert len(rows_of(tmp_path / "results.jsonl")) == 2
         with pytest.raises(TypeError, match="JSON object must be str"):  # json.loads(the node's backend): the job's own error
             list(cluster.map_unordered(json.loads, [()]))
     finally:
