@@ -25,12 +25,6 @@ episodes() {  # task set, policy, N (its first N tasks), keep, folder: generated
       --checkpoint "$2" --tasks "$1" --limit "$3" --backend local --workers 8 --keep "$4" --output "$runs/$5"
 }
 
-sft_once() {  # config, model, folder, data: an SFT-only stage, run once, then its checkpoint reused
-  if [ -f "$runs/$3/checkpoints/global_step_0/config.json" ]; then echo "reusing $runs/$3"; return; fi
-  harness train --config "$1" trainer.policy.model.path="$2" trainer.output_dir="$runs/$3" trainer.resume=never \
-      trainer.sft_warmup.data="[\"$4\"]"
-}
-
 report() {  # the held-out curve of one run, and its wall time
   python3 - "$1" "$2" <<'PY'
 import json, sys
@@ -42,10 +36,13 @@ print(f"{run}: after the SFT warm start {curve[0][1]:.2f}, after GRPO {curve[-1]
 PY
 }
 
-tool_sft() {  # arith-tool's stage 1: tool calls, and numbers copied into them (also the swe proof's stage 0)
+tool_sft() {  # arith-tool's stage 1 (SFT only): tool calls, and numbers copied into them (also the swe proof's stage 0)
+  local stage=$runs/arith-tool-sft-tiny-cpu
+  if [ -f "$stage/checkpoints/global_step_0/config.json" ]; then echo "reusing $stage"; return; fi
   [ -f "$tool_model/config.json" ] || harness model init-tiny "$tool_model" --hidden-size 128 --layers 4 --tool-use
   episodes arith-tool-train gold 2000 rewarded arith-tool-gold               # python, then submit
-  sft_once examples/arith/arith-tool-sft-tiny-cpu.yaml "$tool_model" arith-tool-sft-tiny-cpu "$runs/arith-tool-gold/trajectories.parquet"
+  harness train --config examples/arith/arith-tool-sft-tiny-cpu.yaml trainer.policy.model.path="$tool_model" \
+      trainer.output_dir="$stage" trainer.resume=never trainer.sft_warmup.data="[\"$runs/arith-tool-gold/trajectories.parquet\"]"
 }
 
 if [ "$which" = single ] || [ "$which" = both ]; then
@@ -78,8 +75,10 @@ if [ "$which" = swe ]; then
   { episodes swe-tiny-train gold 1500 rewarded swe-tiny-gold-1500  # one str_replace_editor edit, then submit
     episodes swe-tiny-train test_editing_agent:EditsTheTests 2000 all swe-tiny-hack-2000; } &  # sed the tests: graded 0
   demonstrations=$!
+  trap 'pkill -P $demonstrations 2>/dev/null; kill $demonstrations 2>/dev/null' EXIT  # stage 0 failed: stop them too
   tool_sft
   wait $demonstrations
+  trap - EXIT
   # An SFT warm start that imitates both (the greedy policy games the tests), then GRPO in sandboxes: one run.
   harness train --config examples/swe/swe-tiny-grpo-tiny-cpu.yaml \
       trainer.policy.model.path="$runs/arith-tool-sft-tiny-cpu/checkpoints/global_step_0" \
