@@ -172,7 +172,8 @@ class AsyncConfig(Section):
     enabled: bool = False
     #: Bounded staleness k: a step's samples come from weights at most k updates older than the learner's; the driver
     #: never runs rollouts further ahead, and the loss corrects the gap by importance weights (decoupled PPO).
-    staleness: Int = Field(1, ge=1)
+    #: 0 runs the asynchronous path with nothing ahead: the synchronous run's steps, a control for that path.
+    staleness: Int = Field(1, ge=0)
     #: Cap of the truncated importance weight pi_proximal / pi_behaviour on each stale token.
     is_cap: Float = Field(2.0, ge=1.0)
 

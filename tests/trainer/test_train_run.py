@@ -185,6 +185,22 @@ def test_sft_on_generated_trajectories_lowers_the_loss(tiny_model, tmp_path, doc
     assert losses[-1] < 0.5 * losses[0]
 
 
+def test_async_path_with_nothing_ahead_repeats_the_synchronous_steps(tiny_model, tmp_path):
+    """Staleness 0 runs the whole asynchronous path (rollouts through RolloutsAhead, the decoupled loss with its
+    importance weights) on-policy: any difference from the synchronous run would be the path's own error."""
+    runs = {}
+    for name, extra in {"sync": [], "async": ["trainer.async.enabled=true", "trainer.async.staleness=0"]}.items():
+        done = harness(*train_args(tiny_model, tmp_path / name, "trainer.max_steps=3", "trainer.learning_rate=1e-2",
+                                   "trainer.algorithm.filter_zero_variance=false", *extra))
+        assert done.returncode == 0, done.stdout + done.stderr
+        runs[name] = [m for m in rows_of(tmp_path / name / "metrics.jsonl") if m["step"] > 0]
+    assert [m["async/staleness"] for m in runs["async"]] == [0.0, 0.0, 0.0]
+    assert [m["train/is_weight_mean"] for m in runs["async"]] == pytest.approx([1.0] * 3, abs=1e-3)  # engine and learner agree
+    for ours, theirs in zip(runs["async"], runs["sync"], strict=True):
+        assert ours["train/reward_mean"] == theirs["train/reward_mean"]  # the same samples, so the same weights before
+        assert ours["train/grad_norm"] == pytest.approx(theirs["train/grad_norm"], rel=1e-3)
+
+
 def test_short_async_grpo_run_then_a_stuck_rollout_fails_clearly_with_the_checkpoint_intact(tiny_model, tmp_path):
     from transformers import AutoModelForCausalLM
 
