@@ -128,7 +128,8 @@ class AlgorithmConfig(Section):
     kl_coef: Float = Field(0.0, ge=0.0)
     #: KL estimator: `k1` (log-ratio) or `k3` (Schulman's unbiased, non-negative estimator, as TRL and GRPO use).
     kl_type: KLType = "k3"
-    #: Optimisation passes over each batch of rollouts (1 = on-policy: the ratio is 1 and clipping never acts).
+    #: Optimisation passes over each batch of rollouts (1, with one mini-batch, = on-policy: the ratio is 1 and
+    #: clipping never acts).
     ppo_epochs: Int = Field(1, ge=1)
     #: Drop groups whose samples all got the same reward (they carry no signal in a group-relative advantage).
     filter_zero_variance: bool = False
@@ -198,6 +199,9 @@ class TrainerConfig(Section):
     train_batch_size: Int = Field(16, ge=1)
     #: Prompts (whole groups) per forward/backward pass on each learner rank; gradients accumulate over the step.
     micro_batch_size: Int = Field(1, ge=1)
+    #: Prompts per optimizer step (SkyRL's policy_mini_batch_size): each PPO epoch takes train_batch_size /
+    #: mini_batch_size optimizer steps, over consecutive runs of the batch's samples; null = one step per batch.
+    mini_batch_size: Int | None = Field(None, ge=1)
     #: Peak learning rate (AdamW).
     learning_rate: Float = Field(1e-6, gt=0.0)
     #: AdamW weight decay.
@@ -325,6 +329,7 @@ KNOWN_ALIASES: dict[str, str] = {
     "max_new_tokens": "max_tokens",
     "total_epochs": "epochs",
     "micro_train_batch_size_per_gpu": "micro_batch_size",
+    "ppo_mini_batch_size": "mini_batch_size",
     "project_name": "project",
     "ckpt_path": "output_dir",
     "export_path": "output_dir",
@@ -594,6 +599,8 @@ def _check(config: TrainConfig) -> list[str]:
         per_rank = f" × {rank_key} ({ranks})" if ranks > 1 else ""
         problems.append(f"trainer.train_batch_size: {t.train_batch_size} is not divisible by "
                         f"trainer.micro_batch_size ({t.micro_batch_size}){per_rank}")
+    if t.mini_batch_size is not None and t.train_batch_size % t.mini_batch_size:
+        problems.append(f"trainer.mini_batch_size: {t.mini_batch_size} does not divide trainer.train_batch_size ({t.train_batch_size})")
     if g.n_samples_per_prompt < 2:
         problems.append(f"generator.n_samples_per_prompt: {g.n_samples_per_prompt} sample per prompt gives "
                         f"every sample a zero advantage with trainer.algorithm.advantage={t.algorithm.advantage} "

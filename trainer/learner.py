@@ -31,6 +31,8 @@ class LearnerSettings:
     lr_scheduler: str = "constant"  # constant | linear | cosine
     max_grad_norm: float = 1.0
     micro_batch_size: int = 4
+    #: Optimizer steps per batch (per PPO epoch): the batch's rows in this many runs (SkyRL's mini-batches).
+    mini_batches: int = 1
     ppo_epochs: int = 1
     clip_low: float = 0.2
     clip_high: float = 0.28
@@ -56,6 +58,12 @@ def lr_factor(step: int, warmup_steps: int, total_steps: int, scheduler: str) ->
     if scheduler == "cosine":
         return 0.5 * (1.0 + math.cos(math.pi * progress))
     return 1.0
+
+
+def even_parts(total: int, parts: int) -> list[int]:
+    """`total` rows in `parts` consecutive runs as equal as they can be (the first ones one longer); no empty run."""
+    parts = max(min(parts, total), 1)
+    return [total // parts + (i < total % parts) for i in range(parts)]
 
 
 def learner_device() -> torch.device:
@@ -94,11 +102,14 @@ class Learner:
         s = self.settings
         return lr_factor(step, s.warmup_steps, s.total_steps, s.lr_scheduler)
 
-    def train_step(self, batch: Batch, total_rows: int | None = None) -> dict[str, float]:
-        """PPO epochs over micro-batches; one optimizer step per epoch. Raises on a non-finite loss.
+    def train_step(self, batch: Batch, mini_rows: list[int] | None = None) -> dict[str, float]:
+        """PPO epochs; in each, one optimizer step per mini-batch (a run of consecutive rows), its gradient the
+        mean over the mini-batch's micro-batches. Raises on a non-finite loss.
 
-        With several ranks, `batch` is this rank's share of `total_rows` rows; every rank runs the same number
-        of micro-batches (FSDP2's collectives pair up across ranks), empty ones included."""
+        `mini_rows`: the mini-batches' row counts, in order; None = `settings.mini_batches` runs of rows as equal as
+        the rows allow. With several ranks, `batch` is this rank's share: the same part of every mini-batch on
+        every rank (`trainer.workers.LearnerGroup` lays it out), so every rank runs the same micro-batches, empty
+        ones included, and a step equals the single-process step on the whole batch."""
         if batch.old_logprobs is None or batch.advantages is None:
             raise TrainerError("a policy-gradient step needs the batch's sampled logprobs and advantages "
                                "(trainer.batch.build_batch); a batch of tokens and a loss mask only goes to sft_step")
@@ -107,48 +118,57 @@ class Learner:
         tokens = float(batch.loss_mask.sum())
         if tokens == 0 and self.world_size == 1:
             return {"skipped": 1.0}
-        share = self.world_size / (total_rows or len(batch))  # FSDP2 averages gradients over ranks
+        mini_rows = mini_rows or even_parts(len(batch), s.mini_batches)
         ref_logprobs = self._ref_logprobs(batch) if self.ref is not None else None
         # Asynchronous training scores the batch with the weights before the step (the proximal policy). With one
-        # PPO epoch those are the weights of the training forward itself: its log-probs, detached, at no extra cost.
+        # optimizer step those are the weights of the training forward itself: its log-probs, detached, at no extra cost.
         decoupled = s.is_cap is not None
-        proximal = self._ref_logprobs(batch, self.model) if decoupled and s.ppo_epochs > 1 else None
+        proximal = self._ref_logprobs(batch, self.model) if decoupled and s.ppo_epochs * len(mini_rows) > 1 else None
+        bounds = [sum(mini_rows[:i]) for i in range(len(mini_rows) + 1)]
         for _ in range(s.ppo_epochs):
-            self.optimizer.zero_grad(set_to_none=True)
-            parts: list[dict[str, float]] = []
-            for start in range(0, len(batch), s.micro_batch_size):
-                rows = slice(start, start + s.micro_batch_size)
-                micro = batch.rows(rows)
-                empty = micro.loss_mask.sum() == 0
-                if empty and self.world_size == 1:
-                    continue
-                if empty:  # nothing to learn here, but the other ranks wait for this rank's (zero) gradients
-                    self._zero_backward(micro)
-                    continue
-                logprobs = sequence_logprobs(self.model, micro.input_ids.to(self.device), micro.attention_mask.to(self.device),
-                                             micro.loss_mask.to(self.device), s.temperature)
-                old = micro.old_logprobs if not decoupled else logprobs.detach() if proximal is None else proximal[rows].to(self.device)
-                loss, part = policy_loss(
-                    logprobs, old.to(self.device), micro.advantages.to(self.device), micro.loss_mask.to(self.device),
-                    clip_low=s.clip_low, clip_high=s.clip_high,
-                    ref_logprobs=None if ref_logprobs is None else ref_logprobs[rows].to(self.device),
-                    kl_coef=s.kl_coef, kl_type=s.kl_type, aggregation=s.loss_aggregation, max_len=s.max_len,
-                    behaviour_logprobs=micro.old_logprobs.to(self.device) if decoupled else None, is_cap=s.is_cap or 2.0,
-                )
-                if not torch.isfinite(loss):
-                    raise TrainerError(f"non-finite loss ({loss.item()}) at step {self.step}: training stopped; the last checkpoint is intact")
-                (loss * len(micro) * share).backward()
-                parts.append({**part, "loss": loss.item()})
-            grad_norm = self.clip_gradients()
-            if not torch.isfinite(grad_norm):
-                raise TrainerError(f"non-finite gradient norm at step {self.step}: training stopped; the last checkpoint is intact")
-            self.optimizer.step()
-            self.check_finite_weights()
-            metrics = {k: sum(p[k] for p in parts) / len(parts) for k in parts[0]} if parts else {}
-            metrics |= {"grad_norm": float(grad_norm), "micro_batches": float(len(parts))}
+            steps: list[dict[str, float]] = []
+            for first, end in zip(bounds, bounds[1:]):
+                self.optimizer.zero_grad(set_to_none=True)
+                parts: list[dict[str, float]] = []
+                for start in range(first, end, s.micro_batch_size):
+                    rows = slice(start, min(start + s.micro_batch_size, end))
+                    micro = batch.rows(rows)
+                    empty = micro.loss_mask.sum() == 0
+                    if empty and self.world_size == 1:
+                        continue
+                    if empty:  # nothing to learn here, but the other ranks wait for this rank's (zero) gradients
+                        self._zero_backward(micro)
+                        continue
+                    logprobs = sequence_logprobs(self.model, micro.input_ids.to(self.device), micro.attention_mask.to(self.device),
+                                                 micro.loss_mask.to(self.device), s.temperature)
+                    old = micro.old_logprobs if not decoupled else logprobs.detach() if proximal is None else proximal[rows].to(self.device)
+                    loss, part = policy_loss(
+                        logprobs, old.to(self.device), micro.advantages.to(self.device), micro.loss_mask.to(self.device),
+                        clip_low=s.clip_low, clip_high=s.clip_high,
+                        ref_logprobs=None if ref_logprobs is None else ref_logprobs[rows].to(self.device),
+                        kl_coef=s.kl_coef, kl_type=s.kl_type, aggregation=s.loss_aggregation, max_len=s.max_len,
+                        behaviour_logprobs=micro.old_logprobs.to(self.device) if decoupled else None, is_cap=s.is_cap or 2.0,
+                    )
+                    if not torch.isfinite(loss):
+                        raise TrainerError(f"non-finite loss ({loss.item()}) at step {self.step}: training stopped; the last checkpoint is intact")
+                    # Each rank holds the same number of this mini-batch's rows: the ranks' mean is the whole one's.
+                    (loss * len(micro) * (1 / (end - first))).backward()
+                    parts.append({**part, "loss": loss.item()})
+                if not parts and self.world_size == 1:
+                    continue  # a mini-batch with nothing to learn takes no step
+                grad_norm = self.clip_gradients()
+                if not torch.isfinite(grad_norm):
+                    raise TrainerError(f"non-finite gradient norm at step {self.step}: training stopped; the last checkpoint is intact")
+                self.optimizer.step()
+                self.check_finite_weights()
+                step = {k: sum(p[k] for p in parts) / len(parts) for k in parts[0]} if parts else {}
+                steps.append(step | {"grad_norm": float(grad_norm), "micro_batches": float(len(parts))})
+            # The last epoch's optimizer steps, averaged (micro-batches counted).
+            metrics = {k: sum(m[k] for m in steps if k in m) / (1 if k == "micro_batches" else sum(k in m for m in steps))
+                       for k in dict.fromkeys(k for m in steps for k in m)}
         self.scheduler.step()
         self.step += 1
-        return metrics | {"lr": self.scheduler.get_last_lr()[0], "trained_tokens": tokens}
+        return metrics | {"lr": self.scheduler.get_last_lr()[0], "trained_tokens": tokens, "optimizer_steps": float(len(steps))}
 
     def sft_step(self, batch: Batch, lr: float, total_tokens: float | None = None) -> dict[str, float]:
         """One optimizer step (at learning rate `lr`) of token-mean NLL on the masked tokens (the SFT warm start).

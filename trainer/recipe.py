@@ -81,6 +81,7 @@ def learner_settings(cfg: TrainConfig, total_steps: int) -> LearnerSettings:
         learning_rate=t.learning_rate, weight_decay=t.weight_decay, warmup_steps=t.warmup_steps, total_steps=total_steps,
         lr_scheduler=t.lr_scheduler, max_grad_norm=t.max_grad_norm or float("inf"),
         micro_batch_size=t.micro_batch_size * g.n_samples_per_prompt, ppo_epochs=a.ppo_epochs,
+        mini_batches=t.train_batch_size // (t.mini_batch_size or t.train_batch_size),
         clip_low=a.clip_low, clip_high=a.clip_high, kl_coef=a.kl_coef, kl_type=a.kl_type,
         loss_aggregation=a.loss_aggregation, max_len=g.max_tokens * g.max_turns, temperature=g.temperature,
         strategy=t.strategy if learner_ranks(cfg) > 1 else "single",  # FSDP2 over one rank shards nothing: one device

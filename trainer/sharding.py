@@ -90,3 +90,10 @@ def split_rows(batch, parts: int) -> list:
         padding["loss_mask"] = torch.zeros_like(padding["loss_mask"])
         tensors = {name: torch.cat([value, padding[name]]) for name, value in tensors.items()}
     return [replace(batch, **{name: value[i * size : (i + 1) * size] for name, value in tensors.items()}) for i in range(parts)]
+
+
+def concat_rows(batches: list) -> object:
+    """The rows of several batches (dataclasses of [B, ...] tensors, of one width) as one, in order."""
+    first = batches[0]
+    tensors = {f.name: torch.cat([getattr(b, f.name) for b in batches]) for f in fields(first) if isinstance(getattr(first, f.name), torch.Tensor)}
+    return replace(first, **tensors)

@@ -112,7 +112,7 @@ ALIASES: dict[str, Alias] = {
     "trainer.policy.optimizer_config.adam_betas": Alias(None, _only([0.9, 0.999], why="AdamW runs with betas (0.9, 0.999)"),
                                                         reason="AdamW's betas are (0.9, 0.999)"),
     "trainer.policy.optimizer_config.offload_after_step": Alias(None, reason="optimizer offloading is a memory knob"),
-    "trainer.policy_mini_batch_size": Alias(None, combined=True),
+    "trainer.policy_mini_batch_size": Alias("trainer.mini_batch_size"),
     "trainer.micro_train_batch_size_per_gpu": Alias(None, reason="a memory knob; harness micro-batches whole prompt groups "
                                                     "(trainer.micro_batch_size)"),
     "trainer.micro_forward_batch_size_per_gpu": Alias(None, reason="a memory knob of the log-prob pass"),
@@ -355,20 +355,7 @@ class Translation:
         elif p.get("trainer.resume_path"):
             self.notes.append("trainer.resume_path: no effect without trainer.resume_mode: from_path (as in SkyRL)")
         self._gpus(out, p)
-        self._mini_batch(out, p)
         return out
-
-    def _mini_batch(self, out: dict[str, Any], p: dict[str, Any]) -> None:
-        if "trainer.policy_mini_batch_size" not in p:
-            return
-        mini, batch = p["trainer.policy_mini_batch_size"], _get(out, "trainer.train_batch_size", 16)
-        if mini == batch:
-            self.notes.append(f"trainer.policy_mini_batch_size: {mini!r} = trainer.train_batch_size (one optimizer step "
-                              "per rollout batch, as harness does)")
-        else:
-            self.problems.append(f"trainer.policy_mini_batch_size: {mini!r} is not supported by harness: it takes one "
-                                 f"optimizer step per rollout batch; set it equal to trainer.train_batch_size ({batch!r}) "
-                                 "or leave it out")
 
     def _kl(self, out: dict[str, Any], p: dict[str, Any]) -> None:
         use, coef = p.get("trainer.algorithm.use_kl_loss"), p.get("trainer.algorithm.kl_loss_coef")

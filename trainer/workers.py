@@ -7,6 +7,7 @@ one snapshot of the task's sandbox, so all samples start from the same state.
 
 from __future__ import annotations
 
+import itertools
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -24,8 +25,8 @@ from harness.batching import shared_policy
 from harness.policies.factory import checkpoint_policy
 
 from .errors import TrainerError, ray_cause
-from .learner import Learner, LearnerSettings
-from .sharding import split_rows
+from .learner import Learner, LearnerSettings, even_parts
+from .sharding import concat_rows, split_rows
 
 
 def _use_cores(share: int = 1) -> None:
@@ -141,8 +142,8 @@ class LearnerActor:
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
         return True
 
-    def train_step(self, batch, total_rows: int) -> dict[str, float]:
-        return self.learner.train_step(batch, total_rows)
+    def train_step(self, batch, mini_rows: list[int]) -> dict[str, float]:
+        return self.learner.train_step(batch, mini_rows)
 
     def sft_step(self, batch, lr: float, total_tokens: float) -> dict[str, float]:
         return self.learner.sft_step(batch, lr, total_tokens)
@@ -201,6 +202,7 @@ class LearnerGroup:
     def __init__(self, model_path: str, settings: LearnerSettings, ref_model_path: str | None, ranks: int, gpus_per_rank: float,
                  deadline_s: float | None = None):
         self.deadline_s = deadline_s  # a learner call that has not answered by then fails the run (trainer.deadlines)
+        self.mini_batches = settings.mini_batches
         self.actors = [LearnerActor.options(num_cpus=0, num_gpus=gpus_per_rank).remote(rank, ranks) for rank in range(ranks)]
         address = self._get(self.actors[0].rendezvous.remote()) if ranks > 1 else None
         self._get([actor.setup.remote(address, model_path, settings, ref_model_path) for actor in self.actors])
@@ -208,8 +210,12 @@ class LearnerGroup:
     def train_step(self, batch) -> dict[str, float]:
         if batch.loss_mask.sum() == 0:
             return {"skipped": 1.0}
-        shares = split_rows(batch, len(self.actors))
-        results = self._get([actor.train_step.remote(share, len(shares[0]) * len(shares)) for actor, share in zip(self.actors, shares)])
+        # Each mini-batch is split over the ranks on its own, so every rank holds the same part of each.
+        bounds = list(itertools.accumulate(even_parts(len(batch), self.mini_batches), initial=0))
+        minis = [split_rows(batch.rows(slice(a, b)), len(self.actors)) for a, b in zip(bounds, bounds[1:])]
+        mini_rows = [len(parts[0]) for parts in minis]
+        shares = [concat_rows([parts[rank] for parts in minis]) for rank in range(len(self.actors))]
+        results = self._get([actor.train_step.remote(share, mini_rows) for actor, share in zip(self.actors, shares)])
         return _merge(results, summed=("trained_tokens", "micro_batches"))
 
     def sft_step(self, batch, lr: float) -> dict[str, float]:

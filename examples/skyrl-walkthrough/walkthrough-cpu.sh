@@ -30,7 +30,8 @@ $HARNESS train --config "$HERE/gsm8k-grpo.yaml" trainer.epochs=5 data.train_data
     trainer.policy.model.path="$WORK/tiny-model" \
     trainer.placement.policy_num_gpus_per_node=0 inference.backend=transformers logger=tensorboard \
     trainer.ckpt_path="$WORK/run" trainer.max_training_steps="$STEPS" trainer.train_batch_size=2 \
-    generator.n_samples_per_prompt=2 generator.sampling_params.max_generate_length=16
+    trainer.policy_mini_batch_size=1 generator.n_samples_per_prompt=2 generator.sampling_params.max_generate_length=16
+# (policy_mini_batch_size: 2 optimizer steps per batch, as run_gsm8k.sh's 256 of 1024 prompts gives 4)
 CHECKPOINT="$WORK/run/checkpoints/global_step_$STEPS"
 
 echo "== 5a. evaluate the checkpoint on held-out GSM8K"

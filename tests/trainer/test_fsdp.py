@@ -1,6 +1,6 @@
 """The fsdp2 strategy on real Ray and real torch.distributed (two CPU ranks over gloo): a step of two
 data-parallel ranks equals the single-process step on the whole batch, and its checkpoints are the same
-Hugging Face folders, with resumable optimizer state."""
+Hugging Face folders, with resumable optimizer state. Mini-batches (several optimizer steps per batch) too."""
 
 from __future__ import annotations
 
@@ -78,6 +78,35 @@ def test_two_ranks_take_the_single_process_step(model, cluster):
     weights = ray.get(group.weights())
     assert_same_weights(weights, single.weights())
     assert any(not torch.equal(weights[name], start[name]) for name in start)  # the step did change them
+
+
+def test_mini_batches_are_optimizer_steps_in_row_order(model):
+    """At a constant learning rate, a step of 2 mini-batches is the two steps of its halves, one after the other."""
+    batch = rl_batch(8, seed=5)
+    torch.manual_seed(0)
+    split = Learner(model, replace(SETTINGS, mini_batches=2))
+    metrics = split.train_step(batch)
+    assert metrics["optimizer_steps"] == 2 and metrics["micro_batches"] == 4
+    one_by_one = single_learner(model)
+    for half in (slice(0, 4), slice(4, 8)):
+        one_by_one.train_step(batch.rows(half))
+    assert all(torch.equal(a, b) for a, b in zip(split.weights().values(), one_by_one.weights().values()))
+    whole = single_learner(model)
+    whole.train_step(batch)
+    assert any(not torch.equal(a, b) for a, b in zip(split.weights().values(), whole.weights().values()))
+
+
+def test_two_ranks_take_the_single_process_mini_batch_steps(model, cluster):
+    """Each mini-batch is split over the ranks on its own: rank r holds the same part of every mini-batch."""
+    settings = replace(SETTINGS, mini_batches=2)
+    group = LearnerGroup(str(model), replace(settings, strategy="fsdp2"), None, ranks=2, gpus_per_rank=0)
+    torch.manual_seed(0)
+    single = Learner(model, settings)
+    batch = rl_batch(8, seed=6)
+    expected, got = single.train_step(batch), group.train_step(batch)
+    assert got["optimizer_steps"] == expected["optimizer_steps"] == 2
+    assert got["grad_norm"] == pytest.approx(expected["grad_norm"], rel=1e-4)
+    assert_same_weights(ray.get(group.weights()), single.weights())
 
 
 def test_uneven_batches_are_padded_with_rows_that_teach_nothing(model, cluster):

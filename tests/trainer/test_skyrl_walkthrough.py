@@ -56,8 +56,11 @@ def test_all_five_steps_run_on_cpu(tmp_path: Path, docker_backend):
     config = yaml.safe_load(resolved)
     assert config["trainer"]["epochs"] == 5 and config["trainer"]["strategy"] == "fsdp2"
     assert config["trainer"]["algorithm"]["advantage"] == "grpo" and config["trainer"]["max_steps"] == 2
-    steps = [json.loads(line)["step"] for line in (work / "run" / "metrics.jsonl").read_text().splitlines()]
-    assert 1 in steps and 2 in steps
+    metrics = [json.loads(line) for line in (work / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert 1 in [m["step"] for m in metrics] and 2 in [m["step"] for m in metrics]
+    # policy_mini_batch_size=1 of train_batch_size=2: two optimizer steps per GRPO step
+    assert config["trainer"]["mini_batch_size"] == 1
+    assert [m["train/optimizer_steps"] for m in metrics if "train/optimizer_steps" in m] == [2.0, 2.0]
     checkpoint = work / "run" / "checkpoints" / "global_step_2"
     assert (checkpoint / "config.json").is_file()
     # 5a. evaluation of the checkpoint
