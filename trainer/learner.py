@@ -8,6 +8,7 @@ whole batch.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -124,7 +125,7 @@ class Learner:
         # optimizer step those are the weights of the training forward itself: its log-probs, detached, at no extra cost.
         decoupled = s.is_cap is not None
         proximal = self._ref_logprobs(batch, self.model) if decoupled and s.ppo_epochs * len(mini_rows) > 1 else None
-        bounds = [sum(mini_rows[:i]) for i in range(len(mini_rows) + 1)]
+        bounds = list(itertools.accumulate(mini_rows, initial=0))
         for _ in range(s.ppo_epochs):
             steps: list[dict[str, float]] = []
             for first, end in zip(bounds, bounds[1:]):

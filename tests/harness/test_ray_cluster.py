@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -15,18 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli_helpers import rows_of
+from tests.cli_helpers import free_port, harness, rows_of
 
 RAY = str(Path(sys.executable).with_name("ray"))
 ENV = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0",
        # A lost node is declared dead after ~3 s instead of ~30 s.
        "RAY_health_check_period_ms": "500", "RAY_health_check_failure_threshold": "4", "RAY_health_check_timeout_ms": "500"}
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _ours(marker: str) -> list[int]:
@@ -48,11 +41,11 @@ def ray_cluster():
     if not Path(RAY).exists():
         pytest.fail(f"the ray command is missing beside {sys.executable}")
     temp = tempfile.mkdtemp(prefix="hray")  # short: Ray's socket paths must stay under 107 characters
-    port = _free_port()
+    port = free_port()
     common = ["--num-cpus=1", "--disable-usage-stats"]
     try:
         subprocess.run([RAY, "start", "--head", f"--port={port}", f"--temp-dir={temp}", "--include-dashboard=false",
-                        f"--ray-client-server-port={_free_port()}", "--resources={\"sandbox\": 0}", *common],
+                        f"--ray-client-server-port={free_port()}", "--resources={\"sandbox\": 0}", *common],
                        env=ENV, check=True, capture_output=True, timeout=180)
         for name in ("w1", "w2"):
             subprocess.run([RAY, "start", f"--address=127.0.0.1:{port}", f"--resources={{\"sandbox\": 2, \"test_{name}\": 1}}", *common],
@@ -84,20 +77,21 @@ def test_grade_and_generate_on_the_cluster_and_a_failing_job_fails_the_run_with_
     instances = [t.metadata["instance"] for t in load_tasks("swe-demo") if t.env_class == "swe"][:2]
     predictions = tmp_path / "preds.jsonl"
     predictions.write_text("".join(json.dumps(p) + "\n" for p in scripted_predictions(instances, "gold").values()))
-    graded = subprocess.run([sys.executable, "-m", "cli", "grade", "--predictions", str(predictions), "--tasks", "swe-demo",
-                             "--ray-address", address, "--output", str(tmp_path / "grade")], env=ENV, capture_output=True, text=True, timeout=300)
+    for key, value in ENV.items():  # the cluster's Ray settings, for the harness commands below
+        monkeypatch.setenv(key, value)
+    graded = harness("grade", "--predictions", str(predictions), "--tasks", "swe-demo", "--ray-address", address,
+                     "--output", str(tmp_path / "grade"), timeout=300)
     assert graded.returncode == 0, graded.stdout + graded.stderr
     rows = rows_of(tmp_path / "grade" / "results.jsonl")
     assert sorted(r["instance_id"] for r in rows) == sorted(i["instance_id"] for i in instances) and all(r["resolved"] for r in rows)
 
-    made = subprocess.run([sys.executable, "-m", "cli", "generate", "--checkpoint", "gold", "--tasks", "gsm8k-tool", "--limit", "4",
-                           "--ray-address", address, "--output", str(tmp_path / "data")], env=ENV, capture_output=True, text=True, timeout=300)
+    made = harness("generate", "--checkpoint", "gold", "--tasks", "gsm8k-tool", "--limit", "4", "--ray-address", address,
+                   "--output", str(tmp_path / "data"), timeout=300)
     assert made.returncode == 0, made.stdout + made.stderr
     frame = pandas.read_parquet(tmp_path / "data" / "trajectories.parquet")
     assert sorted(frame["task_id"]) == sorted(f"gsm8k-test-{i}" for i in range(4)) and (frame["reward"] == 1).all()
     assert all(r["node"] for r in rows_of(tmp_path / "data" / "run" / "results.jsonl"))  # each episode ran on a node
 
-    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     cluster = Cluster(address)
     try:
         with pytest.raises(TypeError, match="JSON object must be str"):  # json.loads(the node's backend): the job's own error
