@@ -460,11 +460,15 @@ def grade_command(
     force: bool = typer.Option(False, "--force", help="--output holds another grading run: set it aside (renamed .old-<time>) and start anew."),
     backend: str = BackendOption,
     ray_address: Optional[str] = RayAddressOption,
+    compare_official: Optional[Path] = typer.Option(
+        None, "--compare-official", help="Official verdicts (run_evaluation's report.json folder or run summary, or a JSONL): "
+        "write per-instance agreement with reasons to parity.json / parity.md."),
 ):
     """Grade predictions like SWE-bench does, in fresh sandboxes; resumable (rerun to finish)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from tasks.grade_run import grade_identity, grade_predictions, load_predictions, scripted_predictions, summarize
+    from tasks.official_parity import compare, load_official
     from tasks.taskset import load_tasks
 
     with console.status(f"loading {tasks} (images are built once and cached)"):
@@ -472,6 +476,7 @@ def grade_command(
     if not instances:
         raise TaskError(f"{tasks} holds no SWE-bench instances")
     preds = scripted_predictions(instances, predictions) if predictions in ("gold", "empty") else load_predictions(predictions)
+    official = load_official(compare_official) if compare_official else None  # malformed: refused before any grading
     identity = grade_identity(preds, instances, fractional, predictions_source=predictions, tasks=tasks)
     counts = {"resolved": 0, "done": 0}
     columns = [TextColumn("grading"), BarColumn(), MofNCompleteColumn(), TextColumn("resolved {task.fields[resolved]}"), TimeElapsedColumn()]
@@ -495,9 +500,26 @@ def grade_command(
         table.add_row(row["instance_id"], row["resolution"], f"{row['reward']:.2f}", ("; ".join(row["rejected"]) or row["invalid_log"] or row["error"])[:80])
     console.print(table)
     console.print(f"resolved {summary['resolved']}/{summary['total']} ({summary['resolve_rate']:.1%}); report: {output / 'report.md'}")
+    if official is not None:
+        _print_parity(compare(results, official), output, str(compare_official))
     if results and summary["errors"] == summary["total"]:
         console.print(f"[bold red]error:[/] every instance failed to grade; see {output / 'report.md'}")
         raise typer.Exit(1)
+
+
+def _print_parity(agreements, output: Path, source: str) -> None:
+    from tasks.official_parity import write_parity
+
+    summary = write_parity(agreements, output, source)
+    disagreements = [a for a in agreements if a.outcome in ("ours_only", "theirs_only")]
+    if disagreements:
+        table = Table("instance", "here", "official", "reason")
+        for a in disagreements:
+            table.add_row(a.instance_id, str(a.ours), str(a.theirs), a.reason[:160])
+        console.print(table)
+    console.print(f"agreement with the official verdicts: {summary['agreement']:.1%} of {summary['compared']} "
+                  f"(resolved here only {summary['ours_only']}, officially only {summary['theirs_only']}, "
+                  f"not graded here {summary['not_graded_here']}); {output / 'parity.md'}")
 
 
 # -- data and tasks ------------------------------------------------------------------------------

@@ -15,14 +15,6 @@ def results(run_dir) -> list[dict]:
     return rows_of(run_dir / "results.jsonl")
 
 
-@pytest.fixture(scope="module")
-def gold_run(tmp_path_factory, docker_backend):
-    run_dir = tmp_path_factory.mktemp("gold")
-    done = harness("grade", "--predictions", "gold", "--tasks", "swe-demo", "--output", str(run_dir))
-    assert done.returncode == 0, done.stdout + done.stderr
-    return run_dir
-
-
 def test_gold_resolves_every_swe_demo_task(gold_run):
     rows = results(gold_run)
     assert len(rows) >= 12
