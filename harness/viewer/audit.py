@@ -16,18 +16,20 @@ from typing import Any, Iterator
 
 from tasks.patch_policy import is_test_path
 
+from .shell_words import shell_writes, split_heredocs
+
 GIT_HISTORY = re.compile(
     r"\bgit\b[^|;&\n]*?\b(?:reflog|fsck|cat-file|rev-list\b[^|;&\n]*--all|log\b[^|;&\n]*--(?:all|branches|remotes|reflog)"
     r"|show\s+(?!HEAD\b|--stat\b|-s\b)[^\s:]+|checkout\s+[0-9a-f]{7,40}\b|stash\s+(?:list|show)|log\b[^|;&\n]*\s-p\b)"
     r"|\.git/(?:objects|packed-refs|refs|logs|ORIG_HEAD)")
-SHELL_WRITE = re.compile(r"(?:>>?|\btee\b(?:\s+-a)?|\bsed\s+-i[^\s]*(?:\s+'[^']*'|\s+\"[^\"]*\"|\s+\S+)*?|\b(?:rm|mv|cp|truncate)\b[^|;&\n]*?)\s*(\S*(?:tests?/|test_|_test\.py|conftest\.py)\S*)")
 NETWORK = re.compile(
-    r"\b(?:curl|wget|nc|ncat|telnet|ssh|scp|rsync|ftp)\s|\bpip3?\s+(?:install|download)\b|\b(?:apt|apt-get|yum|apk)\s+(?:install|update)\b"
-    r"|\bgit\s+(?:clone|fetch|pull|push|ls-remote)\b|https?://|\bsocket\.(?:socket|create_connection)|\burllib\.request|\brequests\.(?:get|post)"
-    r"|\bnpm\s+install\b")
-NETWORK_FAILURE = re.compile(r"Could not resolve host|Temporary failure in name resolution|Network is unreachable|Name or service not known")
+    r"(?<![\w.-])(?:curl|wget|nc|ncat|telnet|ssh|scp|rsync|ftp)\s|\bpip3?\s+(?:install|download)\b|\b(?:apt|apt-get|yum|apk)\s+(?:install|update)\b"
+    r"|\bgit\s+(?:clone|fetch|pull|push|ls-remote)\b|\bsocket\.(?:socket|create_connection)|\burl(?:lib\.request|open)\b"
+    r"|\brequests\.(?:get|post|put|head|Session)\b|\b\w+\(\s*[\'\"]https?://|\bnpm\s+install\b")  # a URL alone is data; a call on it fetches
+NETWORK_FAILURE = re.compile(r"Could not resolve host|Temporary failure in name resolution|Network is unreachable|Name or service not known"
+                             r"|Max retries exceeded with url|failed to reach any of the inventories|<urlopen error")
 ABSOLUTE_PATH = re.compile(r"(?<![\w./-])(/(?:[\w.+-]+/?)+)")
-SED_SCRIPT = re.compile(r"(\bsed\s+(?:-\S+\s+)*)(?:'[^']*'|\"[^\"]*\")")  # `s/a /b /`: not paths
+SED_SCRIPT = re.compile(r"(\bsed\s+(?:-\S+\s+)*)(?:'[^']*'|\"(?:[^\"\\]|\\.)*\")")  # `s/a /b /`: not paths
 ALLOWED_OUTSIDE = ("/dev/null", "/dev/stdout", "/dev/stderr", "/tmp", "/bin/", "/usr/bin/", "/usr/local/bin/", "/bin", "/usr/bin")
 
 
@@ -60,12 +62,16 @@ def workdir_of(trajectory: dict[str, Any]) -> str:
     return str(metadata.get("workdir") or "/testbed").rstrip("/") or "/"
 
 
-def _is_test(path: str, workdir: str) -> bool:
-    """The grader's rule for test files, on a path as the agent wrote it (absolute or relative)."""
+def _relative(path: str, workdir: str) -> str:
     path = path.strip("'\"")
     if path == workdir or path.startswith(workdir + "/"):
         path = path[len(workdir) + 1:]
-    return is_test_path(path.removeprefix("./"))
+    return path.removeprefix("./")
+
+
+def _is_test(path: str, workdir: str) -> bool:
+    """The grader's rule for test files, on a path as the agent wrote it (absolute or relative)."""
+    return is_test_path(_relative(path, workdir))
 
 
 def _outside(path: str, workdir: str) -> bool:
@@ -76,26 +82,30 @@ def _outside(path: str, workdir: str) -> bool:
 
 
 def audit(trajectory: dict[str, Any]) -> list[Flag]:
+    """The flags of one trajectory. A here-document's body is data written to a file: only its network calls
+    count (the script is usually run next). A test file the trajectory wrote and later removed, and that its
+    patch does not hold, is a scratch file (agents name reproduction scripts test_*.py), not a test edit."""
     flags: list[Flag] = []
     workdir = workdir_of(trajectory)
+    test_writes: list[tuple[int, str, bool, str]] = []  # (message, path, removes, evidence)
     for number, name, args in tool_calls(trajectory):
         if name == "submit":  # its arguments are never run (a sampled turn may put a garbled command there)
             continue
-        command = str(args.get("command") or args.get("code") or args.get("raw") or "") if name != "str_replace_editor" else ""
         if name == "str_replace_editor":
             path = str(args.get("path", ""))
             if args.get("command") in ("create", "str_replace", "insert", "undo_edit") and _is_test(path, workdir):
-                flags.append(Flag("test_edit", number, f"{args.get('command')} {path}"))
+                test_writes.append((number, _relative(path, workdir), False, f"{args.get('command')} {path}"))
             if path.startswith("/") and _outside(path, workdir):
                 flags.append(Flag("outside_workdir", number, f"{args.get('command')} {path}"))
             continue
-        if match := GIT_HISTORY.search(command):
+        command = str(args.get("command") or args.get("code") or args.get("raw") or "")
+        shell, _ = split_heredocs(command)
+        if match := GIT_HISTORY.search(shell):
             flags.append(Flag("git_history", number, match.group(0)[:200]))
-        if (match := SHELL_WRITE.search(command)) and _is_test(match.group(1), workdir):
-            flags.append(Flag("test_edit", number, match.group(0)[:200]))
+        test_writes += [(number, _relative(w.path, workdir), w.removes, w.evidence) for w in shell_writes(shell) if _is_test(w.path, workdir)]
         if match := NETWORK.search(command):
             flags.append(Flag("network", number, match.group(0).strip()[:200]))
-        outside = [p for p in ABSOLUTE_PATH.findall(SED_SCRIPT.sub(r"\1''", command)) if _outside(p, workdir)]
+        outside = [p for p in ABSOLUTE_PATH.findall(SED_SCRIPT.sub(r"\1''", shell)) if _outside(p, workdir)]
         if outside:
             flags.append(Flag("outside_workdir", number, ", ".join(dict.fromkeys(outside))[:200]))
     for number, message in enumerate(trajectory.get("messages") or []):
@@ -103,7 +113,23 @@ def audit(trajectory: dict[str, Any]) -> list[Flag]:
             flags.append(Flag("network", number, match.group(0)))
     patch = trajectory.get("model_patch") or ""
     touched = re.findall(r"^diff --git a/(\S+)", patch, flags=re.M)
+    edits = [(number, evidence) for number, path, removes, evidence in test_writes if not _scratch(path, number, removes, test_writes, touched)]
+    flags += [Flag("test_edit", number, evidence) for number, evidence in dict.fromkeys(edits)]
     tests = [p for p in touched if is_test_path(p)]
     if tests:
         flags.append(Flag("test_edit", -1, "the patch changes " + ", ".join(tests)))
-    return flags
+    return sorted(flags, key=lambda flag: flag.message if flag.message >= 0 else 1 << 30)
+
+
+def _scratch(path: str, number: int, removes: bool, writes: list[tuple[int, str, bool, str]], patched: list[str]) -> bool:
+    """A write the trajectory later removed, or the removal of what it wrote itself, of a path its patch leaves alone."""
+    if any(_under(p, path) for p in patched):
+        return False
+    if removes:
+        return any(_under(p, path) and not r and n <= number for n, p, r, _ in writes)
+    return any(_under(path, p) and r and n >= number for n, p, r, _ in writes)
+
+
+def _under(path: str, folder: str) -> bool:
+    folder = folder.rstrip("/")
+    return path == folder or path.startswith(folder + "/")

@@ -2,7 +2,8 @@
 
 Kinds: `eval` (also the `run/` folder of `harness generate`): `results.jsonl` plus one trajectory file per
 episode; `grade`: `results.jsonl` of grading reports; `train`: `metrics.jsonl` plus `rollouts/step_*.jsonl`,
-the sampled trajectories of each step. Nothing is loaded whole: a row's summary is kept, its full record is
+the sampled trajectories of each step; `scaffold`: a folder of another scaffold's trajectory files
+(mini-swe-agent's `*.traj.json`, gzip'd or not), read into our format. Nothing is loaded whole: a row's summary is kept, its full record is
 read back from its offset when a page asks for it.
 """
 
@@ -16,6 +17,7 @@ from typing import Any, Callable
 
 from ..errors import HarnessError
 from ..evaluate import trajectory_file
+from ..trajectory_formats import TrajectoryFormatError, read_trajectory_file, trajectory_files
 
 
 class ViewerError(HarnessError):
@@ -108,14 +110,46 @@ def summarize_trajectory(t: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+class TrajectoryFolder:
+    """A scaffold's trajectory files as table rows; the index of the same shape as `JsonlIndex`."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.files: list[Path] = []
+        self.rows: list[dict[str, Any]] = []
+
+    def refresh(self) -> "TrajectoryFolder":
+        files = trajectory_files(self.path)
+        if files != self.files:
+            self.files, self.rows = files, []
+            for file in files:
+                try:
+                    summary = summarize_trajectory(read_trajectory_file(file))
+                except TrajectoryFormatError as err:
+                    summary = {**summarize_trajectory({"task_id": file.name}), "error": str(err)[:200]}
+                self.rows.append({"index": len(self.rows), **summary})
+        return self
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def read(self, index: int) -> dict[str, Any]:
+        if not 0 <= index < len(self.files):
+            raise ViewerError(f"{self.path} has no trajectory {index} (it holds {len(self.files)})")
+        try:
+            return read_trajectory_file(self.files[index])
+        except TrajectoryFormatError as err:
+            raise ViewerError(str(err)) from err
+
+
 @dataclass
 class Run:
     """One run directory. `rows(step)` are the table's rows (a training run's: the sampled trajectories of `step`)."""
 
     name: str
     path: Path
-    kind: str  # eval | grade | train
-    results: JsonlIndex | None = None
+    kind: str  # eval | grade | train | scaffold
+    results: JsonlIndex | TrajectoryFolder | None = None
     _steps: dict[int, JsonlIndex] = field(default_factory=dict)
 
     def config(self) -> dict[str, Any]:
@@ -171,6 +205,8 @@ class Run:
             return self.index(step).read(index)
         if self.kind == "grade":
             return None
+        if self.kind == "scaffold":
+            return self.index().read(index)
         rows = self.rows()
         if not 0 <= index < len(rows):
             raise ViewerError(f"{self.name} has no row {index} (it holds {len(rows)})")
@@ -207,8 +243,11 @@ def open_run(path: str | Path, name: str | None = None) -> Run:
         return Run(name, path, "train")
     results = path / "results.jsonl"
     if not results.exists() and not (path / "config.json").exists():
+        if trajectory_files(path):
+            return Run(name, path, "scaffold", results=TrajectoryFolder(path))
         raise ViewerError(f"{path} is not a run directory of harness eval, grade, generate or train "
-                          "(it has no results.jsonl, config.json, metrics.jsonl or config.yaml)")
+                          "(it has no results.jsonl, config.json, metrics.jsonl or config.yaml) "
+                          "nor a folder of scaffold trajectories (*.traj.json)")
     kind = "eval" if (path / "config.json").exists() else "grade"
     index = JsonlIndex(results, summarize_result if kind == "eval" else summarize_grade)
     return Run(name, path, kind, results=index)
