@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tasks.errors import TaskError, TaskSourceError
+from tests.conftest import SHARED, require
 from tasks.gsm8k import (
     PARQUET_SCHEMA,
     extract_answer,
@@ -21,19 +21,13 @@ from tasks.gsm8k import (
     read_gsm8k,
 )
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SHARED_GSM8K = Path(
-    os.environ.get("HARNESS_GSM8K_PATH") or REPO_ROOT / ".." / "shared" / "data" / "gsm8k"
-)
+SHARED_GSM8K = SHARED / "data" / "gsm8k"
 TRAIN_ROWS, TEST_ROWS = 7473, 1319
 
 
 @pytest.fixture(scope="module")
 def gsm8k_dir() -> Path:
-    assert (SHARED_GSM8K / "test.jsonl").is_file(), (
-        f"GSM8K copy missing at {SHARED_GSM8K}: put shared/data/gsm8k beside the repository "
-        "or set HARNESS_GSM8K_PATH"
-    )
+    require((SHARED_GSM8K / "test.jsonl").is_file(), f"no GSM8K copy at {SHARED_GSM8K} (set HARNESS_SHARED)")
     return SHARED_GSM8K
 
 
