@@ -37,6 +37,14 @@ def require(condition: bool, reason: str) -> None:
 
 
 @pytest.fixture(scope="session")
+def gsm8k_copy() -> Path:
+    """The local GSM8K copy the built-in `gsm8k` task sets read, so that no test depends on the hub."""
+    path = Path(os.environ.get("HARNESS_GSM8K_PATH") or SHARED / "data" / "gsm8k")
+    require((path / "test.jsonl").is_file(), f"no GSM8K copy at {path} (set HARNESS_SHARED)")
+    return path
+
+
+@pytest.fixture(scope="session")
 def docker_backend():
     from sandboxes.docker_backend import DockerBackend, engine_available
     from sandboxes.images import build_base_image

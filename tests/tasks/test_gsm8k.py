@@ -11,7 +11,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from tasks.errors import TaskError, TaskSourceError
-from tests.conftest import SHARED, require
 from tasks.gsm8k import (
     PARQUET_SCHEMA,
     extract_answer,
@@ -21,14 +20,12 @@ from tasks.gsm8k import (
     read_gsm8k,
 )
 
-SHARED_GSM8K = SHARED / "data" / "gsm8k"
 TRAIN_ROWS, TEST_ROWS = 7473, 1319
 
 
 @pytest.fixture(scope="module")
-def gsm8k_dir() -> Path:
-    require((SHARED_GSM8K / "test.jsonl").is_file(), f"no GSM8K copy at {SHARED_GSM8K} (set HARNESS_SHARED)")
-    return SHARED_GSM8K
+def gsm8k_dir(gsm8k_copy: Path) -> Path:
+    return gsm8k_copy
 
 
 @pytest.fixture(scope="module")
