@@ -529,12 +529,13 @@ def _print_parity(agreements, output: Path, source: str) -> None:
 @friendly_errors
 def data_gsm8k(
     output_dir: Path = typer.Option(..., "--output-dir", help="Where train.parquet and validation.parquet go."),
-    source: str = typer.Option("hf", help="'hf' (openai/gsm8k on the hub) or a local folder/file of the JSONL or Parquet."),
+    source: Optional[str] = typer.Option(None, help="'hf' (openai/gsm8k on the hub) or a local folder/file of the JSONL or "
+                                         "Parquet; default: $HARNESS_GSM8K_PATH, else 'hf'."),
 ):
     """Write GSM8K as train/validation Parquet in the SkyRL schema."""
-    from tasks.gsm8k import prepare_gsm8k
+    from tasks.gsm8k import default_gsm8k_source, prepare_gsm8k
 
-    for split, path in prepare_gsm8k(output_dir.expanduser(), source=source).items():
+    for split, path in prepare_gsm8k(output_dir.expanduser(), source=source or default_gsm8k_source()).items():
         console.print(f"{split}: {path}")
 
 

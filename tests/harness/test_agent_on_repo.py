@@ -4,7 +4,6 @@ on a real local git repository, in real sandboxes, judged by a real pytest run i
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest

@@ -102,7 +102,7 @@ def test_endpoint_down_is_a_policy_error(swe_task, docker_backend):
     assert trajectory.exit_status == "policy_error" and "unreachable" in trajectory.error
 
 
-def test_gsm8k_single_turn_and_tool_variant(docker_backend):
+def test_gsm8k_single_turn_and_tool_variant(docker_backend, gsm8k_copy):
     single = load_tasks("gsm8k")[0]
     right = run_episode(single, GoldPolicy(), SAMPLING)
     wrong = run_episode(single, Scripted(Completion(text="#### -1")), SAMPLING)

@@ -51,7 +51,7 @@ def test_ctrl_c_keeps_results_closes_sandboxes_and_resume_finishes(tmp_path, doc
     assert len(rows) == json.loads((tmp_path / "report.json").read_text())["episodes"] >= 12
 
 
-def test_generate_writes_a_dataset_that_loads_back(tmp_path, docker_backend):
+def test_generate_writes_a_dataset_that_loads_back(tmp_path, docker_backend, gsm8k_copy):
     import datasets
 
     done = harness("generate", "--checkpoint", "gold", "--tasks", "gsm8k-tool", "--limit", "3", "--samples", "2",

@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from harness.policy import Completion, Sampling, tool_turn
+from harness.policy import Completion, Sampling
 from tasks.registry import RegistryError
 from tasks.task import Task
 from tests.cli_helpers import harness

@@ -65,7 +65,7 @@ def _raylet_of(node: str) -> int:
     return pid
 
 
-def test_grade_and_generate_on_the_cluster_and_a_failing_job_fails_the_run_with_its_own_error(ray_cluster, docker_backend, tmp_path, monkeypatch):
+def test_grade_and_generate_on_the_cluster_and_a_failing_job_fails_the_run_with_its_own_error(ray_cluster, docker_backend, gsm8k_copy, tmp_path, monkeypatch):
     import pandas
     import ray
 
@@ -115,7 +115,7 @@ def _eval(address: str, out: Path, limit: int, *extra: str) -> list[str]:
             "--ray-address", address, "--output", str(out), *extra]
 
 
-def test_eval_survives_a_node_killed_mid_run_and_resumes(ray_cluster, docker_backend, tmp_path):
+def test_eval_survives_a_node_killed_mid_run_and_resumes(ray_cluster, docker_backend, gsm8k_copy, tmp_path):
     out = tmp_path / "run"
     driver = subprocess.Popen(_eval(ray_cluster["address"], out, 14), env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     results = out / "results.jsonl"

@@ -1,4 +1,4 @@
-"""Probes of `harness serve` as abusive and ordinary clients use it (issue 19, finding 5).
+"""Probes of `harness serve` as abusive and ordinary clients use it.
 
 A real tiny checkpoint behind the real server; the official `openai` client where a user
 would use it, raw sockets where a client misbehaves.

@@ -1,6 +1,6 @@
 """`harness view` on real runs (eval in containers, a tiny GRPO run on Ray) in headless Chromium.
 
-Screenshots go to $HARNESS_SCREENSHOTS when set (the README's come from `HARNESS_SCREENSHOTS=docs/viewer`).
+Screenshots go to $HARNESS_SCREENSHOTS when set (docs/viewer.md's come from `HARNESS_SCREENSHOTS=docs/viewer`).
 """
 
 from __future__ import annotations

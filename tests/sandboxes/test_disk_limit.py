@@ -1,7 +1,7 @@
-"""Sandbox disk limits on storage that cannot limit sizes itself (issue 19, finding 6).
+"""Sandbox disk limits on storage that cannot limit sizes itself.
 
-Before: 10 GB written from inside a sandbox of either backend with `disk="1g"` filled the host.
-Now a watchdog stops the sandbox past its limit; the host's free space never drops by more.
+A watchdog stops a sandbox of either backend past its `disk` limit; the host's free space never
+drops by more.
 """
 
 from __future__ import annotations

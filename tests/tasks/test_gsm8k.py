@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
@@ -21,20 +20,12 @@ from tasks.gsm8k import (
     read_gsm8k,
 )
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SHARED_GSM8K = Path(
-    os.environ.get("HARNESS_GSM8K_PATH") or REPO_ROOT / ".." / "shared" / "data" / "gsm8k"
-)
 TRAIN_ROWS, TEST_ROWS = 7473, 1319
 
 
 @pytest.fixture(scope="module")
-def gsm8k_dir() -> Path:
-    assert (SHARED_GSM8K / "test.jsonl").is_file(), (
-        f"GSM8K copy missing at {SHARED_GSM8K}: put shared/data/gsm8k beside the repository "
-        "or set HARNESS_GSM8K_PATH"
-    )
-    return SHARED_GSM8K
+def gsm8k_dir(gsm8k_copy: Path) -> Path:
+    return gsm8k_copy
 
 
 @pytest.fixture(scope="module")

@@ -1,27 +1,23 @@
 """No false refusals: the static patch policy passes every real merged fix.
 
-`../shared/honest-fixes/merged_fixes.jsonl` holds the non-test Python part of 600 merged pull
+`$HARNESS_SHARED/honest-fixes/merged_fixes.jsonl` holds the non-test Python part of 600 merged pull
 requests (flask, sympy, click, pytest; see its README). Each is a change its maintainers
-accepted, so a grader that refuses one scores an honest fix 0. Before the policy stopped
-reading words ("pytest", atexit, sys.modules[, "ERROR:") it refused 147 of them, 142 of
-pytest's 150 (every fix under src/_pytest/ "shadowed the test runner").
+accepted, so a grader that refuses one scores an honest fix 0.
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
-from tests.conftest import ROOT, require
+from tests.conftest import SHARED, require
 
-FIXES = next((p for p in (ROOT.parent / "shared" / "honest-fixes" / "merged_fixes.jsonl",
-                          Path("/work/shared/honest-fixes/merged_fixes.jsonl")) if p.is_file()), None)
+FIXES = SHARED / "honest-fixes" / "merged_fixes.jsonl"
 
 
 def test_no_real_merged_fix_is_refused():
     from tasks.patch_policy import parse_patch, patch_violations
 
-    require(FIXES is not None, "../shared/honest-fixes (600 real merged fixes) is not there")
+    require(FIXES.is_file(), f"no real merged fixes at {FIXES} (set HARNESS_SHARED)")
     rows = [json.loads(line) for line in FIXES.read_text().splitlines() if line.strip()]
     assert len(rows) == 600 and {r["project"] for r in rows} == {"pallets+flask", "sympy+sympy", "pallets+click", "pytest-dev+pytest"}
     assert all(parse_patch(r["patch"]) for r in rows)  # every row is a diff the policy reads

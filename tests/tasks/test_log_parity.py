@@ -1,6 +1,6 @@
 """Log-level parity with the official SWE-bench harness, on real evaluation artifacts.
 
-`../shared/swebench-logs/` holds what `swebench.harness.run_evaluation` wrote for real
+`$HARNESS_SHARED/swebench-logs/` holds what `swebench.harness.run_evaluation` wrote for real
 evaluations (report.json, test_output.txt, eval.sh; see its INDEX.md). For each one that the
 installed `swebench` still reproduces (its own `get_logs_eval`, `get_eval_tests_report` and
 `get_resolution_status` give the official report), our judgement of the same log (the parser
@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, require
+from tests.conftest import SHARED, require
 
-LOGS = next((p for p in (ROOT.parent / "shared" / "swebench-logs", Path("/work/shared/swebench-logs")) if p.is_dir()), None)
+LOGS = SHARED / "swebench-logs"
 KINDS = ("FAIL_TO_PASS", "PASS_TO_PASS")
 
 
 def evaluations() -> list[Path]:
-    return sorted(p.parent for p in LOGS.glob("**/report.json")) if LOGS else []
+    return sorted(p.parent for p in LOGS.glob("**/report.json")) if LOGS.is_dir() else []
 
 
 def load(folder: Path) -> tuple[dict, dict, str]:
@@ -64,7 +64,7 @@ def reproduced(folder: Path) -> bool:
 
 @pytest.fixture(scope="module")
 def reproducible() -> list[Path]:
-    require(LOGS is not None, "../shared/swebench-logs (real SWE-bench evaluation artifacts) is not there")
+    require(LOGS.is_dir(), f"no real SWE-bench evaluation logs at {LOGS} (set HARNESS_SHARED)")
     return [f for f in evaluations() if reproduced(f)]
 
 

@@ -1,4 +1,4 @@
-"""`harness tasks mine` on real merged fixes (../shared/swebench-real: flask, requests, pytest,
+"""`harness tasks mine` on real merged fixes ($HARNESS_SHARED/swebench-real: flask, requests, pytest,
 sympy), then graded: gold all, empty none; the mined images hold no history after the base
 commit; and the official harness (`swebench.harness.run_evaluation`) gives the same verdicts
 as `harness grade` on the same images and predictions."""
@@ -13,12 +13,11 @@ from pathlib import Path
 import pytest
 
 from tests.cli_helpers import harness
-from tests.conftest import require
+from tests.conftest import SHARED, require
 
-REAL = Path(__file__).resolve().parents[3] / "shared" / "swebench-real"
-REAL = REAL if REAL.exists() else Path("/work/shared/swebench-real")
+REAL = SHARED / "swebench-real"
 # CI mines all eight and runs the run-level parity on all eight, 5 predictions x 2 graders each: gold
-# 8/8, empty 0/8 (README, "Real instances, mined offline"). HARNESS_MINE_ONLY=<id>,<id> mines (and
+# 8/8, empty 0/8 (docs/mining.md). HARNESS_MINE_ONLY=<id>,<id> mines (and
 # compares) a few.
 
 

@@ -173,6 +173,15 @@ def test_builtin_gsm8k_honours_env_override(tmp_path: Path, monkeypatch) -> None
     assert tasks[0].reward_spec["ground_truth"] == "4"
 
 
+def test_gsm8k_comes_from_the_hub_unless_a_path_is_set(monkeypatch) -> None:
+    from tasks.gsm8k import default_gsm8k_source
+
+    monkeypatch.delenv("HARNESS_GSM8K_PATH", raising=False)
+    assert default_gsm8k_source() == "hf"
+    monkeypatch.setenv("HARNESS_GSM8K_PATH", "/data/gsm8k")
+    assert default_gsm8k_source() == "/data/gsm8k"
+
+
 def test_hub_source(monkeypatch) -> None:
     import datasets
 

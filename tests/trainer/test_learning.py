@@ -1,7 +1,7 @@
 """The learning proofs, CI-sized: the shipped arith, arith-tool and swe-tiny configs (SFT warm start, then GRPO)
 raise the held-out reward.
 
-The full proofs are `scripts/learning_proof.sh` (README); these run the same configs for fewer GRPO steps.
+The full proofs are `scripts/learning_proof.sh` (docs/learning.md); these run the same configs for fewer GRPO steps.
 """
 
 from __future__ import annotations

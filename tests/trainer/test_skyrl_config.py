@@ -15,7 +15,7 @@ from trainer.errors import ConfigError
 
 HOME = os.path.expanduser("~")
 
-# The GRPO YAML of the SkyRL walkthrough, exactly as users have it (issue 15).
+# The GRPO YAML of the SkyRL walkthrough, exactly as users have it.
 WALKTHROUGH_YAML = """\
 data:
   train_data: ["~/data/gsm8k/train.parquet"]
@@ -217,11 +217,11 @@ def test_cli_refuses_two_configs(walkthrough: Path):
     assert result.returncode == 1 and "two configs" in " ".join(result.stdout.split())
 
 
-def test_readme_table_lists_every_skyrl_key():
+def test_the_docs_table_lists_every_skyrl_key():
     from trainer.skyrl_compat import ALIASES, REFUSED_SECTIONS
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    table = readme[readme.index("| SkyRL key | harness |"):]
+    page = (Path(__file__).resolve().parents[2] / "docs" / "skyrl.md").read_text()
+    table = page[page.index("| SkyRL key | harness |"):]
     missing = [key for key in ALIASES if f"| `{key}` |" not in table]
     missing += [key for key in REFUSED_SECTIONS if f"| `{key}.*` | refused" not in table]
-    assert not missing, f"add these SkyRL keys to the README's table: {missing}"
+    assert not missing, f"add these SkyRL keys to the table in docs/skyrl.md: {missing}"

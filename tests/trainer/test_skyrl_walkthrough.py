@@ -13,6 +13,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import yaml
 
+from tests.conftest import SHARED, require
 from tests.trainer.test_skyrl_config import WALKTHROUGH_YAML
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,10 +21,8 @@ EXAMPLE = ROOT / "examples" / "skyrl-walkthrough"
 
 
 def gsm8k_subset(tmp_path: Path, train: int = 8, test: int = 4) -> Path:
-    from tasks.gsm8k import default_gsm8k_source
-
-    source = Path(default_gsm8k_source())
-    assert (source / "train.jsonl").is_file(), f"the GSM8K copy is missing at {source} (set HARNESS_GSM8K_PATH)"
+    source = SHARED / "data" / "gsm8k"
+    require((source / "train.jsonl").is_file(), f"no GSM8K copy at {source} (set HARNESS_SHARED)")
     subset = tmp_path / "gsm8k-source"
     subset.mkdir()
     for split, rows in (("train", train), ("test", test)):
