@@ -28,7 +28,7 @@ app.add_typer(sandbox_app, name="sandbox")
 app.add_typer(data_app, name="data")
 app.add_typer(tasks_app, name="tasks")
 console = Console()
-BackendOption = typer.Option("auto", "--backend", help="docker, local (bubblewrap) or auto.")
+BackendOption = typer.Option("auto", "--backend", help="docker, local (bubblewrap, base image only), overlay (bubblewrap, any image) or auto.")
 RayAddressOption = typer.Option(None, "--ray-address", help="Run on the nodes of this Ray cluster (auto, HOST:PORT): each node runs "
                                 "as many sandboxes at once as its `sandbox` resource says, on its own engine.")
 EngineOption = typer.Option("auto", "--engine", help="What samples a checkpoint folder: transformers, vllm, or auto (vLLM on a GPU when installed).")
