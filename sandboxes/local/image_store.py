@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import threading
@@ -112,14 +113,14 @@ class ImageStore:
             if archive is not None:
                 config = {}
                 with open(archive, "rb") as stream:
-                    unpack_tar(iter(lambda: stream.read(1 << 20), b""), staging / "rootfs")
+                    unpack_tar(iter(lambda: stream.read(1 << 20), b""), staging / "rootfs", f"the image archive {archive}")
             else:
                 from ..docker_backend import docker_client
 
                 api = docker_client().api
                 config = api.inspect_image(digest).get("Config") or {}
                 container = api.create_container(digest, command=["true"], network_disabled=True, labels=labels())["Id"]
-                unpack_tar(api.export(container), staging / "rootfs")
+                unpack_tar(api.export(container), staging / "rootfs", f"the image {digest[:19]}")
             env = dict(item.partition("=")[::2] for item in config.get("Env") or [])
             image = UnpackedImage(digest, folder / "rootfs", env, config.get("User") or "")
             (staging / "config.json").write_text(json.dumps(image.config()))
@@ -151,7 +152,7 @@ class ImageStore:
         return removed
 
 
-def unpack_tar(chunks, target: Path) -> None:
+def unpack_tar(chunks, target: Path, what: str) -> None:
     """Extract a stream of tar bytes (an exported container) into `target` with GNU tar: owners kept as
     numbers where this process may set them, /dev left out (every sandbox gets its own)."""
     command = ["tar", "-x", "-p", "--numeric-owner", "-C", str(target), "--exclude=./dev/*", "--exclude=dev/*"]
@@ -168,7 +169,9 @@ def unpack_tar(chunks, target: Path) -> None:
         raise
     errors = tar.stderr.read().decode(errors="replace").strip()
     if tar.wait() != 0:
-        raise SandboxError(f"unpacking the image into {target} failed: {errors[-1500:] or f'tar exited with {tar.returncode}'}")
+        if shutil.disk_usage(target).free < (1 << 20):
+            errors = f"no space left on the disk holding {target.parent.parent} (set HARNESS_CACHE elsewhere or free some)\n{errors}"
+        raise SandboxError(f"unpacking {what} failed (nothing of it is kept): {errors[-1500:] or f'tar exited with {tar.returncode}'}")
 
 
 def _file_digest(archive: Path) -> str:

@@ -1,0 +1,168 @@
+"""What only the overlay backend does: images unpacked once, copy-on-write layers, bad images, rootless runs.
+
+The behaviour every backend shares is in test_contract.py.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from sandboxes import ImageNotFound, SandboxError, SandboxSpec
+from sandboxes.images import BASE_IMAGE
+from tests.conftest import ROOT, require
+
+SPEC = SandboxSpec(image=BASE_IMAGE, memory="512m", pids=128, wall_time=300)
+
+
+@pytest.fixture
+def private_cache(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def leftovers(cache: Path) -> list[str]:
+    """Everything under the cache but the unpacked images and the name records."""
+    found = [str(p.relative_to(cache)) for p in cache.glob("*/*") if p.parent.name != "images"]
+    return found + [p.name for p in cache.glob("images/*.partial-*")]
+
+
+def test_image_is_unpacked_once_and_each_sandbox_writes_only_its_layer(overlay_backend):
+    image = overlay_backend.store.get(BASE_IMAGE)
+    assert image.digest.startswith("sha256:") and (image.rootfs / "usr" / "bin" / "bash").exists()
+    assert image.env["PATH"].startswith("/usr/local/sbin")  # the image's Env, from its config
+    with overlay_backend.create(SPEC) as first, overlay_backend.create(SPEC) as second:
+        first.exec("echo mine > /etc/motd && rm /usr/bin/patch && mkdir -p /opt/new && echo 1 > /opt/new/f")
+        assert second.exec("cat /etc/motd; command -v patch").output.strip().endswith("/usr/bin/patch")
+        assert first.exec("cat /etc/motd; command -v patch || echo gone").output == "mine\ngone\n"
+        assert (image.rootfs / "usr" / "bin" / "patch").exists()  # the shared image is never written
+        upper = first.dir / "upper"
+        written = sorted(str(p.relative_to(upper)) for p in upper.rglob("*") if not p.is_dir())
+        assert {"etc/motd", "usr/bin/patch", "opt/new/f"} <= set(written) and len(written) < 20
+        assert (upper / "usr" / "bin" / "patch").stat().st_size == 0  # a whiteout, not a copy
+
+
+def test_snapshots_stand_alone_when_their_parent_is_removed(overlay_backend):
+    with overlay_backend.create(SPEC) as sandbox:
+        sandbox.exec("cd /etc && echo one > one.txt && rm -f motd && export STAGE=1")
+        first = sandbox.snapshot()
+    try:
+        [fork] = overlay_backend.fork(first, 1)
+        with fork:
+            fork.exec("echo two > two.txt && export STAGE=2")
+            second = fork.snapshot()
+    finally:
+        overlay_backend.remove_snapshot(first)
+    try:
+        [grandchild] = overlay_backend.fork(second, 1)
+        with grandchild:
+            result = grandchild.exec("pwd; cat one.txt two.txt; ls /etc/motd 2>&1 | grep -c 'No such'; echo $STAGE")
+            assert result.output == "/etc\none\ntwo\n1\n2\n"
+    finally:
+        overlay_backend.remove_snapshot(second)
+
+
+def test_missing_image_is_a_clear_error_and_leaves_nothing(overlay_backend, private_cache):
+    from sandboxes.local.overlay import OverlayBackend
+
+    backend = OverlayBackend()
+    with pytest.raises(ImageNotFound, match="harness-no-such-image:1"):
+        backend.create(SandboxSpec(image="harness-no-such-image:1"))
+    with pytest.raises(ImageNotFound, match="cannot read the image archive"):
+        backend.create(SandboxSpec(image=str(private_cache.parent / "missing.tar")))
+    assert leftovers(private_cache) == []
+
+
+def test_corrupt_archive_and_full_disk_fail_clearly_and_leave_nothing(overlay_backend, tmp_path, private_cache):
+    from sandboxes.local.overlay import OverlayBackend
+
+    archive = tmp_path / "rootfs.tar"
+    with tarfile.open(archive, "w") as tar:
+        for name, size in (("etc/hostname", 10), ("usr/big.bin", 4 << 20)):
+            info = tarfile.TarInfo(name)
+            info.size = size
+            tar.addfile(info, io.BytesIO(os.urandom(size)))
+    data = archive.read_bytes()
+    corrupt = tmp_path / "corrupt.tar"
+    corrupt.write_bytes(data[: len(data) // 2])
+    with pytest.raises(SandboxError, match="unpacking the image archive .* failed .*Unexpected EOF"):
+        OverlayBackend().create(SandboxSpec(image=str(corrupt)))
+    assert leftovers(private_cache) == [] and list((private_cache / "images").iterdir()) == []
+
+    require(os.geteuid() == 0, "mounting a small tmpfs as a full disk needs root")
+    private_cache.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(private_cache)], check=True)
+    try:
+        with pytest.raises(SandboxError, match="no space left on the disk holding"):
+            OverlayBackend().create(SandboxSpec(image=str(archive)))
+        assert leftovers(private_cache) == [] and [p.name for p in (private_cache / "images").iterdir()] == []
+    finally:
+        subprocess.run(["umount", str(private_cache)], check=True)
+
+
+_ROOTLESS = """
+import json, logging, sys
+sys.path.insert(0, sys.argv[1])
+logging.basicConfig(level=logging.WARNING)
+from sandboxes import SandboxSpec, get_backend
+backend = get_backend("overlay")
+with backend.create(SandboxSpec(image=sys.argv[2], workdir="/work", memory="256m")) as sandbox:
+    seen = {"limits": sandbox.limits,
+            "inside": sandbox.exec("id -u; echo changed > /etc/motd && cat /etc/motd; pwd").output}
+    snapshot = sandbox.snapshot()
+[fork] = backend.fork(snapshot, 1)
+with fork:
+    seen["fork"] = fork.exec("cat /etc/motd").output
+backend.remove_snapshot(snapshot)
+seen["left"] = backend.list()
+print(json.dumps(seen))
+"""
+
+
+@pytest.fixture
+def unprivileged_user():
+    require(os.geteuid() == 0 and shutil.which("useradd") is not None, "making a user for the rootless run needs root")
+    name = f"harness-rl-{os.getpid() % 100000}"
+    subprocess.run(["useradd", "--create-home", "--shell", "/bin/sh", name], check=True, capture_output=True)
+    try:
+        yield pwd.getpwnam(name)
+    finally:
+        subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)  # only that user's processes
+        subprocess.run(["userdel", "--remove", name], capture_output=True)
+
+
+def test_rootless_run_in_a_user_namespace(overlay_backend, unprivileged_user, tmp_path):
+    """An unprivileged user runs the image from a root filesystem archive (no engine access): its own
+    cache, root inside a user namespace, copy-on-write /etc; cgroup limits it cannot set are said."""
+    userns = Path("/proc/sys/user/max_user_namespaces")
+    require(userns.exists() and int(userns.read_text()) > 0, "this kernel allows no user namespaces")
+    home = Path(unprivileged_user.pw_dir)
+    code = home / "code"
+    shutil.copytree(ROOT / "sandboxes", code / "sandboxes", ignore=shutil.ignore_patterns("__pycache__"))
+    archive = home / "base.tar"
+    subprocess.run(["tar", "-C", str(overlay_backend.store.get(BASE_IMAGE).rootfs), "-cf", str(archive), "."], check=True)
+    subprocess.run(["chown", "-R", f"{unprivileged_user.pw_uid}:{unprivileged_user.pw_gid}", str(home)], check=True)
+    python = shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin")
+    run = subprocess.run(["setpriv", f"--reuid={unprivileged_user.pw_uid}", f"--regid={unprivileged_user.pw_gid}", "--clear-groups",
+                          "env", f"HOME={home}", f"HARNESS_CACHE={home}/cache", python, "-c", _ROOTLESS, str(code), str(archive)],
+                         capture_output=True, text=True, timeout=300, cwd=home)
+    assert run.returncode == 0, run.stderr[-3000:]
+    seen = json.loads(run.stdout.strip().splitlines()[-1])
+    assert seen["inside"].split() == ["0", "changed", "/work"] and seen["fork"].strip() == "changed"
+    assert seen["left"] == []
+    for name in ("memory", "pids", "cpu"):  # this user may not make cgroups here: said, never silent
+        how = seen["limits"][name]
+        assert how.startswith(("cgroup v", "RLIMIT_AS", "none: ")), how
+        if not how.startswith("cgroup"):
+            assert "without" in run.stderr and name in run.stderr
+    assert not list((home / "cache" / "overlay").iterdir())
+    assert not list((home / "cache" / "overlay-snapshots").iterdir())
+    assert subprocess.run(["pgrep", "-u", str(unprivileged_user.pw_uid)], capture_output=True).stdout == b""
