@@ -1,6 +1,6 @@
 """Overlay backend: any task image without a daemon, each sandbox a copy-on-write layer over it.
 
-The image is unpacked once per digest (`image_store`); a sandbox is `<cache>/overlay/<id>` with
+The image's layers are unpacked once each (`image_store`); a sandbox is `<cache>/overlay/<id>` with
 `upper/` (everything it writes), `work/` (overlayfs's own) and `merged/`. Its command line is
 `unshare` into a private mount namespace (and, for a user other than root, a user namespace
 where that user is root), an overlayfs mount of `upper` over the image's layers at `merged`,
@@ -66,7 +66,7 @@ class OverlaySandbox(BwrapSandbox):
         ])
         merged = str(self.dir / "merged")
         filesystem = ["--bind", merged, "/", "--dir", self.spec.workdir]
-        inner = bwrap_command(self.spec, filesystem, self.image.rootfs, self.id, info_fd, self.image.env,
+        inner = bwrap_command(self.spec, filesystem, self.image.passwd_root(), self.id, info_fd, self.image.env,
                               read_only_root=False)
         return [*namespaces(), "sh", "-c", _MOUNT_THEN_EXEC, "sh", options, merged, *inner]
 
@@ -75,9 +75,10 @@ class OverlaySandbox(BwrapSandbox):
         try:
             (folder / "layers").mkdir()
             copy_tree(self.dir / "upper", _fresh(folder / "layers" / "0"))
-            for number, layer in enumerate(self.layers[:-1], start=1):  # the image's own root stays shared
+            own = self.layers[: len(self.layers) - len(self.image.layers)]  # the image's layers stay shared
+            for number, layer in enumerate(own, start=1):
                 link_tree(layer, _fresh(folder / "layers" / str(number)))
-            meta = {"image": self.image.config(), "depth": len(self.layers), "labels": labels()}
+            meta = {"image": self.image.config(), "depth": len(own) + 1, "labels": labels()}
             (folder / SNAPSHOT_META).write_text(json.dumps(meta))
         except BaseException:
             remove_tree(folder)
@@ -108,10 +109,10 @@ class OverlayBackend(LocalBackend):
             if "image" not in meta:
                 raise ImageNotFound(f"{folder} is not a snapshot of the overlay backend")
             image = UnpackedImage.from_config(meta["image"])
-            layers = [folder / "layers" / str(n) for n in range(meta["depth"])] + [image.rootfs]
+            layers = [folder / "layers" / str(n) for n in range(meta["depth"])] + list(image.layers)
         else:
             image = self.store.get(spec.image)
-            layers = [image.rootfs]
+            layers = list(image.layers)
         if spec.user is None and image.user not in ("", "root", "0", "0:0"):
             spec = dataclasses.replace(spec, user=image.user)
         return OverlaySandbox(spec, image, layers, self.output_cap, self.cgroups)

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from sandboxes import ImageNotFound, SandboxError, SandboxSpec
+from sandboxes.docker_backend import docker_client
 from sandboxes.images import BASE_IMAGE
 from tests.conftest import ROOT, require
 
@@ -30,20 +31,45 @@ def private_cache(tmp_path, monkeypatch) -> Path:
 
 
 def leftovers(cache: Path) -> list[str]:
-    """Everything under the cache but the unpacked images and the name records."""
+    """Sandboxes, snapshots and half-made layers left in the cache."""
     found = [str(p.relative_to(cache)) for p in cache.glob("*/*") if p.parent.name != "images"]
-    return found + [p.name for p in cache.glob("images/*.partial-*")]
+    return [name for name in found if not name.startswith("images/")] + [p.name for p in cache.glob("images/layers/*.partial-*")]
 
 
-def test_image_is_unpacked_once_and_each_sandbox_writes_only_its_layer(overlay_backend):
+def add_file(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    tar.addfile(info, io.BytesIO(data))
+
+
+def image_archive(path: Path, layers: list[dict[str, bytes] | bytes], config: dict) -> Path:
+    """A `docker save` archive: one tar per layer (name -> content, or the layer's raw bytes), the image
+    config, the manifest."""
+    with tarfile.open(path, "w") as outer:
+        names = []
+        for number, files in enumerate(layers):
+            if isinstance(files, dict):
+                layer = io.BytesIO()
+                with tarfile.open(fileobj=layer, mode="w") as tar:
+                    for name, data in files.items():
+                        add_file(tar, name, data)
+                files = layer.getvalue()
+            names.append(f"layer{number}/layer.tar")
+            add_file(outer, names[-1], files)
+        add_file(outer, "config.json", json.dumps({"config": config}).encode())
+        add_file(outer, "manifest.json", json.dumps([{"Config": "config.json", "Layers": names}]).encode())
+    return path
+
+
+def test_layers_are_unpacked_once_and_each_sandbox_writes_only_its_own(overlay_backend):
     image = overlay_backend.store.get(BASE_IMAGE)
-    assert image.digest.startswith("sha256:") and (image.rootfs / "usr" / "bin" / "bash").exists()
+    assert image.digest.startswith("sha256:") and any((layer / "usr" / "bin" / "bash").exists() for layer in image.layers)
     assert image.env["PATH"].startswith("/usr/local/sbin")  # the image's Env, from its config
     with overlay_backend.create(SPEC) as first, overlay_backend.create(SPEC) as second:
         first.exec("echo mine > /etc/motd && rm /usr/bin/patch && mkdir -p /opt/new && echo 1 > /opt/new/f")
         assert second.exec("cat /etc/motd; command -v patch").output.strip().endswith("/usr/bin/patch")
         assert first.exec("cat /etc/motd; command -v patch || echo gone").output == "mine\ngone\n"
-        assert (image.rootfs / "usr" / "bin" / "patch").exists()  # the shared image is never written
+        assert any((layer / "usr" / "bin" / "patch").exists() for layer in image.layers)  # shared layers are never written
         upper = first.dir / "upper"
         written = sorted(str(p.relative_to(upper)) for p in upper.rglob("*") if not p.is_dir())
         assert {"etc/motd", "usr/bin/patch", "opt/new/f"} <= set(written) and len(written) < 20
@@ -84,18 +110,16 @@ def test_missing_image_is_a_clear_error_and_leaves_nothing(overlay_backend, priv
 def test_corrupt_archive_and_full_disk_fail_clearly_and_leave_nothing(overlay_backend, tmp_path, private_cache):
     from sandboxes.local.overlay import OverlayBackend
 
-    archive = tmp_path / "rootfs.tar"
-    with tarfile.open(archive, "w") as tar:
-        for name, size in (("etc/hostname", 10), ("usr/big.bin", 4 << 20)):
-            info = tarfile.TarInfo(name)
-            info.size = size
-            tar.addfile(info, io.BytesIO(os.urandom(size)))
+    archive = image_archive(tmp_path / "image.tar", [{"etc/hostname": b"box\n", "usr/big.bin": os.urandom(4 << 20)}], {})
     data = archive.read_bytes()
     corrupt = tmp_path / "corrupt.tar"
     corrupt.write_bytes(data[: len(data) // 2])
-    with pytest.raises(SandboxError, match="unpacking the image archive .* failed .*Unexpected EOF"):
+    with pytest.raises(SandboxError, match="image archive .* is not a readable image archive"):
         OverlayBackend().create(SandboxSpec(image=str(corrupt)))
-    assert leftovers(private_cache) == [] and list((private_cache / "images").iterdir()) == []
+    garbled = image_archive(tmp_path / "garbled.tar", [{"etc/hostname": b"box\n"}, b"\x01" * 4096], {})
+    with pytest.raises(SandboxError, match="unpacking a layer of the image archive .* failed"):
+        OverlayBackend().create(SandboxSpec(image=str(garbled)))
+    assert leftovers(private_cache) == [] and not list((private_cache / "images").glob("*.json"))
 
     require(os.geteuid() == 0, "mounting a small tmpfs as a full disk needs root")
     private_cache.mkdir(parents=True, exist_ok=True)
@@ -103,7 +127,7 @@ def test_corrupt_archive_and_full_disk_fail_clearly_and_leave_nothing(overlay_ba
     try:
         with pytest.raises(SandboxError, match="no space left on the disk holding"):
             OverlayBackend().create(SandboxSpec(image=str(archive)))
-        assert leftovers(private_cache) == [] and [p.name for p in (private_cache / "images").iterdir()] == []
+        assert leftovers(private_cache) == [] and list((private_cache / "images" / "layers").iterdir()) == []
     finally:
         subprocess.run(["umount", str(private_cache)], check=True)
 
@@ -140,7 +164,7 @@ def unprivileged_user():
 
 
 def test_rootless_run_in_a_user_namespace(overlay_backend, unprivileged_user, tmp_path):
-    """An unprivileged user runs the image from a root filesystem archive (no engine access): its own
+    """An unprivileged user runs the image from its archive (no engine access): its own
     cache, root inside a user namespace, copy-on-write /etc; cgroup limits it cannot set are said."""
     userns = Path("/proc/sys/user/max_user_namespaces")
     require(userns.exists() and int(userns.read_text()) > 0, "this kernel allows no user namespaces")
@@ -148,7 +172,9 @@ def test_rootless_run_in_a_user_namespace(overlay_backend, unprivileged_user, tm
     code = home / "code"
     shutil.copytree(ROOT / "sandboxes", code / "sandboxes", ignore=shutil.ignore_patterns("__pycache__"))
     archive = home / "base.tar"
-    subprocess.run(["tar", "-C", str(overlay_backend.store.get(BASE_IMAGE).rootfs), "-cf", str(archive), "."], check=True)
+    with open(archive, "wb") as out:  # `docker save`: all the user is given
+        for chunk in docker_client().api.get_image(BASE_IMAGE):
+            out.write(chunk)
     subprocess.run(["chown", "-R", f"{unprivileged_user.pw_uid}:{unprivileged_user.pw_gid}", str(home)], check=True)
     python = shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin")
     run = subprocess.run(["setpriv", f"--reuid={unprivileged_user.pw_uid}", f"--regid={unprivileged_user.pw_gid}", "--clear-groups",
