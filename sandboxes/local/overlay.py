@@ -37,7 +37,6 @@ from .sandbox import SNAPSHOT_META, BwrapSandbox, LocalBackend, _read_json
 
 # Runs as root of the new mount namespace: mount the overlay, then become bwrap.
 _MOUNT_THEN_EXEC = 'mount -t overlay overlay -o "$1" "$2" || exit 125; shift 2; exec "$@"'
-MOUNT_FAILED = 125
 
 
 class OverlaySandbox(BwrapSandbox):
@@ -46,7 +45,7 @@ class OverlaySandbox(BwrapSandbox):
     def __init__(self, spec: SandboxSpec, image: UnpackedImage, layers: list[Path], output_cap: int | None = None,
                  cgroups: tuple[list[Hierarchy], list[str]] | None = None):
         self.image = image
-        self.layers = layers  # read-only layers from the top down: snapshots' layers, then the image's root
+        self.layers = layers  # read-only layers from the top down: a snapshot's, then the image's
         self.mount_point = spec.workdir
         super().__init__(spec, output_cap, cgroups)
 
