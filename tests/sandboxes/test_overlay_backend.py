@@ -9,6 +9,7 @@ import io
 import json
 import os
 import pwd
+import re
 import shutil
 import subprocess
 import tarfile
@@ -17,7 +18,6 @@ from pathlib import Path
 import pytest
 
 from sandboxes import ImageNotFound, SandboxError, SandboxSpec
-from sandboxes.docker_backend import docker_client
 from sandboxes.images import BASE_IMAGE
 from tests.conftest import ROOT, require
 
@@ -36,15 +36,22 @@ def leftovers(cache: Path) -> list[str]:
     return [name for name in found if not name.startswith("images/")] + [p.name for p in cache.glob("images/layers/*.partial-*")]
 
 
-def add_file(tar: tarfile.TarFile, name: str, data: bytes) -> None:
-    info = tarfile.TarInfo(name)
-    info.size = len(data)
-    tar.addfile(info, io.BytesIO(data))
+def add_file(tar: tarfile.TarFile, name: str, data: bytes | Path, mode: int = 0o644) -> None:
+    """A file (bytes), a symlink (a Path: its target) or, for a name ending in '/', a folder."""
+    info = tarfile.TarInfo(name.rstrip("/"))
+    info.mode = mode
+    if isinstance(data, Path):
+        info.type, info.linkname = tarfile.SYMTYPE, str(data)
+    elif name.endswith("/"):
+        info.type = tarfile.DIRTYPE
+    else:
+        info.size = len(data)
+    tar.addfile(info, io.BytesIO(data) if info.isfile() else None)
 
 
-def image_archive(path: Path, layers: list[dict[str, bytes] | bytes], config: dict) -> Path:
-    """A `docker save` archive: one tar per layer (name -> content, or the layer's raw bytes), the image
-    config, the manifest."""
+def image_archive(path: Path, layers: list[dict[str, bytes | Path] | bytes], config: dict) -> Path:
+    """A `docker save` archive: one tar per layer (name -> content as for `add_file`, or the layer's raw
+    bytes), the image config, the manifest."""
     with tarfile.open(path, "w") as outer:
         names = []
         for number, files in enumerate(layers):
@@ -52,7 +59,7 @@ def image_archive(path: Path, layers: list[dict[str, bytes] | bytes], config: di
                 layer = io.BytesIO()
                 with tarfile.open(fileobj=layer, mode="w") as tar:
                     for name, data in files.items():
-                        add_file(tar, name, data)
+                        add_file(tar, name, data, 0o1777 if name == "tmp/" else 0o755)
                 files = layer.getvalue()
             names.append(f"layer{number}/layer.tar")
             add_file(outer, names[-1], files)
@@ -151,6 +158,19 @@ print(json.dumps(seen))
 """
 
 
+def shell_image(base: Path, path: Path) -> Path:
+    """A small image made of a few programs of the base image's (merged-/usr) layer and their libraries."""
+    files: dict[str, bytes | Path] = {"etc/passwd": (base / "etc" / "passwd").read_bytes(), "tmp/": b"",
+                                      "bin": Path("usr/bin"), "lib": Path("usr/lib"), "lib64": Path("usr/lib64")}
+    for program in ("bash", "cat", "env", "id", "pwd", "stty"):
+        files[f"usr/bin/{program}"] = (base / "usr" / "bin" / program).read_bytes()
+        needed = subprocess.run(["ldd", str(base / "usr" / "bin" / program)], capture_output=True, text=True, check=True).stdout
+        for library in re.findall(r"(/\S+\.so[.\d]*) \(", needed):
+            inside = "usr" + library if not library.startswith("/usr/") else library[1:]
+            files[inside] = (base / inside).read_bytes()
+    return image_archive(path, [files], {"Env": ["PATH=/usr/bin"]})
+
+
 @pytest.fixture
 def unprivileged_user():
     require(os.geteuid() == 0 and shutil.which("useradd") is not None, "making a user for the rootless run needs root")
@@ -171,10 +191,7 @@ def test_rootless_run_in_a_user_namespace(overlay_backend, unprivileged_user, tm
     home = Path(unprivileged_user.pw_dir)
     code = home / "code"
     shutil.copytree(ROOT / "sandboxes", code / "sandboxes", ignore=shutil.ignore_patterns("__pycache__"))
-    archive = home / "base.tar"
-    with open(archive, "wb") as out:  # `docker save`: all the user is given
-        for chunk in docker_client().api.get_image(BASE_IMAGE):
-            out.write(chunk)
+    archive = shell_image(overlay_backend.store.get(BASE_IMAGE).layers[-1], home / "image.tar")
     subprocess.run(["chown", "-R", f"{unprivileged_user.pw_uid}:{unprivileged_user.pw_gid}", str(home)], check=True)
     python = shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin")
     run = subprocess.run(["setpriv", f"--reuid={unprivileged_user.pw_uid}", f"--regid={unprivileged_user.pw_gid}", "--clear-groups",
