@@ -73,7 +73,7 @@ class ImageStore:
     def __init__(self, root: Path | None = None):
         self.root = root or cache_dir() / "images"
         self._lock = threading.Lock()
-        self._unpacking: dict[str, threading.Lock] = {}  # one unpack per image at a time in this process
+        self._locks: dict[str, threading.Lock] = {}  # one unpack per image, and per layer, at a time in this process
         self._digests: dict[str, str] = {}  # name -> digest, as first resolved by this process
 
     def get(self, name: str) -> UnpackedImage:
@@ -82,12 +82,14 @@ class ImageStore:
         self._digests[name] = digest
         record = self.root / f"{_hex(digest)}.json"
         if not self._complete(record):
-            with self._lock:
-                lock = self._unpacking.setdefault(digest, threading.Lock())
-            with lock:
+            with self._lock_of(digest):
                 if not self._complete(record):
                     self._unpack(digest, record, archive)
         return self._image(json.loads(record.read_text()))
+
+    def _lock_of(self, key: str) -> threading.Lock:
+        with self._lock:
+            return self._locks.setdefault(key, threading.Lock())
 
     def resolve(self, name: str) -> str:
         """The digest `name` stands for: the engine's answer where one answers, else the one
@@ -198,18 +200,19 @@ class ImageStore:
                     digest.update(chunk)
                     out.write(chunk)
             target = self._layer(digest.hexdigest())
-            if not target.is_dir():
-                staging = target.with_name(f"{target.name}.partial-{_owner()}")
-                remove_tree(staging)
-                staging.mkdir()
-                try:
-                    unpack_layer(spool, staging, f"a layer of {what}")
-                    staging.rename(target)
-                except OSError:
-                    if not target.is_dir():  # else another process finished the same layer first: fine
-                        raise
-                finally:
+            with self._lock_of(target.name):  # images that share a layer, unpacked at once: the layer once
+                if not target.is_dir():
+                    staging = target.with_name(f"{target.name}.partial-{_owner()}")
                     remove_tree(staging)
+                    staging.mkdir()
+                    try:
+                        unpack_layer(spool, staging, f"a layer of {what}")
+                        staging.rename(target)
+                    except OSError:
+                        if not target.is_dir():  # else another process finished the same layer first: fine
+                            raise
+                    finally:
+                        remove_tree(staging)
         except OSError as err:
             raise SandboxError(f"cannot store a layer of {what} in {self.root / 'layers'}: {err.strerror}"
                                f"{_disk_hint(self.root)}; nothing of it is kept") from None
