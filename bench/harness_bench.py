@@ -1,6 +1,6 @@
 """Harness throughput: episodes per minute, our eval driver against mini-swe-agent, same actions.
 
-    python -m bench.harness_bench [--policy gold|replay] [--episodes 16] [--workers 4] [--rounds 2] [--prestart 2] [--overlay]
+    python -m bench.harness_bench [--policy gold|replay] [--episodes 16] [--workers 4] [--rounds 2] [--prestart 2] [--overlay] [--starts 10]
 
 Both sides play the same actions on the swe-demo tasks, in the same images, with the same
 number of episodes and the same concurrency, in one run (the order of the sides flips every
@@ -319,6 +319,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--rounds", type=int, default=2, help="batches per side, rotating which goes first (default 2)")
     parser.add_argument("--prestart", type=int, default=2, help="our sandboxes per image started ahead (default 2)")
     parser.add_argument("--overlay", action="store_true", help="also run our driver on the overlay backend (no daemon)")
+    parser.add_argument("--starts", type=int, default=10, help="sandbox starts timed per backend (default 10)")
     args = parser.parse_args(argv)
     sides = SIDES if args.overlay else tuple(side for side in SIDES if side != "overlay")
     if args.prestart < 1:
@@ -331,9 +332,9 @@ def main(argv: list[str] | None = None) -> dict:
     swe_demo = load_tasks("swe-demo")
     tasks = [swe_demo[i % len(swe_demo)] for i in range(args.episodes)]
     batches: dict[str, list[Batch]] = {side: [] for side in sides}
-    starts = {"docker": start_p50(backend, tasks[0].sandbox)}
+    starts = {"docker": start_p50(backend, tasks[0].sandbox, args.starts)}
     if overlay is not None:
-        starts["overlay"] = start_p50(overlay, tasks[0].sandbox)
+        starts["overlay"] = start_p50(overlay, tasks[0].sandbox, args.starts)
     version = ""
     with tempfile.TemporaryDirectory(prefix="harness-bench-replays-") as folder:
         policy = GoldPolicy() if args.policy == "gold" else ReplayPolicy(write_replays(swe_demo, Path(folder)))

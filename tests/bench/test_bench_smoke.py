@@ -21,7 +21,7 @@ def test_grading_bench(docker_backend):
 def test_harness_bench(docker_backend, overlay_backend):
     try:
         result = harness_bench.main(["--policy", "replay", "--episodes", "2", "--workers", "2", "--rounds", "1", "--prestart", "1",
-                                     "--overlay"])
+                                     "--overlay", "--starts", "2"])
     except harness_bench.PeerUnavailable as err:
         pytest.skip(f"mini-swe-agent could not be installed into {harness_bench.peer_venv()}: {err}")
     assert 21 <= result["commands_per_episode"] <= 41  # 20-40 commands, then submit
