@@ -5,6 +5,8 @@ The behaviour every backend shares is in test_contract.py.
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 import io
 import json
 import os
@@ -68,6 +70,28 @@ def image_archive(path: Path, layers: list[dict[str, bytes | Path] | bytes], con
     return path
 
 
+def oci_archive(path: Path, archive: Path) -> Path:
+    """The image of a `docker save` archive as an OCI image layout, its layers gzipped (as registries hold them)."""
+    blobs: dict[str, bytes] = {}
+
+    def blob(data: bytes) -> dict:
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        blobs[digest] = data
+        return {"digest": digest, "size": len(data)}
+
+    with tarfile.open(archive) as saved:
+        manifest = json.loads(saved.extractfile("manifest.json").read())[0]
+        layers = [blob(gzip.compress(saved.extractfile(name).read())) for name in manifest["Layers"]]
+        config = blob(saved.extractfile(manifest["Config"]).read())
+    image = blob(json.dumps({"schemaVersion": 2, "config": config, "layers": layers}).encode())
+    with tarfile.open(path, "w") as tar:
+        add_file(tar, "oci-layout", b'{"imageLayoutVersion": "1.0.0"}')
+        add_file(tar, "index.json", json.dumps({"schemaVersion": 2, "manifests": [image]}).encode())
+        for digest, data in blobs.items():
+            add_file(tar, "blobs/sha256/" + digest.partition(":")[2], data)
+    return path
+
+
 def test_layers_are_unpacked_once_and_each_sandbox_writes_only_its_own(overlay_backend):
     image = overlay_backend.store.get(BASE_IMAGE)
     assert image.digest.startswith("sha256:") and any((layer / "usr" / "bin" / "bash").exists() for layer in image.layers)
@@ -101,6 +125,23 @@ def test_snapshots_stand_alone_when_their_parent_is_removed(overlay_backend):
             assert result.output == "/etc\none\ntwo\n1\n2\n"
     finally:
         overlay_backend.remove_snapshot(second)
+
+
+def test_image_archives_docker_save_and_oci_layout(overlay_backend, tmp_path, private_cache):
+    """Images handed over as files: the config's Env and User honoured, layers and deletions applied in order."""
+    from sandboxes.local.overlay import OverlayBackend
+
+    base = overlay_backend.store.get(BASE_IMAGE).layers[-1]
+    saved = image_archive(tmp_path / "saved.tar", [
+        {**shell_files(base), "etc/motd": b"old\n", "opt/keep/a": b"a\n", "opt/drop/b": b"b\n"},
+        {"etc/.wh.motd": b"", "opt/drop/.wh..wh..opq": b"", "opt/drop/c": b"c\n"},
+    ], {"Env": ["PATH=/usr/bin", "FLAVOUR=saved"], "User": "nobody"})
+    backend = OverlayBackend()
+    for archive in (saved, oci_archive(tmp_path / "oci.tar", saved)):
+        with backend.create(SandboxSpec(image=str(archive), workdir="/w")) as sandbox:
+            listing = sandbox.exec("id -u; echo $FLAVOUR; cat /opt/keep/a /opt/drop/*; test -e /etc/motd || echo gone")
+            assert listing.output.split() == ["65534", "saved", "a", "c", "gone"], listing.output
+    assert len(list((private_cache / "images" / "layers").iterdir())) == 4  # two per format: gzip changes the digests
 
 
 def test_missing_image_is_a_clear_error_and_leaves_nothing(overlay_backend, private_cache):
@@ -158,8 +199,8 @@ print(json.dumps(seen))
 """
 
 
-def shell_image(base: Path, path: Path) -> Path:
-    """A small image made of a few programs of the base image's (merged-/usr) layer and their libraries."""
+def shell_files(base: Path) -> dict[str, bytes | Path]:
+    """A few programs of the base image's (merged-/usr) layer, their libraries and /etc/passwd."""
     files: dict[str, bytes | Path] = {"etc/passwd": (base / "etc" / "passwd").read_bytes(), "tmp/": b"",
                                       "bin": Path("usr/bin"), "lib": Path("usr/lib"), "lib64": Path("usr/lib64")}
     for program in ("bash", "cat", "env", "id", "pwd", "stty"):
@@ -168,7 +209,7 @@ def shell_image(base: Path, path: Path) -> Path:
         for library in re.findall(r"(/\S+\.so[.\d]*) \(", needed):
             inside = "usr" + library if not library.startswith("/usr/") else library[1:]
             files[inside] = (base / inside).read_bytes()
-    return image_archive(path, [files], {"Env": ["PATH=/usr/bin"]})
+    return files
 
 
 @pytest.fixture
@@ -191,7 +232,8 @@ def test_rootless_run_in_a_user_namespace(overlay_backend, unprivileged_user, tm
     home = Path(unprivileged_user.pw_dir)
     code = home / "code"
     shutil.copytree(ROOT / "sandboxes", code / "sandboxes", ignore=shutil.ignore_patterns("__pycache__"))
-    archive = shell_image(overlay_backend.store.get(BASE_IMAGE).layers[-1], home / "image.tar")
+    archive = image_archive(home / "image.tar", [shell_files(overlay_backend.store.get(BASE_IMAGE).layers[-1])],
+                            {"Env": ["PATH=/usr/bin"]})
     subprocess.run(["chown", "-R", f"{unprivileged_user.pw_uid}:{unprivileged_user.pw_gid}", str(home)], check=True)
     python = shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin")
     run = subprocess.run(["setpriv", f"--reuid={unprivileged_user.pw_uid}", f"--regid={unprivileged_user.pw_gid}", "--clear-groups",
