@@ -129,7 +129,7 @@ def namespaces() -> list[str]:
 
 def link_tree(source: Path, target: Path) -> None:
     """A read-only layer's copy that shares its files' data (hard links; folders are new)."""
-    result = subprocess.run(["cp", "-a", "--link", f"{source}/.", str(target)], capture_output=True, text=True)
+    result = subprocess.run(["cp", "-a", "--link", f"{source}/.", str(target)], capture_output=True, text=True, check=False)
     if result.returncode != 0:
         raise SandboxError(f"could not link {source} into {target}: {result.stderr.strip()}")
 

@@ -17,7 +17,17 @@ from ..shell import ShellSession
 from ..spec import SandboxSpec
 from .cgroups import Hierarchy, SandboxCgroups, host_hierarchies, remove_groups
 from .files import RootFiles, copy_tree, remove_tree
-from .process import SPAWNER, PtyTransport, bwrap_command, child_setup, is_bwrap, kill, open_pty, read_child_pid, root_binds
+from .process import (
+    SPAWNER,
+    PtyTransport,
+    bwrap_command,
+    child_setup,
+    is_bwrap,
+    kill,
+    open_pty,
+    read_child_pid,
+    root_binds,
+)
 
 BWRAP_HINT = "install bubblewrap (`apt-get install -y bubblewrap`) or use the Docker backend"
 SNAPSHOT_META = "harness-snapshot.json"

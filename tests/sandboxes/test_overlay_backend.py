@@ -220,8 +220,8 @@ def unprivileged_user():
     try:
         yield pwd.getpwnam(name)
     finally:
-        subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True)  # only that user's processes
-        subprocess.run(["userdel", "--remove", name], capture_output=True)
+        subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True, check=False)  # only that user's processes
+        subprocess.run(["userdel", "--remove", name], capture_output=True, check=False)
 
 
 def test_rootless_run_in_a_user_namespace(overlay_backend, unprivileged_user, tmp_path):
@@ -238,7 +238,7 @@ def test_rootless_run_in_a_user_namespace(overlay_backend, unprivileged_user, tm
     python = shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin")
     run = subprocess.run(["setpriv", f"--reuid={unprivileged_user.pw_uid}", f"--regid={unprivileged_user.pw_gid}", "--clear-groups",
                           "env", f"HOME={home}", f"HARNESS_CACHE={home}/cache", python, "-c", _ROOTLESS, str(code), str(archive)],
-                         capture_output=True, text=True, timeout=300, cwd=home)
+                         capture_output=True, text=True, timeout=300, cwd=home, check=False)
     assert run.returncode == 0, run.stderr[-3000:]
     seen = json.loads(run.stdout.strip().splitlines()[-1])
     assert seen["inside"].split() == ["0", "changed", "/work"] and seen["fork"].strip() == "changed"
@@ -250,4 +250,4 @@ def test_rootless_run_in_a_user_namespace(overlay_backend, unprivileged_user, tm
             assert "without" in run.stderr and name in run.stderr
     assert not list((home / "cache" / "overlay").iterdir())
     assert not list((home / "cache" / "overlay-snapshots").iterdir())
-    assert subprocess.run(["pgrep", "-u", str(unprivileged_user.pw_uid)], capture_output=True).stdout == b""
+    assert subprocess.run(["pgrep", "-u", str(unprivileged_user.pw_uid)], capture_output=True, check=False).stdout == b""
