@@ -26,7 +26,7 @@ from .errors import HarnessError
 from .policy import Policy, Sampling
 from .trajectory import Trajectory
 
-RUNTIMES = ("docker", "local", "auto")
+RUNTIMES = ("docker", "local", "overlay", "auto")
 
 
 @dataclass
@@ -82,7 +82,7 @@ class Agent:
         """Carry out `prompt` on a copy of `repo`; `test` (a shell command run in the repository's folder) judges it."""
         if runtime not in RUNTIMES:
             raise HarnessError(f"runtime {runtime!r} is not built: use one of {', '.join(RUNTIMES)} "
-                               "(docker containers or local bubblewrap sandboxes)")
+                               "(docker containers, or bubblewrap sandboxes: local on the base image, overlay on any image)")
         if max_turns < 1:
             raise HarnessError(f"max_turns must be at least 1, not {max_turns}")
         backend = backend or get_backend(runtime)

@@ -1,4 +1,4 @@
-"""Where commands run: isolated, stateful sandboxes (Docker by default, bubblewrap locally)."""
+"""Where commands run: isolated, stateful sandboxes (Docker by default, bubblewrap without a daemon)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from .pool import SandboxPool
 from .spec import ExecResult, SandboxSpec
 
 log = logging.getLogger(__name__)
-BACKENDS = ("auto", "docker", "local")
+BACKENDS = ("auto", "docker", "local", "overlay")
 
 __all__ = [
     "Backend", "Sandbox", "Snapshot", "SandboxPool", "SandboxSpec", "ExecResult", "SandboxError", "DiskLimitExceeded",
@@ -28,7 +28,8 @@ __all__ = [
 
 
 def get_backend(name: str = "auto", **options) -> Backend:
-    """A backend by name; "auto" takes Docker where an engine answers, else bubblewrap."""
+    """A backend by name; "auto" takes Docker where an engine answers, else bubblewrap over the base
+    root filesystem ("local"); "overlay" runs any image under bubblewrap, without a daemon."""
     if name not in BACKENDS:
         raise SandboxError(f"unknown sandbox backend {name!r}; choose one of {', '.join(BACKENDS)}")
     if name in ("auto", "docker"):
@@ -37,6 +38,10 @@ def get_backend(name: str = "auto", **options) -> Backend:
         if name == "docker" or engine_available():
             return DockerBackend(**options)
         log.warning("no Docker engine answers: falling back to the local bubblewrap backend")
+    if name == "overlay":
+        from .local.overlay import OverlayBackend
+
+        return OverlayBackend(**options)
     from .local import LocalBackend
 
     return LocalBackend(**options)

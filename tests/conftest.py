@@ -68,6 +68,17 @@ def local_backend():
     return LocalBackend()
 
 
-@pytest.fixture(params=["docker", "local"])
+@pytest.fixture(scope="session")
+def overlay_backend(docker_backend):
+    """Task images from the Docker engine (the base image here), run without it under bubblewrap."""
+    import shutil
+
+    require(shutil.which("bwrap") is not None, "bubblewrap (bwrap) is not installed")
+    from sandboxes.local.overlay import OverlayBackend
+
+    return OverlayBackend()
+
+
+@pytest.fixture(params=["docker", "local", "overlay"])
 def backend(request):
     return request.getfixturevalue(f"{request.param}_backend")

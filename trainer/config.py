@@ -260,7 +260,8 @@ class GeneratorConfig(Section):
     max_context: Int = Field(4096, ge=1)
     #: Episodes that run at once (each may hold a sandbox).
     env_workers: Int = Field(8, ge=1)
-    #: Sandboxes for tasks that need one: `docker`, `local` (bubblewrap) or `auto` (Docker if its engine answers).
+    #: Sandboxes for tasks that need one: `docker`, `local` (bubblewrap, base image), `overlay` (bubblewrap, any image,
+    #: no daemon) or `auto` (Docker if its engine answers).
     sandbox_backend: SandboxBackend = "auto"
 
 

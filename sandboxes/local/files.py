@@ -13,6 +13,7 @@ import errno
 import logging
 import os
 import posixpath
+import shutil
 import stat
 import subprocess
 from abc import ABC, abstractmethod
@@ -232,3 +233,24 @@ def copy_tree(source: Path, target: Path) -> None:
     result = subprocess.run(["cp", "-a", "--reflink=auto", f"{source}/.", str(target)], capture_output=True, text=True)
     if result.returncode != 0:
         raise SandboxError(f"could not copy {source} to {target}: {result.stderr.strip()}")
+
+
+def remove_tree(path: Path) -> None:
+    """Remove a host folder a sandbox wrote, also where it left folders without permissions
+    (overlayfs's work folder, `chmod 000` by the agent) that its owner must open first."""
+
+    def retry(function, failed: str, exc_info) -> None:
+        if not isinstance(exc_info[1], PermissionError):
+            return
+        try:
+            os.chmod(os.path.dirname(failed), 0o700)
+            if os.path.isdir(failed) and not os.path.islink(failed):
+                os.chmod(failed, 0o700)
+                remove_tree(Path(failed))
+            else:
+                function(failed)
+        except OSError:
+            pass
+
+    if os.path.lexists(path):
+        shutil.rmtree(path, onerror=retry)

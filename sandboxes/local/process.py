@@ -213,20 +213,23 @@ def read_text(path: Path) -> str:
         return ""
 
 
-def bwrap_command(spec: SandboxSpec, root: Path, folder: Path, mount_point: str, hostname: str, info_fd: int) -> list[str]:
-    """The bwrap command line of a sandbox over `root` whose writable parts are in `folder`."""
+def bwrap_command(spec: SandboxSpec, filesystem: list[str], users_root: Path, hostname: str, info_fd: int,
+                  image_env: dict[str, str] | None = None, read_only_root: bool = True) -> list[str]:
+    """The bwrap command line of a sandbox whose root and writable parts `filesystem` binds;
+    `users_root` is the root filesystem whose /etc/passwd names spec.user."""
     command = ["bwrap", "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
     if not spec.network:
         command.append("--unshare-net")
-    command += ["--hostname", hostname, *root_binds(root)]
-    command += ["--bind", str(folder / "tmp"), "/tmp", "--bind", str(folder / "workspace"), mount_point]
+    command += ["--hostname", hostname, *filesystem]
     for host, inside, read_only in spec.mounts:
         command += ["--ro-bind" if read_only else "--bind", host, inside]
     # /proc/sys and sysrq-trigger are host-wide knobs that uid 0 could otherwise write.
     command += ["--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys"]
     command += ["--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger"]
-    command += ["--dev", "/dev", "--tmpfs", "/dev/shm", "--remount-ro", "/dev", "--remount-ro", "/"]
-    user = user_ids(spec.user, root)
+    command += ["--dev", "/dev", "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]
+    if read_only_root:
+        command += ["--remount-ro", "/"]
+    user = user_ids(spec.user, users_root)
     if user is None:
         command += ["--cap-drop", "ALL"] + [arg for cap in SHELL_CAPS for arg in ("--cap-add", f"CAP_{cap}")]
         home = "/root"
@@ -234,7 +237,7 @@ def bwrap_command(spec: SandboxSpec, root: Path, folder: Path, mount_point: str,
         uid, gid, home = user
         command += ["--unshare-user", "--uid", str(uid), "--gid", str(gid), "--cap-drop", "ALL"]
     command += ["--chdir", spec.workdir, "--clearenv", "--info-fd", str(info_fd)]
-    for key, value in {"PATH": PATH, "HOME": home, **spec.env}.items():
+    for key, value in {"PATH": PATH, "HOME": home, **(image_env or {}), **spec.env}.items():
         command += ["--setenv", key, value]
     # No --new-session: it would take the pty away as controlling terminal, and with it job
     # control and ^C. TIOCSTI through it is no risk: the pty is private to this sandbox.

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import uuid
+from abc import abstractmethod
 from pathlib import Path
 
 from ..base import LABEL_OWNER, Backend, Sandbox, Snapshot, labels, owner_alive
@@ -15,40 +16,56 @@ from ..images import base_rootfs, cache_dir
 from ..shell import ShellSession
 from ..spec import SandboxSpec
 from .cgroups import Hierarchy, SandboxCgroups, host_hierarchies, remove_groups
-from .files import RootFiles, copy_tree
-from .process import SPAWNER, PtyTransport, bwrap_command, child_setup, is_bwrap, kill, open_pty, read_child_pid
+from .files import RootFiles, copy_tree, remove_tree
+from .process import (
+    SPAWNER,
+    PtyTransport,
+    bwrap_command,
+    child_setup,
+    is_bwrap,
+    kill,
+    open_pty,
+    read_child_pid,
+    root_binds,
+)
 
 BWRAP_HINT = "install bubblewrap (`apt-get install -y bubblewrap`) or use the Docker backend"
 SNAPSHOT_META = "harness-snapshot.json"
 
 
-class LocalSandbox(RootFiles, Sandbox):
-    backend = "local"
+class BwrapSandbox(RootFiles, Sandbox):
+    """A bubblewrap process tree with its pty shell, cgroups, disk watchdog and owner record in
+    `<cache>/<backend>/<id>`. Subclasses say what its filesystem is made of."""
 
-    def __init__(self, spec: SandboxSpec, root: Path, mount_point: str, seed: Path | None = None,
-                 output_cap: int | None = None, cgroups: tuple[list[Hierarchy], list[str]] | None = None):
+    def __init__(self, spec: SandboxSpec, output_cap: int | None = None,
+                 cgroups: tuple[list[Hierarchy], list[str]] | None = None):
         super().__init__(spec)
-        self.root = root
-        self.mount_point = mount_point  # where the workspace is bound; spec.workdir is where the shell starts
-        self.dir = cache_dir() / "local" / self.id
+        self.dir = cache_dir() / self.backend / self.id
         self.cgroups: SandboxCgroups | None = None
         self._transport: PtyTransport | None = None
         try:
-            self._prepare(seed, cgroups or host_hierarchies())
+            self.dir.mkdir(parents=True)
+            self._make_filesystem()
+            self._make_cgroups(cgroups or host_hierarchies())
             self.shell = self._start_shell(output_cap)
-            self._watch_disk([self.dir / "workspace", self.dir / "tmp"])
+            self._watch_disk(self._writable())
         except BaseException:
             self.close()
             raise
 
-    def _prepare(self, seed: Path | None, cgroups: tuple[list[Hierarchy], list[str]]) -> None:
-        self.dir.mkdir(parents=True)
-        for part in ("workspace", "tmp"):
-            if seed is None:
-                (self.dir / part).mkdir()
-            else:
-                copy_tree(seed / part, self.dir / part)
-        (self.dir / "tmp").chmod(0o1777)
+    @abstractmethod
+    def _make_filesystem(self) -> None:
+        """Make the host folders under self.dir that the sandbox's writes go to."""
+
+    @abstractmethod
+    def _writable(self) -> list[Path]:
+        """The host folders that take the sandbox's writes (measured for its disk limit)."""
+
+    @abstractmethod
+    def _command(self, info_fd: int) -> list[str]:
+        """The command line that starts the sandbox (ends in bwrap, which reports on `info_fd`)."""
+
+    def _make_cgroups(self, cgroups: tuple[list[Hierarchy], list[str]]) -> None:
         hierarchies, problems = cgroups
         self.cgroups = SandboxCgroups(f"harness-{self.id}", self.spec, list(hierarchies), list(problems))
         self.limits.update(self.cgroups.limits)
@@ -71,7 +88,7 @@ class LocalSandbox(RootFiles, Sandbox):
         cgroup_fds = [os.open(group / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC) for group in self.cgroups.paths]
         try:
             process = SPAWNER.popen(
-                bwrap_command(self.spec, self.root, self.dir, self.mount_point, self.id, info_write),
+                self._command(info_write),
                 stdin=slave,
                 stdout=slave,
                 stderr=slave,
@@ -127,27 +144,16 @@ class LocalSandbox(RootFiles, Sandbox):
         if transport is not None and transport.process.poll() is None:
             # The namespace's pid 1: every writer in it dies with it (once thawed, on close).
             kill(transport.child_pid if is_bwrap(transport.child_pid) else transport.process.pid)
-        for part in ("workspace", "tmp"):
-            shutil.rmtree(self.dir / part, ignore_errors=True)
+        for folder in self._writable():
+            remove_tree(folder)
 
     def _oom_kill_count(self) -> int:
         return self.cgroups.oom_kill_count() if self.cgroups else 0
 
-    # -- state -----------------------------------------------------------------------------
-
-    def _snapshot(self, cwd: str, env: dict[str, str]) -> Snapshot:
-        folder = cache_dir() / "local-snapshots" / uuid.uuid4().hex[:12]
+    def _new_snapshot_folder(self) -> Path:
+        folder = cache_dir() / f"{self.backend}-snapshots" / uuid.uuid4().hex[:12]
         folder.mkdir(parents=True)
-        try:
-            for part in ("workspace", "tmp"):
-                copy_tree(self.dir / part, folder / part)
-            meta = {"root": str(self.root), "workdir": self.mount_point, "labels": labels()}
-            (folder / SNAPSHOT_META).write_text(json.dumps(meta))
-        except BaseException:
-            shutil.rmtree(folder, ignore_errors=True)
-            raise
-        merged = {**self.spec.to_dict(), "image": str(folder), "workdir": cwd, "env": {**self.spec.env, **env}}
-        return Snapshot("local", str(folder), SandboxSpec.from_dict(merged), cwd, env)
+        return folder
 
     def close(self) -> None:
         if self.cgroups is not None and not self.closed:
@@ -159,7 +165,49 @@ class LocalSandbox(RootFiles, Sandbox):
             self._transport.close()
         if self.cgroups is not None:
             self.cgroups.remove()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        remove_tree(self.dir)
+
+
+class LocalSandbox(BwrapSandbox):
+    """Over a read-only root filesystem, with `workspace` bound at the workdir and `tmp` at /tmp."""
+
+    backend = "local"
+
+    def __init__(self, spec: SandboxSpec, root: Path, mount_point: str, seed: Path | None = None,
+                 output_cap: int | None = None, cgroups: tuple[list[Hierarchy], list[str]] | None = None):
+        self.root = root
+        self.mount_point = mount_point  # where the workspace is bound; spec.workdir is where the shell starts
+        self.seed = seed
+        super().__init__(spec, output_cap, cgroups)
+
+    def _make_filesystem(self) -> None:
+        for part in ("workspace", "tmp"):
+            if self.seed is None:
+                (self.dir / part).mkdir()
+            else:
+                copy_tree(self.seed / part, self.dir / part)
+        (self.dir / "tmp").chmod(0o1777)
+
+    def _writable(self) -> list[Path]:
+        return [self.dir / "workspace", self.dir / "tmp"]
+
+    def _command(self, info_fd: int) -> list[str]:
+        filesystem = root_binds(self.root) + ["--bind", str(self.dir / "tmp"), "/tmp",
+                                              "--bind", str(self.dir / "workspace"), self.mount_point]
+        return bwrap_command(self.spec, filesystem, self.root, self.id, info_fd)
+
+    def _snapshot(self, cwd: str, env: dict[str, str]) -> Snapshot:
+        folder = self._new_snapshot_folder()
+        try:
+            for part in ("workspace", "tmp"):
+                copy_tree(self.dir / part, folder / part)
+            meta = {"root": str(self.root), "workdir": self.mount_point, "labels": labels()}
+            (folder / SNAPSHOT_META).write_text(json.dumps(meta))
+        except BaseException:
+            remove_tree(folder)
+            raise
+        merged = {**self.spec.to_dict(), "image": str(folder), "workdir": cwd, "env": {**self.spec.env, **env}}
+        return Snapshot("local", str(folder), SandboxSpec.from_dict(merged), cwd, env)
 
 
 class LocalBackend(Backend):
@@ -203,34 +251,36 @@ class LocalBackend(Backend):
         return root
 
     def remove_snapshot(self, snapshot: Snapshot) -> None:
-        shutil.rmtree(snapshot.ref, ignore_errors=True)
+        remove_tree(Path(snapshot.ref))
+
+    def _snapshots(self) -> Path:
+        return cache_dir() / f"{self.name}-snapshots"
+
+    def _sandbox_dirs(self) -> list[tuple[Path, dict]]:
+        return [(folder, _read_json(folder / "owner")) for folder in sorted((cache_dir() / self.name).glob("*"))]
 
     def list(self) -> list[dict]:
         found = []
-        for folder, owner in _sandbox_dirs():
+        for folder, owner in self._sandbox_dirs():
             status = "running" if is_bwrap(owner.get("pid", 0)) else "exited"
             found.append({"id": folder.name, "status": status, "image": owner.get("image", "?"), **owner.get("labels", {})})
         return found
 
     def prune(self, everything: bool = False) -> list[str]:
         removed = []
-        for folder, owner in _sandbox_dirs():
+        for folder, owner in self._sandbox_dirs():
             if everything or not owner_alive(owner.get("labels", {}).get(LABEL_OWNER, "")):
                 if is_bwrap(owner.get("pid", 0)):
                     kill(owner["pid"])
                 remove_groups([Path(group) for group in owner.get("cgroups", [])])
-                shutil.rmtree(folder, ignore_errors=True)
+                remove_tree(folder)
                 removed.append(f"sandbox {folder.name}")
-        for folder in sorted((cache_dir() / "local-snapshots").glob("*")):
+        for folder in sorted(self._snapshots().glob("*")):
             meta = _read_json(folder / SNAPSHOT_META)
             if everything or not owner_alive(meta.get("labels", {}).get(LABEL_OWNER, "")):
-                shutil.rmtree(folder, ignore_errors=True)
+                remove_tree(folder)
                 removed.append(f"snapshot {folder.name}")
         return removed
-
-
-def _sandbox_dirs() -> list[tuple[Path, dict]]:
-    return [(folder, _read_json(folder / "owner")) for folder in sorted((cache_dir() / "local").glob("*"))]
 
 
 def _read_json(path: Path) -> dict:

@@ -59,7 +59,7 @@ def fixing_replay(tmp_path: Path) -> Path:
 
 
 def test_api_fixes_the_repo_and_tests_judge_it(user_repo: Path, fixing_replay: Path, backend):
-    runtime = "docker" if backend.name == "docker" else "local"
+    runtime = backend.name
     seen: list[dict] = []
     with Agent.from_checkpoint(f"replay:{fixing_replay}") as agent:
         result = agent.run_task(prompt=REQUEST, repo=user_repo, max_turns=30, runtime=runtime, test=TEST_COMMAND,

@@ -26,6 +26,19 @@ def test_eval_gold_resolves_all_of_swe_demo(tmp_path, docker_backend):
     assert again.returncode == 1 and "--resume" in again.stdout
 
 
+def test_overlay_backend_gives_the_same_verdicts_without_the_daemon(tmp_path, overlay_backend):
+    """Episodes and their grading in bubblewrap over copy-on-write layers of the task images."""
+    verdicts = {}
+    for policy in ("gold", "empty"):
+        done = harness("eval", "--checkpoint", policy, "--tasks", "swe-demo", "--limit", "2", "--backend", "overlay",
+                       "--output", str(tmp_path / policy), "--workers", "2")
+        assert done.returncode == 0, done.stdout + done.stderr
+        rows = rows_of(tmp_path / policy / "results.jsonl")
+        assert len(rows) == 2 and not any(row["error"] for row in rows), rows
+        verdicts[policy] = [row["reward"] for row in rows]
+    assert verdicts == {"gold": [1.0] * 2, "empty": [0.0] * 2}
+
+
 def test_ctrl_c_keeps_results_closes_sandboxes_and_resume_finishes(tmp_path, docker_backend):
     command = [sys.executable, "-m", "cli", "eval", "--checkpoint", "gold", "--tasks", "swe-demo", "--output", str(tmp_path), "--workers", "2"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -1,0 +1,309 @@
+"""Task images unpacked once, layer by layer, into a content-addressed cache: no daemon needed to run them.
+
+    <cache>/images/layers/<sha256>/   one layer's files, its deletions in overlayfs's own form
+    <cache>/images/<sha256>.json      an image: its layers (bottom first), Env and User
+    <cache>/images/names/<hash>       the image digest a name had when last resolved
+
+A layer is named by the sha256 of its tar as the archive holds it (for `docker save`, the
+layer's diff id), so the base layer that sixteen task images share is unpacked and stored
+once, and an image whose layers are all here needs no export at all. Each layer is unpacked
+alone into an empty folder (so no link of one layer can aim another's files outside it),
+then its whiteouts (`.wh.NAME`, `.wh..wh..opq`) become what overlayfs reads in a lower
+layer: a 0/0 character device, an `overlay.opaque` attribute. Everything appears complete
+or not at all: layers are unpacked into `<sha256>.partial-<host>-<pid>` and renamed when done,
+image records are written last, so a crash, a corrupt layer or a full disk leaves nothing
+half made (and `prune` removes the partial folders of dead processes).
+
+Images come from a Docker engine (`docker save`) the first time they are used, or from an
+image archive named by absolute path: `docker save`'s format or an OCI image layout, tar or
+gzip layers (hosts without an engine, users without access to one, clusters with images as
+files). The archive's digest is the sha256 of its bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import posixpath
+import re
+import shutil
+import socket
+import stat
+import subprocess
+import tarfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..base import owner_alive
+from ..errors import EngineUnavailable, ImageNotFound, SandboxError
+from ..images import cache_dir
+from .files import remove_tree
+
+WHITEOUT = ".wh."
+OPAQUE = ".wh..wh..opq"
+
+
+@dataclass(frozen=True)
+class UnpackedImage:
+    """An image's layers on the host (top first, as overlayfs's lowerdir lists them) and its config."""
+
+    digest: str
+    layers: tuple[Path, ...]
+    env: dict[str, str]
+    user: str
+
+    def passwd_root(self) -> Path:
+        """The layer whose /etc/passwd the image sees (the topmost that has one)."""
+        return next((layer for layer in self.layers if (layer / "etc" / "passwd").exists()), self.layers[-1])
+
+    def config(self) -> dict:
+        return {"digest": self.digest, "layers": [str(p) for p in self.layers], "env": self.env, "user": self.user}
+
+    @classmethod
+    def from_config(cls, data: dict) -> UnpackedImage:
+        return cls(data["digest"], tuple(Path(p) for p in data["layers"]), data["env"], data["user"])
+
+
+class ImageStore:
+    """Resolves image names to unpacked images, unpacking each layer once per host."""
+
+    def __init__(self, root: Path | None = None):
+        self.root = root or cache_dir() / "images"
+        self._lock = threading.Lock()
+        self._locks: dict[str, threading.Lock] = {}  # one unpack per image, and per layer, at a time in this process
+        self._digests: dict[str, str] = {}  # name -> digest, as first resolved by this process
+
+    def get(self, name: str) -> UnpackedImage:
+        archive = Path(name) if name.startswith("/") else None
+        digest = self._digests.get(name) or (_file_digest(archive) if archive else self.resolve(name))
+        self._digests[name] = digest
+        record = self.root / f"{_hex(digest)}.json"
+        if not self._complete(record):
+            with self._lock_of(digest):
+                if not self._complete(record):
+                    self._unpack(digest, record, archive)
+        return self._image(json.loads(record.read_text()))
+
+    def _lock_of(self, key: str) -> threading.Lock:
+        with self._lock:
+            return self._locks.setdefault(key, threading.Lock())
+
+    def resolve(self, name: str) -> str:
+        """The digest `name` stands for: the engine's answer where one answers, else the one
+        remembered from the last time it did. (`get` asks once per name and process, as the
+        Docker backend checks each image once.)"""
+        from ..docker_backend import docker_client
+
+        remembered = self.root / "names" / hashlib.sha256(name.encode()).hexdigest()[:32]
+        try:
+            client = docker_client()
+        except EngineUnavailable:
+            if remembered.exists():
+                return json.loads(remembered.read_text())["digest"]
+            raise ImageNotFound(f"image {name!r} was never unpacked into {self.root} and no Docker engine answers "
+                                "to save it: give its archive (`docker save -o`) by absolute path, or start an engine") from None
+        import docker.errors
+
+        try:
+            digest = client.images.get(name).id
+        except docker.errors.ImageNotFound:
+            raise ImageNotFound(f"image {name!r} is neither in the Docker engine nor in {self.root}: build or pull it first") from None
+        except docker.errors.APIError as err:
+            raise SandboxError(f"cannot look up image {name!r}: {err.explanation or err}") from None
+        remembered.parent.mkdir(parents=True, exist_ok=True)
+        _write_atomically(remembered, json.dumps({"name": name, "digest": digest}))
+        return digest
+
+    def _layer(self, digest_hex: str) -> Path:
+        return self.root / "layers" / digest_hex
+
+    def _image(self, record: dict) -> UnpackedImage:
+        layers = tuple(self._layer(layer) for layer in reversed(record["layers"]))
+        return UnpackedImage(record["digest"], layers, record["env"], record["user"])
+
+    def _complete(self, record: Path) -> bool:
+        """An image record whose layers are all here (a pruned or damaged layer gets unpacked again)."""
+        try:
+            layers = json.loads(record.read_text())["layers"]
+        except (OSError, ValueError, KeyError):
+            return False
+        return all(self._layer(layer).is_dir() for layer in layers)
+
+    def _unpack(self, digest: str, record: Path, archive: Path | None) -> None:
+        (self.root / "layers").mkdir(parents=True, exist_ok=True)
+        if archive is not None:
+            with open(archive, "rb") as stream:
+                config, layers = self._read_archive(stream, f"the image archive {archive}")
+        else:
+            from ..docker_backend import docker_client
+
+            api = docker_client().api
+            details = api.inspect_image(digest)
+            config = details.get("Config") or {}
+            layers = [_hex(layer) for layer in (details.get("RootFS") or {}).get("Layers") or []]
+            if not layers or not all(self._layer(layer).is_dir() for layer in layers):
+                _, layers = self._read_archive(_ChunkReader(api.get_image(digest)), f"the image {digest[:19]}")
+        env = dict(item.partition("=")[::2] for item in config.get("Env") or [])
+        _write_atomically(record, json.dumps({"digest": digest, "layers": layers, "env": env, "user": config.get("User") or ""}))
+
+    def _read_archive(self, stream, what: str) -> tuple[dict, list[str]]:
+        """Unpack every layer of a `docker save` or OCI archive read from `stream`: (the image's
+        config, its layers' digests bottom first)."""
+        documents: dict[str, dict] = {}  # the archive's small JSON files by member name
+        layers: dict[str, str] = {}  # member name -> layer digest
+        links: dict[str, str] = {}  # member name -> the member it links to (a layer shared by two images)
+        try:
+            with tarfile.open(fileobj=stream, mode="r|") as outer:
+                for member in outer:
+                    if member.issym():
+                        links[member.name] = posixpath.normpath(posixpath.join(posixpath.dirname(member.name), member.linkname))
+                    elif member.islnk():
+                        links[member.name] = member.linkname
+                    elif member.isfile():
+                        content = outer.extractfile(member)
+                        head = content.read(1)
+                        if head in (b"{", b"[") and member.size < (8 << 20):
+                            documents[member.name] = json.loads(head + content.read())
+                        elif member.name.endswith("layer.tar") or member.name.startswith("blobs/"):
+                            layers[member.name] = self._store_layer(head, content, what)
+        except (tarfile.TarError, ValueError, EOFError) as err:
+            raise SandboxError(f"{what} is not a readable image archive ({err}); nothing of it is kept") from None
+
+        def layer_of(name: str) -> str:
+            name = links.get(name, name)
+            if name not in layers:
+                raise SandboxError(f"{what} names a layer {name} that it does not hold")
+            return layers[name]
+
+        if "manifest.json" in documents:  # docker save
+            manifest = documents["manifest.json"][0]
+            return documents[manifest["Config"]].get("config") or {}, [layer_of(name) for name in manifest["Layers"]]
+        if "index.json" in documents:  # OCI image layout
+            manifest = documents["index.json"]
+            while "manifests" in manifest:  # an index of manifests: the first image
+                manifest = documents[_blob(manifest["manifests"][0]["digest"])]
+            return (documents[_blob(manifest["config"]["digest"])].get("config") or {},
+                    [layer_of(_blob(layer["digest"])) for layer in manifest["layers"]])
+        raise SandboxError(f"{what} holds neither a manifest.json (docker save) nor an index.json (OCI layout)")
+
+    def _store_layer(self, head: bytes, content, what: str) -> str:
+        """Spool one layer tar to disk while hashing it, and unpack it unless a layer of that digest is here."""
+        spool = self.root / "layers" / f"spool-{threading.get_ident()}.partial-{_owner()}"
+        digest = hashlib.sha256(head)
+        try:
+            with open(spool, "wb") as out:
+                out.write(head)
+                while chunk := content.read(1 << 20):
+                    digest.update(chunk)
+                    out.write(chunk)
+            target = self._layer(digest.hexdigest())
+            with self._lock_of(target.name):  # images that share a layer, unpacked at once: the layer once
+                if not target.is_dir():
+                    staging = target.with_name(f"{target.name}.partial-{_owner()}")
+                    remove_tree(staging)
+                    staging.mkdir()
+                    try:
+                        unpack_layer(spool, staging, f"a layer of {what}")
+                        staging.rename(target)
+                    except OSError:
+                        if not target.is_dir():  # else another process finished the same layer first: fine
+                            raise
+                    finally:
+                        remove_tree(staging)
+        except OSError as err:
+            raise SandboxError(f"cannot store a layer of {what} in {self.root / 'layers'}: {err.strerror}"
+                               f"{_disk_hint(self.root)}; nothing of it is kept") from None
+        finally:
+            spool.unlink(missing_ok=True)
+        return digest.hexdigest()
+
+    def prune(self) -> list[str]:
+        """Remove what a dead process left half unpacked."""
+        removed = []
+        for folder in sorted((self.root / "layers").glob("*.partial-*")):
+            host, _, pid = folder.name.rpartition(".partial-")[2].rpartition("-")
+            if not owner_alive(f"{host}:{pid}"):
+                remove_tree(folder)
+                removed.append(f"partial layer {folder.name}")
+        return removed
+
+
+def unpack_layer(archive: Path, target: Path, what: str) -> None:
+    """Extract one layer tar (or tar.gz) into the empty folder `target` with GNU tar (owners kept as numbers
+    where this process may set them, /dev left out: every sandbox gets its own), then turn its whiteouts
+    into overlayfs's form."""
+    command = ["tar", "-x", "-p", "--numeric-owner", "-f", str(archive), "-C", str(target), "--exclude=./dev/*", "--exclude=dev/*"]
+    done = subprocess.run(command, capture_output=True, text=True, errors="replace", check=False)
+    if done.returncode != 0:
+        errors = done.stderr.strip()[-1500:] or f"tar exited with {done.returncode}"
+        raise SandboxError(f"unpacking {what} failed{_disk_hint(target)} (nothing of it is kept): {errors}")
+    opaque = "trusted.overlay.opaque" if os.geteuid() == 0 else "user.overlay.opaque"  # the latter with `userxattr`
+    for folder, dirs, files in os.walk(target):
+        for name in files:
+            if name == OPAQUE:
+                os.unlink(os.path.join(folder, name))
+                os.setxattr(folder, opaque, b"y")
+            elif name.startswith(WHITEOUT):
+                os.unlink(os.path.join(folder, name))
+                os.mknod(os.path.join(folder, name[len(WHITEOUT):]), 0o600 | stat.S_IFCHR, os.makedev(0, 0))
+
+
+class _ChunkReader(io.RawIOBase):
+    """A file to read from an iterator of byte chunks (the engine's `docker save` stream)."""
+
+    def __init__(self, chunks):
+        self._chunks = iter(chunks)
+        self._pending = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while not self._pending:
+            try:
+                self._pending = next(self._chunks)
+            except StopIteration:
+                return 0
+        size = min(len(buffer), len(self._pending))
+        buffer[:size], self._pending = self._pending[:size], self._pending[size:]
+        return size
+
+
+def _disk_hint(folder: Path) -> str:
+    """What to say where a write failed for want of space."""
+    if shutil.disk_usage(folder).free >= (1 << 20):
+        return ""
+    return f": no space left on the disk holding {folder} (set HARNESS_CACHE elsewhere, or free some)"
+
+
+def _blob(digest: str) -> str:
+    algorithm, _, value = digest.partition(":")
+    return f"blobs/{algorithm}/{value}"
+
+
+def _owner() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def _file_digest(archive: Path) -> str:
+    try:
+        with open(archive, "rb") as stream:
+            return "sha256:" + hashlib.file_digest(stream, "sha256").hexdigest()
+    except OSError as err:
+        raise ImageNotFound(f"cannot read the image archive {archive}: {err.strerror}") from None
+
+
+def _hex(digest: str) -> str:
+    algorithm, _, value = digest.partition(":")
+    if algorithm != "sha256" or not re.fullmatch(r"[0-9a-f]{64}", value):
+        raise SandboxError(f"not an image digest: {digest!r}")
+    return value
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    staging = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}")
+    staging.write_text(text)
+    staging.replace(path)
