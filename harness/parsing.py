@@ -53,12 +53,22 @@ class ToolCallFormat:
     parse: Callable[[str, str], ParsedTurn]
     matches: Callable[[str], bool]
     arguments_as_object: bool = False
+    json_tool_results: bool = False  # a tool result that is JSON text is given as its value (Mistral's)
 
     def prepare(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The conversation as this family's template expects it (OpenAI messages in, same meaning out)."""
-        if not self.arguments_as_object:
-            return messages
-        return [object_arguments(m) if m.get("tool_calls") else m for m in messages]
+        if self.arguments_as_object:
+            messages = [object_arguments(m) if m.get("tool_calls") else m for m in messages]
+        if self.json_tool_results:
+            messages = [{**m, "content": _json_or_text(m["content"])} if m.get("role") == "tool" else m for m in messages]
+        return messages
+
+
+def _json_or_text(content: Any) -> Any:
+    try:
+        return json.loads(content) if isinstance(content, str) else content
+    except json.JSONDecodeError:
+        return content
 
 
 def object_arguments(message: dict[str, Any]) -> dict[str, Any]:
@@ -183,10 +193,13 @@ def register_tool_call_format(tool_format: ToolCallFormat, replace: bool = False
     return tool_format
 
 
-HERMES = register_tool_call_format(ToolCallFormat("hermes", parse_tool_calls, lambda source: "<tool_call>" in source))
+# Qwen3-Coder and Qwen3.5+ templates also wrap calls in <tool_call>, but as <function=NAME><parameter=...> XML: not hermes.
+HERMES = register_tool_call_format(ToolCallFormat("hermes", parse_tool_calls,
+                                                  lambda source: "<tool_call>" in source and "<function=" not in source))
 register_tool_call_format(ToolCallFormat(
     "llama3_json", parse_llama3_json, lambda source: "ipython" in source and '"parameters"' in source, arguments_as_object=True))
-register_tool_call_format(ToolCallFormat("mistral", parse_mistral, lambda source: "[TOOL_CALLS]" in source, arguments_as_object=True))
+register_tool_call_format(ToolCallFormat("mistral", parse_mistral, lambda source: "[TOOL_CALLS]" in source, arguments_as_object=True,
+                                          json_tool_results=True))
 
 
 def format_for_template(source: str | None) -> ToolCallFormat | None:

@@ -59,6 +59,7 @@ def test_the_format_is_read_off_the_chat_template():
     assert format_for_template('... ipython ... "parameters": ...').name == "llama3_json"
     assert format_for_template("... [TOOL_CALLS] ...").name == "mistral"
     assert format_for_template("{{ messages[0].content }}") is None
+    assert format_for_template("<tool_call>\n<function=' + tool_call.name + '>") is None  # Qwen3.5's XML calls: not built
 
 
 def test_schemas_follow_the_openai_function_format():
