@@ -267,7 +267,7 @@ def _save_tokenizer(tokenizer: PreTrainedTokenizerFast, output_dir: Path) -> Non
     config_path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n")
 
 
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json")
+TOKENIZER_FILES = ("tokenizer.json", "special_tokens_map.json", "added_tokens.json")  # copied as they are
 
 
 def init_tiny_on_tokenizer(output_dir: str | Path, tokenizer: str | Path, chat_template: str | Path | None = None,
@@ -289,10 +289,9 @@ def init_tiny_on_tokenizer(output_dir: str | Path, tokenizer: str | Path, chat_t
     config["chat_template"] = _chat_template(source, config, chat_template)
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    for name in TOKENIZER_FILES[2:]:
+    for name in TOKENIZER_FILES:
         if (source / name).is_file():
             shutil.copyfile(source / name, output_dir / name)
-    shutil.copyfile(source / "tokenizer.json", output_dir / "tokenizer.json")
     (output_dir / "tokenizer_config.json").write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n")
     loaded = AutoTokenizer.from_pretrained(output_dir)
     end_ids = [loaded.convert_tokens_to_ids(turn_end(loaded))]

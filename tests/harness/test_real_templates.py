@@ -105,3 +105,39 @@ def test_an_episode_whose_template_raises_ends_with_the_reason(tiny_on, real_tok
     # the random model's reply has no tool call: the feedback is a second user turn, which the template refuses
     assert trajectory.exit_status == "policy_error" and "one user turn only" in trajectory.error
     assert trajectory.turns == 1 and trajectory.token_ids  # the turn it made is kept
+
+
+# A family none of the built-in formats knows: ChatML turns, calls written as <invoke name="...">{arguments}</invoke>.
+INVOKE_TEMPLATE = """\
+{%- for message in messages -%}
+{{- '<|im_start|>' + message.role + '\\n' -}}
+{%- if message.role == 'system' and tools -%}{{- 'Tools: ' + tools | tojson + '\\n' -}}{%- endif -%}
+{{- message.content or '' -}}
+{%- for call in message.tool_calls or [] -%}
+{{- '<invoke name="' + call.function.name + '">' + call.function.arguments + '</invoke>' -}}
+{%- endfor -%}
+{{- '<|im_end|>\\n' -}}
+{%- endfor -%}
+{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"""
+
+
+def test_a_registered_format_serves_a_family_the_project_does_not_name(real_tokenizers):
+    import re
+
+    from harness.api import ParsedTurn, ToolCallFormat, register_tool_call_format
+    from harness.parsing import tool_call_format
+    from harness.policy import ToolCall
+
+    def parse_invoke(text: str, call_prefix: str) -> ParsedTurn:
+        calls = re.findall(r'<invoke name="([^"]+)">(.*?)</invoke>', text, re.S)
+        return ParsedTurn(re.sub(r"<invoke .*?</invoke>", "", text, flags=re.S).strip(),
+                          [ToolCall(f"{call_prefix}_{i}", name, arguments) for i, (name, arguments) in enumerate(calls)], raw=text)
+
+    tokenizer = AutoTokenizer.from_pretrained(real_tokenizers / "qwen3")
+    tokenizer.chat_template = INVOKE_TEMPLATE
+    refused = check_template(tokenizer)
+    assert not refused.usable and "none of the registered formats" in refused.reason
+    register_tool_call_format(ToolCallFormat("invoke", parse_invoke, lambda source: "<invoke name=" in source), replace=True)
+    assert tool_call_format(tokenizer).name == "invoke"
+    report = check_template(tokenizer)
+    assert report.usable and report.tool_format == "invoke", report.reason
