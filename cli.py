@@ -319,12 +319,47 @@ def model_init_tiny(
     vocab_size: int = typer.Option(2048, "--vocab-size", min=512, help="Tokens, BPE merges and special tokens included."),
     seed: int = typer.Option(0, "--seed", help="Fixes the tokenizer's corpus and the weights."),
     tool_use: bool = typer.Option(False, "--tool-use", help="Fit the tokenizer to tool-calling turns (shorter agent prompts)."),
+    tokenizer: Path = typer.Option(None, "--tokenizer", help="A real tokenizer folder (tokenizer.json, tokenizer_config.json, "
+                                   "optionally a .jinja chat template beside them): random Llama-architecture weights on it "
+                                   "instead of a trained tokenizer (--vocab-size and --tool-use do not apply)."),
+    chat_template: Path = typer.Option(None, "--chat-template", help="With --tokenizer: this .jinja chat template."),
 ):
-    """Build a tiny random Qwen2-architecture checkpoint with a locally trained tokenizer (tests, CPU runs)."""
-    from harness.tiny_model import init_tiny
+    """Build a tiny random checkpoint (tests, CPU runs): a Qwen2 architecture with a locally trained tokenizer, or a Llama
+    architecture on a real tokenizer and chat template (--tokenizer)."""
+    from harness.tiny_model import init_tiny, init_tiny_on_tokenizer
 
-    path = init_tiny(output_dir, vocab_size=vocab_size, seed=seed, hidden_size=hidden_size, layers=layers, tool_use=tool_use)
+    if tokenizer is not None:
+        path = init_tiny_on_tokenizer(output_dir, tokenizer, chat_template, seed=seed, hidden_size=hidden_size, layers=layers)
+    elif chat_template is not None:
+        raise HarnessError("--chat-template goes with --tokenizer (the trained tokenizer has its own template)")
+    else:
+        path = init_tiny(output_dir, vocab_size=vocab_size, seed=seed, hidden_size=hidden_size, layers=layers, tool_use=tool_use)
     console.print(f"tiny checkpoint: {path}")
+
+
+@model_app.command("check-template")
+@friendly_errors
+def model_check_template(
+    checkpoint: Path = typer.Argument(..., help="A checkpoint folder (or any folder a tokenizer with a chat template loads from)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+):
+    """Run a multi-turn tool conversation through the checkpoint's chat template, check by check; exit 1 when the
+    template cannot be used for exact multi-turn RL, with the reason."""
+    from trainer.template_check import check_checkpoint
+
+    report = check_checkpoint(str(checkpoint))
+    if as_json:
+        print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        styles = {"pass": "green", "fail": "bold red", "warn": "yellow"}
+        console.print(f"[bold]{checkpoint}[/]: tool-call format {report.tool_format or 'none'}")
+        for check in report.checks:
+            console.print(f"  [{styles[check.status]}]{check.status:4}[/] {check.name}: ", end="")
+            console.print(check.detail, highlight=False, markup=False)
+        verdict = "usable for exact multi-turn RL" if report.usable else f"not usable for exact multi-turn RL: {report.reason}"
+        console.print(f"[bold]verdict:[/] {verdict}", highlight=False)
+    if not report.usable:
+        raise typer.Exit(1)
 
 
 def _show_message(message: dict, limit: int = 1500) -> None:

@@ -6,7 +6,8 @@ A **task kind** (`register_kind`) is what a task's `env_class` names: an Environ
 its outcome is (`answer` or `patch`), optional scripted gold turns, and the default reward
 function. **Reward functions** (`register_reward`) are selected by `reward_spec.method`; **tools**
 (`register_tool`) are named in a task's `tools`; **policies** (`register_policy`) are `--checkpoint`
-values. Anything registered may instead be named by a `module:Name` path, or installed under the
+values; **tool-call formats** (`register_tool_call_format`) parse a model family's calls, chosen
+by its chat template. Anything registered may instead be named by a `module:Name` path, or installed under the
 entry-point groups `harness.task_kinds`, `harness.rewards`, `harness.tools`, `harness.policies`,
 `harness.advantage_estimators`. Load your module with `harness --plugin MODULE ...` or
 `plugins: [MODULE]` in a training YAML. Advantage estimators: `trainer.algorithms.register_advantage`.
@@ -21,7 +22,7 @@ from tasks.verifiers import register_reward, verify
 from .environments import Environment, StepResult, ToolEnvironment
 from .errors import ToolError
 from .kinds import TaskKind, kind_of, register_kind
-from .parsing import ParsedTurn
+from .parsing import ParsedTurn, ToolCallFormat, register_tool_call_format
 from .policies.factory import register_policy
 from .policy import Completion, Policy, Sampling, tool_turn
 from .skyrl_adapter import register_skyrl_env
@@ -29,7 +30,7 @@ from .tools import Toolbox, register_tool
 
 __all__ = [
     "Backend", "Completion", "Environment", "ExecResult", "ParsedTurn", "Policy", "RegistryError", "Reward", "Sampling",
-    "Sandbox", "SandboxError", "SandboxSpec", "StepResult", "Task", "TaskKind", "ToolEnvironment", "ToolError", "Toolbox", "kind_of",
-    "load_plugins", "register_kind", "register_policy", "register_reward", "register_skyrl_env", "register_tool",
-    "tool_turn", "verify",
+    "Sandbox", "SandboxError", "SandboxSpec", "StepResult", "Task", "TaskKind", "ToolCallFormat", "ToolEnvironment", "ToolError",
+    "Toolbox", "kind_of", "load_plugins", "register_kind", "register_policy", "register_reward", "register_skyrl_env",
+    "register_tool", "register_tool_call_format", "tool_turn", "verify",
 ]

@@ -16,7 +16,7 @@ from tasks.task import Task
 
 from .kinds import kind_of, make_environment
 from .errors import PolicyError
-from .parsing import ParsedTurn, parse_tool_calls
+from .parsing import ParsedTurn, tool_call_format
 from .policy import Completion, Policy, Sampling
 from .tokens import TokenLedger
 from .tools import schemas
@@ -115,7 +115,7 @@ def _loop(task, policy, env, sampling, limits, trajectory, ledger, tools, timing
         trajectory.turns += 1
         trajectory.prompt_tokens += completion.prompt_tokens
         trajectory.completion_tokens += completion.completion_tokens
-        turn = _parse(completion, trajectory.turns)
+        turn = _parse(completion, trajectory.turns, policy.tokenizer)
         trajectory.messages.append(_assistant_message(turn))
         tell(trajectory.messages[-1])
         clock = time.monotonic()
@@ -147,10 +147,10 @@ def _generate(policy: Policy, ledger: TokenLedger | None, messages, tools, sampl
     return completion
 
 
-def _parse(completion: Completion, turn_number: int) -> ParsedTurn:
+def _parse(completion: Completion, turn_number: int, tokenizer) -> ParsedTurn:
     if completion.tool_calls is not None:
         return ParsedTurn(completion.text, list(completion.tool_calls), raw=completion.text)
-    return parse_tool_calls(completion.text, call_prefix=f"call_{turn_number}")
+    return tool_call_format(tokenizer).parse(completion.text, f"call_{turn_number}")
 
 
 def _assistant_message(turn: ParsedTurn) -> dict[str, Any]:

