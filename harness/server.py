@@ -24,7 +24,7 @@ from typing import Any
 
 from .batching import shared_policy
 from .errors import HarnessError, PolicyError
-from .parsing import parse_tool_calls
+from .parsing import ParsedTurn, parse_tool_calls
 from .policy import Completion, Policy, Sampling
 from .tokens import render
 
@@ -214,7 +214,10 @@ def choices(completions: list[Completion], tools: list[dict[str, Any]]) -> list[
     """OpenAI `choices` from completions: Hermes tool calls become native `tool_calls`."""
     out = []
     for index, completion in enumerate(completions):
-        turn = parse_tool_calls(completion.text, call_prefix=f"call_{uuid.uuid4().hex[:8]}")
+        if completion.tool_calls is not None:  # native calls (an endpoint, a scripted turn) pass as they are
+            turn = ParsedTurn(completion.text, list(completion.tool_calls))
+        else:
+            turn = parse_tool_calls(completion.text, call_prefix=f"call_{uuid.uuid4().hex[:8]}")
         message: dict[str, Any] = {"role": "assistant", "content": turn.content if turn.tool_calls else completion.text}
         finish = completion.finish_reason
         if turn.tool_calls and tools:
