@@ -6,9 +6,9 @@ A **task kind** (`register_kind`) is what a task's `env_class` names: an Environ
 its outcome is (`answer` or `patch`), optional scripted gold turns, and the default reward
 function. **Reward functions** (`register_reward`) are selected by `reward_spec.method`; **tools**
 (`register_tool`) are named in a task's `tools`; **policies** (`register_policy`) are `--checkpoint`
-values. Anything registered may instead be named by a `module:Name` path, or installed under the
+values; **scaffolds** (`register_scaffold`) are `--scaffold` values. Anything registered may instead be named by a `module:Name` path, or installed under the
 entry-point groups `harness.task_kinds`, `harness.rewards`, `harness.tools`, `harness.policies`,
-`harness.advantage_estimators`. Load your module with `harness --plugin MODULE ...` or
+`harness.advantage_estimators`, `harness.scaffolds`. Load your module with `harness --plugin MODULE ...` or
 `plugins: [MODULE]` in a training YAML. Advantage estimators: `trainer.algorithms.register_advantage`.
 skyrl-gym `BaseTextEnv` classes run as they are: name them as `env_class`, or `register_skyrl_env`.
 """
@@ -24,12 +24,13 @@ from .kinds import TaskKind, kind_of, register_kind
 from .parsing import ParsedTurn
 from .policies.factory import register_policy
 from .policy import Completion, Policy, Sampling, tool_turn
+from .scaffolds import Scaffold, register_scaffold, text_action
 from .skyrl_adapter import register_skyrl_env
 from .tools import Toolbox, register_tool
 
 __all__ = [
     "Backend", "Completion", "Environment", "ExecResult", "ParsedTurn", "Policy", "RegistryError", "Reward", "Sampling",
-    "Sandbox", "SandboxError", "SandboxSpec", "StepResult", "Task", "TaskKind", "ToolEnvironment", "ToolError", "Toolbox", "kind_of",
-    "load_plugins", "register_kind", "register_policy", "register_reward", "register_skyrl_env", "register_tool",
-    "tool_turn", "verify",
+    "Sandbox", "SandboxError", "SandboxSpec", "Scaffold", "StepResult", "Task", "TaskKind", "ToolEnvironment", "ToolError", "Toolbox", "kind_of",
+    "load_plugins", "register_kind", "register_policy", "register_reward", "register_scaffold", "register_skyrl_env",
+    "register_tool", "text_action", "tool_turn", "verify",
 ]

@@ -2,6 +2,6 @@
 import sys
 from pathlib import Path
 
-from harness.scaffolds import Scaffold, register_scaffold
+from harness.api import Scaffold, register_scaffold
 
 bash_agent = register_scaffold(Scaffold("bash-agent", [sys.executable, str(Path(__file__).with_name("bash_agent.py"))]))
