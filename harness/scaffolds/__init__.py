@@ -12,10 +12,8 @@ docs/scaffolds.md.
 from __future__ import annotations
 
 import base64
-import importlib.util
 import json
 import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -105,18 +103,10 @@ def scaffold_names() -> list[str]:
 
 
 def _mini_swe_agent_python() -> str:
-    """The Python that has mini-swe-agent: $HARNESS_MINI_SWE_AGENT_PYTHON, the repository's .venv-scaffolds
-    (scripts/setup.sh makes it), or this interpreter when it has the package."""
-    chosen = os.environ.get("HARNESS_MINI_SWE_AGENT_PYTHON")
-    if chosen:
-        return chosen
-    venv = Path(__file__).resolve().parents[2] / ".venv-scaffolds" / "bin" / "python"
-    if venv.exists():
-        return str(venv)
-    if importlib.util.find_spec("minisweagent") is not None:
-        return sys.executable
-    raise HarnessError("mini-swe-agent is not installed: run scripts/setup.sh (it makes .venv-scaffolds), or set "
-                       "HARNESS_MINI_SWE_AGENT_PYTHON to a Python with `pip install mini-swe-agent`")
+    """$HARNESS_MINI_SWE_AGENT_PYTHON (a Python with `pip install mini-swe-agent`), else its own venv in the cache."""
+    from .venvs import MINI_SWE_AGENT, venv_python
+
+    return os.environ.get("HARNESS_MINI_SWE_AGENT_PYTHON") or str(venv_python(MINI_SWE_AGENT))
 
 
 register_scaffold(Scaffold(
