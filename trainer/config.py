@@ -262,6 +262,9 @@ class GeneratorConfig(Section):
     env_workers: Int = Field(8, ge=1)
     #: Sandboxes for tasks that need one: `docker`, `local` (bubblewrap) or `auto` (Docker if its engine answers).
     sandbox_backend: SandboxBackend = "auto"
+    #: What drives the episodes' turns: `harness` (our own loop), `mini-swe-agent`, or a registered scaffold
+    #: (docs/scaffolds.md); its model calls reach the engine through the intercepting endpoint, token-exact.
+    scaffold: str = "harness"
 
 
 class InferenceConfig(Section):
