@@ -199,7 +199,7 @@ def error_row(task: Task, sample: int, err: Exception, policy_name: str) -> dict
 
 
 # Kinds of error that mean the harness could not evaluate the episode (not that the model did badly).
-FAILURE_KINDS = ("policy_error", "sandbox_error", "scoring_error", "error")
+FAILURE_KINDS = ("policy_error", "sandbox_error", "scoring_error", "scaffold_error", "error")
 
 
 def error_kind(row: dict[str, Any]) -> str:

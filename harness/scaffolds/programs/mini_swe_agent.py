@@ -17,6 +17,7 @@ os.environ.setdefault("MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT", "1")  # the endpoi
 import shlex  # noqa: E402
 from pathlib import Path  # noqa: E402
 
+import litellm  # noqa: E402
 import yaml  # noqa: E402
 from minisweagent.agents.default import DefaultAgent  # noqa: E402
 from minisweagent.config import builtin_config_dir  # noqa: E402
@@ -26,6 +27,7 @@ from minisweagent.models.litellm_textbased_model import LitellmTextbasedModel  #
 
 import harness_shell  # noqa: E402
 
+litellm.suppress_debug_info = True  # no provider list printed when cost tracking does not know the model
 CONFIG = builtin_config_dir / "benchmarks" / "swebench_backticks.yaml"
 
 
