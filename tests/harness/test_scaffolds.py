@@ -19,10 +19,10 @@ def run_eval(out, *args: str, plugin: tuple[str, ...] = ()) -> dict:
 
 
 def test_mini_swe_agent_resolves_with_gold_and_not_with_empty(tmp_path, docker_backend):
-    report = run_eval(tmp_path / "gold", "--scaffold", "mini-swe-agent", "--checkpoint", "gold", "--limit", "2", "--workers", "2")
-    assert report["resolve_rate"] == 1.0 and report["exit_statuses"] == {"submitted": 2}, report
+    report = run_eval(tmp_path / "gold", "--scaffold", "mini-swe-agent", "--checkpoint", "gold", "--limit", "1")
+    assert report["resolve_rate"] == 1.0 and report["exit_statuses"] == {"submitted": 1}, report
     predictions = rows_of(tmp_path / "gold" / "predictions.jsonl")
-    assert len(predictions) == 2 and all(p["model_patch"].startswith("diff --git") for p in predictions)
+    assert len(predictions) == 1 and predictions[0]["model_patch"].startswith("diff --git")
     for path in (tmp_path / "gold" / "trajectories").glob("*.json"):
         trajectory = json.loads(path.read_text())
         assert trajectory["metadata"]["scaffold"]["name"] == "mini-swe-agent" and trajectory["turns"] >= 2
@@ -43,7 +43,7 @@ def test_misbehaving_scaffolds_end_with_their_own_status_and_leave_nothing(tmp_p
     run_id = f"scaffold-test-{uuid.uuid4().hex[:8]}"
     monkeypatch.setenv("HARNESS_RUN_ID", run_id)
     done = harness("eval", "--tasks", "swe-demo", "--limit", "1", "--samples", "4", "--workers", "4", "--checkpoint", "empty",
-                   "--scaffold", "tests.harness.scaffold_programs:misbehaving", "--episode-timeout", "30",
+                   "--scaffold", "tests.harness.scaffold_programs:misbehaving", "--episode-timeout", "20",
                    "--output", str(tmp_path), timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr  # the run went on and finished
     rows = {row["sample"]: row for row in rows_of(tmp_path / "results.jsonl")}
