@@ -71,25 +71,25 @@ def _post(url: str, key: str, body: dict) -> dict:
 
 
 def interception(policy_of, calls: int, max_tokens: int) -> dict[str, float]:
-    """Mean ms per call: straight to the policy, and through the endpoint (same prompts)."""
+    """Mean ms per call: straight to the policy, and through the endpoint (the same prompt, the two
+    alternating call by call so that a busy machine slows both alike; one warm-up call each first)."""
     sampling = Sampling(temperature=1.0, max_tokens=max_tokens, seed=0)
     history = [{"role": "system", "content": "Fix the bug."}, {"role": "user", "content": "The tests fail in x.py."}]
-    direct_policy = policy_of()
-    started = time.perf_counter()
-    for _ in range(calls):
-        direct_policy.generate(history, [], sampling)
-    direct = (time.perf_counter() - started) / calls
     server = intercept_server()
-    through = []
-    for _ in range(calls):  # a fresh episode per call: the same prompt as the direct calls
-        endpoint = EpisodeEndpoint(policy_of(), sampling, None, max_turns=calls + 1, max_context=1 << 20, command_timeout=10)
-        key = server.open(endpoint)
+    direct, through = [], []
+    for _ in range(calls + 1):
+        policy = policy_of()
+        clock = time.perf_counter()
+        policy.generate(history, [], sampling)
+        direct.append(time.perf_counter() - clock)
+        endpoint = EpisodeEndpoint(policy_of(), sampling, None, max_turns=2, max_context=1 << 20, command_timeout=10)
+        key = server.open(endpoint)  # a fresh episode per call: the same prompt as the direct call
         clock = time.perf_counter()
         _post(f"{server.url}/v1/chat/completions", key, {"model": "harness", "messages": history})
         through.append(time.perf_counter() - clock)
         server.close_episode(key)
-    return {"direct_ms": direct * 1e3, "intercepted_ms": statistics.mean(through) * 1e3,
-            "added_ms": (statistics.mean(through) - direct) * 1e3}
+    direct_ms, through_ms = statistics.mean(direct[1:]) * 1e3, statistics.mean(through[1:]) * 1e3
+    return {"direct_ms": direct_ms, "intercepted_ms": through_ms, "added_ms": through_ms - direct_ms}
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -102,10 +102,13 @@ def main(argv: list[str] | None = None) -> dict:
     console = Console()
     result: dict = {}
     reply = Completion(text="THOUGHT: look.\n\n```bash\nls\n```\n")
-    result["scripted"] = interception(lambda: ScriptedPolicy("scripted", [reply] * (args.calls + 1)), args.calls, 16)
+    result["scripted"] = interception(lambda: ScriptedPolicy("scripted", [reply]), args.calls, 16)
     if args.tiny_model:
+        import torch
+
         from harness.policies.hf import HFPolicy
 
+        torch.set_num_threads(1)  # a tiny model on a busy machine: thread hand-offs would dominate both sides
         model = HFPolicy(args.tiny_model)
         model.name = "tiny"
         result["tiny"] = interception(lambda: model, max(args.calls // 10, 5), 16)
