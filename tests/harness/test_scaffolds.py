@@ -12,8 +12,8 @@ from tests.cli_helpers import harness, rows_of
 from tests.token_exactness import check_multi_turn_token_exactness
 
 
-def run_eval(out, *args: str, plugin: tuple[str, ...] = ()) -> dict:
-    done = harness(*plugin, "eval", "--tasks", "swe-demo", "--output", str(out), *args, timeout=900)
+def run_eval(out, *args: str, plugin: tuple[str, ...] = (), tasks: str = "swe-demo") -> dict:
+    done = harness(*plugin, "eval", "--tasks", tasks, "--output", str(out), *args, timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
     return json.loads((out / "report.json").read_text())
 
@@ -34,9 +34,12 @@ def test_mini_swe_agent_resolves_with_gold_and_not_with_empty(tmp_path, docker_b
 
 
 def test_a_scaffold_of_your_own_resolves_with_gold(tmp_path, docker_backend):
+    # swe-tiny's gold is an exact-string edit: written as a shell command in the scaffold's format
     report = run_eval(tmp_path, "--scaffold", "bash-agent", "--checkpoint", "gold", "--limit", "1",
-                      plugin=("--plugin", "examples.scaffolds.scaffold"))
+                      plugin=("--plugin", "examples.scaffolds.scaffold"), tasks="swe-tiny")
     assert report["resolve_rate"] == 1.0 and report["exit_statuses"] == {"submitted": 1}, report
+    trajectory = json.loads(next((tmp_path / "trajectories").glob("*.json")).read_text())
+    assert trajectory["messages"][2]["content"].count("```bash") == 1 and "python3 -c" in trajectory["messages"][2]["content"]
 
 
 def test_misbehaving_scaffolds_end_with_their_own_status_and_leave_nothing(tmp_path, docker_backend, monkeypatch):
