@@ -118,7 +118,7 @@ class EpisodeEndpoint:
     calls: list[dict[str, Any]] = field(default_factory=list)
     messages: list[dict[str, Any]] = field(default_factory=list)  # the last history sent plus its answer
     rejected: list[str] = field(default_factory=list)  # requests answered with an error
-    commands: int = 0
+    commands: list[dict[str, Any]] = field(default_factory=list)  # what ran in the sandbox, after which model call
     submitted: bool = False
     ended: str = ""  # an exit status the endpoint decided (max_turns, context_exceeded, policy_error, sandbox_error)
     error: str = ""
@@ -178,12 +178,14 @@ class EpisodeEndpoint:
         if self.sandbox is None:
             raise ApiError(400, "this task has no sandbox to run commands in")
         limit = self.command_timeout if timeout is None else min(float(timeout), self.command_timeout)
-        self.commands += 1
+        record = {"after_call": len(self.calls) - 1, "command": command, "exit_code": None}
+        self.commands.append(record)
         try:
             result = self.sandbox.exec(command, timeout=limit)
         except SandboxError as err:
             self._end("sandbox_error", str(err))
             raise ApiError(500, f"the sandbox failed: {err}") from None
+        record["exit_code"] = result.exit_code
         return {"output": result.output, "exit_code": result.exit_code, "timed_out": result.timed_out}
 
     def _end(self, status: str, error: str) -> None:

@@ -75,3 +75,16 @@ def test_calls_continue_the_sampled_tokens_and_a_rewritten_history_is_drift(poli
     finally:
         server.close_episode(key)
     assert post(chat, key, {"model": "harness", "messages": history})[0] == 401  # a closed episode's key is dead
+
+
+def test_the_audit_reads_what_a_scaffold_ran():
+    from harness.viewer.hacking import attempts
+
+    trajectory = {
+        "messages": [{"role": "user", "content": "Fix it."}, {"role": "assistant", "content": "```bash\nsed -i s/1/2/ tests/t.py\n```"}],
+        "metadata": {"workdir": "/testbed", "scaffold": {"commands": [
+            {"after_call": 0, "command": "cd /testbed && sed -i s/1/2/ tests/test_lru.py", "exit_code": 0}]}},
+    }
+    assert "test_edit" in attempts(trajectory)
+    trajectory["metadata"]["scaffold"]["commands"] = [{"after_call": 0, "command": "cd /testbed && sed -i s/1/2/ lru.py"}]
+    assert "test_edit" not in attempts(trajectory)

@@ -53,7 +53,7 @@ def test_misbehaving_scaffolds_end_with_their_own_status_and_leave_nothing(tmp_p
     assert {k: rows[k]["exit_status"] for k in rows} == {0: "scaffold_error", 1: "wall_time", 2: "output_limit", 3: "no_submit"}
     assert "status 3" in rows[0]["error"] and "about to fail" in rows[0]["error"]
     trajectory = json.loads(next((tmp_path / "trajectories").glob("*__3.json")).read_text())
-    assert len(trajectory["metadata"]["scaffold"]["rejected_requests"]) == 2 and trajectory["metadata"]["scaffold"]["commands"] == 1
+    assert len(trajectory["metadata"]["scaffold"]["rejected_requests"]) == 2 and [c["command"] for c in trajectory["metadata"]["scaffold"]["commands"]] == ["echo still here"]
     child = int(next((tmp_path / "scaffolds").glob("*__1/child.pid")).read_text())
     assert not os.path.exists(f"/proc/{child}") or "zombie" in open(f"/proc/{child}/status").read().lower()
     assert (tmp_path / "scaffolds").glob("*__2/scaffold.log").__next__().stat().st_size <= 1 << 20
