@@ -33,6 +33,7 @@ from .errors import HarnessError
 from .policy import Policy, Sampling
 from .prestart import AgentSlots, job_specs, start_ahead
 from .scaffolds import OWN_LOOP, get_scaffold
+from .scaffolds.run import stop_all as stop_scaffolds
 from .trajectory import Trajectory
 
 # What makes two runs the same run: these EvalConfig fields, plus the task ids (`identity`).
@@ -131,6 +132,7 @@ def evaluate(
         # sandboxes and interrupting the policy's calls lets the workers return within seconds.
         pool.shutdown(wait=False, cancel_futures=True)
         policy.interrupt()
+        stop_scaffolds()
         if ahead is not None:
             ahead.close()
         close_all()

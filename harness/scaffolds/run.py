@@ -153,7 +153,8 @@ def _kill_group(pid: int) -> None:
 
 
 @atexit.register
-def _kill_live() -> None:
+def stop_all() -> None:
+    """Kill every scaffold this process runs (Ctrl-C, exit): their episodes end at once."""
     with _LIVE_LOCK:
         for pid in list(_LIVE):
             _kill_group(pid)
