@@ -185,7 +185,7 @@ class EpisodeEndpoint:
         except SandboxError as err:
             self._end("sandbox_error", str(err))
             raise ApiError(500, f"the sandbox failed: {err}") from None
-        record["exit_code"] = result.exit_code
+        record.update(exit_code=result.exit_code, duration=round(result.duration, 4))
         return {"output": result.output, "exit_code": result.exit_code, "timed_out": result.timed_out}
 
     def _end(self, status: str, error: str) -> None:

@@ -178,6 +178,11 @@ def _record(trajectory, endpoint: EpisodeEndpoint, scaffold: "Scaffold", outcome
     for name in ("token_ids", "loss_mask", "logprobs"):
         setattr(trajectory, name, record.pop(name, None))
     trajectory.timings["policy_s"] = sum(c["policy_s"] for c in endpoint.calls)
+    # per turn, as our loop keeps them (the viewer; the trainer's filter_truncated reads the finish reason)
+    trajectory.metadata["turn_stats"] = [{
+        "policy_s": c["policy_s"], "env_s": round(sum(r.get("duration") or 0.0 for r in endpoint.commands if r["after_call"] == c["call"]), 4),
+        "prompt_tokens": c["prompt_length"], "completion_tokens": c["completion_tokens"], "finish_reason": c["finish_reason"],
+    } for c in endpoint.calls]
     trajectory.metadata["scaffold"] = {"name": scaffold.name, "exit_code": outcome.code,
                                        "artifacts": str(artifacts) if artifacts else None, **record}
 

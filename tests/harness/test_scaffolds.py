@@ -27,6 +27,7 @@ def test_mini_swe_agent_resolves_with_gold_and_not_with_empty(tmp_path, docker_b
         trajectory = json.loads(path.read_text())
         assert trajectory["metadata"]["scaffold"]["name"] == "mini-swe-agent" and trajectory["turns"] >= 2
         assert "```mswea_bash_command" in trajectory["messages"][2]["content"]  # gold in the scaffold's own format
+        assert len(trajectory["metadata"]["turn_stats"]) == trajectory["turns"]
         own = json.loads((tmp_path / "gold" / "scaffolds" / path.stem / "mini-swe-agent.traj.json").read_text())
         assert own["info"]["exit_status"] == "Submitted"  # the scaffold's own record, beside ours
     report = run_eval(tmp_path / "empty", "--scaffold", "mini-swe-agent", "--checkpoint", "empty", "--limit", "1")
