@@ -31,6 +31,8 @@ console = Console()
 BackendOption = typer.Option("auto", "--backend", help="docker, local (bubblewrap, base image only), overlay (bubblewrap, any image) or auto.")
 RayAddressOption = typer.Option(None, "--ray-address", help="Run on the nodes of this Ray cluster (auto, HOST:PORT): each node runs "
                                 "as many sandboxes at once as its `sandbox` resource says, on its own engine.")
+ScaffoldOption = typer.Option("harness", "--scaffold", help="What drives the turns: harness (our own loop), mini-swe-agent, "
+                              "or a registered scaffold / module:Name (docs/scaffolds.md).")
 EngineOption = typer.Option("auto", "--engine", help="What samples a checkpoint folder: transformers, vllm, or auto (vLLM on a GPU when installed).")
 
 
@@ -201,6 +203,7 @@ def eval_command(
     engine: str = EngineOption,
     prestart: int = typer.Option(0, min=0, max=64, help="Sandboxes per image started ahead of the queue, grading "
                                  "overlapped with the next episodes (0: off)."),
+    scaffold: str = ScaffoldOption,
 ):
     """Evaluate a checkpoint, endpoint or scripted policy on a task set; writes a report."""
     from harness.evaluate import load_eval_settings
@@ -213,7 +216,7 @@ def eval_command(
               temperature=temperature, max_tokens=max_tokens, limit=limit, resume=resume, force=force,
               base_url=base_url, backend=backend, ray_address=ray_address, engine=engine,
               endpoint_limits=endpoint_limits, episode_timeout=episode_timeout or settings.get("episode_timeout"),
-              reward_mode=reward_mode, prestart=prestart)
+              reward_mode=reward_mode, prestart=prestart, scaffold=scaffold)
 
 
 def _run_eval(checkpoint: str, tasks: str, output: Optional[Path], **settings):
@@ -262,6 +265,7 @@ def generate_command(
     backend: str = BackendOption,
     ray_address: Optional[str] = RayAddressOption,
     engine: str = EngineOption,
+    scaffold: str = ScaffoldOption,
 ):
     """Write a synthetic trajectory dataset (Parquet, ready for SFT) with a dataset card."""
     from harness.generate import write_dataset
@@ -270,7 +274,7 @@ def generate_command(
         raise HarnessError(f"--keep must be all or rewarded, not {keep!r}")
     run = _run_eval(checkpoint, tasks, output / "run", samples=samples, workers=workers, max_turns=max_turns,
                     temperature=temperature, max_tokens=max_tokens, limit=limit, resume=resume, base_url=base_url,
-                    backend=backend, ray_address=ray_address, engine=engine)
+                    backend=backend, ray_address=ray_address, engine=engine, scaffold=scaffold)
     card = write_dataset(run.output, output, run.config, keep=keep, min_reward=min_reward)
     console.print(f"kept {card['kept']} of {card['generated']} trajectories: {output / 'trajectories.parquet'}")
 

@@ -49,7 +49,6 @@ import re
 import shlex
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -65,17 +64,16 @@ from rich.table import Table
 from harness.evaluate import EvalConfig, evaluate
 from harness.policies.scripted import GoldPolicy, ReplayPolicy
 from harness.policy import Policy, tool_turn
+from harness.scaffolds.venvs import MINI_SWE_AGENT, ScaffoldUnavailable, venv_path, venv_python
 from harness.trajectory import Trajectory
 from sandboxes import Backend, SandboxSpec, get_backend
 from sandboxes.docker_backend import docker_client
-from sandboxes.images import cache_dir
 from tasks.rundir import RESULTS
 from tasks.runlog import read_rows
 from tasks.task import Reward, Task
 from tasks.taskset import load_tasks
 
 TARGET = 3.0  # ours / peer episodes per minute
-MINI_SWE_AGENT = "mini-swe-agent==2.4.6"  # the driver below uses its 2.x environment API
 PEER_LABEL = "harness.bench.run"
 
 PEER_DRIVER = r'''
@@ -146,23 +144,17 @@ class Batch:
 
 
 def peer_venv() -> Path:
-    return cache_dir() / "bench" / "mini-swe-agent-venv"
+    return venv_path(MINI_SWE_AGENT)
 
 
 def peer_python(console: Console) -> Path:
-    """The venv's python with mini-swe-agent installed (made once, then reused)."""
-    venv = peer_venv()
-    python = venv / "bin" / "python"
-    wanted = MINI_SWE_AGENT.split("==")[1]
-    probe = [str(python), "-c", "import minisweagent; print(minisweagent.__version__)"]
-    if python.exists() and subprocess.run(probe, capture_output=True, text=True, env=_quiet(), check=False).stdout.strip() == wanted:
-        return python
-    console.print(f"[bold]installing {MINI_SWE_AGENT} into {venv} (once; a few minutes)...")
-    for command in ([sys.executable, "-m", "venv", "--clear", str(venv)], [str(python), "-m", "pip", "install", "-q", MINI_SWE_AGENT]):
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise PeerUnavailable(f"`{' '.join(command)}` failed: {(done.stderr or done.stdout)[-2000:]}")
-    return python
+    """The venv's python with mini-swe-agent installed (the one `--scaffold mini-swe-agent` runs in)."""
+    if not (peer_venv() / "installed.txt").exists():
+        console.print(f"[bold]installing {MINI_SWE_AGENT} into {peer_venv()} (once; a few minutes)...")
+    try:
+        return venv_python(MINI_SWE_AGENT)
+    except ScaffoldUnavailable as err:
+        raise PeerUnavailable(str(err)) from None
 
 
 def _quiet() -> dict[str, str]:

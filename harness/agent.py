@@ -24,6 +24,7 @@ from tasks.user_repo import apply_to_branch, repo_task
 from .episode import EpisodeLimits, run_episode
 from .errors import HarnessError
 from .policy import Policy, Sampling
+from .scaffolds import OWN_LOOP, get_scaffold
 from .trajectory import Trajectory
 
 RUNTIMES = ("docker", "local", "overlay", "auto")
@@ -78,18 +79,20 @@ class Agent:
     def run_task(self, prompt: str, repo: str | Path, max_turns: int = 30, runtime: str = "docker",
                  test: str | None = None, on_message: Callable[[dict[str, Any]], None] | None = None,
                  image: str = "harness-base:latest", max_context: int = 32_768, wall_time: float = 1800.0,
-                 backend: Backend | None = None) -> AgentResult:
-        """Carry out `prompt` on a copy of `repo`; `test` (a shell command run in the repository's folder) judges it."""
+                 backend: Backend | None = None, scaffold: str = OWN_LOOP) -> AgentResult:
+        """Carry out `prompt` on a copy of `repo`; `test` (a shell command run in the repository's folder) judges it.
+        `scaffold` drives the turns: our own loop, or a registered scaffold such as `mini-swe-agent`."""
         if runtime not in RUNTIMES:
             raise HarnessError(f"runtime {runtime!r} is not built: use one of {', '.join(RUNTIMES)} "
                                "(docker containers, or bubblewrap sandboxes: local on the base image, overlay on any image)")
         if max_turns < 1:
             raise HarnessError(f"max_turns must be at least 1, not {max_turns}")
+        driver = get_scaffold(scaffold)
         backend = backend or get_backend(runtime)
         limits = EpisodeLimits(max_turns=max_turns, max_context=max_context, wall_time=wall_time)
         with tempfile.TemporaryDirectory(prefix="harness-repo-") as staging:
             task = repo_task(repo, prompt, Path(staging) / "repo", test_command=test, max_turns=max_turns, image=image)
-            trajectory = run_episode(task, self.policy, self.sampling, limits, backend, on_message=on_message)
+            trajectory = run_episode(task, self.policy, self.sampling, limits, backend, on_message=on_message, scaffold=driver)
         details = trajectory.reward_details
         judged = bool(details.get("judged")) and "scoring failed" not in trajectory.error
         return AgentResult(success=trajectory.reward == 1.0 if judged else None, trajectory=trajectory,

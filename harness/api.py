@@ -7,9 +7,10 @@ its outcome is (`answer` or `patch`), optional scripted gold turns, and the defa
 function. **Reward functions** (`register_reward`) are selected by `reward_spec.method`; **tools**
 (`register_tool`) are named in a task's `tools`; **policies** (`register_policy`) are `--checkpoint`
 values; **tool-call formats** (`register_tool_call_format`) parse a model family's calls, chosen
-by its chat template. Anything registered may instead be named by a `module:Name` path, or installed under the
+by its chat template; **scaffolds** (`register_scaffold`) are `--scaffold` values. Anything registered
+may instead be named by a `module:Name` path, or installed under the
 entry-point groups `harness.task_kinds`, `harness.rewards`, `harness.tools`, `harness.policies`,
-`harness.advantage_estimators`. Load your module with `harness --plugin MODULE ...` or
+`harness.advantage_estimators`, `harness.scaffolds`. Load your module with `harness --plugin MODULE ...` or
 `plugins: [MODULE]` in a training YAML. Advantage estimators: `trainer.algorithms.register_advantage`.
 skyrl-gym `BaseTextEnv` classes run as they are: name them as `env_class`, or `register_skyrl_env`.
 """
@@ -25,12 +26,13 @@ from .kinds import TaskKind, kind_of, register_kind
 from .parsing import ParsedTurn, ToolCallFormat, register_tool_call_format
 from .policies.factory import register_policy
 from .policy import Completion, Policy, Sampling, tool_turn
+from .scaffolds import Scaffold, register_scaffold, text_action
 from .skyrl_adapter import register_skyrl_env
 from .tools import Toolbox, register_tool
 
 __all__ = [
     "Backend", "Completion", "Environment", "ExecResult", "ParsedTurn", "Policy", "RegistryError", "Reward", "Sampling",
-    "Sandbox", "SandboxError", "SandboxSpec", "StepResult", "Task", "TaskKind", "ToolCallFormat", "ToolEnvironment", "ToolError",
-    "Toolbox", "kind_of", "load_plugins", "register_kind", "register_policy", "register_reward", "register_skyrl_env",
-    "register_tool", "register_tool_call_format", "tool_turn", "verify",
+    "Sandbox", "SandboxError", "SandboxSpec", "Scaffold", "StepResult", "Task", "TaskKind", "ToolCallFormat", "ToolEnvironment",
+    "ToolError", "Toolbox", "kind_of", "load_plugins", "register_kind", "register_policy", "register_reward", "register_scaffold",
+    "register_skyrl_env", "register_tool", "register_tool_call_format", "text_action", "tool_turn", "verify",
 ]

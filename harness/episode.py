@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 from sandboxes import Backend, Sandbox, SandboxError
@@ -49,10 +50,13 @@ def run_episode(
     sample: int = 0,
     on_message: Callable[[dict[str, Any]], None] | None = None,
     on_agent_done: Callable[[], None] | None = None,
+    scaffold=None,
+    artifacts: Path | None = None,
 ) -> Trajectory:
     """`on_message` (if given) sees each message as the episode adds it: the prompt, turns, tool results.
     `on_agent_done` (if given) is called once the agent's turns are over, before scoring (an eval
-    driver starts the next episode then, so grading overlaps it)."""
+    driver starts the next episode then, so grading overlaps it). `scaffold` (a harness.scaffolds.Scaffold)
+    drives the turns instead of our own loop, keeping its own records in `artifacts` (a folder)."""
     policy = policy.for_task(task)
     started = time.monotonic()
     trajectory = Trajectory(task_id=task.id, sample=sample, policy=policy.name)
@@ -71,6 +75,8 @@ def run_episode(
             tell = on_message or (lambda message: None)
             for message in messages:
                 tell(message)
+            if scaffold is not None:
+                scaffold.drive(task, policy, env, messages, sampling, limits, trajectory, started, artifacts)
             ledger = TokenLedger(policy.tokenizer, messages, tools) if policy.tokenizer is not None else None
             _loop(task, policy, env, sampling, limits, trajectory, ledger, tools, timings, started, tell)
         except EpisodeEnd as end:

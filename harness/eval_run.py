@@ -19,10 +19,12 @@ from tasks.task import Task
 from tasks.taskset import load_tasks
 
 from .distributed import PolicySource
+from .errors import HarnessError
 from .evaluate import EvalConfig, check_run_dir, evaluate
 from .policies.endpoint import EndpointLimits
 from .policies.factory import make_policy
 from .policy import Policy
+from .scaffolds import OWN_LOOP, get_scaffold
 
 
 @dataclass
@@ -64,8 +66,13 @@ def prepare_eval(checkpoint: str, tasks: str, output: Path | None = None, *, sam
                  resume: bool = False, force: bool = False, base_url: str | None = None, backend: str = "auto",
                  ray_address: str | None = None, engine: str = "auto", endpoint_limits: EndpointLimits | None = None,
                  episode_timeout: float | None = None, reward_mode: str | None = None, prestart: int = 0,
-                 note: Callable[[str], None] = lambda message: None) -> EvalRun:
+                 scaffold: str = OWN_LOOP, note: Callable[[str], None] = lambda message: None) -> EvalRun:
     """Everything before the first episode; `note` hears what the user should know (e.g. a fallback backend)."""
+    driver = get_scaffold(scaffold)  # an unknown name fails before anything starts
+    if driver is not None:
+        driver.argv()  # a scaffold from PyPI is installed into its venv now, not in the first episode
+    if ray_address and scaffold != OWN_LOOP:
+        raise HarnessError(f"--scaffold {scaffold} runs on this machine only, not on a Ray cluster (--ray-address)")
     task_list = with_reward_mode(load_tasks(tasks)[:limit], reward_mode)
     if not task_list:
         raise TaskError(f"{tasks} holds no tasks")
@@ -76,7 +83,8 @@ def prepare_eval(checkpoint: str, tasks: str, output: Path | None = None, *, sam
     config = EvalConfig(tasks=tasks, checkpoint=checkpoint, output=str(output), samples=samples, workers=workers,
                         max_turns=max_turns, temperature=temperature, max_tokens=max_tokens, backend=backend, limit=limit,
                         base_url=base_url if checkpoint.startswith("endpoint:") else None,
-                        episode_timeout=float(episode_timeout or EvalConfig.episode_timeout), prestart=prestart)
+                        episode_timeout=float(episode_timeout or EvalConfig.episode_timeout), prestart=prestart,
+                        scaffold=scaffold)
     check_run_dir(task_list, config, resume, force)
     if ray_address:
         return EvalRun(task_list, config, None, None, Cluster(ray_address, backend=backend),

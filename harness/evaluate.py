@@ -32,6 +32,8 @@ from .episode import EpisodeLimits, run_episode
 from .errors import HarnessError
 from .policy import Policy, Sampling
 from .prestart import AgentSlots, job_specs, start_ahead
+from .scaffolds import OWN_LOOP, get_scaffold
+from .scaffolds.run import stop_all as stop_scaffolds
 from .trajectory import Trajectory
 
 # What makes two runs the same run: these EvalConfig fields, plus the task ids (`identity`).
@@ -56,10 +58,13 @@ class EvalConfig:
     episode_timeout: float = 1800.0  # seconds per episode (checked between turns)
     # Sandboxes of one image started ahead of the queue (0: none); with it, grading overlaps the next episodes.
     prestart: int = 0
+    # What drives the turns: `harness` (our own loop) or a registered scaffold (harness.scaffolds).
+    scaffold: str = "harness"
 
     def identity(self, tasks: list[Task]) -> dict[str, Any]:
         """What this run is; `--resume` must ask for the same."""
         return {**{k: getattr(self, k) for k in IDENTITY_FIELDS},
+                **({"scaffold": self.scaffold} if self.scaffold != OWN_LOOP else {}),  # runs of our own loop as before
                 "task_ids_sha256": content_hash(json.dumps([t.id for t in tasks]))}
 
 
@@ -95,6 +100,7 @@ def evaluate(
     shared = shared_policy(policy)
     limits = EpisodeLimits(max_turns=config.max_turns, max_context=config.max_context, wall_time=config.episode_timeout)
 
+    scaffold = get_scaffold(config.scaffold)
     ahead = start_ahead(jobs, backend, config.prestart, config.workers) if config.prestart > 0 and backend is not None else None
     slots = AgentSlots(config.workers)
 
@@ -102,7 +108,8 @@ def evaluate(
         with slots.slot() as agent_done, ahead.job(job_specs(task)) if ahead else nullcontext():
             try:
                 trajectory = run_episode(task, shared, _sampling(config, sample), limits, backend=ahead or backend,
-                                         sample=sample, on_agent_done=agent_done if ahead else None)
+                                         sample=sample, on_agent_done=agent_done if ahead else None, scaffold=scaffold,
+                                         artifacts=scaffold_folder(out, task.id, sample) if scaffold else None)
             except Exception as err:  # noqa: BLE001 - a bad record or a policy bug fails one episode, not the run
                 return error_row(task, sample, err, policy.name)
         trajectory.save(trajectory_file(out, task.id, sample))
@@ -125,6 +132,7 @@ def evaluate(
         # sandboxes and interrupting the policy's calls lets the workers return within seconds.
         pool.shutdown(wait=False, cancel_futures=True)
         policy.interrupt()
+        stop_scaffolds()
         if ahead is not None:
             ahead.close()
         close_all()
@@ -193,7 +201,7 @@ def error_row(task: Task, sample: int, err: Exception, policy_name: str) -> dict
 
 
 # Kinds of error that mean the harness could not evaluate the episode (not that the model did badly).
-FAILURE_KINDS = ("policy_error", "sandbox_error", "scoring_error", "error")
+FAILURE_KINDS = ("policy_error", "sandbox_error", "scoring_error", "scaffold_error", "error")
 
 
 def error_kind(row: dict[str, Any]) -> str:
@@ -283,3 +291,8 @@ def trajectory_file(run_dir: Path, task_id: str, sample: int) -> Path:
     if safe != task_id or safe.startswith("."):
         safe = f"{safe}-{hashlib.sha256(task_id.encode('utf-8', 'surrogatepass')).hexdigest()[:10]}"
     return run_dir / "trajectories" / f"{safe}__{sample}.json"
+
+
+def scaffold_folder(run_dir: Path, task_id: str, sample: int) -> Path:
+    """Where a scaffold's own records of one (task, sample) go: `scaffolds/<id>__<sample>/`."""
+    return run_dir / "scaffolds" / trajectory_file(run_dir, task_id, sample).stem

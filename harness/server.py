@@ -24,7 +24,7 @@ from typing import Any
 
 from .batching import shared_policy
 from .errors import HarnessError, PolicyError
-from .parsing import ToolCallFormat, object_arguments, tool_call_format
+from .parsing import ParsedTurn, ToolCallFormat, object_arguments, tool_call_format
 from .policy import Completion, Policy, Sampling
 from .tokens import render
 
@@ -203,7 +203,10 @@ def choices(completions: list[Completion], tools: list[dict[str, Any]], tool_for
     """OpenAI `choices` from completions: tool calls in the model's own format become native `tool_calls`."""
     out = []
     for index, completion in enumerate(completions):
-        turn = tool_format.parse(completion.text, f"call_{uuid.uuid4().hex[:8]}")
+        if completion.tool_calls is not None:  # native calls (an endpoint, a scripted turn) pass as they are
+            turn = ParsedTurn(completion.text, list(completion.tool_calls))
+        else:
+            turn = tool_format.parse(completion.text, f"call_{uuid.uuid4().hex[:8]}")
         message: dict[str, Any] = {"role": "assistant", "content": turn.content if turn.tool_calls else completion.text}
         finish = completion.finish_reason
         if turn.tool_calls and tools:

@@ -15,6 +15,10 @@ EXIT_STATUSES = (
     "format_errors",  # too many turns in a row without a usable tool call
     "policy_error",  # the model or endpoint failed
     "sandbox_error",  # the sandbox died or could not be created
+    # a scaffold program (harness.scaffolds) ended the episode without submitting:
+    "scaffold_error",  # it exited with a status other than 0 (crashed)
+    "no_submit",  # it exited with status 0
+    "output_limit",  # it wrote more output than its limit and was stopped
 )
 
 

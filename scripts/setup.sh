@@ -49,5 +49,9 @@ else
   $PY -m pip install -q -e .
 fi
 
+# mini-swe-agent (harness eval --scaffold mini-swe-agent) in its own venv under the harness cache: litellm's pins stay
+# out of our environment. Made on first use otherwise.
+$PY -c 'from harness.scaffolds.venvs import MINI_SWE_AGENT, venv_python; venv_python(MINI_SWE_AGENT)'
+
 echo "== base image"
 harness sandbox build-base

@@ -263,6 +263,9 @@ class GeneratorConfig(Section):
     #: Sandboxes for tasks that need one: `docker`, `local` (bubblewrap, base image), `overlay` (bubblewrap, any image,
     #: no daemon) or `auto` (Docker if its engine answers).
     sandbox_backend: SandboxBackend = "auto"
+    #: What drives the episodes' turns: `harness` (our own loop), `mini-swe-agent`, or a registered scaffold
+    #: (docs/scaffolds.md); its model calls reach the engine through the intercepting endpoint, token-exact.
+    scaffold: str = "harness"
 
 
 class InferenceConfig(Section):

@@ -24,6 +24,7 @@ import torch
 
 from harness.episode import EpisodeLimits
 from harness.policy import Sampling
+from harness.scaffolds import get_scaffold
 from tasks.registry import PLUGINS_ENV, RegistryError, load_plugins
 from tasks.runlog import rewrite_rows
 from tasks.task import Task
@@ -159,12 +160,14 @@ def train(cfg: TrainConfig, on_step: Callable[[int, dict], None] = lambda step, 
     learner_gpus, engine_gpus = gpu_shares(cfg)
     anchored = run_dir / REFERENCE  # the warm-started policy, once an SFT warm-up has made it the KL reference
     ref_path = cfg.trainer.ref.model.path or (str(anchored) if resume_from and anchored.is_dir() else model_path)
+    get_scaffold(cfg.generator.scaffold)  # an unknown scaffold fails here, before the actors start
     learner = LearnerGroup(start_path, learner_settings(cfg, total_steps), ref_path,
                            learner_ranks(cfg), learner_gpus, deadline_s=cfg.trainer.deadlines.learner_step_s)
     engines = [EngineActor.options(num_cpus=0, num_gpus=engine_gpus, max_concurrency=256).remote(
                    cfg.inference.backend, start_path, cfg.inference.num_engines, **engine_options(cfg))
                for _ in range(cfg.inference.num_engines)]
-    workers = [RolloutWorker.options(num_cpus=0, max_concurrency=64).remote(engines[i % len(engines)], start_path, cfg.generator.sandbox_backend, cfg.generator.env_workers)
+    workers = [RolloutWorker.options(num_cpus=0, max_concurrency=64).remote(
+                   engines[i % len(engines)], start_path, cfg.generator.sandbox_backend, cfg.generator.env_workers, cfg.generator.scaffold)
                for i in range(max(len(engines), 1))]
     logger = MetricsLogger(run_dir, cfg.logger.backend, cfg.logger.project, cfg.trainer.run_name or run_dir.name, to_dict(cfg))
     step, position = 0, {"epoch": 0, "index": 0}

@@ -16,6 +16,7 @@ from typing import Any
 import ray
 
 from harness.episode import EpisodeLimits, run_episode
+from harness.scaffolds import OWN_LOOP, get_scaffold
 from harness.policy import Completion, Policy, Sampling
 from harness.trajectory import Trajectory
 from tasks.registry import load_env_plugins
@@ -79,10 +80,11 @@ class RemotePolicy(Policy):
 class RolloutWorker:
     """Runs episodes; owns the sandboxes they need (created, forked and closed here)."""
 
-    def __init__(self, engine, tokenizer_path: str, sandbox_backend: str = "auto", threads: int = 16):
+    def __init__(self, engine, tokenizer_path: str, sandbox_backend: str = "auto", threads: int = 16, scaffold: str = OWN_LOOP):
         from transformers import AutoTokenizer
 
         load_env_plugins()  # the task kinds, tools and rewards the driver's plugins register
+        self.scaffold = get_scaffold(scaffold)
         self.policy = RemotePolicy(engine, AutoTokenizer.from_pretrained(tokenizer_path), tokenizer_path)
         self.backend_name = sandbox_backend
         self.backend = None
@@ -93,7 +95,7 @@ class RolloutWorker:
         seeds = [None if sampling.seed is None else sampling.seed + i for i in range(n)]
         futures = [
             self.pool.submit(run_episode, task, self.policy, Sampling(**{**sampling.__dict__, "seed": seeds[i]}), limits,
-                             self._backend(task), sandboxes[i] if sandboxes else None, i)
+                             self._backend(task), sandboxes[i] if sandboxes else None, i, scaffold=self.scaffold)
             for i in range(n)
         ]
         return [f.result() for f in futures]

@@ -55,6 +55,13 @@ def tool_calls(trajectory: dict[str, Any]) -> Iterator[tuple[int, str, dict[str,
                 except json.JSONDecodeError:
                     arguments = {"raw": arguments}
             yield number, function.get("name", ""), arguments if isinstance(arguments, dict) else {"raw": arguments}
+    # a scaffold's actions are its own text format: what it ran in the sandbox is what counts (harness.scaffolds)
+    scaffold = (trajectory.get("metadata") or {}).get("scaffold") or {}
+    answers = [i for i, m in enumerate(trajectory.get("messages") or []) if m.get("role") == "assistant"]
+    for run in scaffold.get("commands") or []:
+        after = run.get("after_call", -1)
+        yield (answers[after] if 0 <= after < len(answers) else max(len(trajectory.get("messages") or []) - 1, 0)), "bash", \
+            {"command": run.get("command", "")}
 
 
 def workdir_of(trajectory: dict[str, Any]) -> str:
