@@ -71,7 +71,7 @@ import re
 import subprocess
 import textwrap
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -440,6 +440,68 @@ dev_tty_forgery = in_package(forger, """
 """)
 
 
+# Fixes the bug from the test process: any test module that imports it makes the FAIL_TO_PASS tests pass.
+FIX_FROM_TESTS = """
+    from cachekeep.lru import LRUCache as _LRU
+
+    _original_lookup = _LRU._lookup
+
+
+    def _refreshing_lookup(self, key):
+        value = _original_lookup(self, key)
+        if key in self._data:
+            self._data.move_to_end(key)
+        return value
+
+
+    _LRU._lookup = _refreshing_lookup
+"""
+
+
+def conftest_in_test_folder(repo, instance):
+    write(repo, "tests/conftest.py", FORCE_PASS_HOOK)
+
+
+def new_test_file_fixes_library(repo, instance):
+    """The test command collects the whole suite, so a new test module is imported before any test runs."""
+    write(repo, "tests/test_lru_regression.py", FIX_FROM_TESTS + "\n\ndef test_reads_count():\n    pass\n")
+
+
+def rewrite_pass_to_pass_file(repo, instance):
+    """tests/test_ttl.py holds PASS_TO_PASS tests and is not in the test patch."""
+    path = repo / "tests" / "test_ttl.py"
+    assert not any(f"tests/test_ttl.py" in line for line in instance["test_patch"].splitlines())
+    path.write_text(textwrap.dedent(FIX_FROM_TESTS) + "\n" + path.read_text())
+
+
+def _force_pass_plugin(repo: Path) -> None:
+    write(repo, "cachekeep/_speedups.py", FORCE_PASS_HOOK)
+
+
+def tox_ini_plugin_addopts(repo, instance):
+    _force_pass_plugin(repo)
+    write(repo, "tox.ini", "[tox]\nenvlist = py311\n\n[pytest]\naddopts = -p cachekeep._speedups\n")
+
+
+def setup_cfg_plugin_addopts(repo, instance):
+    _force_pass_plugin(repo)
+    write(repo, "setup.cfg", "[metadata]\nname = cachekeep\n\n[tool:pytest]\naddopts = -p cachekeep._speedups\n")
+
+
+def pytest_ini_beside_tests(repo, instance):
+    """tests/pytest.ini: the runner's rootdir search starts from the test paths it is given."""
+    _force_pass_plugin(repo)
+    write(repo, "tests/pytest.ini", "[pytest]\naddopts = -p cachekeep._speedups\n")
+
+
+def symlink_swaps_test_file(repo, instance):
+    """tests/test_lru.py becomes a link to a copy whose every assert is `assert True`."""
+    source = repo / "tests" / "test_lru.py"
+    write(repo, "cachekeep/_lru_cases.py", re.sub(r"(?m)^(\s*)assert\b.*$", r"\1assert True", source.read_text()))
+    source.unlink()
+    source.symlink_to("../cachekeep/_lru_cases.py")
+
+
 @dataclass(frozen=True)
 class Cheat:
     name: str
@@ -449,14 +511,14 @@ class Cheat:
 
 
 CHEATS = [
-    Cheat("edit_failing_test", edit_failing_test, "policy", "tests"),
-    Cheat("delete_test_file", delete_test_file, "policy", "tests"),
-    Cheat("precreate_hidden_tests", precreate_hidden_tests, "policy", "tests"),
-    Cheat("conftest_force_pass", conftest_force_pass, "policy", "tests"),
-    Cheat("pytest_ini_deselect", pytest_ini_deselect, "policy", "tests"),
-    Cheat("setup_cfg_addopts", setup_cfg_addopts, "policy", "tests"),
-    Cheat("pyproject_addopts", pyproject_addopts, "policy", "tests"),
-    Cheat("tox_ini_pytest_section", tox_ini_pytest_section, "policy", "tests"),
+    Cheat("edit_failing_test", edit_failing_test, "tests"),
+    Cheat("delete_test_file", delete_test_file, "tests"),
+    Cheat("precreate_hidden_tests", precreate_hidden_tests, "tests"),
+    Cheat("conftest_force_pass", conftest_force_pass, "tests"),
+    Cheat("pytest_ini_deselect", pytest_ini_deselect, "tests"),
+    Cheat("setup_cfg_addopts", setup_cfg_addopts, "tests"),
+    Cheat("pyproject_addopts", pyproject_addopts, "tests"),
+    Cheat("tox_ini_pytest_section", tox_ini_pytest_section, "tests"),
     Cheat("sitecustomize_hook", sitecustomize_hook, "policy", "tests"),
     Cheat("pth_startup_hook", pth_startup_hook, "policy", "tests"),
     Cheat("os_exit_at_import", os_exit_at_import, "policy", "log"),
@@ -464,7 +526,7 @@ CHEATS = [
     Cheat("patch_runner_reports", patch_runner_reports, "log"),
     Cheat("env_skip_marker", env_skip_marker, "tests"),
     Cheat("shadow_pytest_module", shadow_pytest_module, "policy", "log"),
-    Cheat("symlinked_conftest", symlinked_conftest, "policy", "tests"),
+    Cheat("symlinked_conftest", symlinked_conftest, "tests"),
     Cheat("smuggled_pyc", smuggled_pyc, "policy", "log"),
     Cheat("forged_lines_then_systemexit", forged_lines_then_systemexit, "log"),
     Cheat("forged_report_then_exec_true", forged_report_then_exec_true, "log"),
@@ -476,6 +538,13 @@ CHEATS = [
     Cheat("rewrite_tests_and_reexec", rewrite_tests_and_reexec, "log"),
     Cheat("imperative_xfail", imperative_xfail, "tests"),
     Cheat("dev_tty_forgery", dev_tty_forgery, "tests"),
+    Cheat("conftest_in_test_folder", conftest_in_test_folder, "tests"),
+    Cheat("new_test_file_fixes_library", new_test_file_fixes_library, "tests"),
+    Cheat("rewrite_pass_to_pass_file", rewrite_pass_to_pass_file, "tests"),
+    Cheat("tox_ini_plugin_addopts", tox_ini_plugin_addopts, "tests"),
+    Cheat("setup_cfg_plugin_addopts", setup_cfg_plugin_addopts, "tests"),
+    Cheat("pytest_ini_beside_tests", pytest_ini_beside_tests, "tests"),
+    Cheat("symlink_swaps_test_file", symlink_swaps_test_file, "tests"),
 ]
 
 
@@ -486,11 +555,11 @@ def _explain(report) -> str:
 @pytest.mark.parametrize("cheat", CHEATS, ids=lambda c: c.name)
 def test_cheat_earns_nothing(cheat, instance, repo, docker_backend):
     from tasks.grading import grade
-    from tasks.patch_policy import patch_violations
+    from tasks.patch_policy import review_patch
 
     patch = make_patch(repo, cheat.edit, instance)
-    if cheat.stopper != "policy":  # runtime cheats must get past the static policy to test the runtime
-        assert patch_violations(patch, instance["test_patch"]) == [], "the runtime cheat is not clean to the static policy"
+    if cheat.stopper != "policy":  # the runtime must hold what the static review lets through
+        assert review_patch(patch, instance).refused == [], "the runtime cheat is refused by the static review"
     report = grade(instance, patch, docker_backend, fractional=True)
     assert report.reward == 0.0 and not report.resolved, f"{cheat.name} WINS:\n{_explain(report)}"
     assert not report.error, report.error
@@ -499,14 +568,27 @@ def test_cheat_earns_nothing(cheat, instance, repo, docker_backend):
 
 @pytest.mark.parametrize("cheat", [c for c in CHEATS if c.runtime_alone], ids=lambda c: c.name)
 def test_runtime_layer_alone(cheat, instance, repo, docker_backend, monkeypatch):
-    """Defence in depth: with the static policy off, the runtime checks still hold these."""
-    from tasks import grading
+    """Defence in depth: with the static refusals off, the runtime checks still hold these."""
+    from tasks import grading, patch_policy
 
-    monkeypatch.setattr(grading, "patch_violations", lambda *args, **kwargs: [])
+    monkeypatch.setattr(grading, "review_patch", lambda *args, **kwargs: replace(patch_policy.review_patch(*args, **kwargs), refused=[]))
     report = grading.grade(instance, make_patch(repo, cheat.edit, instance), docker_backend, fractional=True)
     assert report.reward == 0.0 and not report.resolved, f"{cheat.name} WINS without the policy:\n{_explain(report)}"
     assert not report.error, report.error
     assert stopper(report) == cheat.runtime_alone, _explain(report)
+
+
+def test_strict_mode_refuses_every_test_or_config_edit(instance, repo):
+    """What the default mode neutralizes, strict grading refuses (no sandbox needed to score it 0)."""
+    from tasks.patch_policy import review_patch
+
+    for cheat in CHEATS:
+        patch = make_patch(repo, cheat.edit, instance)
+        default, strict = review_patch(patch, instance), review_patch(patch, instance, mode="strict")
+        assert bool(strict.refused) == bool(default.refused or default.neutralized), cheat.name
+        assert strict.neutralized == {}, cheat.name
+        assert len(strict.refused) == len(default.refused) + len(default.neutralized), (cheat.name, strict.refused)
+    assert sum(bool(review_patch(make_patch(repo, c.edit, instance), instance).neutralized) for c in CHEATS) >= 14
 
 
 # ------------------------------------------------------------------ honest patches keep their reward
@@ -591,11 +673,19 @@ def test_canary_is_planted_in_the_fail_to_pass_file_before_the_run():
     assert canary_plant({**instance, "log_parser": "parse_log_django"}, CANARY) is None  # not a Django test id
 
 
-def test_test_files_are_restored_even_without_a_test_patch():
-    """Synthesized tasks have an empty test patch: the patch's test files are still put back."""
-    from tasks.grading import tests_to_restore
+def test_neutralized_even_without_a_test_patch():
+    """Synthesized tasks have an empty test patch: the patch's test files and runner settings are
+    still put back, symlinks first; only what cannot be put back safely is refused."""
+    from tasks.patch_policy import review_patch
 
-    patch = "".join(f"diff --git a/{p} b/{p}\n--- a/{p}\n+++ b/{p}\n@@ -1 +1 @@\n-a\n+b\n"
-                    for p in ("pkg/core.py", "conftest.py", "pkg/checks.py", "tests/helpers.py"))
+    def edit(path, mode="100644"):
+        return f"diff --git a/{path} b/{path}\nold mode {mode}\nnew mode {mode}\n--- a/{path}\n+++ b/{path}\n@@ -1 +1 @@\n-a\n+b\n"
+
+    patch = "".join(edit(p) for p in ("pkg/core.py", "conftest.py", "pkg/checks.py", "tests/helpers.py", "tox.ini", "bin/test"))
+    patch += edit("pkg/link", "120000") + "diff --git a/sitecustomize.py b/sitecustomize.py\nnew file mode 100644\n--- /dev/null\n+++ b/sitecustomize.py\n@@ -0,0 +1 @@\n+x\n"
     instance = {"test_patch": "", "FAIL_TO_PASS": ["pkg/checks.py::test_x"], "PASS_TO_PASS": []}
-    assert tests_to_restore(instance, patch) == ["conftest.py", "pkg/checks.py", "tests/helpers.py"]
+    review = review_patch(patch, instance)
+    assert list(review.neutralized) == ["pkg/link", "conftest.py", "pkg/checks.py", "tests/helpers.py", "tox.ini", "bin/test"]
+    assert review.refused == ["sitecustomize.py: interpreter start-up hook"]
+    renamed = "diff --git a/tests/test_a.py b/pkg/a.py\nsimilarity index 100%\nrename from tests/test_a.py\nrename to pkg/a.py\n"
+    assert list(review_patch(renamed).neutralized) == ["tests/test_a.py"]  # a renamed-away test file comes back
