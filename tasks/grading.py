@@ -43,7 +43,7 @@ APPLY_COMMANDS = [
     "git apply --verbose {p}",
     "git apply --verbose --3way {p}",
     "git apply --verbose --reject {p}",
-    "patch --batch --fuzz=5 -p1 -i {p}",
+    "patch --batch --forward --fuzz=5 -p1 -i {p}",  # --forward, as SWE-bench's: a hunk that looks applied fails, never reverts
 ]
 MAX_PATCH_BYTES = 20 * 2**20  # larger than any fix; graded as `too_large` without a sandbox
 # Why a prediction scored what it did, one word each (SWE-bench's report keys tell the rest).

@@ -689,3 +689,27 @@ def test_neutralized_even_without_a_test_patch():
     assert review.refused == ["sitecustomize.py: interpreter start-up hook"]
     renamed = "diff --git a/tests/test_a.py b/pkg/a.py\nsimilarity index 100%\nrename from tests/test_a.py\nrename to pkg/a.py\n"
     assert list(review_patch(renamed).neutralized) == ["tests/test_a.py"]  # a renamed-away test file comes back
+
+
+# ------------------------------------------------------------------ bad input: its own verdict, never a crash
+def _bad_inputs(instance: dict) -> dict[str, tuple[str, str]]:
+    stale = instance["patch"].replace("cachekeep/lru.py", "cachekeep/lru_cache.py")  # a file the base does not have
+    binary = ("diff --git a/cachekeep/data.bin b/cachekeep/data.bin\nnew file mode 100644\nindex 0000000..3f2a1b9\n"
+              "Binary files /dev/null and b/cachekeep/data.bin differ\n")
+    return {
+        "empty": ("  \n", "empty_patch"),
+        "not_a_diff": ("I fixed the cache: reads now refresh recency.\n", "not_a_diff"),
+        "too_large": (instance["patch"] + "+" * (21 * 2**20), "too_large"),
+        "does_not_apply": (stale, "patch_apply_failed"),
+        "binary_only": (binary, "unresolved"),  # applies (as an empty file, SWE-bench's `patch` fallback) and fixes nothing
+    }
+
+
+@pytest.mark.parametrize("kind", ["empty", "not_a_diff", "too_large", "does_not_apply", "binary_only"])
+def test_bad_input_gets_its_own_verdict(kind, instance, docker_backend):
+    from tasks.grading import grade
+
+    patch, verdict = _bad_inputs(instance)[kind]
+    report = grade(instance, patch, docker_backend, fractional=True)
+    assert report.verdict == verdict and report.reward == 0.0 and not report.resolved, _explain(report)
+    assert not report.error and report.rejected == [], _explain(report)
