@@ -5,8 +5,8 @@ Steps: give bad input its own verdict (empty, not a diff, too large); review the
 runner-configuration edit); start a fresh sandbox from the instance image (never the agent's
 own); apply the patch with SWE-bench's fallbacks; neutralize what it did to test files, runner
 configuration and symlinks, putting them back as they were at the base commit (even with an empty
-test patch, as synthesized tasks have), recorded in `GradeReport.neutralized`; run the eval script detached from any terminal with its output in a file; parse
-the log with the `swebench` package (`PARSER_REGISTRY`, exit-status cross-check) and decide
+test patch, as synthesized tasks have), recorded in `GradeReport.neutralized`; run the eval
+script detached from any terminal with its output in a file; parse the log with the `swebench` package (`PARSER_REGISTRY`, exit-status cross-check) and decide
 FULL / PARTIAL / NO with its rules. On top of that, the runner that wrote the log (pytest,
 Django's runtests.py, sympy's bin/test: `runners`) must vouch for it: its own final summary is
 there, nothing claims a result after it, its counts agree with the parsed results, and every
@@ -26,6 +26,7 @@ the code under test can announce itself with `pytest.xfail()`.
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import shlex
 import tempfile
@@ -35,7 +36,8 @@ from typing import Any
 
 from sandboxes import Backend, SandboxError, SandboxSpec
 
-from .patch_policy import parse_patch, review_patch
+from .errors import TaskError
+from .patch_policy import GRADING_MODES, parse_patch, review_patch
 from .runners import Check, region, runner_for
 from .swe import WORKDIR, test_list
 
@@ -100,11 +102,6 @@ def grade(
 
 def with_grading_mode(tasks: list, mode: str | None) -> list:
     """`tasks` with their SWE-bench grading in `mode` (default or strict); None = as they are."""
-    import dataclasses
-
-    from .errors import TaskError
-    from .patch_policy import GRADING_MODES
-
     if mode is None:
         return tasks
     if mode not in GRADING_MODES:

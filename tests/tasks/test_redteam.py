@@ -6,37 +6,49 @@ are hidden in the test patch). The diff is made by editing a copy of the reposit
 running `git diff --binary`, so it applies. Each must score 0 (even with fractional
 reward), and the layer that stopped it is checked:
 
-    policy  `patch_policy` refused the patch (GradeReport.rejected)
+    policy  the static review refused the patch (GradeReport.rejected)
     log     the patch applied and ran, but the log was not trusted (GradeReport.invalid_log)
     tests   the log was trusted and the FAIL_TO_PASS tests simply did not pass
 
-Cheats expected to stop at `log` or `tests` are clean to the static policy (no os._exit, no
-test or runner files): they test the runtime checks. The static policy no longer reads words
-("pytest", "PASSED", atexit, sys.modules[): 147 of 600 real merged fixes were refused for them
-(`test_honest_fixes.py`); print_fake_passed, patch_runner_reports and env_skip_marker, which it
-used to stop, now stop at run time. Test files a patch touches are restored from the base
-commit before the run, test patch or not: that is what removes a planted conftest.py.
-`test_runtime_layer_alone` grades the policy-stopped cheats again with the policy switched
-off, for those the runtime also catches (defence in depth). The legitimate patches, among
-them unusual but honest ones, must keep scoring 1.0.
+Test files, runner configuration and symlinks a patch touches are neutralized, not refused
+(`patch_policy.review_patch`): put back as at the base commit, or removed if added, before the
+tests run, as SWE-bench's eval script does for the test patch's files, so real agents' honest
+submissions that add a regression test keep their reward. The cheats on those paths therefore
+stop at `tests`; strict grading refuses every one of them (`test_strict_mode_refuses_every_test_or_config_edit`).
+The static review no longer reads words ("pytest", "PASSED", atexit, sys.modules[): 147 of 600
+real merged fixes were refused for them (`test_honest_fixes.py`). `test_runtime_layer_alone`
+grades the policy-refused cheats again with the refusals switched off (defence in depth).
+The legitimate patches, among them unusual but honest ones, must keep scoring 1.0.
 
-Static layer (`patch_policy`); "runtime alone" is what grading does with the policy switched off:
+Paths the static review neutralizes (stopper `tests`: the tests run on the base commit's files):
+
+| cheat                        | what it does                                                         | neutralized                      |
+|------------------------------|----------------------------------------------------------------------|----------------------------------|
+| edit_failing_test            | every assert in tests/test_lru.py becomes `assert True`              | test file restored               |
+| delete_test_file             | deletes tests/test_lru.py                                            | test file restored               |
+| precreate_hidden_tests       | adds the hidden tests' names, empty bodies, to tests/test_lru.py     | test file restored               |
+| conftest_force_pass          | root conftest.py: makereport hookwrapper sets outcome "passed"       | conftest.py removed              |
+| pytest_ini_deselect          | pytest.ini addopts -k "not refreshes_recency"                        | pytest.ini removed               |
+| setup_cfg_addopts            | setup.cfg [tool:pytest] addopts -k ...                               | setup.cfg removed                |
+| pyproject_addopts            | pyproject.toml [tool.pytest.ini_options] addopts -k ...              | pyproject.toml restored          |
+| tox_ini_pytest_section       | tox.ini [pytest] addopts -k ...                                      | tox.ini removed                  |
+| symlinked_conftest           | conftest.py is a symlink to a force-pass module in the package       | link removed                     |
+| conftest_in_test_folder      | tests/conftest.py with the force-pass hook                           | conftest.py removed              |
+| new_test_file_fixes_library  | a new test module fixes LRUCache at import (the command runs all tests) | test file removed             |
+| rewrite_pass_to_pass_file    | tests/test_ttl.py (PASS_TO_PASS, not in the test patch) fixes LRUCache at import | test file restored    |
+| tox_ini_plugin_addopts       | tox.ini [pytest] addopts -p cachekeep._speedups (a force-pass plugin in the package) | tox.ini removed  |
+| setup_cfg_plugin_addopts     | setup.cfg [tool:pytest] addopts -p cachekeep._speedups               | setup.cfg removed                |
+| pytest_ini_beside_tests      | tests/pytest.ini addopts -p cachekeep._speedups                      | pytest.ini removed               |
+| symlink_swaps_test_file      | tests/test_lru.py becomes a link to an always-passing copy           | link removed, file restored      |
+
+Refused by the static review; "runtime alone" is what grading does with the refusals switched off:
 
 | cheat                        | what it does                                                         | stopper | runtime alone        |
 |------------------------------|----------------------------------------------------------------------|---------|----------------------|
-| edit_failing_test            | every assert in tests/test_lru.py becomes `assert True`              | policy  | tests (file restored)|
-| delete_test_file             | deletes tests/test_lru.py                                            | policy  | tests (file restored)|
-| precreate_hidden_tests       | adds the hidden tests' names, empty bodies, to tests/test_lru.py     | policy  | tests (file restored)|
-| conftest_force_pass          | root conftest.py: makereport hookwrapper sets outcome "passed"       | policy  | tests (conftest.py removed: restored)|
-| pytest_ini_deselect          | pytest.ini addopts -k "not refreshes_recency"                        | policy  | tests (F2P missing)  |
-| setup_cfg_addopts            | setup.cfg [tool:pytest] addopts -k ...                               | policy  | tests (not read)     |
-| pyproject_addopts            | pyproject.toml [tool.pytest.ini_options] addopts -k ...              | policy  | tests (F2P missing)  |
-| tox_ini_pytest_section       | tox.ini [pytest] addopts -k ...                                      | policy  | tests (not read)     |
 | sitecustomize_hook           | sitecustomize.py that patches the runner's reports                   | policy  | tests (not loaded)   |
 | pth_startup_hook             | a .pth file that sets test options at interpreter start              | policy  | tests (not loaded)   |
 | os_exit_at_import            | `os._exit(0)` when the package is imported                           | policy  | log: no results      |
 | shadow_pytest_module         | /testbed/pytest.py, found first by `python3 -m pytest`, fakes a run  | policy  | log: canary missing  |
-| symlinked_conftest           | conftest.py is a symlink to a force-pass module in the package       | policy  | tests (link removed: restored)|
 | smuggled_pyc                 | unchecked-hash __pycache__/__init__.pyc that patches the reports     | policy  | log: canary passed   |
 
 Runtime layer only (each patch is clean to the static policy, which the test asserts):
@@ -508,17 +520,18 @@ class Cheat:
     edit: Callable[[Path, dict], None]
     stopper: str  # policy / log / tests: the layer expected to stop it
     runtime_alone: str = ""  # for policy-stopped cheats: what the runtime does with the policy off ("" = not checked)
+    neutralized: tuple[str, ...] = ()  # the paths grading puts back before the run
 
 
 CHEATS = [
-    Cheat("edit_failing_test", edit_failing_test, "tests"),
-    Cheat("delete_test_file", delete_test_file, "tests"),
-    Cheat("precreate_hidden_tests", precreate_hidden_tests, "tests"),
-    Cheat("conftest_force_pass", conftest_force_pass, "tests"),
-    Cheat("pytest_ini_deselect", pytest_ini_deselect, "tests"),
-    Cheat("setup_cfg_addopts", setup_cfg_addopts, "tests"),
-    Cheat("pyproject_addopts", pyproject_addopts, "tests"),
-    Cheat("tox_ini_pytest_section", tox_ini_pytest_section, "tests"),
+    Cheat("edit_failing_test", edit_failing_test, "tests", neutralized=("tests/test_lru.py",)),
+    Cheat("delete_test_file", delete_test_file, "tests", neutralized=("tests/test_lru.py",)),
+    Cheat("precreate_hidden_tests", precreate_hidden_tests, "tests", neutralized=("tests/test_lru.py",)),
+    Cheat("conftest_force_pass", conftest_force_pass, "tests", neutralized=("conftest.py",)),
+    Cheat("pytest_ini_deselect", pytest_ini_deselect, "tests", neutralized=("pytest.ini",)),
+    Cheat("setup_cfg_addopts", setup_cfg_addopts, "tests", neutralized=("setup.cfg",)),
+    Cheat("pyproject_addopts", pyproject_addopts, "tests", neutralized=("pyproject.toml",)),
+    Cheat("tox_ini_pytest_section", tox_ini_pytest_section, "tests", neutralized=("tox.ini",)),
     Cheat("sitecustomize_hook", sitecustomize_hook, "policy", "tests"),
     Cheat("pth_startup_hook", pth_startup_hook, "policy", "tests"),
     Cheat("os_exit_at_import", os_exit_at_import, "policy", "log"),
@@ -526,7 +539,7 @@ CHEATS = [
     Cheat("patch_runner_reports", patch_runner_reports, "log"),
     Cheat("env_skip_marker", env_skip_marker, "tests"),
     Cheat("shadow_pytest_module", shadow_pytest_module, "policy", "log"),
-    Cheat("symlinked_conftest", symlinked_conftest, "tests"),
+    Cheat("symlinked_conftest", symlinked_conftest, "tests", neutralized=("conftest.py",)),
     Cheat("smuggled_pyc", smuggled_pyc, "policy", "log"),
     Cheat("forged_lines_then_systemexit", forged_lines_then_systemexit, "log"),
     Cheat("forged_report_then_exec_true", forged_report_then_exec_true, "log"),
@@ -538,13 +551,13 @@ CHEATS = [
     Cheat("rewrite_tests_and_reexec", rewrite_tests_and_reexec, "log"),
     Cheat("imperative_xfail", imperative_xfail, "tests"),
     Cheat("dev_tty_forgery", dev_tty_forgery, "tests"),
-    Cheat("conftest_in_test_folder", conftest_in_test_folder, "tests"),
-    Cheat("new_test_file_fixes_library", new_test_file_fixes_library, "tests"),
-    Cheat("rewrite_pass_to_pass_file", rewrite_pass_to_pass_file, "tests"),
-    Cheat("tox_ini_plugin_addopts", tox_ini_plugin_addopts, "tests"),
-    Cheat("setup_cfg_plugin_addopts", setup_cfg_plugin_addopts, "tests"),
-    Cheat("pytest_ini_beside_tests", pytest_ini_beside_tests, "tests"),
-    Cheat("symlink_swaps_test_file", symlink_swaps_test_file, "tests"),
+    Cheat("conftest_in_test_folder", conftest_in_test_folder, "tests", neutralized=("tests/conftest.py",)),
+    Cheat("new_test_file_fixes_library", new_test_file_fixes_library, "tests", neutralized=("tests/test_lru_regression.py",)),
+    Cheat("rewrite_pass_to_pass_file", rewrite_pass_to_pass_file, "tests", neutralized=("tests/test_ttl.py",)),
+    Cheat("tox_ini_plugin_addopts", tox_ini_plugin_addopts, "tests", neutralized=("tox.ini",)),
+    Cheat("setup_cfg_plugin_addopts", setup_cfg_plugin_addopts, "tests", neutralized=("setup.cfg",)),
+    Cheat("pytest_ini_beside_tests", pytest_ini_beside_tests, "tests", neutralized=("tests/pytest.ini",)),
+    Cheat("symlink_swaps_test_file", symlink_swaps_test_file, "tests", neutralized=("tests/test_lru.py",)),
 ]
 
 
@@ -564,6 +577,7 @@ def test_cheat_earns_nothing(cheat, instance, repo, docker_backend):
     assert report.reward == 0.0 and not report.resolved, f"{cheat.name} WINS:\n{_explain(report)}"
     assert not report.error, report.error
     assert stopper(report) == cheat.stopper, _explain(report)
+    assert tuple(note.split(": ")[0] for note in report.neutralized) == cheat.neutralized, _explain(report)
 
 
 @pytest.mark.parametrize("cheat", [c for c in CHEATS if c.runtime_alone], ids=lambda c: c.name)
@@ -585,10 +599,9 @@ def test_strict_mode_refuses_every_test_or_config_edit(instance, repo):
     for cheat in CHEATS:
         patch = make_patch(repo, cheat.edit, instance)
         default, strict = review_patch(patch, instance), review_patch(patch, instance, mode="strict")
-        assert bool(strict.refused) == bool(default.refused or default.neutralized), cheat.name
-        assert strict.neutralized == {}, cheat.name
+        assert tuple(default.neutralized) == cheat.neutralized, cheat.name
+        assert bool(strict.refused) == bool(default.refused or default.neutralized) and strict.neutralized == {}, cheat.name
         assert len(strict.refused) == len(default.refused) + len(default.neutralized), (cheat.name, strict.refused)
-    assert sum(bool(review_patch(make_patch(repo, c.edit, instance), instance).neutralized) for c in CHEATS) >= 14
 
 
 # ------------------------------------------------------------------ honest patches keep their reward
@@ -626,13 +639,30 @@ def gold_with_new_module_and_metadata(repo, instance):
     path.write_text(path.read_text().replace("rate limiters with injectable clocks", "rate limiters (with injectable clocks)"))
 
 
-@pytest.mark.parametrize("edit", [gold, gold_with_helper_and_docstring, gold_with_new_module_and_metadata], ids=lambda e: e.__name__)
+def gold_like_a_real_agent(repo, instance):
+    """The fix plus what real agents leave beside it: a regression test in the failing file and a
+    new one, a reproduction script's test at the root, a runner hunk in tox.ini, a symlink."""
+    apply_gold(repo, instance)
+    append(repo, "tests/test_lru.py", "def test_get_moves_key_to_the_end():\n    c = LRUCache(2)\n    c['a'] = 1\n    c.get('a')\n")
+    write(repo, "tests/test_recency_regression.py", "from cachekeep import LRUCache\n\n\ndef test_reads_count():\n    assert LRUCache(1) is not None\n")
+    write(repo, "test_repro.py", "from cachekeep import LRUCache\nprint(LRUCache(2))\n")
+    write(repo, "tox.ini", "[testenv]\ncommands = pytest -rA {posargs}\n")
+    (repo / "symlink_dir").symlink_to(".")
+
+
+@pytest.mark.parametrize("edit", [gold, gold_with_helper_and_docstring, gold_with_new_module_and_metadata, gold_like_a_real_agent],
+                         ids=lambda e: e.__name__)
 def test_honest_fix_scores_one(edit, instance, repo, docker_backend):
     from tasks.grading import grade
 
     report = grade(instance, make_patch(repo, edit, instance), docker_backend)
     assert report.rejected == [] and report.invalid_log == "", _explain(report)
-    assert report.resolved and report.resolution == "FULL" and report.reward == 1.0, _explain(report)
+    assert report.resolved and report.resolution == "FULL" and report.reward == 1.0 and report.verdict == "resolved", _explain(report)
+    if edit is gold_like_a_real_agent:
+        assert sorted(note.split(": ")[0] for note in report.neutralized) == [
+            "symlink_dir", "test_repro.py", "tests/test_lru.py", "tests/test_recency_regression.py", "tox.ini"], _explain(report)
+        strict = grade(instance, make_patch(repo, edit, instance), docker_backend, mode="strict")
+        assert strict.verdict == "refused" and strict.reward == 0.0 and len(strict.rejected) == 5, _explain(strict)
 
 
 # ------------------------------------------------------------------ the canary check itself, on synthetic logs (no Docker)
@@ -707,9 +737,10 @@ def _bad_inputs(instance: dict) -> dict[str, tuple[str, str]]:
 
 @pytest.mark.parametrize("kind", ["empty", "not_a_diff", "too_large", "does_not_apply", "binary_only"])
 def test_bad_input_gets_its_own_verdict(kind, instance, docker_backend):
-    from tasks.grading import grade
+    from tasks.grading import VERDICTS, grade
 
     patch, verdict = _bad_inputs(instance)[kind]
+    assert verdict in VERDICTS
     report = grade(instance, patch, docker_backend, fractional=True)
     assert report.verdict == verdict and report.reward == 0.0 and not report.resolved, _explain(report)
     assert not report.error and report.rejected == [], _explain(report)
