@@ -228,8 +228,8 @@ def neutralize(sb, instance: dict, patch: str) -> list[str]:
     if paths:
         workdir = instance.get("workdir", WORKDIR)
         base = shlex.quote(instance.get("base_commit") or "HEAD")
-        sb.exec(f"cd {workdir} && " + " ; ".join(
-            f"rm -rf -- {shlex.quote(p)} ; git checkout -q {base} -- {shlex.quote(p)} 2>/dev/null" for p in paths) + " ; true", timeout=120)
+        steps = " ; ".join(f"rm -rf -- {shlex.quote(p)} ; git checkout -q {base} -- {shlex.quote(p)} 2>/dev/null" for p in paths)
+        sb.exec(f"cd {shlex.quote(workdir)} && {{ {steps} ; true ; }}", timeout=120)
     return paths
 
 

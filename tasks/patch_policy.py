@@ -12,7 +12,8 @@ and, for source, by what it adds:
   also adds a regression test or carries a stray `tox.ini` hunk keeps its reward.
 - **refused** (the patch scores 0, each reason named): what can never be part of a fix and cannot
   be put back safely: interpreter start-up hooks (`sitecustomize.py`, `.pth`), modules at the
-  repository root that would be imported in place of the test runner, git metadata, compiled
+  repository root that would be imported in place of the test runner, git metadata,
+  installed-package metadata (`*.egg-info/`: a `pytest11` entry point loads a plugin), compiled
   code, Python source that cannot be read, and source that ends the process behind the
   runner's back or writes the harness's own markers.
 
@@ -213,6 +214,8 @@ def _refusals(item: PatchFile) -> list[str]:
         found.append("shadows the test runner (a module of that name at the repository root)")
     if ".git" in path.parts or name in (".gitattributes",):
         found.append("git metadata")
+    if any(part.endswith((".egg-info", ".dist-info")) for part in path.parts[:-1]) or name.endswith(".egg-link"):
+        found.append("installed-package metadata (its entry points load code into the test runner)")
     if name.endswith(_COMPILED) or "__pycache__" in path.parts:
         found.append("compiled code")
     elif name.endswith(".py") and item.is_binary:

@@ -712,11 +712,14 @@ def test_neutralized_even_without_a_test_patch():
         return f"diff --git a/{path} b/{path}\nold mode {mode}\nnew mode {mode}\n--- a/{path}\n+++ b/{path}\n@@ -1 +1 @@\n-a\n+b\n"
 
     patch = "".join(edit(p) for p in ("pkg/core.py", "conftest.py", "pkg/checks.py", "tests/helpers.py", "tox.ini", "bin/test"))
-    patch += edit("pkg/link", "120000") + "diff --git a/sitecustomize.py b/sitecustomize.py\nnew file mode 100644\n--- /dev/null\n+++ b/sitecustomize.py\n@@ -0,0 +1 @@\n+x\n"
+    patch += edit("pkg/link", "120000") + "".join(
+        f"diff --git a/{p} b/{p}\nnew file mode 100644\n--- /dev/null\n+++ b/{p}\n@@ -0,0 +1 @@\n+x\n"
+        for p in ("sitecustomize.py", "pkg.egg-info/entry_points.txt"))
     instance = {"test_patch": "", "FAIL_TO_PASS": ["pkg/checks.py::test_x"], "PASS_TO_PASS": []}
     review = review_patch(patch, instance)
     assert list(review.neutralized) == ["pkg/link", "conftest.py", "pkg/checks.py", "tests/helpers.py", "tox.ini", "bin/test"]
-    assert review.refused == ["sitecustomize.py: interpreter start-up hook"]
+    assert [why.split(" (")[0] for why in review.refused] == ["sitecustomize.py: interpreter start-up hook",
+                                                              "pkg.egg-info/entry_points.txt: installed-package metadata"]
     renamed = "diff --git a/tests/test_a.py b/pkg/a.py\nsimilarity index 100%\nrename from tests/test_a.py\nrename to pkg/a.py\n"
     assert list(review_patch(renamed).neutralized) == ["tests/test_a.py"]  # a renamed-away test file comes back
 
