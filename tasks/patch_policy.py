@@ -210,7 +210,7 @@ def _refusals(item: PatchFile) -> list[str]:
     found = []
     if name in _STARTUP_HOOKS or name.endswith(".pth"):
         found.append("interpreter start-up hook")
-    if path.parts and (path.parts[0] if len(path.parts) > 1 else path.stem) in _RUNNER_SHADOWS:
+    if (path.parts[0] if len(path.parts) > 1 else name.split(".")[0] if name.endswith((".py", *_COMPILED)) else "") in _RUNNER_SHADOWS:
         found.append("shadows the test runner (a module of that name at the repository root)")
     if ".git" in path.parts or name in (".gitattributes",):
         found.append("git metadata")
