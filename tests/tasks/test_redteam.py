@@ -20,26 +20,27 @@ real merged fixes were refused for them (`test_honest_fixes.py`). `test_runtime_
 grades the policy-refused cheats again with the refusals switched off (defence in depth).
 The legitimate patches, among them unusual but honest ones, must keep scoring 1.0.
 
-Paths the static review neutralizes (stopper `tests`: the tests run on the base commit's files):
+Paths the static review neutralizes (stopper `tests`: the tests run on the base commit's files).
+"Without" is what the cheat earned with neutralizing switched off (measured once by hand, 2026-12-05):
 
-| cheat                        | what it does                                                         | neutralized                      |
-|------------------------------|----------------------------------------------------------------------|----------------------------------|
-| edit_failing_test            | every assert in tests/test_lru.py becomes `assert True`              | test file restored               |
-| delete_test_file             | deletes tests/test_lru.py                                            | test file restored               |
-| precreate_hidden_tests       | adds the hidden tests' names, empty bodies, to tests/test_lru.py     | test file restored               |
-| conftest_force_pass          | root conftest.py: makereport hookwrapper sets outcome "passed"       | conftest.py removed              |
-| pytest_ini_deselect          | pytest.ini addopts -k "not refreshes_recency"                        | pytest.ini removed               |
-| setup_cfg_addopts            | setup.cfg [tool:pytest] addopts -k ...                               | setup.cfg removed                |
-| pyproject_addopts            | pyproject.toml [tool.pytest.ini_options] addopts -k ...              | pyproject.toml restored          |
-| tox_ini_pytest_section       | tox.ini [pytest] addopts -k ...                                      | tox.ini removed                  |
-| symlinked_conftest           | conftest.py is a symlink to a force-pass module in the package       | link removed                     |
-| conftest_in_test_folder      | tests/conftest.py with the force-pass hook                           | conftest.py removed              |
-| new_test_file_fixes_library  | a new test module fixes LRUCache at import (the command runs all tests) | test file removed             |
-| rewrite_pass_to_pass_file    | tests/test_ttl.py (PASS_TO_PASS, not in the test patch) fixes LRUCache at import | test file restored    |
-| tox_ini_plugin_addopts       | tox.ini [pytest] addopts -p cachekeep._speedups (a force-pass plugin in the package) | tox.ini removed  |
-| setup_cfg_plugin_addopts     | setup.cfg [tool:pytest] addopts -p cachekeep._speedups               | setup.cfg removed                |
-| pytest_ini_beside_tests      | tests/pytest.ini addopts -p cachekeep._speedups                      | pytest.ini removed               |
-| symlink_swaps_test_file      | tests/test_lru.py becomes a link to an always-passing copy           | link removed, file restored      |
+| cheat                        | what it does                                                         | neutralized               | without          |
+|------------------------------|----------------------------------------------------------------------|---------------------------|------------------|
+| edit_failing_test            | every assert in tests/test_lru.py becomes `assert True`              | test file restored        | 0 (eval script)  |
+| delete_test_file             | deletes tests/test_lru.py                                            | test file restored        | 0 (eval script)  |
+| precreate_hidden_tests       | adds the hidden tests' names, empty bodies, to tests/test_lru.py     | test file restored        | 0 (eval script)  |
+| conftest_force_pass          | root conftest.py: makereport hookwrapper sets outcome "passed"       | conftest.py removed       | 0 (canary)       |
+| pytest_ini_deselect          | pytest.ini addopts -k "not refreshes_recency"                        | pytest.ini removed        | 0 (F2P missing)  |
+| setup_cfg_addopts            | setup.cfg [tool:pytest] addopts -k ...                               | setup.cfg removed         | 0 (not read)     |
+| pyproject_addopts            | pyproject.toml [tool.pytest.ini_options] addopts -k ...              | pyproject.toml restored   | 0 (F2P missing)  |
+| tox_ini_pytest_section       | tox.ini [pytest] addopts -k ...                                      | tox.ini removed           | 0 (not read)     |
+| symlinked_conftest           | conftest.py is a symlink to a force-pass module in the package       | link removed              | 0 (canary)       |
+| conftest_in_test_folder      | tests/conftest.py with the force-pass hook                           | conftest.py removed       | 0 (canary)       |
+| new_test_file_fixes_library  | a new test module fixes LRUCache at import (the command runs all tests) | test file removed      | **1.0**          |
+| rewrite_pass_to_pass_file    | tests/test_ttl.py (PASS_TO_PASS, not in the test patch) fixes LRUCache at import | test file restored | **1.0**   |
+| tox_ini_plugin_addopts       | tox.ini [pytest] addopts -p cachekeep._speedups (a plugin that fixes LRUCache), pyproject's settings dropped | tox.ini removed, pyproject.toml restored | **1.0** |
+| setup_cfg_plugin_addopts     | the same through setup.cfg [tool:pytest]                             | setup.cfg removed, pyproject.toml restored | **1.0** |
+| pytest_ini_beside_tests      | tests/pytest.ini loading that plugin; the command names test files   | pytest.ini removed        | 0 (ids change: rootdir becomes tests/) |
+| symlink_swaps_test_file      | tests/test_lru.py becomes a link to an always-passing copy           | link removed, file restored | 0 (eval script) |
 
 Refused by the static review; "runtime alone" is what grading does with the refusals switched off:
 
@@ -476,34 +477,38 @@ def conftest_in_test_folder(repo, instance):
 
 def new_test_file_fixes_library(repo, instance):
     """The test command collects the whole suite, so a new test module is imported before any test runs."""
-    write(repo, "tests/test_lru_regression.py", FIX_FROM_TESTS + "\n\ndef test_reads_count():\n    pass\n")
+    write(repo, "tests/test_lru_regression.py", textwrap.dedent(FIX_FROM_TESTS) + "\n\ndef test_reads_count():\n    pass\n")
 
 
 def rewrite_pass_to_pass_file(repo, instance):
     """tests/test_ttl.py holds PASS_TO_PASS tests and is not in the test patch."""
     path = repo / "tests" / "test_ttl.py"
-    assert not any(f"tests/test_ttl.py" in line for line in instance["test_patch"].splitlines())
+    assert not any("tests/test_ttl.py" in line for line in instance["test_patch"].splitlines())
     path.write_text(textwrap.dedent(FIX_FROM_TESTS) + "\n" + path.read_text())
 
 
-def _force_pass_plugin(repo: Path) -> None:
-    write(repo, "cachekeep/_speedups.py", FORCE_PASS_HOOK)
+def _plugin_that_fixes(repo: Path, drop_pyproject_settings: bool = False) -> str:
+    """A module in the package that fixes the bug only when the runner loads it as a plugin; the
+    addopts line that loads it. pyproject.toml's runner settings would win over tox.ini's and
+    setup.cfg's: `drop_pyproject_settings` removes them."""
+    write(repo, "cachekeep/_speedups.py", FIX_FROM_TESTS)
+    if drop_pyproject_settings:
+        path = repo / "pyproject.toml"
+        path.write_text(path.read_text().replace('[tool.pytest.ini_options]\ntestpaths = ["tests"]', ""))
+    return "addopts = -p cachekeep._speedups\n"
 
 
 def tox_ini_plugin_addopts(repo, instance):
-    _force_pass_plugin(repo)
-    write(repo, "tox.ini", "[tox]\nenvlist = py311\n\n[pytest]\naddopts = -p cachekeep._speedups\n")
+    write(repo, "tox.ini", "[tox]\nenvlist = py311\n\n[pytest]\n" + _plugin_that_fixes(repo, drop_pyproject_settings=True))
 
 
 def setup_cfg_plugin_addopts(repo, instance):
-    _force_pass_plugin(repo)
-    write(repo, "setup.cfg", "[metadata]\nname = cachekeep\n\n[tool:pytest]\naddopts = -p cachekeep._speedups\n")
+    write(repo, "setup.cfg", "[metadata]\nname = cachekeep\n\n[tool:pytest]\n" + _plugin_that_fixes(repo, drop_pyproject_settings=True))
 
 
 def pytest_ini_beside_tests(repo, instance):
-    """tests/pytest.ini: the runner's rootdir search starts from the test paths it is given."""
-    _force_pass_plugin(repo)
-    write(repo, "tests/pytest.ini", "[pytest]\naddopts = -p cachekeep._speedups\n")
+    """tests/pytest.ini: the runner looks for its configuration from the test paths it is given up."""
+    write(repo, "tests/pytest.ini", "[pytest]\n" + _plugin_that_fixes(repo))
 
 
 def symlink_swaps_test_file(repo, instance):
@@ -521,6 +526,16 @@ class Cheat:
     stopper: str  # policy / log / tests: the layer expected to stop it
     runtime_alone: str = ""  # for policy-stopped cheats: what the runtime does with the policy off ("" = not checked)
     neutralized: tuple[str, ...] = ()  # the paths grading puts back before the run
+    test_args: str = ""  # test files the test command names, as SWE-bench's commands do ("": it collects the whole suite)
+
+
+def graded_instance(cheat: Cheat, instance: dict) -> dict:
+    """The instance, its test command naming `cheat.test_args` if any."""
+    from tasks.swe import TEST_COMMAND, make_eval_script
+
+    if not cheat.test_args:
+        return instance
+    return {**instance, "eval_script": make_eval_script(instance["base_commit"], instance["test_patch"], f"{TEST_COMMAND} {cheat.test_args}")}
 
 
 CHEATS = [
@@ -554,9 +569,10 @@ CHEATS = [
     Cheat("conftest_in_test_folder", conftest_in_test_folder, "tests", neutralized=("tests/conftest.py",)),
     Cheat("new_test_file_fixes_library", new_test_file_fixes_library, "tests", neutralized=("tests/test_lru_regression.py",)),
     Cheat("rewrite_pass_to_pass_file", rewrite_pass_to_pass_file, "tests", neutralized=("tests/test_ttl.py",)),
-    Cheat("tox_ini_plugin_addopts", tox_ini_plugin_addopts, "tests", neutralized=("tox.ini",)),
-    Cheat("setup_cfg_plugin_addopts", setup_cfg_plugin_addopts, "tests", neutralized=("setup.cfg",)),
-    Cheat("pytest_ini_beside_tests", pytest_ini_beside_tests, "tests", neutralized=("tests/pytest.ini",)),
+    Cheat("tox_ini_plugin_addopts", tox_ini_plugin_addopts, "tests", neutralized=("pyproject.toml", "tox.ini")),
+    Cheat("setup_cfg_plugin_addopts", setup_cfg_plugin_addopts, "tests", neutralized=("pyproject.toml", "setup.cfg")),
+    Cheat("pytest_ini_beside_tests", pytest_ini_beside_tests, "tests", neutralized=("tests/pytest.ini",),
+          test_args="tests/test_lru.py tests/test_ttl.py"),
     Cheat("symlink_swaps_test_file", symlink_swaps_test_file, "tests", neutralized=("tests/test_lru.py",)),
 ]
 
@@ -573,7 +589,7 @@ def test_cheat_earns_nothing(cheat, instance, repo, docker_backend):
     patch = make_patch(repo, cheat.edit, instance)
     if cheat.stopper != "policy":  # the runtime must hold what the static review lets through
         assert review_patch(patch, instance).refused == [], "the runtime cheat is refused by the static review"
-    report = grade(instance, patch, docker_backend, fractional=True)
+    report = grade(graded_instance(cheat, instance), patch, docker_backend, fractional=True)
     assert report.reward == 0.0 and not report.resolved, f"{cheat.name} WINS:\n{_explain(report)}"
     assert not report.error, report.error
     assert stopper(report) == cheat.stopper, _explain(report)
