@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from harness.errors import HarnessError
+from harness.evaluate import load_eval_settings
 from tasks.errors import TaskSetError
 from tasks.grade_run import load_predictions
 from tests.cli_helpers import harness, rows_of
@@ -39,6 +41,7 @@ def test_empty_patch_resolves_nothing(tmp_path, docker_backend):
     rows = results(tmp_path)
     assert len(rows) >= 12 and not any(r["resolved"] for r in rows)
     assert all(r["tests_status"]["FAIL_TO_PASS"]["failure"] for r in rows)
+    assert {r["verdict"] for r in rows} == {"empty_patch"}
 
 
 def test_a_killed_run_resumes_without_regrading(gold_run, tmp_path):
@@ -115,5 +118,5 @@ def test_eval_grades_in_the_mode_asked(tmp_path, gold_run):
     assert json.loads(trajectory.read_text())["reward_details"]["grading_mode"] == "strict"
     bad = tmp_path / "bad.yaml"
     bad.write_text("grading: strict\n")
-    refused = harness("eval", "--checkpoint", "gold", "--tasks", "swe-demo", "--config", str(bad), "--output", str(tmp_path / "x"))
-    assert refused.returncode != 0 and "`grading` must be a mapping" in refused.stdout + refused.stderr
+    with pytest.raises(HarnessError, match="`grading` must be a mapping with the key `mode`"):
+        load_eval_settings(bad)
