@@ -81,8 +81,8 @@ def prediction(instance: dict[str, Any], kind: str, read_base=None) -> str:
 
 def agent_style(instance: dict[str, Any], kind: str, read_base) -> str:
     """The gold patch plus what real agents leave beside a fix: a new test file (`gold+new-test`), a
-    regression test appended to a file of the test patch (`gold+test-edit`), a `tox.ini` hunk as
-    SWE-bench's install step leaves in sphinx's (`gold+tox`), a binary fixture as plain `git diff`
+    regression test appended to a file of the test patch (`gold+test-edit`), a hunk in `tox.ini` (else
+    `setup.cfg`) as SWE-bench's install step leaves in sphinx's (`gold+tox`), a binary fixture as plain `git diff`
     writes it (`gold+binary`), or all four (`agent-style`)."""
     extras = []
     if kind in ("gold+new-test", "agent-style"):
@@ -92,10 +92,10 @@ def agent_style(instance: dict[str, Any], kind: str, read_base) -> str:
         if path is not None:
             before = read_base(path) or ""
             extras.append(edit_patch(path, before, before + "\n\ndef test_harness_agent_regression():\n    assert True\n"))
-    if kind in ("gold+tox", "agent-style"):
-        before = read_base("tox.ini")
-        extras.append(edit_patch("tox.ini", before, before + "# run with -rA for the report\n") if before is not None
-                      else new_file_patch("tox.ini", "[testenv]\ncommands = pytest -rA {posargs}\n"))
+    if kind in ("gold+tox", "agent-style"):  # a hunk in the tracked runner configuration (`git diff` shows no other)
+        config = next(((path, text) for path in ("tox.ini", "setup.cfg") if (text := read_base(path)) is not None), None)
+        if config is not None:
+            extras.append(edit_patch(config[0], config[1], config[1] + "# run with -rA for the report\n"))
     if kind in ("gold+binary", "agent-style"):
         extras.append("diff --git a/harness_fixture.png b/harness_fixture.png\nnew file mode 100644\n"
                       "index 0000000000..6d1e8a0f3b\nBinary files /dev/null and b/harness_fixture.png differ\n")

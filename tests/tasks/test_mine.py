@@ -117,8 +117,8 @@ def test_the_official_harness_gives_the_same_verdicts(mined, tmp_path):
 @pytest.mark.timeout(3600)
 def test_real_agent_style_patches_get_the_official_verdict(mined, tmp_path):
     """The gold patch plus all that real agents leave beside a fix (a new test file, a regression test
-    appended to a file of the test patch, a `tox.ini` hunk, a binary fixture as plain `git diff` writes
-    it): the official harness resolves it, and so does ours, neutralizing the test and runner files.
+    appended to a file of the test patch, a `tox.ini` or `setup.cfg` hunk, a binary fixture as plain
+    `git diff` writes it): the official harness resolves it, and so does ours, neutralizing the test and runner files.
     One instance per log parser (pytest's, sympy's bin/test) keeps it cheap."""
     from bench.grading_parity_bench import run_parity
     from tests.cli_helpers import rows_of
@@ -131,4 +131,5 @@ def test_real_agent_style_patches_get_the_official_verdict(mined, tmp_path):
     ours = rows_of(tmp_path / "parity" / "ours" / "agent-style" / "results.jsonl")
     for row in ours:
         neutralized = {note.split(": ")[0] for note in row["neutralized"]}
-        assert {"test_harness_agent_repro.py", "tox.ini"} <= neutralized and row["verdict"] == "resolved", row
+        assert "test_harness_agent_repro.py" in neutralized and neutralized & {"tox.ini", "setup.cfg"}, row
+        assert row["verdict"] == "resolved", row
