@@ -45,7 +45,7 @@ from tasks.swe import test_list
 
 KINDS = ("gold", "empty", "wrong", "cheat-tests", "cheat-exit")
 # What real agents submit beside a correct fix (../shared/real-agent-runs): the official harness resolves them.
-AGENT_KINDS = ("gold+new-test", "gold+test-edit", "gold+tox", "gold+binary", "agent-style")
+AGENT_KINDS = ("gold-new-test", "gold-test-edit", "gold-tox", "gold-binary", "agent-style")
 
 
 def new_file_patch(path: str, text: str) -> str:
@@ -80,23 +80,23 @@ def prediction(instance: dict[str, Any], kind: str, read_base=None) -> str:
 
 
 def agent_style(instance: dict[str, Any], kind: str, read_base) -> str:
-    """The gold patch plus what real agents leave beside a fix: a new test file (`gold+new-test`), a
-    regression test appended to a file of the test patch (`gold+test-edit`), a hunk in `tox.ini` (else
-    `setup.cfg`) as SWE-bench's install step leaves in sphinx's (`gold+tox`), a binary fixture as plain `git diff`
-    writes it (`gold+binary`), or all four (`agent-style`)."""
+    """The gold patch plus what real agents leave beside a fix: a new test file (`gold-new-test`), a
+    regression test appended to a file of the test patch (`gold-test-edit`), a hunk in `tox.ini` (else
+    `setup.cfg`) as SWE-bench's install step leaves in sphinx's (`gold-tox`), a binary fixture as plain `git diff`
+    writes it (`gold-binary`), or all four (`agent-style`)."""
     extras = []
-    if kind in ("gold+new-test", "agent-style"):
+    if kind in ("gold-new-test", "agent-style"):
         extras.append(new_file_patch("test_harness_agent_repro.py", "def test_reproduces_the_report():\n    assert 1 + 1 == 2\n"))
-    if kind in ("gold+test-edit", "agent-style"):
+    if kind in ("gold-test-edit", "agent-style"):
         path = next((f.path for f in parse_patch(instance["test_patch"]) if not f.is_new and f.path.endswith(".py")), None)
         if path is not None:
             before = read_base(path) or ""
             extras.append(edit_patch(path, before, before + "\n\ndef test_harness_agent_regression():\n    assert True\n"))
-    if kind in ("gold+tox", "agent-style"):  # a hunk in the tracked runner configuration (`git diff` shows no other)
+    if kind in ("gold-tox", "agent-style"):  # a hunk in the tracked runner configuration (`git diff` shows no other)
         config = next(((path, text) for path in ("tox.ini", "setup.cfg") if (text := read_base(path)) is not None), None)
         if config is not None:
             extras.append(edit_patch(config[0], config[1], config[1] + "# run with -rA for the report\n"))
-    if kind in ("gold+binary", "agent-style"):
+    if kind in ("gold-binary", "agent-style"):
         extras.append("diff --git a/harness_fixture.png b/harness_fixture.png\nnew file mode 100644\n"
                       "index 0000000000..6d1e8a0f3b\nBinary files /dev/null and b/harness_fixture.png differ\n")
     return instance["patch"].rstrip("\n") + "\n" + "".join(extras)
