@@ -167,8 +167,9 @@ def review_patch(model_patch: str, instance: dict | None = None, mode: str = "de
     review = PatchReview()
     files = parse_patch(model_patch)
     for item in sorted(files, key=lambda f: not f.is_symlink):
-        refusals = _refusals(item)
-        neutral = "" if refusals else _neutral_reason(item, owned)
+        neutral = _neutral_reason(item, owned)
+        refusals = _refusals(item, read_source=not neutral)  # what is put back never runs: its source does not matter
+        neutral = "" if refusals else neutral
         if neutral and mode == "strict":
             refusals = [f"{neutral} (strict grading: any test or runner-configuration edit scores 0)"]
         review.refused += [f"{item.path}: {why}" for why in refusals]
@@ -203,8 +204,9 @@ def _neutral_reason(item: PatchFile, owned: set[str]) -> str:
     return ""
 
 
-def _refusals(item: PatchFile) -> list[str]:
-    """What can never be part of a fix and cannot be put back safely."""
+def _refusals(item: PatchFile, read_source: bool = True) -> list[str]:
+    """What can never be part of a fix and cannot be put back safely; with `read_source`, also what
+    added Python source does behind the runner's back."""
     path = PurePosixPath(item.path)
     name = path.name
     found = []
@@ -220,7 +222,7 @@ def _refusals(item: PatchFile) -> list[str]:
         found.append("compiled code")
     elif name.endswith(".py") and item.is_binary:
         found.append("binary Python source (cannot be reviewed)")
-    if name.endswith(".py") and not is_test_path(item.path):
+    if name.endswith(".py") and read_source:
         for pattern, why in _SUSPICIOUS_SOURCE:
             if any(pattern.search(line) for line in item.added):
                 found.append(f"added code {why}")
