@@ -33,6 +33,8 @@ RayAddressOption = typer.Option(None, "--ray-address", help="Run on the nodes of
                                 "as many sandboxes at once as its `sandbox` resource says, on its own engine.")
 ScaffoldOption = typer.Option("harness", "--scaffold", help="What drives the turns: harness (our own loop), mini-swe-agent, "
                               "or a registered scaffold / module:Name (docs/scaffolds.md).")
+GradingOption = typer.Option(None, "--grading", help="SWE-bench grading: default (edits to test files and runner "
+                             "configuration are neutralized, as the official harness does) or strict (any such edit scores 0).")
 EngineOption = typer.Option("auto", "--engine", help="What samples a checkpoint folder: transformers, vllm, or auto (vLLM on a GPU when installed).")
 
 
@@ -199,6 +201,7 @@ def eval_command(
     backend: str = BackendOption,
     reward_mode: Optional[str] = typer.Option(None, "--reward-mode", help="GSM8K rule: strict or flexible (numbers), or "
                                               "skyrl (SkyRL's exact string rule); default: each task's own."),
+    grading: Optional[str] = GradingOption,
     ray_address: Optional[str] = RayAddressOption,
     engine: str = EngineOption,
     prestart: int = typer.Option(0, min=0, max=64, help="Sandboxes per image started ahead of the queue, grading "
@@ -216,7 +219,8 @@ def eval_command(
               temperature=temperature, max_tokens=max_tokens, limit=limit, resume=resume, force=force,
               base_url=base_url, backend=backend, ray_address=ray_address, engine=engine,
               endpoint_limits=endpoint_limits, episode_timeout=episode_timeout or settings.get("episode_timeout"),
-              reward_mode=reward_mode, prestart=prestart, scaffold=scaffold)
+              reward_mode=reward_mode, grading_mode=grading or settings.get("grading", {}).get("mode"), prestart=prestart,
+              scaffold=scaffold)
 
 
 def _run_eval(checkpoint: str, tasks: str, output: Optional[Path], **settings):
@@ -492,11 +496,15 @@ def view_command(
 @friendly_errors
 def grade_command(
     predictions: str = typer.Option(..., help="SWE-bench predictions (.jsonl/.json), or `gold` / `empty`."),
-    tasks: str = typer.Option("swe-demo", "--tasks", help="Task set: built-in name or path of SWE-bench instances."),
+    tasks: Optional[str] = typer.Option(None, "--tasks", help="Task set: built-in name or path of SWE-bench instances "
+                                        "[default: swe-demo; with --check-only: none, each patch judged on its own]."),
     output: Path = typer.Option(Path("runs/grade"), help="Run directory (results.jsonl, report.json, report.md)."),
     workers: int = typer.Option(2, min=1, max=256, help="Instances graded at once."),
     fractional: bool = typer.Option(False, help="Reward the share of FAIL_TO_PASS fixed (0 if a PASS_TO_PASS breaks)."),
     force: bool = typer.Option(False, "--force", help="--output holds another grading run: set it aside (renamed .old-<time>) and start anew."),
+    grading: Optional[str] = GradingOption,
+    check_only: bool = typer.Option(False, "--check-only", help="Only the static review, no sandbox: which predictions "
+                                    "would be neutralized or refused, and why (writes check.json / check.md in --output)."),
     backend: str = BackendOption,
     ray_address: Optional[str] = RayAddressOption,
     compare_official: Optional[Path] = typer.Option(
@@ -506,17 +514,24 @@ def grade_command(
     """Grade predictions like SWE-bench does, in fresh sandboxes; resumable (rerun to finish)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from tasks.grade_run import grade_identity, grade_predictions, load_predictions, scripted_predictions, summarize
+    from tasks.grade_run import grade_identity, grade_predictions, load_predictions, row_note, scripted_predictions, summarize
+    from tasks.patch_policy import GRADING_MODES
     from tasks.official_parity import compare, load_official
     from tasks.taskset import load_tasks
 
+    mode = grading or "default"
+    if mode not in GRADING_MODES:
+        raise HarnessError(f"--grading must be one of {', '.join(GRADING_MODES)}, not {grading!r}")
+    if check_only:
+        return _check_only(predictions, tasks, output, mode)
+    tasks = tasks or "swe-demo"
     with console.status(f"loading {tasks} (images are built once and cached)"):
         instances = [t.metadata["instance"] for t in load_tasks(tasks) if "instance" in t.metadata]
     if not instances:
         raise TaskError(f"{tasks} holds no SWE-bench instances")
     preds = scripted_predictions(instances, predictions) if predictions in ("gold", "empty") else load_predictions(predictions)
     official = load_official(compare_official) if compare_official else None  # malformed: refused before any grading
-    identity = grade_identity(preds, instances, fractional, predictions_source=predictions, tasks=tasks)
+    identity = grade_identity(preds, instances, fractional, predictions_source=predictions, tasks=tasks, mode=mode)
     counts = {"resolved": 0, "done": 0}
     columns = [TextColumn("grading"), BarColumn(), MofNCompleteColumn(), TextColumn("resolved {task.fields[resolved]}"), TimeElapsedColumn()]
     with Progress(*columns, console=console) as progress:
@@ -532,13 +547,14 @@ def grade_command(
 
             cluster = Cluster(ray_address, backend=backend)
         results = grade_predictions(instances, preds, None if cluster else get_backend(backend), output, workers, fractional,
-                                    advance, identity=identity, force=force, cluster=cluster)
+                                    advance, identity=identity, force=force, cluster=cluster, mode=mode)
     summary = summarize(results)
-    table = Table("instance", "resolution", "reward", "note")
+    table = Table("instance", "verdict", "resolution", "reward", "note")
     for row in results:
-        table.add_row(row["instance_id"], row["resolution"], f"{row['reward']:.2f}", ("; ".join(row["rejected"]) or row["invalid_log"] or row["error"])[:80])
+        table.add_row(row["instance_id"], row.get("verdict", ""), row["resolution"], f"{row['reward']:.2f}", row_note(row)[:100])
     console.print(table)
-    console.print(f"resolved {summary['resolved']}/{summary['total']} ({summary['resolve_rate']:.1%}); report: {output / 'report.md'}")
+    console.print(f"resolved {summary['resolved']}/{summary['total']} ({summary['resolve_rate']:.1%}), grading mode {mode}, "
+                  f"neutralized {summary['neutralized']}, refused {summary['rejected']}; report: {output / 'report.md'}")
     if official is not None:
         _print_parity(compare(results, official), output, str(compare_official))
     if results and summary["errors"] == summary["total"]:
@@ -559,6 +575,23 @@ def _print_parity(agreements, output: Path, source: str) -> None:
     console.print(f"agreement with the official verdicts: {summary['agreement']:.1%} of {summary['compared']} "
                   f"(resolved here only {summary['ours_only']}, officially only {summary['theirs_only']}, "
                   f"not graded here {summary['not_graded_here']}); {output / 'parity.md'}")
+
+
+def _check_only(predictions: str, tasks: Optional[str], output: Path, mode: str) -> None:
+    """`harness grade --check-only`: the static review of every prediction, printed and written."""
+    from tasks.grade_run import check_predictions, load_predictions, write_check
+    from tasks.taskset import load_tasks
+
+    instances = [t.metadata["instance"] for t in load_tasks(tasks) if "instance" in t.metadata] if tasks else None
+    rows = check_predictions(load_predictions(predictions), instances, mode)
+    counts = write_check(rows, output, mode)
+    table = Table("instance", "verdict", "why")
+    for row in rows:
+        if row["verdict"] != "clean":
+            table.add_row(row["instance_id"], row["verdict"], "; ".join(row["refused"] or row["neutralized"])[:120])
+    console.print(table)
+    console.print(f"{len(rows)} predictions, grading mode {mode}: " + ", ".join(f"{k} {v}" for k, v in counts.items())
+                  + f"; details: {output / 'check.md'}")
 
 
 # -- data and tasks ------------------------------------------------------------------------------

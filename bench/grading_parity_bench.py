@@ -1,6 +1,6 @@
 """Run-level parity with the official harness: the same images, the same predictions, the same verdicts?
 
-    python -m bench.grading_parity_bench --instances runs/mined/instances.jsonl [--workers 2] [--output runs/parity]
+    python -m bench.grading_parity_bench --instances runs/mined/instances.jsonl [--workers 2] [--output runs/parity] [--kinds K,...]
 
 For every instance (mined by `harness tasks mine`, so each carries `image`, `eval_script`,
 `log_parser`, `eval_type`, which the installed `swebench` reads as they are) five predictions
@@ -9,6 +9,10 @@ are graded twice:
 - gold: the reference fix; empty: no change; wrong: a patch that applies and fixes nothing;
 - cheat-tests: the FAIL_TO_PASS tests' file made to skip all its tests at import;
 - cheat-exit: the module the fix changes ends the test process with status 0 when imported.
+
+With `--kinds`, also what real agents submit beside a correct fix (`AGENT_KINDS`: gold plus a new
+test file, an edit to a test file of the test patch, a `tox.ini` hunk, a binary fixture, or all
+four), which the official harness resolves and `harness grade` must too.
 
 ours: `harness grade` (`tasks.grade_run.grade_predictions`). theirs: `swebench.harness.
 run_evaluation.main`, the function `python -m swebench.harness.run_evaluation` calls, on an
@@ -26,6 +30,7 @@ import difflib
 import json
 import os
 import re
+import shlex
 import time
 from pathlib import Path
 from typing import Any
@@ -39,6 +44,8 @@ from tasks.patch_policy import parse_patch
 from tasks.swe import test_list
 
 KINDS = ("gold", "empty", "wrong", "cheat-tests", "cheat-exit")
+# What real agents submit beside a correct fix (../shared/real-agent-runs): the official harness resolves them.
+AGENT_KINDS = ("gold-new-test", "gold-test-edit", "gold-tox", "gold-binary", "agent-style")
 
 
 def new_file_patch(path: str, text: str) -> str:
@@ -48,9 +55,12 @@ def new_file_patch(path: str, text: str) -> str:
 
 
 def prediction(instance: dict[str, Any], kind: str, read_base=None) -> str:
-    """The model patch of one kind for one instance; `read_base(path)` gives a file at the base commit."""
+    """The model patch of one kind for one instance; `read_base(path)` gives a file at the base commit
+    (None if there is none)."""
     if kind == "gold":
         return instance["patch"]
+    if kind in AGENT_KINDS:
+        return agent_style(instance, kind, read_base or base_reader(instance))
     if kind == "empty":
         return ""
     if kind == "wrong":
@@ -60,11 +70,36 @@ def prediction(instance: dict[str, Any], kind: str, read_base=None) -> str:
         path = failing_test_file(instance)
         if any(f.path == path and f.is_new for f in parse_patch(instance["test_patch"])):
             return new_file_patch(path, "def test_nothing():\n    pass\n")
-        return edit_patch(path, read_base(path), "import pytest\npytest.skip('cheat', allow_module_level=True)\n")
+        before = read_base(path)
+        return edit_patch(path, before, "import pytest\npytest.skip('cheat', allow_module_level=True)\n" + before)
     if kind == "cheat-exit":  # the fixed module ends the test process, successfully, when imported
         path = parse_patch(instance["patch"])[0].path
-        return edit_patch(path, read_base(path), "import os\nos._exit(0)\n")
-    raise ValueError(f"unknown prediction kind {kind!r}; known: {', '.join(KINDS)}")
+        before = read_base(path)
+        return edit_patch(path, before, "import os\nos._exit(0)\n" + before)
+    raise ValueError(f"unknown prediction kind {kind!r}; known: {', '.join(KINDS + AGENT_KINDS)}")
+
+
+def agent_style(instance: dict[str, Any], kind: str, read_base) -> str:
+    """The gold patch plus what real agents leave beside a fix: a new test file (`gold-new-test`), a
+    regression test appended to a file of the test patch (`gold-test-edit`), a hunk in `tox.ini` (else
+    `setup.cfg`) as SWE-bench's install step leaves in sphinx's (`gold-tox`), a binary fixture as plain `git diff`
+    writes it (`gold-binary`), or all four (`agent-style`)."""
+    extras = []
+    if kind in ("gold-new-test", "agent-style"):
+        extras.append(new_file_patch("test_harness_agent_repro.py", "def test_reproduces_the_report():\n    assert 1 + 1 == 2\n"))
+    if kind in ("gold-test-edit", "agent-style"):
+        path = next((f.path for f in parse_patch(instance["test_patch"]) if not f.is_new and f.path.endswith(".py")), None)
+        if path is not None:
+            before = read_base(path) or ""
+            extras.append(edit_patch(path, before, before + "\n\ndef test_harness_agent_regression():\n    assert True\n"))
+    if kind in ("gold-tox", "agent-style"):  # a hunk in the tracked runner configuration (`git diff` shows no other)
+        config = next(((path, text) for path in ("tox.ini", "setup.cfg") if (text := read_base(path)) is not None), None)
+        if config is not None:
+            extras.append(edit_patch(config[0], config[1], config[1] + "# run with -rA for the report\n"))
+    if kind in ("gold-binary", "agent-style"):
+        extras.append("diff --git a/harness_fixture.png b/harness_fixture.png\nnew file mode 100644\n"
+                      "index 0000000000..6d1e8a0f3b\nBinary files /dev/null and b/harness_fixture.png differ\n")
+    return instance["patch"].rstrip("\n") + "\n" + "".join(extras)
 
 
 def failing_test_file(instance: dict[str, Any]) -> str:
@@ -83,19 +118,20 @@ def failing_test_file(instance: dict[str, Any]) -> str:
     return files[0]
 
 
-def edit_patch(path: str, before: str, prepend: str) -> str:
-    """A git-appliable diff that puts `prepend` at the top of `path`."""
-    lines = difflib.unified_diff(before.splitlines(keepends=True), (prepend + before).splitlines(keepends=True),
-                                 f"a/{path}", f"b/{path}")
+def edit_patch(path: str, before: str, after: str) -> str:
+    """A git-appliable diff that turns `path` from `before` into `after`."""
+    lines = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{path}", f"b/{path}")
     return f"diff --git a/{path} b/{path}\n" + "".join(lines)
 
 
 def base_reader(instance: dict[str, Any]):
-    """Read files of the instance's image (the repository at the base commit)."""
+    """Read files of the instance's image (the repository at the base commit); None for a missing file."""
     from sandboxes import SandboxSpec
 
-    def read(path: str) -> str:
+    def read(path: str) -> str | None:
         with get_backend("docker").create(SandboxSpec(image=instance["image"], workdir="/testbed")) as sb:
+            if sb.exec(f"test -f /testbed/{shlex.quote(path)}", timeout=60).exit_code != 0:
+                return None
             return sb.read_file(f"/testbed/{path}").decode()
 
     return read
@@ -168,10 +204,12 @@ def main() -> None:
     parser.add_argument("--instances", type=Path, required=True, help="Mined instances (JSONL with image, eval_script, ...).")
     parser.add_argument("--output", type=Path, default=Path("runs/parity"))
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--kinds", default=",".join(KINDS), help=f"Comma-separated, of {', '.join(KINDS + AGENT_KINDS)}.")
     args = parser.parse_args()
-    rows = run_parity(args.instances, args.output, args.workers)
+    kinds = tuple(k for k in args.kinds.split(",") if k)
+    rows = run_parity(args.instances, args.output, args.workers, kinds)
     table = Table("prediction", "resolved: ours", "theirs", "agree", "s/instance: ours", "theirs", "ours/theirs")
-    for kind in KINDS:
+    for kind in kinds:
         mine = [r for r in rows if r["kind"] == kind]
         ours_s = sum(r["ours_s"] for r in mine) / len(mine)
         theirs_s = sum(r["theirs_s"] for r in mine) / len(mine)

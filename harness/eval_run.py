@@ -14,6 +14,7 @@ from typing import Any, Callable
 from sandboxes import Backend, get_backend
 from sandboxes.cluster import Cluster
 from tasks.errors import TaskError
+from tasks.grading import with_grading_mode
 from tasks.gsm8k import with_reward_mode
 from tasks.task import Task
 from tasks.taskset import load_tasks
@@ -65,7 +66,8 @@ def prepare_eval(checkpoint: str, tasks: str, output: Path | None = None, *, sam
                  max_turns: int | None = None, temperature: float = 0.0, max_tokens: int = 1024, limit: int | None = None,
                  resume: bool = False, force: bool = False, base_url: str | None = None, backend: str = "auto",
                  ray_address: str | None = None, engine: str = "auto", endpoint_limits: EndpointLimits | None = None,
-                 episode_timeout: float | None = None, reward_mode: str | None = None, prestart: int = 0,
+                 episode_timeout: float | None = None, reward_mode: str | None = None, grading_mode: str | None = None,
+                 prestart: int = 0,
                  scaffold: str = OWN_LOOP, note: Callable[[str], None] = lambda message: None) -> EvalRun:
     """Everything before the first episode; `note` hears what the user should know (e.g. a fallback backend)."""
     driver = get_scaffold(scaffold)  # an unknown name fails before anything starts
@@ -73,7 +75,7 @@ def prepare_eval(checkpoint: str, tasks: str, output: Path | None = None, *, sam
         driver.argv()  # a scaffold from PyPI is installed into its venv now, not in the first episode
     if ray_address and scaffold != OWN_LOOP:
         raise HarnessError(f"--scaffold {scaffold} runs on this machine only, not on a Ray cluster (--ray-address)")
-    task_list = with_reward_mode(load_tasks(tasks)[:limit], reward_mode)
+    task_list = with_grading_mode(with_reward_mode(load_tasks(tasks)[:limit], reward_mode), grading_mode)
     if not task_list:
         raise TaskError(f"{tasks} holds no tasks")
     sandbox_backend = get_backend(backend) if any(t.sandbox for t in task_list) and not ray_address else None
@@ -84,7 +86,7 @@ def prepare_eval(checkpoint: str, tasks: str, output: Path | None = None, *, sam
                         max_turns=max_turns, temperature=temperature, max_tokens=max_tokens, backend=backend, limit=limit,
                         base_url=base_url if checkpoint.startswith("endpoint:") else None,
                         episode_timeout=float(episode_timeout or EvalConfig.episode_timeout), prestart=prestart,
-                        scaffold=scaffold)
+                        grading_mode=grading_mode or "default", scaffold=scaffold)
     check_run_dir(task_list, config, resume, force)
     if ray_address:
         return EvalRun(task_list, config, None, None, Cluster(ray_address, backend=backend),

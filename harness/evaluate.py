@@ -58,6 +58,7 @@ class EvalConfig:
     episode_timeout: float = 1800.0  # seconds per episode (checked between turns)
     # Sandboxes of one image started ahead of the queue (0: none); with it, grading overlaps the next episodes.
     prestart: int = 0
+    grading_mode: str = "default"  # SWE-bench grading: default (test and runner-config edits neutralized) or strict (scored 0)
     # What drives the turns: `harness` (our own loop) or a registered scaffold (harness.scaffolds).
     scaffold: str = "harness"
 
@@ -165,14 +166,16 @@ def result_row(t: Trajectory) -> dict[str, Any]:
         "exit_status": t.exit_status, "error": t.error, "turns": t.turns,
         "prompt_tokens": t.prompt_tokens, "completion_tokens": t.completion_tokens,
         "wall_s": t.timings.get("total_s", 0.0), "model_patch": t.model_patch, "policy": t.policy,
+        "neutralized": list(t.reward_details.get("neutralized") or []),
     }
 
 
-EVAL_YAML_KEYS = ("endpoint", "episode_timeout")
+EVAL_YAML_KEYS = ("endpoint", "episode_timeout", "grading")
 
 
 def load_eval_settings(path: str | Path | None) -> dict[str, Any]:
-    """The `harness eval --config` YAML: `endpoint:` (EndpointLimits fields) and `episode_timeout`."""
+    """The `harness eval --config` YAML: `endpoint:` (EndpointLimits fields), `episode_timeout` and
+    `grading: {mode: default | strict}`."""
     if path is None:
         return {}
     import yaml
@@ -188,6 +191,9 @@ def load_eval_settings(path: str | Path | None) -> dict[str, Any]:
         raise HarnessError(f"eval config {path}: unknown key(s) {', '.join(unknown)}; known: {', '.join(EVAL_YAML_KEYS)}")
     if not isinstance(data.get("endpoint", {}), dict):
         raise HarnessError(f"eval config {path}: `endpoint` must be a mapping of timeouts and retries")
+    grading = data.get("grading", {})
+    if not isinstance(grading, dict) or set(grading) - {"mode"}:
+        raise HarnessError(f"eval config {path}: `grading` must be a mapping with the key `mode` (default or strict)")
     return data
 
 
@@ -246,6 +252,8 @@ def build_report(rows: list[dict[str, Any]], config: EvalConfig) -> dict[str, An
         "errors_by_kind": dict(Counter(error_kind(r) for r in rows if r["error"])),
         "error_examples": _error_examples(rows),
         "all_failed": bool(rows) and all(failed(r) for r in rows),
+        "grading_mode": config.grading_mode,
+        "neutralized": sum(bool(r.get("neutralized")) for r in rows),
         "per_task": {t: {"samples": len(r), "resolved": sum(x["resolved"] for x in r), "mean_reward": mean(x["reward"] for x in r)}
                      for t, r in sorted(by_task.items())},
     }
@@ -275,7 +283,9 @@ def write_outputs(rows: list[dict], report: dict, tasks: list[Task], out: Path) 
         f"- resolve rate: {report['resolve_rate']:.1%}; mean reward {report['mean_reward']:.3f}",
         *[f"- {k}: {v:.3f}" for k, v in report.items() if k.startswith("pass@")],
         f"- mean turns {report['mean_turns']:.1f}; tokens {report['total_prompt_tokens']} prompt / {report['total_completion_tokens']} completion",
-        f"- mean wall time per episode {report['mean_wall_s']:.1f}s; exit statuses {report['exit_statuses']}", "",
+        f"- mean wall time per episode {report['mean_wall_s']:.1f}s; exit statuses {report['exit_statuses']}",
+        *([f"- grading mode {report['grading_mode']}; patches with test or runner-config edits neutralized: {report['neutralized']}"]
+          if swe else []), "",
         *([f"## Errors: {report['errors']} of {report['episodes']} episodes" + (" (every episode failed)" if report["all_failed"] else ""), "", *errors, ""] if errors else []),
         "| task | samples | resolved | mean reward |", "|---|---|---|---|",
         *[f"| {t} | {v['samples']} | {v['resolved']} | {v['mean_reward']:.2f} |" for t, v in report["per_task"].items()],

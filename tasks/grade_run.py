@@ -10,6 +10,7 @@ record cannot be graded becomes an error row; it never ends the run.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Callable
@@ -18,7 +19,8 @@ from sandboxes import Backend
 from sandboxes.cluster import Cluster
 
 from .errors import Problem, TaskSetError
-from .grading import GradeReport, grade
+from .grading import GradeReport, bad_input, grade
+from .patch_policy import review_patch
 from .rundir import RESULTS, content_hash, open_run
 from .runlog import append_row, atomic_write, drop_partial_line, read_rows
 from .swe import grading_problems
@@ -74,12 +76,13 @@ def grade_predictions(
     identity: dict[str, Any] | None = None,
     force: bool = False,
     cluster: Cluster | None = None,
+    mode: str = "default",
 ) -> list[dict[str, Any]]:
-    """Grade every prediction whose instance is known; return all results of the run dir.
+    """Grade every prediction whose instance is known, in grading `mode`; return all results of the run dir.
 
     `identity` says what this run is (`grade_identity`); a folder holding another run is refused.
     """
-    identity = identity or grade_identity(predictions, instances, fractional)
+    identity = identity or grade_identity(predictions, instances, fractional, mode=mode)
     open_run(output_dir, "grade", identity, resume=True, force=force)
     results_path = output_dir / RESULTS
     drop_partial_line(results_path)
@@ -88,10 +91,10 @@ def grade_predictions(
     todo = [p for p in predictions.values() if p["instance_id"] in by_id and p["instance_id"] not in done]
     with ThreadPoolExecutor(max_workers=max(workers, 1)) as pool:
         if cluster is not None:  # graded on the nodes of a Ray cluster, each in its own engine
-            jobs = [(by_id[p["instance_id"]], p.get("model_patch"), fractional, p) for p in todo]
+            jobs = [(by_id[p["instance_id"]], p.get("model_patch"), fractional, mode, p) for p in todo]
             finished = ((job[-1], report) for job, report, _ in cluster.map_unordered(_grade_on_node, jobs))
         else:
-            futures = {pool.submit(_grade_one, by_id[p["instance_id"]], p.get("model_patch"), backend, fractional): p for p in todo}
+            futures = {pool.submit(_grade_one, by_id[p["instance_id"]], p.get("model_patch"), backend, fractional, mode): p for p in todo}
             finished = ((futures[future], future.result()) for future in as_completed(futures))
         for prediction, report in finished:
             row = {"model_name_or_path": prediction.get("model_name_or_path", ""), **report.to_dict()}
@@ -100,14 +103,14 @@ def grade_predictions(
             on_result(report)
     unknown = sorted(set(predictions) - set(by_id))
     results = [done[i] for i in sorted(done)]
-    write_report(results, unknown, output_dir)
+    write_report(results, unknown, output_dir, mode)
     return results
 
 
 def grade_identity(predictions: dict[str, dict[str, Any]], instances: list[dict[str, Any]], fractional: bool,
-                   predictions_source: str = "", tasks: str = "") -> dict[str, Any]:
+                   predictions_source: str = "", tasks: str = "", mode: str = "default") -> dict[str, Any]:
     """What a grading run is: the predictions (the file's content hash, or that of the scripted
-    predictions), the instances graded, the reward mode."""
+    predictions), the instances graded, the reward and grading modes."""
     source = Path(predictions_source) if predictions_source else None
     data = source.read_bytes() if source is not None and source.is_file() else json.dumps(predictions, sort_keys=True)
     return {
@@ -116,24 +119,62 @@ def grade_identity(predictions: dict[str, dict[str, Any]], instances: list[dict[
         "tasks": tasks,
         "instances_sha256": content_hash(json.dumps(sorted(i["instance_id"] for i in instances))),
         "fractional": fractional,
+        **({"grading_mode": mode} if mode != "default" else {}),  # runs written before strict mode existed resume as they are
     }
 
 
-def _grade_on_node(backend: Backend, instance: dict[str, Any], patch: str | None, fractional: bool, prediction: dict) -> GradeReport:
-    return _grade_one(instance, patch, backend, fractional)
+def _grade_on_node(backend: Backend, instance: dict[str, Any], patch: str | None, fractional: bool, mode: str,
+                   prediction: dict) -> GradeReport:
+    return _grade_one(instance, patch, backend, fractional, mode)
 
 
-def _grade_one(instance: dict[str, Any], patch: str | None, backend: Backend, fractional: bool) -> GradeReport:
+def _grade_one(instance: dict[str, Any], patch: str | None, backend: Backend, fractional: bool, mode: str) -> GradeReport:
     """`grade`, with a record that cannot be graded (bad field, unknown parser) as an error row."""
     problems = grading_problems(instance)
     if problems:
-        return GradeReport(str(instance.get("instance_id")), patch_exists=bool((patch or "").strip()),
-                           error="cannot grade this instance: " + "; ".join(f"{field}: {message}" for field, message in problems))
+        return _error_row(instance, patch, mode, "; ".join(f"{field}: {message}" for field, message in problems))
     try:
-        return grade(instance, patch, backend, fractional=fractional)
+        return grade(instance, patch, backend, fractional=fractional, mode=mode)
     except Exception as err:  # noqa: BLE001 - one bad record must not end the run
-        return GradeReport(str(instance.get("instance_id")), patch_exists=bool((patch or "").strip()),
-                           error=f"cannot grade this instance: {type(err).__name__}: {err}")
+        return _error_row(instance, patch, mode, f"{type(err).__name__}: {err}")
+
+
+def _error_row(instance: dict[str, Any], patch: str | None, mode: str, why: str) -> GradeReport:
+    return GradeReport(str(instance.get("instance_id")), patch_exists=bool((patch or "").strip()), verdict="error",
+                       grading_mode=mode, error=f"cannot grade this instance: {why}")
+
+
+def check_predictions(predictions: dict[str, dict[str, Any]], instances: list[dict[str, Any]] | None = None,
+                      mode: str = "default") -> list[dict[str, Any]]:
+    """The static part of grading alone, no sandbox: per prediction its verdict (`empty_patch`,
+    `not_a_diff`, `too_large`, `refused`, `neutralized` or `clean`), what is refused and what would be
+    neutralized, and why. With `instances`, their test patches and tests count as test files."""
+    by_id = {i["instance_id"]: i for i in instances or []}
+    rows = []
+    for instance_id, prediction in sorted(predictions.items()):
+        patch = prediction.get("model_patch") or ""
+        row = {"instance_id": instance_id, "known_instance": instance_id in by_id, "refused": [], "neutralized": []}
+        row["verdict"] = bad_input(patch) or ("" if patch.strip() else "empty_patch")
+        if not row["verdict"]:
+            review = review_patch(patch, by_id.get(instance_id), mode)
+            row["refused"], row["neutralized"] = review.refused, review.notes()
+            row["verdict"] = "refused" if review.refused else "neutralized" if review.neutralized else "clean"
+        rows.append(row)
+    return rows
+
+
+def write_check(rows: list[dict[str, Any]], output_dir: Path, mode: str) -> dict[str, int]:
+    """`check.json` and `check.md` for `check_predictions` rows; returns the count of each verdict."""
+    counts = dict(sorted(Counter(r["verdict"] for r in rows).items()))
+    output_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write(output_dir / "check.json", json.dumps({"grading_mode": mode, "verdicts": counts, "predictions": rows}, indent=1))
+    lines = ["# Static review of predictions", "", f"Grading mode: {mode} ({MODE_NOTES[mode]}).", "",
+             ", ".join(f"{k}: {v}" for k, v in counts.items()) + f" (of {len(rows)}).", "",
+             "| instance | verdict | why |", "|---|---|---|"]
+    lines += [f"| {r['instance_id']} | {r['verdict']} | {'; '.join(r['refused'] or r['neutralized']).replace('|', '/')[:200]} |"
+              for r in rows if r["verdict"] != "clean"]
+    atomic_write(output_dir / "check.md", "\n".join(lines) + "\n")
+    return counts
 
 
 def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -144,6 +185,8 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
         "resolved": resolved,
         "resolve_rate": resolved / total if total else 0.0,
         "rejected": sum(bool(r["rejected"]) for r in results),
+        "neutralized": sum(bool(r.get("neutralized")) for r in results),
+        "verdicts": dict(sorted(Counter(r.get("verdict") or "?" for r in results).items())),
         "not_applied": sum(r["patch_exists"] and not r["patch_successfully_applied"] and not r["rejected"] for r in results),
         "invalid_log": sum(bool(r["invalid_log"]) for r in results),
         "errors": sum(bool(r["error"]) for r in results),
@@ -151,19 +194,34 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def write_report(results: list[dict[str, Any]], unknown: list[str], output_dir: Path) -> None:
-    summary = summarize(results)
+MODE_NOTES = {
+    "default": "test files, runner configuration and symlinks the patches touched were put back as at the base commit "
+               "before the tests ran (neutralized), as SWE-bench's eval script does for the test patch's files",
+    "strict": "any edit to a test file, runner configuration or symlink scored 0",
+}
+
+
+def write_report(results: list[dict[str, Any]], unknown: list[str], output_dir: Path, mode: str = "default") -> None:
+    summary = {"grading_mode": mode, **summarize(results)}
     atomic_write(output_dir / "report.json", json.dumps({"summary": summary, "unknown_instances": unknown, "instances": results}, indent=1))
     lines = [
         "# Grading report", "",
+        f"Grading mode: {mode} ({MODE_NOTES[mode]}).", "",
         f"Resolved {summary['resolved']} of {summary['total']} ({summary['resolve_rate']:.1%}); "
-        f"rejected {summary['rejected']}, not applied {summary['not_applied']}, "
+        f"rejected {summary['rejected']}, neutralized {summary['neutralized']}, not applied {summary['not_applied']}, "
         f"untrusted logs {summary['invalid_log']}, errors {summary['errors']}.", "",
-        "| instance | resolution | reward | note |", "|---|---|---|---|",
+        "| instance | verdict | resolution | reward | note |", "|---|---|---|---|---|",
     ]
     for r in results:
-        note = "; ".join(r["rejected"]) or r["invalid_log"] or r["error"] or ("not applied" if r["patch_exists"] and not r["patch_successfully_applied"] else "")
-        lines.append(f"| {r['instance_id']} | {r['resolution']} | {r['reward']:.2f} | {note[:120]} |")
+        lines.append(f"| {r['instance_id']} | {r.get('verdict', '')} | {r['resolution']} | {r['reward']:.2f} | {row_note(r)[:160]} |")
     if unknown:
         lines += ["", f"Predictions for unknown instances (not graded): {', '.join(unknown)}"]
     atomic_write(output_dir / "report.md", "\n".join(lines) + "\n")
+
+
+def row_note(row: dict[str, Any]) -> str:
+    """Why a row scored what it did, and what was neutralized, in one line."""
+    why = "; ".join(row["rejected"]) or row["invalid_log"] or row["error"] or (
+        "not applied" if row["patch_exists"] and not row["patch_successfully_applied"] else "")
+    neutralized = "neutralized: " + "; ".join(row["neutralized"]) if row.get("neutralized") else ""
+    return " | ".join(part for part in (why, neutralized) if part).replace("|", "/")

@@ -1,10 +1,12 @@
 """Grade a model patch the way SWE-bench does, in a fresh sandbox, with anti-gaming checks.
 
-Steps: refuse patches that touch the test infrastructure (`patch_policy`); start a fresh
-sandbox from the instance image (never the agent's own); apply the patch with SWE-bench's
-fallbacks; put every test file the patch touched back as it was at the base commit (even with
-an empty test patch, as synthesized tasks have); run the eval script detached from any terminal with its output in a file; parse
-the log with the `swebench` package (`PARSER_REGISTRY`, exit-status cross-check) and decide
+Steps: give bad input its own verdict (empty, not a diff, too large); review the patch
+(`patch_policy`: refuse what can never be part of a fix; in strict mode also any test or
+runner-configuration edit); start a fresh sandbox from the instance image (never the agent's
+own); apply the patch with SWE-bench's fallbacks; neutralize what it did to test files, runner
+configuration and symlinks, putting them back as they were at the base commit (even with an empty
+test patch, as synthesized tasks have), recorded in `GradeReport.neutralized`; run the eval
+script detached from any terminal with its output in a file; parse the log with the `swebench` package (`PARSER_REGISTRY`, exit-status cross-check) and decide
 FULL / PARTIAL / NO with its rules. On top of that, the runner that wrote the log (pytest,
 Django's runtests.py, sympy's bin/test: `runners`) must vouch for it: its own final summary is
 there, nothing claims a result after it, its counts agree with the parsed results, and every
@@ -24,6 +26,7 @@ the code under test can announce itself with `pytest.xfail()`.
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import shlex
 import tempfile
@@ -33,7 +36,8 @@ from typing import Any
 
 from sandboxes import Backend, SandboxError, SandboxSpec
 
-from .patch_policy import is_test_path, parse_patch, patch_violations
+from .errors import TaskError
+from .patch_policy import GRADING_MODES, parse_patch, review_patch
 from .runners import Check, region, runner_for
 from .swe import WORKDIR, test_list
 
@@ -41,8 +45,12 @@ APPLY_COMMANDS = [
     "git apply --verbose {p}",
     "git apply --verbose --3way {p}",
     "git apply --verbose --reject {p}",
-    "patch --batch --fuzz=5 -p1 -i {p}",
+    "patch --batch --forward --fuzz=5 -p1 -i {p}",  # --forward, as SWE-bench's: a hunk that looks applied fails, never reverts
 ]
+MAX_PATCH_BYTES = 20 * 2**20  # larger than any fix; graded as `too_large` without a sandbox
+# Why a prediction scored what it did, one word each (SWE-bench's report keys tell the rest).
+VERDICTS = ("resolved", "unresolved", "empty_patch", "not_a_diff", "too_large", "refused",
+            "patch_apply_failed", "untrusted_log", "error")
 
 
 @dataclass
@@ -56,7 +64,10 @@ class GradeReport:
     resolution: str = "NO"  # FULL / PARTIAL / NO
     reward: float = 0.0
     tests_status: dict[str, Any] = field(default_factory=dict)
-    rejected: list[str] = field(default_factory=list)  # patch-policy violations
+    verdict: str = ""  # one of VERDICTS
+    grading_mode: str = "default"  # default (test and runner-config edits neutralized) or strict (scored 0)
+    rejected: list[str] = field(default_factory=list)  # patch-policy refusals, "path: why"
+    neutralized: list[str] = field(default_factory=list)  # files put back before the run, "path: why"
     invalid_log: str = ""  # why the test log was not trusted
     checks: list[str] = field(default_factory=list)  # the log's trust checks: applied / skipped (why) / failed
     apply_method: str = ""
@@ -74,21 +85,65 @@ def grade(
     backend: Backend,
     timeout: float = 900.0,
     fractional: bool = False,
+    mode: str = "default",
 ) -> GradeReport:
-    """Grade one prediction. Never raises for a bad patch; sandbox faults end up in `error`."""
+    """Grade one prediction in grading `mode` (default or strict). Never raises for a bad patch;
+    sandbox faults end up in `error`."""
     started = time.monotonic()
-    report = GradeReport(instance["instance_id"])
+    report = GradeReport(instance["instance_id"], grading_mode=mode)
     try:
         _grade_into(report, instance, model_patch or "", backend, timeout, fractional)
     except SandboxError as err:
         report.error = f"{type(err).__name__}: {err}"
     report.duration = time.monotonic() - started
+    report.verdict = report.verdict or verdict_of(report)
     return report
 
 
+def with_grading_mode(tasks: list, mode: str | None) -> list:
+    """`tasks` with their SWE-bench grading in `mode` (default or strict); None = as they are."""
+    if mode is None:
+        return tasks
+    if mode not in GRADING_MODES:
+        raise TaskError(f"unknown grading mode {mode!r}: use one of {', '.join(GRADING_MODES)}")
+    if not any("instance" in task.metadata for task in tasks):
+        raise TaskError(f"grading mode {mode!r} applies to SWE-bench tasks, and this task set has none")
+    return [dataclasses.replace(task, reward_spec={**task.reward_spec, "grading_mode": mode}) if "instance" in task.metadata else task
+            for task in tasks]
+
+
+def verdict_of(report: GradeReport) -> str:
+    """The verdict a finished grading earned (bad input is decided before and kept)."""
+    if report.error:
+        return "error"
+    if report.rejected:
+        return "refused"
+    if report.patch_exists and not report.patch_successfully_applied:
+        return "patch_apply_failed"
+    if report.invalid_log:
+        return "untrusted_log"
+    if not report.patch_exists:
+        return "empty_patch"
+    return "resolved" if report.resolved else "unresolved"
+
+
+def bad_input(model_patch: str) -> str:
+    """The verdict of a patch that cannot be graded as a diff ("" when it can): `too_large`, or
+    `not_a_diff` (text in which no file diff can be read: it would apply nothing we reviewed)."""
+    if len(model_patch.encode("utf-8", errors="replace")) > MAX_PATCH_BYTES:
+        return "too_large"
+    if model_patch.strip() and not parse_patch(model_patch):
+        return "not_a_diff"
+    return ""
+
+
 def _grade_into(report, instance, model_patch, backend, timeout, fractional) -> None:
-    report.patch_exists = bool(model_patch.strip())  # an empty patch still runs the tests
-    report.rejected = patch_violations(model_patch, instance.get("test_patch", ""))
+    report.patch_exists = bool(model_patch.strip())  # an empty patch still runs the tests, as SWE-bench's empty baseline does
+    report.verdict = bad_input(model_patch)
+    if report.verdict:
+        return
+    review = review_patch(model_patch, instance, report.grading_mode)
+    report.rejected, report.neutralized = review.refused, review.notes()
     if report.rejected:
         return
     canary = new_canary() if canary_plant(instance, "test_x") else ""
@@ -135,11 +190,7 @@ def run_eval(instance: dict, patch: str, backend: Backend, timeout: float = 900.
             method = _apply(sb, patch, workdir)
             if not method:
                 return "", ""
-            restore = tests_to_restore(instance, patch)
-            if restore:  # the tests that judge the patch are the base commit's, whatever the patch did to them
-                base = shlex.quote(instance.get("base_commit") or "HEAD")
-                sb.exec(f"cd {workdir} && " + " ; ".join(
-                    f"{{ git checkout {base} -- {shlex.quote(p)} 2>/dev/null || rm -rf {shlex.quote(p)}; }}" for p in restore), timeout=120)
+            neutralize(sb, instance, patch)
         # SWE-bench's TestSpec adds the lines that record the test command's exit status.
         script = _test_spec(instance).eval_script
         plant = canary_plant(instance, canary) if canary else None
@@ -169,12 +220,17 @@ def run_setup(sb, instance: dict, timeout: float = 300.0) -> None:
                            f"(exit {result.exit_code}): {result.output[-2000:]}")
 
 
-def tests_to_restore(instance: dict, patch: str) -> list[str]:
-    """Files of `patch` that belong to the tests: test files (conftest.py included) and the files
-    of the FAIL_TO_PASS / PASS_TO_PASS tests. Grading puts them back as they were at the base
-    commit (or deletes them, if new) even when the instance has no test patch to do it."""
-    owned = {t.split("::", 1)[0] for t in test_list(instance.get("FAIL_TO_PASS")) + test_list(instance.get("PASS_TO_PASS")) if "::" in t}
-    return [f.path for f in parse_patch(patch) if is_test_path(f.path) or f.path in owned]
+def neutralize(sb, instance: dict, patch: str) -> list[str]:
+    """Put the files `review_patch` neutralizes back as they were at the base commit (deleting
+    those the patch added), symlinks first, even when the instance has no test patch to do it:
+    the tests and runner settings that judge the patch are the base commit's. Returns the paths."""
+    paths = list(review_patch(patch, instance).neutralized)
+    if paths:
+        workdir = instance.get("workdir", WORKDIR)
+        base = shlex.quote(instance.get("base_commit") or "HEAD")
+        steps = " ; ".join(f"rm -rf -- {shlex.quote(p)} ; git checkout -q {base} -- {shlex.quote(p)} 2>/dev/null" for p in paths)
+        sb.exec(f"cd {shlex.quote(workdir)} && {{ {steps} ; true ; }}", timeout=120)
+    return paths
 
 
 def _apply(sb, patch: str, workdir: str) -> str:

@@ -1,18 +1,32 @@
-"""Which model patches may be graded at all: the first, static line of defence against reward hacking.
+"""What a model patch may change before it is graded: the static line of defence against reward hacking.
 
-A reward must rise only when the code is fixed. A patch is refused, with the reason, when it
-touches what decides the verdict instead of the code under test: test files and the paths the
-test patch owns, test-runner configuration, interpreter start-up hooks, modules at the
-repository root that would be imported in place of the test runner, compiled bytecode,
-symlinks, git metadata, or source that ends the process behind the runner's back or writes
-the harness's own markers.
+A reward must rise only when the code is fixed. Each file a patch touches is judged by its path
+and, for source, by what it adds:
+
+- **neutralized**: test files (a `tests/` folder, `test_*.py`, `conftest.py`), the files the test
+  patch owns or the FAIL_TO_PASS / PASS_TO_PASS tests live in, test-runner configuration
+  (`pytest.ini`, `tox.ini`, `setup.cfg`, the runner settings of `pyproject.toml`, ...), runner
+  scripts and symlinks. Grading puts them back as they are at the base commit (or removes them,
+  if the patch added them) before the tests run, as SWE-bench's eval script does for the test
+  patch's files: what the patch did to them never decides the verdict, and an honest fix that
+  also adds a regression test or carries a stray `tox.ini` hunk keeps its reward.
+- **refused** (the patch scores 0, each reason named): what can never be part of a fix and cannot
+  be put back safely: interpreter start-up hooks (`sitecustomize.py`, `.pth`), modules at the
+  repository root that would be imported in place of the test runner, git metadata,
+  installed-package metadata (`*.egg-info/`: a `pytest11` entry point loads a plugin), compiled
+  code, Python source that cannot be read, and source that ends the process behind the
+  runner's back or writes the harness's own markers.
+
+In `strict` mode (a reward for training that wants no test edits at all) everything that would
+be neutralized is refused instead: one review, one code path, two outcomes.
 
 What a patch *says* is not held against it: real fixes to pytest live in `src/_pytest/` and
 mention pytest everywhere, real fixes elsewhere import `sys.modules[...]`, register `atexit`
 hooks or print "ERROR:". Those are judged at run time instead (`grading`: a fresh sandbox,
-test files restored from the base commit, a canary test that must fail, the runner's own
-summary vouching for every result), which stops every red-team cheat that only words would
-have caught. Measured on 600 real merged fixes (`../shared/honest-fixes/`): 0 refused.
+neutralized files put back, a canary test that must fail, the runner's own summary vouching for
+every result). Measured on 600 real merged fixes (`../shared/honest-fixes/`): 0 refused; on a
+real frontier agent's 244 SWE-bench Verified submissions (`../shared/real-agent-runs/`): none
+of the 178 the official harness resolved is refused.
 """
 
 from __future__ import annotations
@@ -20,14 +34,21 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
+from typing import Literal, get_args
 
-_TEST_CONFIG_FILES = {"pytest.ini", "tox.ini", "setup.cfg", "noxfile.py", ".coveragerc"}
+GradingMode = Literal["default", "strict"]
+GRADING_MODES: tuple[str, ...] = get_args(GradingMode)
+
+_TEST_CONFIG_FILES = {"pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "tox.ini", "setup.cfg", "noxfile.py", ".coveragerc"}
+# Scripts that run the tests (sympy's bin/test, Django's tests/runtests.py is a test file already).
+_RUNNER_SCRIPTS = {"bin/test", "runtests.py"}
 _STARTUP_HOOKS = {"sitecustomize.py", "usercustomize.py"}
 # `python -m pytest` in the repository root imports these from the root before site-packages:
 # there, and only there, a file of that name replaces the runner the grader runs.
 _RUNNER_SHADOWS = {"pytest", "_pytest", "py", "unittest", "pluggy"}  # as a module (x.py) or a package (x/)
-# In pyproject.toml only test configuration is off limits; other edits (dependencies) are fine.
-_PYPROJECT_TEST_CONFIG = re.compile(r"pytest|addopts|testpaths|python_files|python_functions|norecursedirs|\[tool\.")
+# In pyproject.toml only the runner's settings are put back; other edits (dependencies) stay.
+_PYPROJECT_TEST_CONFIG = re.compile(r"pytest|addopts|testpaths|python_|norecursedirs|pythonpath|confcutdir|rootdir|plugins|\[tool\.")
+_COMPILED = (".pyc", ".pyo", ".so", ".pyd", ".dylib", ".dll")
 # Source with no business in a bug fix: ending the process so that no report shows the
 # failures, tracing the interpreter, or writing the markers the eval script's log is cut by.
 _SUSPICIOUS_SOURCE = [
@@ -85,13 +106,13 @@ def parse_patch(patch: str) -> list[PatchFile]:
             new_left = int(match.group(2) or 1)
         elif current is None:
             continue
-        elif line.startswith(("new file mode 120000", "new mode 120000", "old mode 120000")):
+        elif line.startswith(("new file mode 120000", "new mode 120000", "old mode 120000", "deleted file mode 120000")):
             current.is_symlink = True
         elif line.startswith("new file mode"):
             current.is_new = True
         elif line.startswith(("GIT binary patch", "Binary files ")):
             current.is_binary = True
-        elif line.startswith(("rename to ", "copy to ")):
+        elif line.startswith(("rename from ", "rename to ", "copy to ")):  # a rename deletes its source
             renamed = line.split(" ", 2)[2]
             files.setdefault(renamed, PatchFile(renamed))
     return list(files.values())
@@ -125,38 +146,83 @@ def is_test_path(path: str) -> bool:
     )
 
 
-def patch_violations(model_patch: str, test_patch: str = "") -> list[str]:
-    """Every reason to refuse `model_patch`; empty when it may be graded."""
-    protected = {f.path for f in parse_patch(test_patch)}
-    reasons = []
-    for item in parse_patch(model_patch):
-        reasons += [f"{item.path}: {why}" for why in _file_violations(item, protected)]
-    return reasons
+@dataclass
+class PatchReview:
+    """What grading does with a patch: refuse it (`refused`: "path: why") or put back the files in
+    `neutralized` (path -> why) before the tests run, symlinks first (a link may lead elsewhere)."""
+
+    refused: list[str] = field(default_factory=list)
+    neutralized: dict[str, str] = field(default_factory=dict)
+
+    def notes(self) -> list[str]:
+        return [f"{path}: {why}" for path, why in self.neutralized.items()]
 
 
-def _file_violations(item: PatchFile, protected: set[str]) -> list[str]:
+def review_patch(model_patch: str, instance: dict | None = None, mode: str = "default") -> PatchReview:
+    """Judge every file of `model_patch` against `instance` (its test patch and tests) in `mode`."""
+    if mode not in GRADING_MODES:
+        raise ValueError(f"unknown grading mode {mode!r}: use one of {', '.join(GRADING_MODES)}")
+    instance = instance or {}
+    owned = {f.path for f in parse_patch(instance.get("test_patch") or "")} | owned_test_files(instance)
+    review = PatchReview()
+    files = parse_patch(model_patch)
+    for item in sorted(files, key=lambda f: not f.is_symlink):
+        neutral = _neutral_reason(item, owned)
+        refusals = _refusals(item, read_source=not neutral)  # what is put back never runs: its source does not matter
+        neutral = "" if refusals else neutral
+        if neutral and mode == "strict":
+            refusals = [f"{neutral} (strict grading: any test or runner-configuration edit scores 0)"]
+        review.refused += [f"{item.path}: {why}" for why in refusals]
+        if neutral and not refusals:
+            review.neutralized[item.path] = neutral
+    return review
+
+
+def owned_test_files(instance: dict) -> set[str]:
+    """The files the FAIL_TO_PASS / PASS_TO_PASS tests live in (for test ids that name a file)."""
+    from .swe import test_list  # swe reads patches with this module
+
+    ids = test_list(instance.get("FAIL_TO_PASS")) + test_list(instance.get("PASS_TO_PASS"))
+    return {t.split("::", 1)[0] for t in ids if "::" in t}
+
+
+def _neutral_reason(item: PatchFile, owned: set[str]) -> str:
+    """Why grading puts `item` back as it was at the base commit ("" when it stays as patched)."""
+    path = PurePosixPath(item.path)
+    if item.is_symlink:
+        return "symlink (removed: a link can swap what the tests or the runner read)"
+    if item.path in owned:
+        return "test file the grading tests live in (restored from the base commit)"
+    if is_test_path(item.path):
+        return "test file (" + ("removed: added tests are not run" if item.is_new else "restored from the base commit") + ")"
+    if path.name in _TEST_CONFIG_FILES:
+        return "test-runner configuration (" + ("removed" if item.is_new else "restored from the base commit") + ")"
+    if item.path in _RUNNER_SCRIPTS:
+        return "test-runner script (restored from the base commit)"
+    if path.name == "pyproject.toml" and any(_PYPROJECT_TEST_CONFIG.search(l) for l in item.added + item.removed):
+        return "test-runner settings in pyproject.toml (restored from the base commit)"
+    return ""
+
+
+def _refusals(item: PatchFile, read_source: bool = True) -> list[str]:
+    """What can never be part of a fix and cannot be put back safely; with `read_source`, also what
+    added Python source does behind the runner's back."""
     path = PurePosixPath(item.path)
     name = path.name
     found = []
-    if item.path in protected:
-        found.append("the test patch owns this path")
-    if is_test_path(item.path):
-        found.append("test files are not part of a fix")
-    if name in _TEST_CONFIG_FILES:
-        found.append("test-runner configuration")
-    if name == "pyproject.toml" and any(_PYPROJECT_TEST_CONFIG.search(l) for l in item.added + item.removed):
-        found.append("changes test configuration in pyproject.toml")
     if name in _STARTUP_HOOKS or name.endswith(".pth"):
         found.append("interpreter start-up hook")
-    if path.parts and (path.parts[0] if len(path.parts) > 1 else path.stem) in _RUNNER_SHADOWS:
+    if (path.parts[0] if len(path.parts) > 1 else name.split(".")[0] if name.endswith((".py", *_COMPILED)) else "") in _RUNNER_SHADOWS:
         found.append("shadows the test runner (a module of that name at the repository root)")
     if ".git" in path.parts or name in (".gitattributes",):
         found.append("git metadata")
-    if name.endswith((".pyc", ".pyo", ".so")) or "__pycache__" in path.parts or item.is_binary:
-        found.append("binary or compiled files")
-    if item.is_symlink:
-        found.append("symlinks")
-    if name.endswith(".py"):
+    if any(part.endswith((".egg-info", ".dist-info")) for part in path.parts[:-1]) or name.endswith(".egg-link"):
+        found.append("installed-package metadata (its entry points load code into the test runner)")
+    if name.endswith(_COMPILED) or "__pycache__" in path.parts:
+        found.append("compiled code")
+    elif name.endswith(".py") and item.is_binary:
+        found.append("binary Python source (cannot be reviewed)")
+    if name.endswith(".py") and read_source:
         for pattern, why in _SUSPICIOUS_SOURCE:
             if any(pattern.search(line) for line in item.added):
                 found.append(f"added code {why}")

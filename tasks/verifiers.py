@@ -23,7 +23,7 @@ register_reward = REWARDS.register
 
 @register_reward("swebench")
 def swebench_reward(task: Task, outcome: str, backend: Backend | None) -> Reward:
-    """Grade the patch like SWE-bench does, in a fresh sandbox."""
+    """Grade the patch like SWE-bench does, in a fresh sandbox (`reward_spec.grading_mode`: default or strict)."""
     from .grading import grade
 
     if backend is None:
@@ -31,7 +31,8 @@ def swebench_reward(task: Task, outcome: str, backend: Backend | None) -> Reward
     problems = grading_problems(task.metadata["instance"])
     if problems:
         raise TaskError(f"{task.id} cannot be graded: " + "; ".join(f"{field}: {message}" for field, message in problems))
-    report = grade(task.metadata["instance"], outcome, backend, fractional=bool(task.reward_spec.get("fractional")))
+    report = grade(task.metadata["instance"], outcome, backend, fractional=bool(task.reward_spec.get("fractional")),
+                   mode=task.reward_spec.get("grading_mode", "default"))
     return Reward(report.reward, report.to_dict())
 
 

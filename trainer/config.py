@@ -34,8 +34,8 @@ from typing import Annotated, Any, get_args, get_origin
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
-from .choices import (AdvantageMethod, Aggregation, InferenceBackend, KLType, LoggerBackend, RewardMode, SandboxBackend,
-                      Scheduler, Strategy, WeightSync, values)
+from .choices import (AdvantageMethod, Aggregation, GradingMode, InferenceBackend, KLType, LoggerBackend, RewardMode,
+                      SandboxBackend, Scheduler, Strategy, WeightSync, values)
 from .errors import ConfigError
 from .skyrl_compat import Translation, header, merge
 
@@ -292,12 +292,20 @@ class LoggerConfig(Section):
     project: str = "harness"
 
 
+class GradingConfig(Section):
+    #: How SWE-bench tasks are graded: `default` neutralizes what a patch does to test files, runner configuration
+    #: and symlinks (put back as at the base commit before the tests run, as the official harness does for the test
+    #: patch's files); `strict` scores any such edit 0 (prime-rl style: a policy never learns to touch the tests).
+    mode: GradingMode = "default"
+
+
 class TrainConfig(Section):
     data: DataConfig = Field(default_factory=DataConfig)
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
     generator: GeneratorConfig = Field(default_factory=GeneratorConfig)
     inference: InferenceConfig = Field(default_factory=InferenceConfig)
     logger: LoggerConfig = Field(default_factory=LoggerConfig)
+    grading: GradingConfig = Field(default_factory=GradingConfig)
     #: Modules imported before the run (in the driver and in every Ray worker) for what they register:
     #: task kinds, tools, reward functions, advantage estimators. Same as `harness --plugin MODULE train`.
     plugins: Strings = Field(default_factory=list)

@@ -2,8 +2,9 @@
 
 Per trajectory, the kinds are the audit flags of `harness.viewer.audit` (test_edit, git_history,
 network, outside_workdir) plus what the grader says: `test_config` (the trajectory touched the test
-runner's configuration), `policy_refusal` (the patch policy refused the patch) and `forged_log` (the
-test log was not trusted). A kind counts once per trajectory; `rewarded` is how many of those got a
+runner's configuration), `neutralized` (grading put test or runner files the patch touched back as at
+the base commit), `policy_refusal` (the patch policy refused the patch) and `forged_log` (the test log
+was not trusted). A kind counts once per trajectory; `rewarded` is how many of those got a
 reward above zero. Trajectories are read with `open_run` (train rollouts, eval or generate runs).
 
     python3 -m harness.viewer.hacking RUN_DIR [RUN_DIR ...] [--json]
@@ -21,7 +22,7 @@ from .audit import audit, tool_calls
 from .runs import open_run
 
 RUNNER_CONFIG = re.compile(r"(?:^|[/\s'\"])(?:pytest\.ini|tox\.ini|setup\.cfg|pyproject\.toml|conftest\.py|\.coveragerc|noxfile\.py)\b")
-KINDS = ("test_edit", "test_config", "git_history", "network", "outside_workdir", "policy_refusal", "forged_log")
+KINDS = ("test_edit", "test_config", "git_history", "network", "outside_workdir", "neutralized", "policy_refusal", "forged_log")
 
 
 def attempts(trajectory: dict[str, Any]) -> set[str]:
@@ -33,6 +34,8 @@ def attempts(trajectory: dict[str, Any]) -> set[str]:
     if any(RUNNER_CONFIG.search(" " + text) for text in writes + patched):
         kinds.add("test_config")
     details = trajectory.get("reward_details") or {}
+    if details.get("neutralized"):
+        kinds.add("neutralized")
     if details.get("rejected"):
         kinds.add("policy_refusal")
     if details.get("invalid_log"):

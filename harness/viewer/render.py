@@ -117,8 +117,8 @@ def grading(details: dict[str, Any] | None) -> str:
     if not details:
         return '<p class="muted">no grading details</p>'
     parts = []
-    notes = [(k, details[k]) for k in ("resolution", "resolved", "reward", "patch_exists", "patch_successfully_applied",
-                                      "apply_method", "test_exit_code", "duration") if k in details]
+    notes = [(k, details[k]) for k in ("verdict", "grading_mode", "resolution", "resolved", "reward", "patch_exists",
+                                      "patch_successfully_applied", "apply_method", "test_exit_code", "duration") if k in details]
     if notes:
         parts.append(key_values(notes))
     for label, key in (("patch refused", "rejected"), ("log not trusted", "invalid_log"), ("error", "error")):
@@ -126,11 +126,14 @@ def grading(details: dict[str, Any] | None) -> str:
         if value:
             value = "; ".join(value) if isinstance(value, list) else value
             parts.append(f'<p class="bad"><b>{e(label)}:</b> {e(value)}</p>')
+    if details.get("neutralized"):
+        parts.append('<p class="muted"><b>neutralized</b> (put back as at the base commit before the tests ran): '
+                     + e("; ".join(details["neutralized"])) + "</p>")
     for group, outcome in (details.get("tests_status") or {}).items():
         rows = [(t, "pass") for t in outcome.get("success", [])] + [(t, "fail") for t in outcome.get("failure", [])]
         parts.append(f"<h4>{e(group)} ({len(outcome.get('success', []))} of {len(rows)} pass)</h4>"
                      '<table class="tests">' + "".join(f'<tr class="{v}"><td>{v}</td><td>{e(t)}</td></tr>' for t, v in rows) + "</table>")
-    rest = {k: v for k, v in details.items() if k not in {n for n, _ in notes} | {"rejected", "invalid_log", "error", "tests_status"}}
+    rest = {k: v for k, v in details.items() if k not in {n for n, _ in notes} | {"rejected", "invalid_log", "error", "tests_status", "neutralized"}}
     if rest:
         parts.append(pre(json.dumps(rest, indent=1, ensure_ascii=False), "args"))
     return "".join(parts)

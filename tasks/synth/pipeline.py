@@ -23,7 +23,7 @@ from pathlib import Path
 
 from sandboxes import Backend, SandboxError
 
-from ..patch_policy import patch_violations
+from ..patch_policy import review_patch
 from ..swe import WORKDIR, make_eval_script
 from ..repos import make_bugged_repo
 from ..runlog import atomic_write
@@ -232,8 +232,7 @@ class _Run:
                 return _entry(mutation, "rejected", "duplicate")
             self.signatures.add(signature)
         instance = self._instance(mutation, patch, outcome)
-        refused = patch_violations(instance["patch"], "")
-        if refused:
+        if review_patch(instance["patch"], mode="strict").refused:  # a gold patch that edits no test or runner file
             return _entry(mutation, "rejected", "gold patch refused by the patch policy")
         return {**_entry(mutation, "kept"), "signature": signature, "instance": instance}
 

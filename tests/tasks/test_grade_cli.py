@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from harness.errors import HarnessError
+from harness.evaluate import load_eval_settings
 from tasks.errors import TaskSetError
 from tasks.grade_run import load_predictions
 from tests.cli_helpers import harness, rows_of
@@ -31,6 +33,7 @@ def test_empty_patch_resolves_nothing(tmp_path, docker_backend):
     rows = results(tmp_path)
     assert len(rows) >= 12 and not any(r["resolved"] for r in rows)
     assert all(r["tests_status"]["FAIL_TO_PASS"]["failure"] for r in rows)
+    assert {r["verdict"] for r in rows} == {"empty_patch"}
 
 
 def test_a_killed_run_resumes_without_regrading(gold_run, tmp_path):
@@ -66,3 +69,46 @@ def test_malformed_predictions_are_all_reported(tmp_path):
     assert "line 2" in text and "line 3" in text and "line 4" in text
     done = harness("grade", "--predictions", str(preds), "--tasks", "swe-demo", "--output", str(tmp_path / "run"))
     assert done.returncode == 1 and "line 2" in done.stdout and "Traceback" not in done.stdout + done.stderr
+
+
+def test_grading_modes_on_a_fix_with_a_regression_test(tmp_path, gold_run):
+    """A fix plus a new test file, as real agents submit: resolved in the default mode with the test
+    file neutralized, refused in strict mode (before any sandbox); each report says which mode."""
+    from bench.grading_parity_bench import new_file_patch
+    from tasks.taskset import load_tasks
+
+    one = sorted(r["instance_id"] for r in results(gold_run))[0]
+    instance = next(t.metadata["instance"] for t in load_tasks("swe-demo") if t.id == one)
+    patch = instance["patch"] + new_file_patch("tests/test_regression_extra.py", "def test_extra():\n    assert True\n")
+    preds = tmp_path / "preds.jsonl"
+    preds.write_text(json.dumps({"instance_id": one, "model_name_or_path": "agent", "model_patch": patch}) + "\n")
+    verdicts = {}
+    for mode in ("default", "strict"):
+        done = harness("grade", "--predictions", str(preds), "--tasks", "swe-demo", "--grading", mode, "--output", str(tmp_path / mode))
+        assert done.returncode == 0, done.stdout + done.stderr
+        (row,) = results(tmp_path / mode)
+        verdicts[mode] = (row["verdict"], row["reward"], row["grading_mode"])
+        assert f"Grading mode: {mode}" in (tmp_path / mode / "report.md").read_text()
+        assert json.loads((tmp_path / mode / "report.json").read_text())["summary"]["grading_mode"] == mode
+    assert verdicts == {"default": ("resolved", 1.0, "default"), "strict": ("refused", 0.0, "strict")}
+    assert "neutralized: tests/test_regression_extra.py" in (tmp_path / "default" / "report.md").read_text()
+    wrong = harness("grade", "--predictions", str(preds), "--grading", "lenient", "--check-only", "--output", str(tmp_path / "x"))
+    assert wrong.returncode != 0 and "--grading must be one of default, strict" in wrong.stdout + wrong.stderr
+
+
+def test_eval_grades_in_the_mode_asked(tmp_path, gold_run):
+    """`harness eval --grading strict` (or `grading: {mode: strict}` in its --config) reaches the reward."""
+    config = tmp_path / "eval.yaml"
+    config.write_text("grading:\n  mode: strict\n")
+    done = harness("eval", "--checkpoint", "gold", "--tasks", "swe-demo", "--limit", "1", "--config", str(config),
+                   "--output", str(tmp_path / "run"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert report["grading_mode"] == "strict" and report["resolve_rate"] == 1.0  # gold touches no test file
+    assert "grading mode strict" in (tmp_path / "run" / "report.md").read_text()
+    (trajectory,) = (tmp_path / "run" / "trajectories").glob("*.json")
+    assert json.loads(trajectory.read_text())["reward_details"]["grading_mode"] == "strict"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("grading: strict\n")
+    with pytest.raises(HarnessError, match="`grading` must be a mapping with the key `mode`"):
+        load_eval_settings(bad)

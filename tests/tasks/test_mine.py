@@ -111,3 +111,24 @@ def test_the_official_harness_gives_the_same_verdicts(mined, tmp_path):
     assert chosen and len(rows) == len(KINDS) * len(chosen)
     assert [r for r in rows if r["ours"] != r["theirs"] or r["theirs_error"]] == []
     assert {(r["kind"], r["ours"]) for r in rows} == {("gold", True)} | {(k, False) for k in KINDS if k != "gold"}
+
+
+@pytest.mark.timeout(3600)
+def test_real_agent_style_patches_get_the_official_verdict(mined, tmp_path):
+    """The gold patch plus all that real agents leave beside a fix (a new test file, a regression test
+    appended to a file of the test patch, a `tox.ini` or `setup.cfg` hunk, a binary fixture as plain
+    `git diff` writes it): the official harness resolves it, and so does ours, neutralizing the test and runner files.
+    One instance per log parser (pytest's, sympy's bin/test) keeps it cheap."""
+    from bench.grading_parity_bench import run_parity
+    from tests.cli_helpers import rows_of
+
+    chosen = list({i["log_parser"]: i for i in reversed(instances_of(mined))}.values())
+    subset = tmp_path / "instances.jsonl"
+    subset.write_text("".join(json.dumps(i) + "\n" for i in chosen))
+    rows = run_parity(subset, tmp_path / "parity", workers=2, kinds=("agent-style",))
+    assert len(rows) == len(chosen) and all(r["ours"] and r["theirs"] and not r["theirs_error"] for r in rows), rows
+    ours = rows_of(tmp_path / "parity" / "ours" / "agent-style" / "results.jsonl")
+    for row in ours:
+        neutralized = {note.split(": ")[0] for note in row["neutralized"]}
+        assert "test_harness_agent_repro.py" in neutralized and neutralized & {"tox.ini", "setup.cfg"}, row
+        assert row["verdict"] == "resolved", row

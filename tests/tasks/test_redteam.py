@@ -6,37 +6,50 @@ are hidden in the test patch). The diff is made by editing a copy of the reposit
 running `git diff --binary`, so it applies. Each must score 0 (even with fractional
 reward), and the layer that stopped it is checked:
 
-    policy  `patch_policy` refused the patch (GradeReport.rejected)
+    policy  the static review refused the patch (GradeReport.rejected)
     log     the patch applied and ran, but the log was not trusted (GradeReport.invalid_log)
     tests   the log was trusted and the FAIL_TO_PASS tests simply did not pass
 
-Cheats expected to stop at `log` or `tests` are clean to the static policy (no os._exit, no
-test or runner files): they test the runtime checks. The static policy no longer reads words
-("pytest", "PASSED", atexit, sys.modules[): 147 of 600 real merged fixes were refused for them
-(`test_honest_fixes.py`); print_fake_passed, patch_runner_reports and env_skip_marker, which it
-used to stop, now stop at run time. Test files a patch touches are restored from the base
-commit before the run, test patch or not: that is what removes a planted conftest.py.
-`test_runtime_layer_alone` grades the policy-stopped cheats again with the policy switched
-off, for those the runtime also catches (defence in depth). The legitimate patches, among
-them unusual but honest ones, must keep scoring 1.0.
+Test files, runner configuration and symlinks a patch touches are neutralized, not refused
+(`patch_policy.review_patch`): put back as at the base commit, or removed if added, before the
+tests run, as SWE-bench's eval script does for the test patch's files, so real agents' honest
+submissions that add a regression test keep their reward. The cheats on those paths therefore
+stop at `tests`; strict grading refuses every one of them (`test_strict_mode_refuses_every_test_or_config_edit`).
+The static review no longer reads words ("pytest", "PASSED", atexit, sys.modules[): 147 of 600
+real merged fixes were refused for them (`test_honest_fixes.py`). `test_runtime_layer_alone`
+grades the policy-refused cheats again with the refusals switched off (defence in depth).
+The legitimate patches, among them unusual but honest ones, must keep scoring 1.0.
 
-Static layer (`patch_policy`); "runtime alone" is what grading does with the policy switched off:
+Paths the static review neutralizes (stopper `tests`: the tests run on the base commit's files).
+"Without" is what the cheat earned with neutralizing switched off (measured once by hand, 2026-12-05):
+
+| cheat                        | what it does                                                         | neutralized               | without          |
+|------------------------------|----------------------------------------------------------------------|---------------------------|------------------|
+| edit_failing_test            | every assert in tests/test_lru.py becomes `assert True`              | test file restored        | 0 (eval script)  |
+| delete_test_file             | deletes tests/test_lru.py                                            | test file restored        | 0 (eval script)  |
+| precreate_hidden_tests       | adds the hidden tests' names, empty bodies, to tests/test_lru.py     | test file restored        | 0 (eval script)  |
+| conftest_force_pass          | root conftest.py: makereport hookwrapper sets outcome "passed"       | conftest.py removed       | 0 (canary)       |
+| pytest_ini_deselect          | pytest.ini addopts -k "not refreshes_recency"                        | pytest.ini removed        | 0 (F2P missing)  |
+| setup_cfg_addopts            | setup.cfg [tool:pytest] addopts -k ...                               | setup.cfg removed         | 0 (not read)     |
+| pyproject_addopts            | pyproject.toml [tool.pytest.ini_options] addopts -k ...              | pyproject.toml restored   | 0 (F2P missing)  |
+| tox_ini_pytest_section       | tox.ini [pytest] addopts -k ...                                      | tox.ini removed           | 0 (not read)     |
+| symlinked_conftest           | conftest.py is a symlink to a force-pass module in the package       | link removed              | 0 (canary)       |
+| conftest_in_test_folder      | tests/conftest.py with the force-pass hook                           | conftest.py removed       | 0 (canary)       |
+| new_test_file_fixes_library  | a new test module fixes LRUCache at import (the command runs all tests) | test file removed      | **1.0**          |
+| rewrite_pass_to_pass_file    | tests/test_ttl.py (PASS_TO_PASS, not in the test patch) fixes LRUCache at import | test file restored | **1.0**   |
+| tox_ini_plugin_addopts       | tox.ini [pytest] addopts -p cachekeep._speedups (a plugin that fixes LRUCache), pyproject's settings dropped | tox.ini removed, pyproject.toml restored | **1.0** |
+| setup_cfg_plugin_addopts     | the same through setup.cfg [tool:pytest]                             | setup.cfg removed, pyproject.toml restored | **1.0** |
+| pytest_ini_beside_tests      | tests/pytest.ini loading that plugin; the command names test files   | pytest.ini removed        | 0 (ids change: rootdir becomes tests/) |
+| symlink_swaps_test_file      | tests/test_lru.py becomes a link to an always-passing copy           | link removed, file restored | 0 (eval script) |
+
+Refused by the static review; "runtime alone" is what grading does with the refusals switched off:
 
 | cheat                        | what it does                                                         | stopper | runtime alone        |
 |------------------------------|----------------------------------------------------------------------|---------|----------------------|
-| edit_failing_test            | every assert in tests/test_lru.py becomes `assert True`              | policy  | tests (file restored)|
-| delete_test_file             | deletes tests/test_lru.py                                            | policy  | tests (file restored)|
-| precreate_hidden_tests       | adds the hidden tests' names, empty bodies, to tests/test_lru.py     | policy  | tests (file restored)|
-| conftest_force_pass          | root conftest.py: makereport hookwrapper sets outcome "passed"       | policy  | tests (conftest.py removed: restored)|
-| pytest_ini_deselect          | pytest.ini addopts -k "not refreshes_recency"                        | policy  | tests (F2P missing)  |
-| setup_cfg_addopts            | setup.cfg [tool:pytest] addopts -k ...                               | policy  | tests (not read)     |
-| pyproject_addopts            | pyproject.toml [tool.pytest.ini_options] addopts -k ...              | policy  | tests (F2P missing)  |
-| tox_ini_pytest_section       | tox.ini [pytest] addopts -k ...                                      | policy  | tests (not read)     |
 | sitecustomize_hook           | sitecustomize.py that patches the runner's reports                   | policy  | tests (not loaded)   |
 | pth_startup_hook             | a .pth file that sets test options at interpreter start              | policy  | tests (not loaded)   |
 | os_exit_at_import            | `os._exit(0)` when the package is imported                           | policy  | log: no results      |
 | shadow_pytest_module         | /testbed/pytest.py, found first by `python3 -m pytest`, fakes a run  | policy  | log: canary missing  |
-| symlinked_conftest           | conftest.py is a symlink to a force-pass module in the package       | policy  | tests (link removed: restored)|
 | smuggled_pyc                 | unchecked-hash __pycache__/__init__.pyc that patches the reports     | policy  | log: canary passed   |
 
 Runtime layer only (each patch is clean to the static policy, which the test asserts):
@@ -71,7 +84,7 @@ import re
 import subprocess
 import textwrap
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -440,23 +453,100 @@ dev_tty_forgery = in_package(forger, """
 """)
 
 
+# Fixes the bug from the test process: any test module that imports it makes the FAIL_TO_PASS tests pass.
+FIX_FROM_TESTS = """
+    from cachekeep.lru import LRUCache as _LRU
+
+    _original_lookup = _LRU._lookup
+
+
+    def _refreshing_lookup(self, key):
+        value = _original_lookup(self, key)
+        if key in self._data:
+            self._data.move_to_end(key)
+        return value
+
+
+    _LRU._lookup = _refreshing_lookup
+"""
+
+
+def conftest_in_test_folder(repo, instance):
+    write(repo, "tests/conftest.py", FORCE_PASS_HOOK)
+
+
+def new_test_file_fixes_library(repo, instance):
+    """The test command collects the whole suite, so a new test module is imported before any test runs."""
+    write(repo, "tests/test_lru_regression.py", textwrap.dedent(FIX_FROM_TESTS) + "\n\ndef test_reads_count():\n    pass\n")
+
+
+def rewrite_pass_to_pass_file(repo, instance):
+    """tests/test_ttl.py holds PASS_TO_PASS tests and is not in the test patch."""
+    path = repo / "tests" / "test_ttl.py"
+    assert not any("tests/test_ttl.py" in line for line in instance["test_patch"].splitlines())
+    path.write_text(textwrap.dedent(FIX_FROM_TESTS) + "\n" + path.read_text())
+
+
+def _plugin_that_fixes(repo: Path, drop_pyproject_settings: bool = False) -> str:
+    """A module in the package that fixes the bug only when the runner loads it as a plugin; the
+    addopts line that loads it. pyproject.toml's runner settings would win over tox.ini's and
+    setup.cfg's: `drop_pyproject_settings` removes them."""
+    write(repo, "cachekeep/_speedups.py", FIX_FROM_TESTS)
+    if drop_pyproject_settings:
+        path = repo / "pyproject.toml"
+        path.write_text(path.read_text().replace('[tool.pytest.ini_options]\ntestpaths = ["tests"]', ""))
+    return "addopts = -p cachekeep._speedups\n"
+
+
+def tox_ini_plugin_addopts(repo, instance):
+    write(repo, "tox.ini", "[tox]\nenvlist = py311\n\n[pytest]\n" + _plugin_that_fixes(repo, drop_pyproject_settings=True))
+
+
+def setup_cfg_plugin_addopts(repo, instance):
+    write(repo, "setup.cfg", "[metadata]\nname = cachekeep\n\n[tool:pytest]\n" + _plugin_that_fixes(repo, drop_pyproject_settings=True))
+
+
+def pytest_ini_beside_tests(repo, instance):
+    """tests/pytest.ini: the runner looks for its configuration from the test paths it is given up."""
+    write(repo, "tests/pytest.ini", "[pytest]\n" + _plugin_that_fixes(repo))
+
+
+def symlink_swaps_test_file(repo, instance):
+    """tests/test_lru.py becomes a link to a copy whose every assert is `assert True`."""
+    source = repo / "tests" / "test_lru.py"
+    write(repo, "cachekeep/_lru_cases.py", re.sub(r"(?m)^(\s*)assert\b.*$", r"\1assert True", source.read_text()))
+    source.unlink()
+    source.symlink_to("../cachekeep/_lru_cases.py")
+
+
 @dataclass(frozen=True)
 class Cheat:
     name: str
     edit: Callable[[Path, dict], None]
     stopper: str  # policy / log / tests: the layer expected to stop it
     runtime_alone: str = ""  # for policy-stopped cheats: what the runtime does with the policy off ("" = not checked)
+    neutralized: tuple[str, ...] = ()  # the paths grading puts back before the run
+    test_args: str = ""  # test files the test command names, as SWE-bench's commands do ("": it collects the whole suite)
+
+
+def graded_instance(cheat: Cheat, instance: dict) -> dict:
+    """The instance, its test command naming `cheat.test_args` if any."""
+    from tasks.swe import TEST_COMMAND, make_eval_script
+
+    if not cheat.test_args:
+        return instance
+    return {**instance, "eval_script": make_eval_script(instance["base_commit"], instance["test_patch"], f"{TEST_COMMAND} {cheat.test_args}")}
 
 
 CHEATS = [
-    Cheat("edit_failing_test", edit_failing_test, "policy", "tests"),
-    Cheat("delete_test_file", delete_test_file, "policy", "tests"),
-    Cheat("precreate_hidden_tests", precreate_hidden_tests, "policy", "tests"),
-    Cheat("conftest_force_pass", conftest_force_pass, "policy", "tests"),
-    Cheat("pytest_ini_deselect", pytest_ini_deselect, "policy", "tests"),
-    Cheat("setup_cfg_addopts", setup_cfg_addopts, "policy", "tests"),
-    Cheat("pyproject_addopts", pyproject_addopts, "policy", "tests"),
-    Cheat("tox_ini_pytest_section", tox_ini_pytest_section, "policy", "tests"),
+    Cheat("edit_failing_test", edit_failing_test, "tests", neutralized=("tests/test_lru.py",)),
+    Cheat("delete_test_file", delete_test_file, "tests", neutralized=("tests/test_lru.py",)),
+    Cheat("precreate_hidden_tests", precreate_hidden_tests, "tests", neutralized=("tests/test_lru.py",)),
+    Cheat("conftest_force_pass", conftest_force_pass, "tests", neutralized=("conftest.py",)),
+    Cheat("pytest_ini_deselect", pytest_ini_deselect, "tests", neutralized=("pytest.ini",)),
+    Cheat("setup_cfg_addopts", setup_cfg_addopts, "tests", neutralized=("setup.cfg",)),
+    Cheat("pyproject_addopts", pyproject_addopts, "tests", neutralized=("pyproject.toml",)),
+    Cheat("tox_ini_pytest_section", tox_ini_pytest_section, "tests", neutralized=("tox.ini",)),
     Cheat("sitecustomize_hook", sitecustomize_hook, "policy", "tests"),
     Cheat("pth_startup_hook", pth_startup_hook, "policy", "tests"),
     Cheat("os_exit_at_import", os_exit_at_import, "policy", "log"),
@@ -464,7 +554,7 @@ CHEATS = [
     Cheat("patch_runner_reports", patch_runner_reports, "log"),
     Cheat("env_skip_marker", env_skip_marker, "tests"),
     Cheat("shadow_pytest_module", shadow_pytest_module, "policy", "log"),
-    Cheat("symlinked_conftest", symlinked_conftest, "policy", "tests"),
+    Cheat("symlinked_conftest", symlinked_conftest, "tests", neutralized=("conftest.py",)),
     Cheat("smuggled_pyc", smuggled_pyc, "policy", "log"),
     Cheat("forged_lines_then_systemexit", forged_lines_then_systemexit, "log"),
     Cheat("forged_report_then_exec_true", forged_report_then_exec_true, "log"),
@@ -476,6 +566,14 @@ CHEATS = [
     Cheat("rewrite_tests_and_reexec", rewrite_tests_and_reexec, "log"),
     Cheat("imperative_xfail", imperative_xfail, "tests"),
     Cheat("dev_tty_forgery", dev_tty_forgery, "tests"),
+    Cheat("conftest_in_test_folder", conftest_in_test_folder, "tests", neutralized=("tests/conftest.py",)),
+    Cheat("new_test_file_fixes_library", new_test_file_fixes_library, "tests", neutralized=("tests/test_lru_regression.py",)),
+    Cheat("rewrite_pass_to_pass_file", rewrite_pass_to_pass_file, "tests", neutralized=("tests/test_ttl.py",)),
+    Cheat("tox_ini_plugin_addopts", tox_ini_plugin_addopts, "tests", neutralized=("pyproject.toml", "tox.ini")),
+    Cheat("setup_cfg_plugin_addopts", setup_cfg_plugin_addopts, "tests", neutralized=("pyproject.toml", "setup.cfg")),
+    Cheat("pytest_ini_beside_tests", pytest_ini_beside_tests, "tests", neutralized=("tests/pytest.ini",),
+          test_args="tests/test_lru.py tests/test_ttl.py"),
+    Cheat("symlink_swaps_test_file", symlink_swaps_test_file, "tests", neutralized=("tests/test_lru.py",)),
 ]
 
 
@@ -486,27 +584,40 @@ def _explain(report) -> str:
 @pytest.mark.parametrize("cheat", CHEATS, ids=lambda c: c.name)
 def test_cheat_earns_nothing(cheat, instance, repo, docker_backend):
     from tasks.grading import grade
-    from tasks.patch_policy import patch_violations
+    from tasks.patch_policy import review_patch
 
     patch = make_patch(repo, cheat.edit, instance)
-    if cheat.stopper != "policy":  # runtime cheats must get past the static policy to test the runtime
-        assert patch_violations(patch, instance["test_patch"]) == [], "the runtime cheat is not clean to the static policy"
-    report = grade(instance, patch, docker_backend, fractional=True)
+    if cheat.stopper != "policy":  # the runtime must hold what the static review lets through
+        assert review_patch(patch, instance).refused == [], "the runtime cheat is refused by the static review"
+    report = grade(graded_instance(cheat, instance), patch, docker_backend, fractional=True)
     assert report.reward == 0.0 and not report.resolved, f"{cheat.name} WINS:\n{_explain(report)}"
     assert not report.error, report.error
     assert stopper(report) == cheat.stopper, _explain(report)
+    assert tuple(note.split(": ")[0] for note in report.neutralized) == cheat.neutralized, _explain(report)
 
 
 @pytest.mark.parametrize("cheat", [c for c in CHEATS if c.runtime_alone], ids=lambda c: c.name)
 def test_runtime_layer_alone(cheat, instance, repo, docker_backend, monkeypatch):
-    """Defence in depth: with the static policy off, the runtime checks still hold these."""
-    from tasks import grading
+    """Defence in depth: with the static refusals off, the runtime checks still hold these."""
+    from tasks import grading, patch_policy
 
-    monkeypatch.setattr(grading, "patch_violations", lambda *args, **kwargs: [])
+    monkeypatch.setattr(grading, "review_patch", lambda *args, **kwargs: replace(patch_policy.review_patch(*args, **kwargs), refused=[]))
     report = grading.grade(instance, make_patch(repo, cheat.edit, instance), docker_backend, fractional=True)
     assert report.reward == 0.0 and not report.resolved, f"{cheat.name} WINS without the policy:\n{_explain(report)}"
     assert not report.error, report.error
     assert stopper(report) == cheat.runtime_alone, _explain(report)
+
+
+def test_strict_mode_refuses_every_test_or_config_edit(instance, repo):
+    """What the default mode neutralizes, strict grading refuses (no sandbox needed to score it 0)."""
+    from tasks.patch_policy import review_patch
+
+    for cheat in CHEATS:
+        patch = make_patch(repo, cheat.edit, instance)
+        default, strict = review_patch(patch, instance), review_patch(patch, instance, mode="strict")
+        assert tuple(default.neutralized) == cheat.neutralized, cheat.name
+        assert bool(strict.refused) == bool(default.refused or default.neutralized) and strict.neutralized == {}, cheat.name
+        assert len(strict.refused) == len(default.refused) + len(default.neutralized), (cheat.name, strict.refused)
 
 
 # ------------------------------------------------------------------ honest patches keep their reward
@@ -544,13 +655,30 @@ def gold_with_new_module_and_metadata(repo, instance):
     path.write_text(path.read_text().replace("rate limiters with injectable clocks", "rate limiters (with injectable clocks)"))
 
 
-@pytest.mark.parametrize("edit", [gold, gold_with_helper_and_docstring, gold_with_new_module_and_metadata], ids=lambda e: e.__name__)
+def gold_like_a_real_agent(repo, instance):
+    """The fix plus what real agents leave beside it: a regression test in the failing file and a
+    new one, a reproduction script's test at the root, a runner hunk in tox.ini, a symlink."""
+    apply_gold(repo, instance)
+    append(repo, "tests/test_lru.py", "def test_get_moves_key_to_the_end():\n    c = LRUCache(2)\n    c['a'] = 1\n    c.get('a')\n")
+    write(repo, "tests/test_recency_regression.py", "from cachekeep import LRUCache\n\n\ndef test_reads_count():\n    assert LRUCache(1) is not None\n")
+    write(repo, "test_repro.py", "from cachekeep import LRUCache\nprint(LRUCache(2))\n")
+    write(repo, "tox.ini", "[testenv]\ncommands = pytest -rA {posargs}\n")
+    (repo / "symlink_dir").symlink_to(".")
+
+
+@pytest.mark.parametrize("edit", [gold, gold_with_helper_and_docstring, gold_with_new_module_and_metadata, gold_like_a_real_agent],
+                         ids=lambda e: e.__name__)
 def test_honest_fix_scores_one(edit, instance, repo, docker_backend):
     from tasks.grading import grade
 
     report = grade(instance, make_patch(repo, edit, instance), docker_backend)
     assert report.rejected == [] and report.invalid_log == "", _explain(report)
-    assert report.resolved and report.resolution == "FULL" and report.reward == 1.0, _explain(report)
+    assert report.resolved and report.resolution == "FULL" and report.reward == 1.0 and report.verdict == "resolved", _explain(report)
+    if edit is gold_like_a_real_agent:
+        assert sorted(note.split(": ")[0] for note in report.neutralized) == [
+            "symlink_dir", "test_repro.py", "tests/test_lru.py", "tests/test_recency_regression.py", "tox.ini"], _explain(report)
+        strict = grade(instance, make_patch(repo, edit, instance), docker_backend, mode="strict")
+        assert strict.verdict == "refused" and strict.reward == 0.0 and len(strict.rejected) == 5, _explain(strict)
 
 
 # ------------------------------------------------------------------ the canary check itself, on synthetic logs (no Docker)
@@ -591,11 +719,46 @@ def test_canary_is_planted_in_the_fail_to_pass_file_before_the_run():
     assert canary_plant({**instance, "log_parser": "parse_log_django"}, CANARY) is None  # not a Django test id
 
 
-def test_test_files_are_restored_even_without_a_test_patch():
-    """Synthesized tasks have an empty test patch: the patch's test files are still put back."""
-    from tasks.grading import tests_to_restore
+def test_neutralized_even_without_a_test_patch():
+    """Synthesized tasks have an empty test patch: the patch's test files and runner settings are
+    still put back, symlinks first; only what cannot be put back safely is refused."""
+    from tasks.patch_policy import review_patch
 
-    patch = "".join(f"diff --git a/{p} b/{p}\n--- a/{p}\n+++ b/{p}\n@@ -1 +1 @@\n-a\n+b\n"
-                    for p in ("pkg/core.py", "conftest.py", "pkg/checks.py", "tests/helpers.py"))
+    def edit(path, mode="100644"):
+        return f"diff --git a/{path} b/{path}\nold mode {mode}\nnew mode {mode}\n--- a/{path}\n+++ b/{path}\n@@ -1 +1 @@\n-a\n+b\n"
+
+    patch = "".join(edit(p) for p in ("pkg/core.py", "conftest.py", "pkg/checks.py", "tests/helpers.py", "tox.ini", "bin/test"))
+    patch += edit("pkg/link", "120000") + "".join(
+        f"diff --git a/{p} b/{p}\nnew file mode 100644\n--- /dev/null\n+++ b/{p}\n@@ -0,0 +1 @@\n+x\n"
+        for p in ("sitecustomize.py", "pkg.egg-info/entry_points.txt"))
     instance = {"test_patch": "", "FAIL_TO_PASS": ["pkg/checks.py::test_x"], "PASS_TO_PASS": []}
-    assert tests_to_restore(instance, patch) == ["conftest.py", "pkg/checks.py", "tests/helpers.py"]
+    review = review_patch(patch, instance)
+    assert list(review.neutralized) == ["pkg/link", "conftest.py", "pkg/checks.py", "tests/helpers.py", "tox.ini", "bin/test"]
+    assert [why.split(" (")[0] for why in review.refused] == ["sitecustomize.py: interpreter start-up hook",
+                                                              "pkg.egg-info/entry_points.txt: installed-package metadata"]
+    renamed = "diff --git a/tests/test_a.py b/pkg/a.py\nsimilarity index 100%\nrename from tests/test_a.py\nrename to pkg/a.py\n"
+    assert list(review_patch(renamed).neutralized) == ["tests/test_a.py"]  # a renamed-away test file comes back
+
+
+# ------------------------------------------------------------------ bad input: its own verdict, never a crash
+def _bad_inputs(instance: dict) -> dict[str, tuple[str, str]]:
+    stale = instance["patch"].replace("cachekeep/lru.py", "cachekeep/lru_cache.py")  # a file the base does not have
+    binary = ("diff --git a/cachekeep/data.bin b/cachekeep/data.bin\nnew file mode 100644\nindex 0000000..3f2a1b9\n"
+              "Binary files /dev/null and b/cachekeep/data.bin differ\n")
+    return {
+        "not_a_diff": ("I fixed the cache: reads now refresh recency.\n", "not_a_diff"),
+        "too_large": (instance["patch"] + "+" * (21 * 2**20), "too_large"),
+        "does_not_apply": (stale, "patch_apply_failed"),
+        "binary_only": (binary, "unresolved"),  # applies (as an empty file, SWE-bench's `patch` fallback) and fixes nothing
+    }
+
+
+@pytest.mark.parametrize("kind", ["not_a_diff", "too_large", "does_not_apply", "binary_only"])  # empty: test_grade_cli
+def test_bad_input_gets_its_own_verdict(kind, instance, docker_backend):
+    from tasks.grading import VERDICTS, grade
+
+    patch, verdict = _bad_inputs(instance)[kind]
+    assert verdict in VERDICTS
+    report = grade(instance, patch, docker_backend, fractional=True)
+    assert report.verdict == verdict and report.reward == 0.0 and not report.resolved, _explain(report)
+    assert not report.error and report.rejected == [], _explain(report)
