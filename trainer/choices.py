@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-from tasks.gsm8k import Mode as RewardMode  # spelled once, where the GSM8K reward reads it
-from tasks.patch_policy import GradingMode  # spelled once, where the patch review reads it
 
 #: Built-in group-relative advantage estimators (plugins register more by name).
 AdvantageMethod = Literal["grpo", "dr_grpo", "rloo"]
