@@ -25,7 +25,7 @@ from .trajectory import Trajectory
 
 @dataclass
 class EpisodeLimits:
-    max_turns: int | None = None  # None: the task's own limit
+    max_turns: int | None = None  # a cap on the task's own turn limit (None: the task's limit)
     max_context: int = 32_768  # tokens, local models
     wall_time: float = 1800.0  # seconds
     max_format_errors: int = 3  # turns in a row without a usable tool call
@@ -99,7 +99,7 @@ def run_episode(
 
 
 def _loop(task, policy, env, sampling, limits, trajectory, ledger, tools, timings, started, tell) -> None:
-    max_turns = limits.max_turns or task.max_turns
+    max_turns = min(task.max_turns, limits.max_turns or task.max_turns)
     format_errors = 0
     while True:
         if trajectory.turns >= max_turns:

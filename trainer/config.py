@@ -254,7 +254,8 @@ class GeneratorConfig(Section):
     top_p: Float = Field(1.0, gt=0.0, le=1.0)
     #: Tokens the policy may generate in one turn.
     max_tokens: Int = Field(1024, ge=1)
-    #: Turns per episode (1 = single-turn, no tools); a task's own turn limit applies if lower.
+    #: A cap on the turns of an episode: each episode runs min(this, the task's own turn limit) turns at most
+    #: (1 = single-turn for every task).
     max_turns: Int = Field(1, ge=1)
     #: Tokens of the whole conversation (prompt, turns, tool outputs); the episode ends when it is full.
     max_context: Int = Field(4096, ge=1)
