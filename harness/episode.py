@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from sandboxes import Backend, Sandbox, SandboxError
+from sandboxes import Backend, Sandbox, SandboxError, SandboxExpired
 from tasks.errors import TaskError
 from tasks.task import Task
 
@@ -20,7 +20,7 @@ from .parsing import ParsedTurn, parse_tool_calls
 from .policy import Completion, Policy, Sampling
 from .tokens import TokenLedger
 from .tools import schemas
-from .trajectory import Trajectory
+from .trajectory import SCORING_FAILED, Trajectory
 
 
 @dataclass
@@ -77,6 +77,8 @@ def run_episode(
             trajectory.exit_status, trajectory.error = end.status, end.error
         except PolicyError as err:
             trajectory.exit_status, trajectory.error = "policy_error", str(err)
+        except SandboxExpired as err:  # the sandbox's own wall-clock limit: the episode's time ran out
+            trajectory.exit_status, trajectory.error = "wall_time", str(err)
         except SandboxError as err:
             trajectory.exit_status, trajectory.error = "sandbox_error", str(err)
         if on_agent_done is not None:
@@ -87,7 +89,7 @@ def run_episode(
             trajectory.reward, trajectory.reward_details = reward.value, reward.details
             trajectory.model_patch = env.outcome if kind_of(task).outcome == "patch" else ""
         except (SandboxError, TaskError) as err:
-            trajectory.error = (trajectory.error + "; " if trajectory.error else "") + f"scoring failed: {err}"
+            trajectory.error = (trajectory.error + "; " if trajectory.error else "") + f"{SCORING_FAILED}: {err}"
         timings["env_s"] += time.monotonic() - clock
     finally:
         env.close()

@@ -136,6 +136,11 @@ class AlgorithmConfig(Section):
     #: Drop samples cut off before they finished (DAPO's overlong filter): the last turn stopped at `generator.max_tokens`
     #: (its finish_reason, recorded per turn, is `length`) or the episode ran out of `generator.max_context`.
     filter_truncated: bool = False
+    #: Episodes that ended through no action of the policy (their sandbox died, their grading crashed) are left out of
+    #: advantages and loss; a group left with fewer valid episodes than this is dropped whole.
+    min_valid_samples: Int = Field(2, ge=1)
+    #: The share of a step's episodes that may end so; past it the step fails (the environment is broken, not the policy).
+    max_infra_failures: Float = Field(0.25, ge=0.0, le=1.0)
 
 
 class PlacementConfig(Section):
