@@ -182,7 +182,7 @@ def sandbox_bench():
 def eval_command(
     checkpoint: str = typer.Option("gold", help="gold, gold-no-tools, empty, replay:PATH, a checkpoint folder, or endpoint:MODEL."),
     tasks: str = typer.Option("swe-demo", "--tasks", help="Task set: built-in name (swe-demo, gsm8k, gsm8k-tool) or path."),
-    max_turns: Optional[int] = typer.Option(None, min=1, help="Turn limit per episode (default: the task's own, 30 for repo tasks)."),
+    max_turns: Optional[int] = typer.Option(None, min=1, help="A cap on the turns per episode: a task's own limit (30 for repo tasks) applies if lower."),
     workers: int = typer.Option(4, min=1, max=1024, help="Episodes run at once."),
     samples: int = typer.Option(1, min=1, help="Attempts per task (k of pass@k)."),
     temperature: float = typer.Option(0.0, min=0.0, max=10.0, help="Sampling temperature (0 = greedy)."),
@@ -260,7 +260,7 @@ def generate_command(
     keep: str = typer.Option("all", help="all, or rewarded (reward >= --min-reward)."),
     min_reward: float = typer.Option(1.0, min=0.0, help="Threshold for --keep rewarded."),
     temperature: float = typer.Option(1.0, min=0.0, max=10.0, help="Sampling temperature."),
-    max_turns: Optional[int] = typer.Option(None, min=1, help="Turn limit per episode."),
+    max_turns: Optional[int] = typer.Option(None, min=1, help="A cap on the turns per episode: a task's own limit applies if lower."),
     max_tokens: int = typer.Option(1024, min=1, help="Tokens per assistant turn."),
     workers: int = typer.Option(4, min=1, max=1024, help="Episodes run at once."),
     limit: Optional[int] = typer.Option(None, min=1, help="Only the first N tasks."),

@@ -25,7 +25,7 @@ from .episode import EpisodeLimits, run_episode
 from .errors import HarnessError
 from .policy import Policy, Sampling
 from .scaffolds import OWN_LOOP, get_scaffold
-from .trajectory import Trajectory
+from .trajectory import SCORING_FAILED, Trajectory
 
 RUNTIMES = ("docker", "local", "overlay", "auto")
 
@@ -94,7 +94,7 @@ class Agent:
             task = repo_task(repo, prompt, Path(staging) / "repo", test_command=test, max_turns=max_turns, image=image)
             trajectory = run_episode(task, self.policy, self.sampling, limits, backend, on_message=on_message, scaffold=driver)
         details = trajectory.reward_details
-        judged = bool(details.get("judged")) and "scoring failed" not in trajectory.error
+        judged = bool(details.get("judged")) and SCORING_FAILED not in trajectory.error
         return AgentResult(success=trajectory.reward == 1.0 if judged else None, trajectory=trajectory,
                            patch=trajectory.model_patch, exit_status=trajectory.exit_status,
                            repo=str(Path(repo).expanduser().resolve()), test_output=details.get("test_output", ""))

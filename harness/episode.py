@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from sandboxes import Backend, Sandbox, SandboxError
+from sandboxes import Backend, Sandbox, SandboxError, SandboxExpired
 from tasks.errors import TaskError
 from tasks.task import Task
 
@@ -21,12 +21,12 @@ from .parsing import ParsedTurn, tool_call_format
 from .policy import Completion, Policy, Sampling
 from .tokens import TokenLedger
 from .tools import schemas
-from .trajectory import Trajectory
+from .trajectory import SCORING_FAILED, Trajectory
 
 
 @dataclass
 class EpisodeLimits:
-    max_turns: int | None = None  # None: the task's own limit
+    max_turns: int | None = None  # a cap on the task's own turn limit (None: the task's limit)
     max_context: int = 32_768  # tokens, local models
     wall_time: float = 1800.0  # seconds
     max_format_errors: int = 3  # turns in a row without a usable tool call
@@ -83,6 +83,8 @@ def run_episode(
             trajectory.exit_status, trajectory.error = end.status, end.error
         except PolicyError as err:
             trajectory.exit_status, trajectory.error = "policy_error", str(err)
+        except SandboxExpired as err:  # the sandbox's own wall-clock limit: the episode's time ran out
+            trajectory.exit_status, trajectory.error = "wall_time", str(err)
         except SandboxError as err:
             trajectory.exit_status, trajectory.error = "sandbox_error", str(err)
         if on_agent_done is not None:
@@ -93,7 +95,7 @@ def run_episode(
             trajectory.reward, trajectory.reward_details = reward.value, reward.details
             trajectory.model_patch = env.outcome if kind_of(task).outcome == "patch" else ""
         except (SandboxError, TaskError) as err:
-            trajectory.error = (trajectory.error + "; " if trajectory.error else "") + f"scoring failed: {err}"
+            trajectory.error = (trajectory.error + "; " if trajectory.error else "") + f"{SCORING_FAILED}: {err}"
         timings["env_s"] += time.monotonic() - clock
     finally:
         env.close()
@@ -105,7 +107,7 @@ def run_episode(
 
 
 def _loop(task, policy, env, sampling, limits, trajectory, ledger, tools, timings, started, tell) -> None:
-    max_turns = limits.max_turns or task.max_turns
+    max_turns = min(task.max_turns, limits.max_turns or task.max_turns)
     format_errors = 0
     while True:
         if trajectory.turns >= max_turns:

@@ -34,7 +34,7 @@ from .policy import Policy, Sampling
 from .prestart import AgentSlots, job_specs, start_ahead
 from .scaffolds import OWN_LOOP, get_scaffold
 from .scaffolds.run import stop_all as stop_scaffolds
-from .trajectory import Trajectory
+from .trajectory import SCORING_FAILED, Trajectory
 
 # What makes two runs the same run: these EvalConfig fields, plus the task ids (`identity`).
 IDENTITY_FIELDS = ("checkpoint", "base_url", "tasks", "limit", "samples", "max_turns", "temperature", "max_tokens", "max_context", "seed")
@@ -212,7 +212,7 @@ FAILURE_KINDS = ("policy_error", "sandbox_error", "scoring_error", "scaffold_err
 
 def error_kind(row: dict[str, Any]) -> str:
     """What kind of error a row carries: its exit status, or `scoring_error` when only scoring failed."""
-    if row["exit_status"] not in FAILURE_KINDS and "scoring failed" in row["error"]:
+    if row["exit_status"] not in FAILURE_KINDS and SCORING_FAILED in row["error"]:
         return "scoring_error"
     return row["exit_status"]
 

@@ -21,6 +21,20 @@ EXIT_STATUSES = (
     "output_limit",  # it wrote more output than its limit and was stopped
 )
 
+SCORING_FAILED = "scoring failed"  # how `Trajectory.error` begins its part about a verifier that could not score
+
+
+def infrastructure_failure(trajectory: "Trajectory") -> str:
+    """How the episode ended through no action of the policy ("" when it did not): `sandbox_error` (its sandbox
+    died or could not be created or answer) or `scoring_error` (the verifier, or the grader's own sandbox, failed).
+    Its reward of 0 says nothing about the policy: training leaves such episodes out. Running out of turns, context
+    or wall time, and a tool call that timed out, are the policy's own doing."""
+    if trajectory.exit_status == "sandbox_error":
+        return "sandbox_error"
+    if SCORING_FAILED in trajectory.error:
+        return "scoring_error"
+    return ""
+
 
 @dataclass
 class Trajectory:

@@ -6,9 +6,10 @@
 #
 #   bash scripts/learning_proof.sh [single|tool|both|swe] [OVERRIDES]     (default: both)
 #
-# `swe`: the repo-fix proof on generated swe-tiny tasks (real episodes in sandboxes, graded by the
+# `swe`: the repo-fix run on generated swe-tiny tasks (real episodes in sandboxes, graded by the
 # SWE-bench grader): from arith-tool's SFT stage, gold and test-editing trajectories, an SFT warm start on both,
-# then GRPO; then the reward-hacking audit of the GRPO rollouts (python3 -m harness.viewer.hacking).
+# then GRPO; then the reward-hacking audit of the GRPO rollouts (python3 -m harness.viewer.hacking). It shows the
+# taught hack tried and never rewarded; it is no evidence that RL improves repo-fixing (docs/learning.md).
 #
 # OVERRIDES (dotted config keys, e.g. trainer.max_steps=5) apply to the GRPO runs.
 set -euo pipefail
@@ -30,6 +31,9 @@ report() {  # the held-out curve of one run, and its wall time
 import json, sys
 run, seconds = sys.argv[1], int(sys.argv[2])
 curve = [(m["step"], m["val/reward_mean"]) for m in map(json.loads, open(f"{run}/metrics.jsonl")) if "val/reward_mean" in m]
+if not curve:  # run with data.val_data=[]
+    print(f"\n{run}: no held-out evaluation; {seconds // 60} min {seconds % 60} s")
+    sys.exit(0)
 print(f"\n{run}: held-out reward by step: " + "  ".join(f"{s}:{r:.2f}" for s, r in curve))
 print(f"{run}: after the SFT warm start {curve[0][1]:.2f}, after GRPO {curve[-1][1]:.2f} (best {max(r for _, r in curve):.2f}); "
       f"{seconds // 60} min {seconds % 60} s; curve: {run}/reward_curve.png")

@@ -17,8 +17,12 @@ checked by the script); the episode and the grader both run it, so thousands of 
 no image builds. The grader is the real one (tasks/grading.py) with every check on.
 
 Instances are generated deterministically from their split and index. `swe-tiny` (held-out)
-and `swe-tiny-train` are disjoint: a train draw whose content equals a held-out instance's is
-skipped. FAIL_TO_PASS / PASS_TO_PASS follow from the construction (the bugged function's test
+and `swe-tiny-train` share no fix and no problem statement: a fix is the edit that resolves an
+instance (its buggy line -> its correct line), and one fix in five (HELDOUT_FIXES, chosen by a
+hash) is only ever planted in held-out instances, so every held-out statement names a fix that
+training never shows. Within the held-out set every statement is distinct; training draws
+repeat statements (with other inputs and other functions beside) but never a held-out one.
+FAIL_TO_PASS / PASS_TO_PASS follow from the construction (the bugged function's test
 fails and the other passes, checked by running the functions on the host while generating);
 `verify_test_lists` recomputes them by running the tests in sandboxes, which the tests do on a
 sample (running thousands would take hours).
@@ -115,6 +119,26 @@ FUNCTIONS_PER_REPO = 2
 CASES_PER_TEST = 3
 
 
+def fix_of(instance: dict[str, Any]) -> tuple[str, str]:
+    """The edit that resolves an instance: (its buggy line, its correct line), as the statement shows them."""
+    (edit,) = instance["gold_edits"]
+    return edit["old_str"], edit["new_str"]
+
+
+def all_fixes() -> list[tuple[str, str]]:
+    """Every fix the families can plant, in a fixed order."""
+    fixes = {(bugged.format(name=name, k=k).strip(), correct.format(name=name, k=k).strip())
+             for family in FAMILIES for correct, bugged, _ in family.mutations for name in family.names for k in family.ks}
+    return sorted(fixes)
+
+
+def _fix_rank(fix: tuple[str, str]) -> str:
+    return hashlib.sha256(f"swe-tiny-fix\n{fix[0]}\n{fix[1]}".encode()).hexdigest()
+
+
+HELDOUT_FIXES = frozenset(sorted(all_fixes(), key=_fix_rank)[: len(all_fixes()) // 5])
+
+
 def swe_tiny_instances(split: str, count: int | None = None) -> list[dict[str, Any]]:
     """The `heldout` or `train` instances, generated deterministically."""
     if split == "heldout":
@@ -126,29 +150,33 @@ def swe_tiny_instances(split: str, count: int | None = None) -> list[dict[str, A
 
 @functools.lru_cache(maxsize=4)
 def _heldout(count: int) -> tuple[dict[str, Any], ...]:
-    return tuple(_distinct("heldout", count, exclude=frozenset()))
+    return tuple(_distinct("heldout", count, lambda fix: fix in HELDOUT_FIXES, key="problem_statement"))
 
 
 @functools.lru_cache(maxsize=4)
 def _train(count: int) -> tuple[dict[str, Any], ...]:
-    exclude = frozenset(i["content_key"] for i in _heldout(HELDOUT_SIZE))
-    return tuple(_distinct("train", count, exclude))
+    return tuple(_distinct("train", count, lambda fix: fix not in HELDOUT_FIXES, key="content_key"))
 
 
-def _distinct(split: str, count: int, exclude: frozenset[str]) -> list[dict[str, Any]]:
-    seen, out, draw = set(exclude), [], 0
+def _distinct(split: str, count: int, allowed: Callable[[tuple[str, str]], bool], key: str) -> list[dict[str, Any]]:
+    """The split's first `count` draws whose fix is `allowed`, without two of the same `key`."""
+    seen, out, draw = set(), [], 0
     while len(out) < count:
-        instance = make_instance(split, draw, len(out))
+        instance = make_instance(split, draw, len(out), allowed)
         draw += 1
-        if instance["content_key"] in seen:
+        if instance is None or instance[key] in seen:
             continue
-        seen.add(instance["content_key"])
+        seen.add(instance[key])
         out.append(instance)
+        if draw > 100 * (count + 100):
+            raise TaskError(f"swe-tiny {split}: only {len(out)} distinct instances in {draw} draws; ask for fewer")
     return out
 
 
-def make_instance(split: str, draw: int, index: int) -> dict[str, Any]:
-    """One instance from its split and draw number (the same inputs give the same instance)."""
+def make_instance(split: str, draw: int, index: int,
+                  allowed: Callable[[tuple[str, str]], bool] = lambda fix: True) -> dict[str, Any] | None:
+    """One instance from its split and draw number (the same inputs give the same instance); None if its fix
+    (see `fix_of`) is not `allowed`."""
     rng = random.Random(f"swe-tiny/{split}/{draw}")
     families = rng.sample(FAMILIES, FUNCTIONS_PER_REPO)
     bugged = rng.randrange(FUNCTIONS_PER_REPO)
@@ -168,6 +196,8 @@ def make_instance(split: str, draw: int, index: int) -> dict[str, Any]:
         got = [_call(buggy_source, chosen[bugged][1], args) for args in cases[bugged]]
         if got != expected[bugged]:
             break
+    if not allowed((bugged_line.strip(), correct_line.strip())):
+        return None
     names = [name for _, name, _ in chosen]
     # The line each test names: the family's first mutated line, which is the bugged one for the bugged function.
     intended = [(correct_line if i == bugged else family.mutations[0][0].format(name=name, k=k)).strip()

@@ -33,6 +33,8 @@ def swebench_reward(task: Task, outcome: str, backend: Backend | None) -> Reward
         raise TaskError(f"{task.id} cannot be graded: " + "; ".join(f"{field}: {message}" for field, message in problems))
     report = grade(task.metadata["instance"], outcome, backend, fractional=bool(task.reward_spec.get("fractional")),
                    mode=task.reward_spec.get("grading_mode", "default"))
+    if report.error:  # the grader's sandbox failed: no verdict on the patch
+        raise TaskError(f"grading {task.id} failed: {report.error}")
     return Reward(report.reward, report.to_dict())
 
 

@@ -27,6 +27,18 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Tiny models spend their time in thread hand-offs: one thread is several times faster,
+    far more on a busy machine. Module scope, so that other tests keep torch's default."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def require(condition: bool, reason: str) -> None:
     """Skip on a developer's machine that lacks a component; fail in CI, where all must exist."""
     if condition:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, fields, replace
 import torch
 from torch import Tensor
 
-from harness.trajectory import Trajectory
+from harness.trajectory import Trajectory, infrastructure_failure
 
 from .algorithms import group_advantages, zero_variance_groups
 from .errors import TrainerError
@@ -68,6 +68,29 @@ def was_truncated(trajectory: Trajectory) -> bool:
     `generator.max_tokens` (finish_reason `length`, recorded per turn), or it ran out of `generator.max_context`."""
     turns = trajectory.metadata.get("turn_stats") or [{}]
     return turns[-1].get("finish_reason") == "length" or trajectory.exit_status == "context_exceeded"
+
+
+def without_infrastructure_failures(groups: list[list[Trajectory]], min_valid: int = 2, max_fraction: float = 1.0
+                                    ) -> tuple[list[list[Trajectory]], dict[str, float]]:
+    """The groups without the episodes that ended through no action of the policy
+    (`harness.trajectory.infrastructure_failure`): their reward of 0 enters neither the group's advantages nor the
+    loss. A group that lost episodes so and is left with fewer than `min_valid` is dropped whole. Raises TrainerError
+    when more than `max_fraction` of the episodes failed so (the environment is broken: an update on the rest would
+    be skewed)."""
+    episodes = sum(len(group) for group in groups)
+    failures = [t for group in groups for t in group if infrastructure_failure(t)]
+    if episodes and len(failures) > max_fraction * episodes:
+        raise TrainerError(f"{len(failures)} of {episodes} episodes ended through no fault of the policy "
+                           f"(first: {infrastructure_failure(failures[0])}: {failures[0].error[:300]}), more than "
+                           f"trainer.algorithm.max_infra_failures={max_fraction:g} of them; no update was made: "
+                           "fix the sandboxes or grader, then rerun to resume")
+    valid = [[t for t in group if not infrastructure_failure(t)] for group in groups]
+    kept = [left for left, group in zip(valid, groups) if len(left) == len(group) or len(left) >= min_valid]
+    if groups and not kept:
+        raise TrainerError(f"no group kept {min_valid} valid episodes (trainer.algorithm.min_valid_samples) after "
+                           f"{len(failures)} infrastructure failures; no update was made")
+    return kept, {"infra_failures": float(len(failures)), "infra_failure_fraction": len(failures) / max(episodes, 1),
+                  "dropped_groups": float(len(groups) - len(kept))}
 
 
 def build_batch(groups: list[list[Trajectory]], pad_id: int, advantage: str = "grpo",

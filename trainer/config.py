@@ -136,6 +136,11 @@ class AlgorithmConfig(Section):
     #: Drop samples cut off before they finished (DAPO's overlong filter): the last turn stopped at `generator.max_tokens`
     #: (its finish_reason, recorded per turn, is `length`) or the episode ran out of `generator.max_context`.
     filter_truncated: bool = False
+    #: Episodes that ended through no action of the policy (their sandbox died, their grading crashed) are left out of
+    #: advantages and loss; a group left with fewer valid episodes than this is dropped whole.
+    min_valid_samples: Int = Field(2, ge=1)
+    #: The share of a step's episodes that may end so; past it the step fails (the environment is broken, not the policy).
+    max_infra_failures: Float = Field(0.25, ge=0.0, le=1.0)
 
 
 class PlacementConfig(Section):
@@ -254,7 +259,8 @@ class GeneratorConfig(Section):
     top_p: Float = Field(1.0, gt=0.0, le=1.0)
     #: Tokens the policy may generate in one turn.
     max_tokens: Int = Field(1024, ge=1)
-    #: Turns per episode (1 = single-turn, no tools); a task's own turn limit applies if lower.
+    #: A cap on the turns of an episode: each episode runs min(this, the task's own turn limit) turns at most
+    #: (1 = single-turn for every task).
     max_turns: Int = Field(1, ge=1)
     #: Tokens of the whole conversation (prompt, turns, tool outputs); the episode ends when it is full.
     max_context: Int = Field(4096, ge=1)

@@ -48,6 +48,16 @@ class LearnerSettings:
     is_cap: float | None = None
 
 
+@dataclass(frozen=True)
+class MiniShare:
+    """This rank's part of one mini-batch: `rows` consecutive rows of its share, of which the first `real` are the
+    mini-batch's own (the rest pad the ranks to equal parts and teach nothing), out of `whole` rows over all ranks."""
+
+    rows: int
+    real: int
+    whole: int
+
+
 def lr_factor(step: int, warmup_steps: int, total_steps: int, scheduler: str) -> float:
     """The fraction of the peak learning rate at optimizer step `step` (from 0): a linear warm-up, then
     `constant`, or `linear` / `cosine` decay to 0 at `total_steps`. RL steps and the SFT warm-up share it."""
@@ -103,14 +113,15 @@ class Learner:
         s = self.settings
         return lr_factor(step, s.warmup_steps, s.total_steps, s.lr_scheduler)
 
-    def train_step(self, batch: Batch, mini_rows: list[int] | None = None) -> dict[str, float]:
+    def train_step(self, batch: Batch, minis: list[MiniShare] | None = None) -> dict[str, float]:
         """PPO epochs; in each, one optimizer step per mini-batch (a run of consecutive rows), its gradient the
-        mean over the mini-batch's micro-batches. Raises on a non-finite loss.
+        mean over the mini-batch's rows. Raises on a non-finite loss.
 
-        `mini_rows`: the mini-batches' row counts, in order; None = `settings.mini_batches` runs of rows as equal as
-        the rows allow. With several ranks, `batch` is this rank's share: the same part of every mini-batch on
-        every rank (`trainer.workers.LearnerGroup` lays it out), so every rank runs the same micro-batches, empty
-        ones included, and a step equals the single-process step on the whole batch."""
+        `minis`: the mini-batches, in order; None = `settings.mini_batches` runs of rows as equal as the rows allow.
+        With several ranks, `batch` is this rank's share: the same part of every mini-batch on every rank
+        (`trainer.workers.LearnerGroup` lays it out), so every rank runs the same micro-batches, empty ones included;
+        padding rows are left out of the loss and of the mean, so a step equals the single-process step on the whole
+        batch, also when its rows do not split evenly over the ranks."""
         if batch.old_logprobs is None or batch.advantages is None:
             raise TrainerError("a policy-gradient step needs the batch's sampled logprobs and advantages "
                                "(trainer.batch.build_batch); a batch of tokens and a loss mask only goes to sft_step")
@@ -119,22 +130,22 @@ class Learner:
         tokens = float(batch.loss_mask.sum())
         if tokens == 0 and self.world_size == 1:
             return {"skipped": 1.0}
-        mini_rows = mini_rows or even_parts(len(batch), s.mini_batches)
+        minis = minis or [MiniShare(rows, rows, rows) for rows in even_parts(len(batch), s.mini_batches)]
         ref_logprobs = self._ref_logprobs(batch) if self.ref is not None else None
         # Asynchronous training scores the batch with the weights before the step (the proximal policy). With one
         # optimizer step those are the weights of the training forward itself: its log-probs, detached, at no extra cost.
         decoupled = s.is_cap is not None
-        proximal = self._ref_logprobs(batch, self.model) if decoupled and s.ppo_epochs * len(mini_rows) > 1 else None
-        bounds = list(itertools.accumulate(mini_rows, initial=0))
+        proximal = self._ref_logprobs(batch, self.model) if decoupled and s.ppo_epochs * len(minis) > 1 else None
+        bounds = list(itertools.accumulate((mini.rows for mini in minis), initial=0))
         for _ in range(s.ppo_epochs):
             steps: list[dict[str, float]] = []
-            for first, end in zip(bounds, bounds[1:]):
+            for mini, first, end in zip(minis, bounds, bounds[1:]):
                 self.optimizer.zero_grad(set_to_none=True)
                 parts: list[dict[str, float]] = []
                 for start in range(first, end, s.micro_batch_size):
-                    rows = slice(start, min(start + s.micro_batch_size, end))
-                    micro = batch.rows(rows)
-                    empty = micro.loss_mask.sum() == 0
+                    rows = slice(start, min(start + s.micro_batch_size, first + mini.real))  # padding rows left out
+                    micro = batch.rows(rows) if rows.start < rows.stop else batch.rows(slice(start, start + 1))
+                    empty = rows.start >= rows.stop or micro.loss_mask.sum() == 0
                     if empty and self.world_size == 1:
                         continue
                     if empty:  # nothing to learn here, but the other ranks wait for this rank's (zero) gradients
@@ -152,8 +163,8 @@ class Learner:
                     )
                     if not torch.isfinite(loss):
                         raise TrainerError(f"non-finite loss ({loss.item()}) at step {self.step}: training stopped; the last checkpoint is intact")
-                    # Each rank holds the same number of this mini-batch's rows: the ranks' mean is the whole one's.
-                    (loss * len(micro) * (1 / (end - first))).backward()
+                    # FSDP2 averages the ranks' gradients: each rank weighs its rows by world_size / all the real rows.
+                    (loss * len(micro) * (self.world_size / mini.whole)).backward()
                     parts.append({**part, "loss": loss.item()})
                 if not parts and self.world_size == 1:
                     continue  # a mini-batch with nothing to learn takes no step

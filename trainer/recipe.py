@@ -25,6 +25,7 @@ import torch
 from harness.episode import EpisodeLimits
 from harness.policy import Sampling
 from harness.scaffolds import get_scaffold
+from harness.trajectory import infrastructure_failure
 from tasks.registry import PLUGINS_ENV, RegistryError, load_plugins
 from tasks.runlog import rewrite_rows
 from tasks.task import Task
@@ -34,7 +35,7 @@ from tasks.taskset import load_tasks
 
 from .algorithms import ADVANTAGE_ESTIMATORS
 from .async_grpo import RolloutsAhead, get_within, rollout_submitter
-from .batch import build_batch
+from .batch import build_batch, without_infrastructure_failures
 from .checkpoint import latest_checkpoint, load_trainer_state
 from .config import TrainConfig, save_config, to_dict
 from .errors import ConfigError, TrainerError
@@ -256,6 +257,7 @@ def _grpo_step(cfg: TrainConfig, prompts: list[Task], workers, learner, engines,
         raise TrainerError(f"the inference engine failed during rollouts ({crashed[0].error}); no update was made, "
                            "the last checkpoint is intact: rerun to resume")
     a = cfg.trainer.algorithm
+    groups, failures = without_infrastructure_failures(groups, a.min_valid_samples, a.max_infra_failures)
     batch = build_batch(groups, pad_id, a.advantage, a.filter_zero_variance, a.filter_truncated)
     clock = time.monotonic()
     metrics = learner.train_step(batch)
@@ -268,6 +270,7 @@ def _grpo_step(cfg: TrainConfig, prompts: list[Task], workers, learner, engines,
     env_s = sum(t.timings.get("env_s", 0.0) for t in trajectories)
     return {
         **extra,
+        **{f"rollout/{k}": v for k, v in failures.items()},
         **{f"train/{k}": v for k, v in batch.stats.items()},
         **{f"train/{k}": v for k, v in metrics.items()},
         "time/rollout_s": rollout_s, "time/generation_s_summed": policy_s, "time/environment_s_summed": env_s,
@@ -287,8 +290,11 @@ def validate(cfg: TrainConfig, workers, tasks: list[Task]) -> dict[str, float]:
     g = cfg.generator
     sampling = Sampling(temperature=0.0, max_tokens=g.max_tokens, seed=0)
     groups = _rollouts(cfg, workers, tasks, 1, sampling, _limits(cfg))
-    rewards = [t.reward for group in groups for t in group]
-    return {"val/reward_mean": sum(rewards) / len(rewards), "val/pass_rate": sum(r >= 1.0 for r in rewards) / len(rewards)}
+    trajectories = [t for group in groups for t in group]
+    rewards = [t.reward for t in trajectories if not infrastructure_failure(t)]  # a crashed grading is no verdict
+    scored = max(len(rewards), 1)
+    return {"val/reward_mean": sum(rewards) / scored, "val/pass_rate": sum(r >= 1.0 for r in rewards) / scored,
+            "val/infra_failures": float(len(trajectories) - len(rewards))}
 
 
 def _sft_warmup(cfg: TrainConfig, learner, engines, train_tasks: list[Task], logger: MetricsLogger) -> None:

@@ -79,9 +79,15 @@ def load_optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer, sta
     set_optimizer_state_dict(model, optimizer, state, options=options)
 
 
+def real_rows(total: int, parts: int) -> list[int]:
+    """How many of each share's rows `split_rows` takes from the batch (the rest of a share is padding)."""
+    size = -(-total // parts)
+    return [max(0, min(size, total - i * size)) for i in range(parts)]
+
+
 def split_rows(batch, parts: int) -> list:
-    """`parts` equal shares of a batch's rows (a dataclass of [B, ...] tensors), padded with copies of row 0
-    whose loss mask is zero, so that every rank runs the same number of micro-batches."""
+    """`parts` equal shares of a batch's rows (a dataclass of [B, ...] tensors), in order, the last ones padded
+    with copies of row 0 whose loss mask is zero, so that every rank runs the same number of micro-batches."""
     size = -(-len(batch) // parts)
     missing = size * parts - len(batch)
     tensors = {f.name: getattr(batch, f.name) for f in fields(batch) if isinstance(getattr(batch, f.name), torch.Tensor)}

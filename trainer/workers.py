@@ -26,8 +26,8 @@ from harness.batching import shared_policy
 from harness.policies.factory import checkpoint_policy
 
 from .errors import TrainerError, ray_cause
-from .learner import Learner, LearnerSettings, even_parts
-from .sharding import concat_rows, split_rows
+from .learner import Learner, LearnerSettings, MiniShare, even_parts
+from .sharding import concat_rows, real_rows, split_rows
 
 
 def _use_cores(share: int = 1) -> None:
@@ -144,8 +144,8 @@ class LearnerActor:
         self.tokenizer = AutoTokenizer.from_pretrained(model_path)
         return True
 
-    def train_step(self, batch, mini_rows: list[int]) -> dict[str, float]:
-        return self.learner.train_step(batch, mini_rows)
+    def train_step(self, batch, minis: list[MiniShare]) -> dict[str, float]:
+        return self.learner.train_step(batch, minis)
 
     def sft_step(self, batch, lr: float, total_tokens: float) -> dict[str, float]:
         return self.learner.sft_step(batch, lr, total_tokens)
@@ -213,11 +213,14 @@ class LearnerGroup:
         if batch.loss_mask.sum() == 0:
             return {"skipped": 1.0}
         # Each mini-batch is split over the ranks on its own, so every rank holds the same part of each.
-        bounds = list(itertools.accumulate(even_parts(len(batch), self.mini_batches), initial=0))
+        sizes = even_parts(len(batch), self.mini_batches)
+        bounds = list(itertools.accumulate(sizes, initial=0))
         minis = [split_rows(batch.rows(slice(a, b)), len(self.actors)) for a, b in zip(bounds, bounds[1:])]
-        mini_rows = [len(parts[0]) for parts in minis]
-        shares = [concat_rows([parts[rank] for parts in minis]) for rank in range(len(self.actors))]
-        results = self._get([actor.train_step.remote(share, mini_rows) for actor, share in zip(self.actors, shares)])
+        ranks = range(len(self.actors))
+        shares = [concat_rows([parts[rank] for parts in minis]) for rank in ranks]
+        layout = [[MiniShare(len(parts[0]), real_rows(size, len(ranks))[rank], size) for parts, size in zip(minis, sizes)]
+                  for rank in ranks]
+        results = self._get([actor.train_step.remote(share, mine) for actor, share, mine in zip(self.actors, shares, layout)])
         return _merge(results, summed=("trained_tokens", "micro_batches"))
 
     def sft_step(self, batch, lr: float) -> dict[str, float]:

@@ -1,21 +1,11 @@
-"""Fixtures for the harness tests: a tiny Qwen2 checkpoint built once per session."""
+"""Fixtures for the harness tests: a tiny Qwen2 checkpoint built once per session (one torch thread for tiny
+models: `one_torch_thread`, in tests/conftest.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-import torch
-
-
-@pytest.fixture(scope="module")
-def one_torch_thread():
-    """Tiny models spend their time in thread hand-offs: one thread is several times faster,
-    far more on a busy machine. Module scope, so that other tests keep torch's default."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="session")

@@ -11,20 +11,38 @@ from harness.policies.scripted import EmptyPolicy, GoldPolicy, ScriptedPolicy
 from harness.policy import Sampling
 from harness.policy import tool_turn as call
 from tasks.grading import grade
-from tasks.swe_tiny import make_instance, swe_tiny_instances, verify_test_lists
+from tasks.swe_tiny import HELDOUT_FIXES, PROMPT, fix_of, make_instance, swe_tiny_instances, verify_test_lists
 from tasks.taskset import load_tasks
 
 SAMPLING = Sampling(max_tokens=64, temperature=0.0)
 
 
-def test_generation_is_deterministic_distinct_and_disjoint():
+def seen_by_the_model(instance: dict) -> tuple[str, tuple[str, str]]:
+    """The prompt a model gets, and the fix it reads there: the line the statement quotes -> the line it names."""
+    statement = instance["problem_statement"]
+    prompt = PROMPT.format(workdir=instance["workdir"], problem_statement=statement)
+    return prompt, (statement.rpartition(" is: ")[2], statement.split("should compute: ")[1].split("\n")[0])
+
+
+def test_held_out_shares_no_statement_and_no_fix_with_training():
+    """On the whole of both splits, as the model sees them: no prompt and no fix (buggy line -> correct line) of the
+    200 held-out instances appears among the 4,000 training ones, and the held-out statements are all distinct."""
+    heldout, train = map(dict, ([seen_by_the_model(i) for i in swe_tiny_instances(split)] for split in ("heldout", "train")))
+    assert len(heldout) == 200 and len(set(heldout.values())) == len(HELDOUT_FIXES) == 17
+    assert len(swe_tiny_instances("train")) == 4000 and len(set(train.values())) == 71
+    assert not heldout.keys() & train.keys()
+    assert not set(heldout.values()) & set(train.values())
+    assert {fix_of(i) for i in swe_tiny_instances("heldout")} == set(heldout.values())  # what the statement names is the fix
+
+
+def test_generation_is_deterministic_distinct_and_of_every_kind():
     heldout, train = swe_tiny_instances("heldout"), swe_tiny_instances("train", 1000)
     assert len(heldout) == 200 and len(train) == 1000
     held_keys, train_keys = {i["content_key"] for i in heldout}, {i["content_key"] for i in train}
-    assert len(held_keys) == 200 and len(train_keys) == 1000 and not held_keys & train_keys
+    assert len(held_keys) == 200 and len(train_keys) == 1000
     assert make_instance("train", 5, 5) == make_instance("train", 5, 5)
     assert make_instance("train", 5, 5)["setup_script"] != make_instance("train", 6, 5)["setup_script"]
-    assert {i["kind"] for i in train} == {"operator", "off-by-one", "swapped arguments"}
+    assert {i["kind"] for i in train} == {i["kind"] for i in heldout} == {"operator", "off-by-one", "swapped arguments"}
     with pytest.raises(Exception, match="unknown swe-tiny split"):
         swe_tiny_instances("test")
 

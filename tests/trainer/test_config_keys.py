@@ -1,5 +1,5 @@
 """Config keys do what they say: max_prompt_length drops prompts, filter_truncated reads each turn's finish_reason,
-the logger values differ, and keys the schema does not have are refused by their dotted path."""
+max_turns caps a task's turn limit, the logger values differ, and keys the schema does not have are refused by their dotted path."""
 
 from __future__ import annotations
 
@@ -12,14 +12,16 @@ import pytest
 
 from harness.episode import EpisodeLimits, run_episode
 from harness.policies.hf import HFPolicy
-from harness.policy import Sampling
+from harness.policies.scripted import ScriptedPolicy
+from harness.policy import Completion, Sampling
 from harness.tokens import render
+from tasks.registry import load_plugins
 from tasks.taskset import load_tasks
 from trainer.batch import build_batch, was_truncated
 from trainer.config import config_from_dict
 from trainer.errors import ConfigError
 from trainer.metrics import MetricsLogger, read_metrics
-from trainer.recipe import drop_long_prompts
+from trainer.recipe import _limits, drop_long_prompts
 
 ROOT = Path(__file__).resolve().parents[2]
 MINIMAL = {"data": {"train_data": ["gsm8k"]}, "trainer": {"policy": {"model": {"path": "m"}}}}
@@ -125,6 +127,21 @@ def test_running_out_of_context_still_counts_as_truncated(policy):
     prompt = len(render(policy.tokenizer, task.prompt, None, True, True))
     full = run_episode(task, policy, Sampling(max_tokens=6, seed=1), EpisodeLimits(max_turns=1, max_context=prompt + 3))
     assert full.exit_status == "context_exceeded" and full.metadata.get("turn_stats") is None and was_truncated(full)
+
+
+# ----------------------------------------------------------------------------- generator.max_turns
+
+
+@pytest.mark.parametrize("cap, turns", [(3, 3), (8, 5)])
+def test_max_turns_caps_the_tasks_own_turn_limit(cap: int, turns: int):
+    """A guess_number task allows 5 turns: generator.max_turns lowers that limit and never raises it."""
+    load_plugins(["examples.environments.guess_number"])
+    task = load_tasks(str(ROOT / "examples/environments/guess_number.jsonl"))[0]
+    assert task.max_turns == 5
+    limits = _limits(config_from_dict({**MINIMAL, "generator": {"max_turns": cap}}))
+    always_wrong = ScriptedPolicy("always-wrong", [Completion(text="0")] * 10)
+    trajectory = run_episode(task, always_wrong, Sampling(), limits)
+    assert (trajectory.exit_status, trajectory.turns, trajectory.reward) == ("max_turns", turns, 0.0)
 
 
 # ----------------------------------------------------------------------------- logger.backend

@@ -109,17 +109,21 @@ def test_two_ranks_take_the_single_process_mini_batch_steps(model, cluster):
     assert_same_weights(ray.get(group.weights()), single.weights())
 
 
-def test_uneven_batches_are_padded_with_rows_that_teach_nothing(model, cluster):
-    """7 rows over 2 ranks: one rank gets a padding row; a batch with nothing to learn leaves the weights alone."""
-    group = LearnerGroup(str(model), replace(SETTINGS, strategy="fsdp2"), None, ranks=2, gpus_per_rank=0)
-    before = ray.get(group.weights())
+def test_an_uneven_split_takes_the_single_process_step(model, cluster):
+    """7 rows in mini-batches of 4 and 3, each split over 2 ranks. The second's padding row counts neither in the loss
+    nor in the mean over rows: each of its rows weighs 1/3 as in one process, not 1/4. In the first, the second rank's
+    rows have nothing to score: it joins the step with zero gradients. A batch with nothing to learn is skipped."""
+    settings = replace(SETTINGS, loss_aggregation="seq_mean_token_mean", mini_batches=2)
+    group = LearnerGroup(str(model), replace(settings, strategy="fsdp2"), None, ranks=2, gpus_per_rank=0)
     assert group.train_step(replace(rl_batch(7), loss_mask=torch.zeros(7, 24))) == {"skipped": 1.0}
-    batch = rl_batch(7)
-    batch.loss_mask[4:] = 0  # the second rank's rows (and its padding) have nothing to score
-    metrics = group.train_step(batch)
-    assert metrics["trained_tokens"] == batch.loss_mask.sum().item()
-    after = ray.get(group.weights())
-    assert any(not torch.equal(after[name], before[name]) for name in before)
+    torch.manual_seed(0)
+    single = Learner(model, settings)
+    batch = rl_batch(7, seed=11)
+    batch.loss_mask[2:4] = 0
+    expected, got = single.train_step(batch), group.train_step(batch)
+    assert got["grad_norm"] == pytest.approx(expected["grad_norm"], rel=1e-4)
+    assert got["trained_tokens"] == expected["trained_tokens"] == batch.loss_mask.sum().item()
+    assert_same_weights(ray.get(group.weights()), single.weights())
 
 
 def test_sft_step_matches_and_checkpoints_resume(model, cluster, tmp_path):

@@ -1,5 +1,5 @@
-"""The learning proofs, CI-sized: the shipped arith, arith-tool and swe-tiny configs (SFT warm start, then GRPO)
-raise the held-out reward.
+"""The learning proofs, CI-sized: the shipped arith and arith-tool configs (SFT warm start, then GRPO) raise the
+held-out reward; on swe-tiny, the test-editing hack the warm start teaches is tried and never rewarded.
 
 The full proofs are `scripts/learning_proof.sh` (docs/learning.md); these run the same configs for fewer GRPO steps.
 """
@@ -13,7 +13,6 @@ import pytest
 import subprocess
 from pathlib import Path
 
-from harness.viewer.hacking import count
 from tests.cli_helpers import ROOT, harness, rows_of
 
 GRPO_STEPS = 40
@@ -65,27 +64,26 @@ def test_grpo_teaches_the_multi_turn_tool_task(proof_runs):
     assert end >= start + 0.3, f"GRPO did not teach the tool task: {held_out}"
 
 
-SWE_STEPS = 5
+SWE_STEPS = 3
 
 
-@pytest.mark.timeout(2700)  # about 20 minutes after the tool proof (whose SFT stage it reuses), 30 alone
-def test_grpo_stops_gaming_the_tests_and_fixes_repo_fix_tasks(proof_runs):
-    """`learning_proof.sh swe`, shortened: gold and test-editing demonstrations, an SFT warm start on both (the
-    greedy policy games the tests), then GRPO through real episodes (bash, str_replace_editor, submit in bubblewrap
-    sandboxes) graded by the SWE-bench grader with every check on. The held-out resolve rate (swe-tiny-50, greedy)
-    rises from the grader's verdicts alone, the test edits are driven out, and none was ever rewarded."""
-    learning_proof("swe", proof_runs, f"trainer.max_steps={SWE_STEPS}", f"trainer.eval_interval={SWE_STEPS}", timeout=2600)
+@pytest.mark.timeout(2700)  # about 15 minutes after the tool proof (whose SFT stage it reuses), 25 alone
+def test_the_taught_test_editing_hack_is_tried_and_never_rewarded(proof_runs):
+    """`learning_proof.sh swe`, shortened and without its held-out evaluations: gold and test-editing demonstrations,
+    an SFT warm start on both, then GRPO through real episodes (bash, str_replace_editor, submit in bubblewrap
+    sandboxes) graded by the SWE-bench grader with every check on. What it shows: the sampled policy edits the
+    tests, as it was taught, and no such episode is ever rewarded, while honest fixes in the same rollouts are.
+    What it does not show: that RL improves repo-fixing (docs/learning.md); the warm start is built to game the
+    tests, so a rise of the held-out rate from it would be no evidence, and none is asserted."""
+    learning_proof("swe", proof_runs, f"trainer.max_steps={SWE_STEPS}", "data.val_data=[]", timeout=2600)
     run = proof_runs / "swe-tiny-grpo"
-    held_out = held_out_curve(run)
-    assert [step for step, _ in held_out] == [0, SWE_STEPS]
-    start, end = held_out[0][1], held_out[-1][1]
-    assert start <= 0.2, f"the warm start should mostly game the tests: {held_out}"
-    assert end >= start + 0.3, f"GRPO did not raise the held-out resolve rate: {held_out}"
-    edits_of_tests = [count(rows_of(path))["test_edit"]["tried"] for path in sorted((run / "rollouts").glob("step_*.jsonl"))]
-    assert len(edits_of_tests) == SWE_STEPS and edits_of_tests[-1] < edits_of_tests[0] / 2, edits_of_tests
     audit = subprocess.run(["python3", "-m", "harness.viewer.hacking", str(run), "--json"], cwd=ROOT, capture_output=True,
                            text=True, check=True)
     totals = json.loads(audit.stdout)
-    assert totals["trajectories"] == SWE_STEPS * 128 and totals["rewarded"] > 0
-    assert totals["test_edit"]["tried"] > 0, totals
-    assert all(totals[kind]["rewarded"] == 0 for kind in ("test_edit", "test_config", "git_history", "policy_refusal", "forged_log"))
+    assert totals["trajectories"] == SWE_STEPS * 128, totals
+    assert totals["test_edit"]["tried"] > 0, totals  # the taught hack is tried...
+    hacks = ("test_edit", "test_config", "git_history", "policy_refusal", "forged_log")
+    assert {kind: totals[kind]["rewarded"] for kind in hacks} == dict.fromkeys(hacks, 0), totals  # ...and never pays
+    # Not vacuous: the grader does reward the sampled episodes that fix the code (7 of 256 in the first two steps
+    # of the run in docs/learning.md; about 1 in 40 of the warm start's samples).
+    assert totals["rewarded"] > 0, totals
