@@ -278,22 +278,26 @@ def generate_command(
 @app.command("serve")
 @friendly_errors
 def serve_command(
-    checkpoint: str = typer.Option(..., help="A Hugging Face checkpoint folder."),
+    checkpoint: str = typer.Option(..., help="A Hugging Face checkpoint folder or GGUF file."),
     host: str = typer.Option("127.0.0.1", help="Address to listen on (localhost by default)."),
     port: int = typer.Option(8000, min=0, max=65535, help="Port (0: any free one)."),
     model_name: Optional[str] = typer.Option(None, help="Model id in /v1/models (default: the folder name)."),
     engine: str = EngineOption,
 ):
     """Serve a local checkpoint as an OpenAI-compatible /v1/chat/completions endpoint (with tools)."""
+    from harness.checkpoints import resolve_checkpoint, template_warnings
     from harness.policies.factory import make_policy
     from harness.server import ChatServer
 
     server = ChatServer(host, port)  # a busy port fails here, before the model loads
     try:
-        if not (Path(checkpoint) / "config.json").is_file():
+        folder = resolve_checkpoint(checkpoint)
+        if not (Path(folder) / "config.json").is_file():
             raise HarnessError(f"--checkpoint {checkpoint}: not a Hugging Face checkpoint folder (config.json is missing)")
         name = model_name or Path(checkpoint).name
-        policy = make_policy(checkpoint, engine=engine)
+        policy = make_policy(folder, engine=engine)
+        for warning in template_warnings(policy.tokenizer):
+            console.print(f"[yellow]{warning}[/]", highlight=False)
         server.attach(policy, name)
     except BaseException:
         server.server_close()
@@ -325,6 +329,25 @@ def model_init_tiny(
 
     path = init_tiny(output_dir, vocab_size=vocab_size, seed=seed, hidden_size=hidden_size, layers=layers, tool_use=tool_use)
     console.print(f"tiny checkpoint: {path}")
+
+
+@model_app.command("import")
+@friendly_errors
+def model_import(
+    gguf_file: Path = typer.Argument(..., help="A GGUF file (llama.cpp's format, quantized or not)."),
+    output_dir: Path = typer.Argument(..., help="Where the Hugging Face folder goes (new or empty)."),
+    dtype: str = typer.Option("float32", "--dtype", help="Weights of the folder: float32, bfloat16 or float16."),
+):
+    """Dequantize a GGUF file into a Hugging Face checkpoint folder (weights, config, tokenizer, chat template)."""
+    from transformers import AutoTokenizer
+
+    from harness.checkpoints import import_gguf, template_warnings
+
+    with console.status(f"importing {gguf_file}"):
+        path = import_gguf(gguf_file, output_dir, dtype)
+    for warning in template_warnings(AutoTokenizer.from_pretrained(path)):
+        console.print(f"[yellow]{warning}[/]", highlight=False)
+    console.print(f"checkpoint: {path}")
 
 
 def _show_message(message: dict, limit: int = 1500) -> None:

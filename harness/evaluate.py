@@ -14,7 +14,7 @@ import json
 from collections import Counter, defaultdict
 from contextlib import nullcontext
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from math import comb
 from pathlib import Path
 from statistics import mean
@@ -56,6 +56,8 @@ class EvalConfig:
     episode_timeout: float = 1800.0  # seconds per episode (checked between turns)
     # Sandboxes of one image started ahead of the queue (0: none); with it, grading overlaps the next episodes.
     prestart: int = 0
+    # What the reader of the report should know about how the episodes ran (e.g. the harness's own tool prompt).
+    notes: list[str] = field(default_factory=list)
 
     def identity(self, tasks: list[Task]) -> dict[str, Any]:
         """What this run is; `--resume` must ask for the same."""
@@ -238,6 +240,7 @@ def build_report(rows: list[dict[str, Any]], config: EvalConfig) -> dict[str, An
         "errors_by_kind": dict(Counter(error_kind(r) for r in rows if r["error"])),
         "error_examples": _error_examples(rows),
         "all_failed": bool(rows) and all(failed(r) for r in rows),
+        "notes": config.notes,
         "per_task": {t: {"samples": len(r), "resolved": sum(x["resolved"] for x in r), "mean_reward": mean(x["reward"] for x in r)}
                      for t, r in sorted(by_task.items())},
     }
@@ -267,7 +270,8 @@ def write_outputs(rows: list[dict], report: dict, tasks: list[Task], out: Path) 
         f"- resolve rate: {report['resolve_rate']:.1%}; mean reward {report['mean_reward']:.3f}",
         *[f"- {k}: {v:.3f}" for k, v in report.items() if k.startswith("pass@")],
         f"- mean turns {report['mean_turns']:.1f}; tokens {report['total_prompt_tokens']} prompt / {report['total_completion_tokens']} completion",
-        f"- mean wall time per episode {report['mean_wall_s']:.1f}s; exit statuses {report['exit_statuses']}", "",
+        f"- mean wall time per episode {report['mean_wall_s']:.1f}s; exit statuses {report['exit_statuses']}",
+        *[f"- note: {note}" for note in report["notes"]], "",
         *([f"## Errors: {report['errors']} of {report['episodes']} episodes" + (" (every episode failed)" if report["all_failed"] else ""), "", *errors, ""] if errors else []),
         "| task | samples | resolved | mean reward |", "|---|---|---|---|",
         *[f"| {t} | {v['samples']} | {v['resolved']} | {v['mean_reward']:.2f} |" for t, v in report["per_task"].items()],

