@@ -176,7 +176,7 @@ def sandbox_bench():
 @app.command("eval")
 @friendly_errors
 def eval_command(
-    checkpoint: str = typer.Option("gold", help="gold, gold-no-tools, empty, replay:PATH, a checkpoint folder, or endpoint:MODEL."),
+    checkpoint: str = typer.Option("gold", help="gold, gold-no-tools, empty, replay:PATH, a checkpoint folder or GGUF file, or endpoint:MODEL."),
     tasks: str = typer.Option("swe-demo", "--tasks", help="Task set: built-in name (swe-demo, gsm8k, gsm8k-tool) or path."),
     max_turns: Optional[int] = typer.Option(None, min=1, help="Turn limit per episode (default: the task's own, 30 for repo tasks)."),
     workers: int = typer.Option(4, min=1, max=1024, help="Episodes run at once."),
@@ -246,7 +246,7 @@ def _run_eval(checkpoint: str, tasks: str, output: Optional[Path], **settings):
 @app.command("generate")
 @friendly_errors
 def generate_command(
-    checkpoint: str = typer.Option(..., help="gold, gold-no-tools, empty, replay:PATH, a checkpoint folder, or endpoint:MODEL."),
+    checkpoint: str = typer.Option(..., help="gold, gold-no-tools, empty, replay:PATH, a checkpoint folder or GGUF file, or endpoint:MODEL."),
     tasks: str = typer.Option("swe-demo", "--tasks", help="Task set: built-in name or path."),
     output: Path = typer.Option(..., help="Dataset directory (trajectories.parquet, README.md, dataset_card.json)."),
     samples: int = typer.Option(1, min=1, help="Trajectories per task."),
@@ -369,7 +369,7 @@ def _show_message(message: dict, limit: int = 1500) -> None:
 @friendly_errors
 def run_command(
     request: str = typer.Argument(..., help='What to do, e.g. "Fix this bug: parse() drops the last field".'),
-    checkpoint: str = typer.Option(..., help="A checkpoint folder, endpoint:MODEL, empty or replay:PATH."),
+    checkpoint: str = typer.Option(..., help="A checkpoint folder or GGUF file, endpoint:MODEL, empty or replay:PATH."),
     repo: Path = typer.Option(..., "--repo", help="Your repository (copied into the sandbox, never mounted)."),
     max_turns: int = typer.Option(30, "--max-turns", min=1, help="Turn limit."),
     test: Optional[str] = typer.Option(None, "--test", help='Judge the patch with this command in a fresh sandbox, '
