@@ -180,7 +180,7 @@ def sandbox_bench():
 @app.command("eval")
 @friendly_errors
 def eval_command(
-    checkpoint: str = typer.Option("gold", help="gold, gold-no-tools, empty, replay:PATH, a checkpoint folder, or endpoint:MODEL."),
+    checkpoint: str = typer.Option("gold", help="gold, gold-no-tools, empty, replay:PATH, a checkpoint folder or GGUF file, or endpoint:MODEL."),
     tasks: str = typer.Option("swe-demo", "--tasks", help="Task set: built-in name (swe-demo, gsm8k, gsm8k-tool) or path."),
     max_turns: Optional[int] = typer.Option(None, min=1, help="A cap on the turns per episode: a task's own limit (30 for repo tasks) applies if lower."),
     workers: int = typer.Option(4, min=1, max=1024, help="Episodes run at once."),
@@ -253,7 +253,7 @@ def _run_eval(checkpoint: str, tasks: str, output: Optional[Path], **settings):
 @app.command("generate")
 @friendly_errors
 def generate_command(
-    checkpoint: str = typer.Option(..., help="gold, gold-no-tools, empty, replay:PATH, a checkpoint folder, or endpoint:MODEL."),
+    checkpoint: str = typer.Option(..., help="gold, gold-no-tools, empty, replay:PATH, a checkpoint folder or GGUF file, or endpoint:MODEL."),
     tasks: str = typer.Option("swe-demo", "--tasks", help="Task set: built-in name or path."),
     output: Path = typer.Option(..., help="Dataset directory (trajectories.parquet, README.md, dataset_card.json)."),
     samples: int = typer.Option(1, min=1, help="Trajectories per task."),
@@ -286,22 +286,26 @@ def generate_command(
 @app.command("serve")
 @friendly_errors
 def serve_command(
-    checkpoint: str = typer.Option(..., help="A Hugging Face checkpoint folder."),
+    checkpoint: str = typer.Option(..., help="A Hugging Face checkpoint folder or GGUF file."),
     host: str = typer.Option("127.0.0.1", help="Address to listen on (localhost by default)."),
     port: int = typer.Option(8000, min=0, max=65535, help="Port (0: any free one)."),
     model_name: Optional[str] = typer.Option(None, help="Model id in /v1/models (default: the folder name)."),
     engine: str = EngineOption,
 ):
     """Serve a local checkpoint as an OpenAI-compatible /v1/chat/completions endpoint (with tools)."""
+    from harness.checkpoints import resolve_checkpoint, template_warnings
     from harness.policies.factory import make_policy
     from harness.server import ChatServer
 
     server = ChatServer(host, port)  # a busy port fails here, before the model loads
     try:
-        if not (Path(checkpoint) / "config.json").is_file():
+        folder = resolve_checkpoint(checkpoint)
+        if not (Path(folder) / "config.json").is_file():
             raise HarnessError(f"--checkpoint {checkpoint}: not a Hugging Face checkpoint folder (config.json is missing)")
         name = model_name or Path(checkpoint).name
-        policy = make_policy(checkpoint, engine=engine)
+        policy = make_policy(folder, engine=engine)
+        for warning in template_warnings(policy.tokenizer):
+            console.print(f"[yellow]{warning}[/]", highlight=False)
         server.attach(policy, name)
     except BaseException:
         server.server_close()
@@ -370,6 +374,25 @@ def model_check_template(
         raise typer.Exit(1)
 
 
+@model_app.command("import")
+@friendly_errors
+def model_import(
+    gguf_file: Path = typer.Argument(..., help="A GGUF file (llama.cpp's format, quantized or not)."),
+    output_dir: Path = typer.Argument(..., help="Where the Hugging Face folder goes (new or empty)."),
+    dtype: str = typer.Option("float32", "--dtype", help="Weights of the folder: float32, bfloat16 or float16."),
+):
+    """Dequantize a GGUF file into a Hugging Face checkpoint folder (weights, config, tokenizer, chat template)."""
+    from transformers import AutoTokenizer
+
+    from harness.checkpoints import import_gguf, template_warnings
+
+    with console.status(f"importing {gguf_file}"):
+        path = import_gguf(gguf_file, output_dir, dtype)
+    for warning in template_warnings(AutoTokenizer.from_pretrained(path)):
+        console.print(f"[yellow]{warning}[/]", highlight=False)
+    console.print(f"checkpoint: {path}")
+
+
 def _show_message(message: dict, limit: int = 1500) -> None:
     """One message of an episode as it happens: the request, the model's turns and tool calls, tool output."""
     role = message["role"]
@@ -389,7 +412,7 @@ def _show_message(message: dict, limit: int = 1500) -> None:
 @friendly_errors
 def run_command(
     request: str = typer.Argument(..., help='What to do, e.g. "Fix this bug: parse() drops the last field".'),
-    checkpoint: str = typer.Option(..., help="A checkpoint folder, endpoint:MODEL, empty or replay:PATH."),
+    checkpoint: str = typer.Option(..., help="A checkpoint folder or GGUF file, endpoint:MODEL, empty or replay:PATH."),
     repo: Path = typer.Option(..., "--repo", help="Your repository (copied into the sandbox, never mounted)."),
     max_turns: int = typer.Option(30, "--max-turns", min=1, help="Turn limit."),
     test: Optional[str] = typer.Option(None, "--test", help='Judge the patch with this command in a fresh sandbox, '

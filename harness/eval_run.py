@@ -19,6 +19,7 @@ from tasks.gsm8k import with_reward_mode
 from tasks.task import Task
 from tasks.taskset import load_tasks
 
+from .checkpoints import template_warnings
 from .distributed import PolicySource
 from .errors import HarnessError
 from .evaluate import EvalConfig, check_run_dir, evaluate
@@ -92,4 +93,8 @@ def prepare_eval(checkpoint: str, tasks: str, output: Path | None = None, *, sam
         return EvalRun(task_list, config, None, None, Cluster(ray_address, backend=backend),
                        PolicySource(checkpoint, base_url), resume, force)
     policy = make_policy(checkpoint, base_url=base_url, engine=engine, endpoint_limits=endpoint_limits)
+    if policy.tokenizer is not None and any(task.tools for task in task_list):
+        config.notes += template_warnings(policy.tokenizer)
+        for warning in config.notes:
+            note(warning)
     return EvalRun(task_list, config, sandbox_backend, policy, resume=resume, force=force)

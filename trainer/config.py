@@ -104,7 +104,8 @@ class DataConfig(Section):
 
 
 class ModelConfig(Section):
-    #: A Hugging Face checkpoint: a local folder (`~` expanded) or a hub id such as `Qwen/Qwen2.5-1.5B-Instruct`.
+    #: A Hugging Face checkpoint: a local folder (`~` expanded), a GGUF file (imported once into a folder), or a hub id
+    #: such as `Qwen/Qwen2.5-1.5B-Instruct`.
     path: str | None = None
 
 

@@ -22,6 +22,7 @@ import numpy as np
 import ray
 import torch
 
+from harness.checkpoints import resolve_checkpoint
 from harness.episode import EpisodeLimits
 from harness.policy import Sampling
 from harness.scaffolds import get_scaffold
@@ -37,7 +38,7 @@ from .algorithms import ADVANTAGE_ESTIMATORS
 from .async_grpo import RolloutsAhead, get_within, rollout_submitter
 from .batch import build_batch, without_infrastructure_failures
 from .checkpoint import latest_checkpoint, load_trainer_state
-from .config import TrainConfig, save_config, to_dict
+from .config import ModelConfig, PolicyConfig, TrainConfig, save_config, to_dict
 from .errors import ConfigError, TrainerError
 from .learner import LearnerSettings, lr_factor
 from .metrics import MetricsLogger, plot_curve, read_metrics, save_rollouts
@@ -144,6 +145,7 @@ def train(cfg: TrainConfig, on_step: Callable[[int, dict], None] = lambda step, 
     if resume_from is None:
         _set_aside_previous_run(run_dir)
     save_config(cfg, run_dir / "config.yaml")
+    cfg = _with_imported_models(cfg)
     model_path = cfg.trainer.policy.model.path
     if not model_path or not (Path(model_path) / "config.json").is_file():
         raise ConfigError(f"trainer.policy.model.path: no Hugging Face checkpoint at {model_path!r}")
@@ -353,6 +355,14 @@ def _set_aside_previous_run(run_dir: Path) -> None:
 def _truncate_metrics(run_dir: Path, step: int) -> None:
     """Forget metrics of steps after the checkpoint: they will be run again."""
     rewrite_rows(run_dir / "metrics.jsonl", [m for m in read_metrics(run_dir) if m["step"] <= step])
+
+
+def _with_imported_models(cfg: TrainConfig) -> TrainConfig:
+    """A GGUF file as a model path trains from the Hugging Face folder imported from it (harness.checkpoints)."""
+    t = cfg.trainer
+    policy, ref = (PolicyConfig(model=ModelConfig(path=resolve_checkpoint(path) if path else path))
+                   for path in (t.policy.model.path, t.ref.model.path))
+    return cfg.model_copy(update={"trainer": t.model_copy(update={"policy": policy, "ref": ref})})
 
 
 def _tokenizer(model_path: str):

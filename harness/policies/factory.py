@@ -2,7 +2,7 @@
 
 A value is `NAME` or `NAME:ARGUMENT` of a registered policy factory (`gold`, `empty`,
 `replay:PATH`, `endpoint:MODEL`, or your own through `register_policy`), a Hugging Face
-checkpoint folder, or a `module:Name` path to a Policy class (called with no arguments) or
+checkpoint folder or GGUF file (imported by harness.checkpoints), or a `module:Name` path to a Policy class (called with no arguments) or
 factory.
 """
 
@@ -13,11 +13,12 @@ from typing import Callable
 
 from tasks.registry import Registry, import_path
 
+from ..checkpoints import is_gguf, resolve_checkpoint
 from ..errors import PolicyError
 from ..policy import Policy
 from .scripted import EmptyPolicy, GoldPolicy, ReplayPolicy
 
-HELP = "gold, gold-no-tools, empty, replay:PATH, a Hugging Face checkpoint folder, endpoint:MODEL (with --base-url), or module:Name"
+HELP = "gold, gold-no-tools, empty, replay:PATH, a Hugging Face checkpoint folder or GGUF file, endpoint:MODEL (with --base-url), or module:Name"
 
 PolicyFactory = Callable[..., Policy]  # (argument after the colon, **options) -> Policy
 POLICIES: Registry[PolicyFactory] = Registry("policy", "harness.policies")
@@ -63,6 +64,8 @@ def make_policy(checkpoint: str, base_url: str | None = None, device: str = "aut
     name, _, argument = checkpoint.partition(":")
     if name in POLICIES:
         return POLICIES.get(name)(argument, base_url=base_url, device=device, endpoint_limits=endpoint_limits)
+    if is_gguf(checkpoint):
+        return checkpoint_policy(resolve_checkpoint(checkpoint), engine, device=device)
     path = Path(checkpoint).expanduser()
     if path.is_dir():
         return checkpoint_policy(path, engine, device=device)

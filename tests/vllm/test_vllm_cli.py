@@ -65,3 +65,15 @@ def test_grpo_steps_with_vllm_rollouts_and_weight_sync(vllm_model, tmp_path):
     # a random tiny model mostly earns equal rewards (zero advantages, no update): that the synced weights reach vLLM
     # is proven by tests/vllm/test_vllm_engine.py::test_weight_sync_makes_vllm_score_like_the_learner
     AutoModelForCausalLM.from_pretrained(run_dir / "checkpoints" / "global_step_2")  # loadable as it is
+
+
+def test_eval_on_gsm8k_with_the_real_model(smollm2, tmp_path):
+    """SmolLM2-135M-Instruct (imported from its GGUF file) sampled by vLLM's CPU engine."""
+    done = harness("eval", "--checkpoint", str(smollm2), "--engine", "vllm", "--tasks", "gsm8k", "--limit", "2",
+                   "--max-tokens", "48", "--output", str(tmp_path / "eval"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads((tmp_path / "eval" / "report.json").read_text())
+    assert report["episodes"] == 2 and report["errors"] == 0 and report["total_completion_tokens"] > 20
+    for path in (tmp_path / "eval" / "trajectories").glob("*.json"):
+        trajectory = json.loads(path.read_text())
+        assert len(trajectory["messages"][-1]["content"].split()) > 5 and trajectory["token_ids"]
