@@ -188,39 +188,44 @@ def _tree_at(repo: Path, base: str, dest: Path) -> Path:
 # ----------------------------------------------------------------------------- images
 
 
-def _environment(record: dict[str, Any], repo: Path, scratch: Path, on_step: Callable[[str], None], before: str | None) -> str:
-    """The project image (dependencies installed, the tree at the base commit in /testbed) of the record."""
+def _environment(record: dict[str, Any], repo: Path, scratch: Path, on_step: Callable[[str], None],
+                 before: str | None) -> tuple[str, dict]:
+    """The project image (dependencies installed, the tree at the base commit in /testbed) of the
+    record, and its `environment` notes."""
     from .synth.project_image import build_project_image
 
     tree = _tree_at(repo, record["base_commit"], scratch / "tree")
     project = Project(normalise(record["repo"].split("/")[-1]), tree, record["repo"], record["base_commit"])
-    return build_project_image(project, TEST_COMMAND, on_step, before).image
+    built = build_project_image(project, TEST_COMMAND, on_step, before)
+    return built.image, built.environment
 
 
 def build_shared_environment(record: dict[str, Any], on_step: Callable[[str], None], before: str | None,
-                             image: str | None = None) -> tuple[str, Path]:
-    """(environment image, repository archive): the record run from an environment image with its
-    repository put in at start (`tasks.shared_env`); `image`: a sibling's environment, nothing built."""
+                             sibling: tuple[str, dict] | None = None) -> tuple[str, dict, Path]:
+    """(environment image, its notes, repository archive): the record run from an environment image
+    with its repository put in at start (`tasks.shared_env`); `sibling`: a sibling's environment
+    (image and notes), nothing built."""
     from .shared_env import archive_path, repo_archive
 
     archive = archive_path(record["instance_id"], record["base_commit"])
-    if image and archive.is_file():
-        return image, archive
+    if sibling and archive.is_file():
+        return *sibling, archive
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
         repo = _checkout_source(record, scratch / "src")
-        image = image or _environment(record, repo, scratch, on_step, before)
-        return image, repo_archive(repo, record["base_commit"], record["instance_id"])
+        image, notes = sibling or _environment(record, repo, scratch, on_step, before)
+        return image, notes, repo_archive(repo, record["base_commit"], record["instance_id"])
 
 
-def build_instance_image(record: dict[str, Any], on_step: Callable[[str], None], before: str | None) -> str:
-    """The project image with the repository at the base commit as /testbed (and .git)."""
+def build_instance_image(record: dict[str, Any], on_step: Callable[[str], None], before: str | None) -> tuple[str, dict]:
+    """The project image with the repository at the base commit as /testbed (and .git), and the
+    project image's `environment` notes."""
     from .synth.project_image import build_image, image_exists
 
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
         repo = _checkout_source(record, scratch / "src")
-        env_image = _environment(record, repo, scratch, on_step, before)
+        env_image, notes = _environment(record, repo, scratch, on_step, before)
         history = base_only_git(repo, record["base_commit"], scratch / "history")
         # STOPSIGNAL: `docker stop` kills at once. The official harness stops each container with a
         # 15 s grace that its `tail -f /dev/null` (PID 1: SIGTERM ignored) never uses.
@@ -231,7 +236,7 @@ def build_instance_image(record: dict[str, Any], on_step: Callable[[str], None],
         if not image_exists(image):
             with timed(on_step, f"{record['instance_id']}: docker build of {image}"):
                 build_image(image, dockerfile, {"git": history}, what=f"adding the repository of {record['instance_id']}")
-    return image
+    return image, notes
 
 
 # ----------------------------------------------------------------------------- mining one record
@@ -340,10 +345,10 @@ def _build_lock(repo: str) -> threading.Lock:
 
 
 def mine_record(record: dict[str, Any], backend: Backend, on_step: Callable[[str], None] = print,
-                timeout: float = 900.0, repeats: int = 2, shared: dict[str, str] | None = None) -> Mined:
+                timeout: float = 900.0, repeats: int = 2, shared: dict[str, tuple[str, dict]] | None = None) -> Mined:
     """One record as a validated instance, or the reason it is not one.
 
-    With `shared` (repository -> an environment image a sibling validated in), the instance
+    With `shared` (repository -> the environment image a sibling validated in, and its notes), the instance
     runs from an environment image with its repository put in at start (`tasks.shared_env`),
     no instance image built; the repository's image is tried first, then the record's own
     environment (as of `created_at`, then newest), which becomes the repository's if it has none."""
@@ -362,14 +367,15 @@ def mine_record(record: dict[str, Any], backend: Backend, on_step: Callable[[str
             with _build_lock(record["repo"]):
                 on_step(f"{name}: waited {time.monotonic() - waited:.0f}s for the build lock")
                 if shared is None:
-                    image = build_instance_image(record, on_step, before)
+                    image, notes = build_instance_image(record, on_step, before)
                 else:
-                    image, archive = build_shared_environment(record, on_step, None if before == SHARED else before,
-                                                              shared[record["repo"]] if before == SHARED else None)
+                    image, notes, archive = build_shared_environment(
+                        record, on_step, None if before == SHARED else before,
+                        shared[record["repo"]] if before == SHARED else None)
         except SynthError as err:
             result.reason = f"environment ({_describe(before)}): {err}"
             continue
-        instance = make_instance(record, image)
+        instance = {**make_instance(record, image), "environment": notes}
         if archive is not None:
             instance = share(instance, image, archive)
         runs: dict[str, list[dict[str, str]]] = {"without": [], "with": []}
@@ -395,7 +401,7 @@ def mine_record(record: dict[str, Any], backend: Backend, on_step: Callable[[str
         result.instance, result.reason, result.flaky = instance, "", flaky
         result.dependencies = _describe(before)
         if shared is not None:
-            shared.setdefault(record["repo"], image)
+            shared.setdefault(record["repo"], (image, notes))
         break
     result.duration = time.monotonic() - started
     return result
@@ -415,12 +421,12 @@ def mine(records: list[dict[str, Any]], output: Path, backend: Backend, workers:
     todo = [r for r in records if r["instance_id"] not in done]
     output.parent.mkdir(parents=True, exist_ok=True)
     lock = threading.Lock()
-    shared: dict[str, str] | None = None
+    shared: dict[str, tuple[str, dict]] | None = None
     if share_env:  # a rerun keeps using the environments its kept instances share
         shared = {}
         for instance in kept:
             if instance.get(REPO_ARCHIVE):
-                shared.setdefault(instance["repo"], instance["image"])
+                shared.setdefault(instance["repo"], (instance["image"], instance.get("environment", {})))
 
     def one(record):
         mined = mine_record(record, backend, on_step, timeout, shared=shared)

@@ -263,6 +263,7 @@ class _Run:
             "log_parser": "parse_log_pytest",
             "eval_type": "pass_and_fail",
             "workdir": WORKDIR,
+            "environment": self.env.environment,
             "kind": mutation.kind,
             "synth": {"origin": self.env.project.origin, "source_commit": self.env.project.commit,
                       "file": mutation.path, "function": mutation.function, "line": mutation.line,
