@@ -149,7 +149,7 @@ def declared_test_dependencies(root: Path) -> tuple[list[str], list[str], list[s
     if setup_cfg.has_section("options.extras_require"):
         extras += setup_cfg.options("options.extras_require")
     groups = _dependency_groups(pyproject)
-    chosen = [n for n in groups if TEST_NAME.search(n)] or [n for n in groups if DEV_NAME.search(n) or n == "default"]
+    chosen = [n for n in groups if TEST_NAME.search(n)] or [n for n in groups if DEV_NAME.search(n) or n.endswith("default")]
     requirements = list(dict.fromkeys(r for name in chosen for r in groups[name]
                                       if TEST_NAME.search(name) or not NOT_FOR_TESTS.match(r)))
     candidates = sorted({p.relative_to(root).as_posix() for pattern in ("*requirements*.txt", "requirements/*.txt")
