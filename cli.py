@@ -580,6 +580,8 @@ def tasks_synth(
         summary = synthesize(repo, output, max_tasks=max_tasks, seed=seed, workers=workers, test_command=test_command,
                              backend=get_backend(backend), on_event=show, max_candidates=max_candidates, early_stop=early_stop)
     console.print(f"kept {summary.kept} of {summary.decided} candidates ({summary.flaky} flaky); rejected: {summary.rejected}")
+    console.print(f"disk: environment image {summary.disk['environment_mb']} MB (shared), "
+                  f"{summary.disk['per_task_mb']} MB more per task; {summary.duration:.0f}s")
     console.print(f"tasks: {output}; summary: {output}.summary.json")
 
 
