@@ -593,6 +593,7 @@ def tasks_mine(
                                                 "None: candidates are found in the repository's history (--since, --limit)."),
     output: Path = typer.Option(..., help="JSONL of validated SWE-bench instances (appended; a rerun finishes an interrupted one)."),
     since: Optional[str] = typer.Option(None, help="History: scan the main line's commits since this date (YYYY-MM-DD)."),
+    until: Optional[str] = typer.Option(None, help="History: and up to this date."),
     limit: Optional[int] = typer.Option(None, min=1, help="History: mine at most this many candidates, newest first."),
     early_stop: int = typer.Option(5, help="History: stop when this many first candidates all fail for one reason (0: never)."),
     workers: int = typer.Option(2, help="Pull requests validated at once."),
@@ -611,7 +612,7 @@ def tasks_mine(
     elif pulls:
         records = records_from_git(source, pulls)
     else:
-        records, funnel = candidates(source, since, limit)
+        records, funnel = candidates(source, since, limit, until)
         console.print(f"{len(records)} candidates in {funnel.counts['commits scanned']} commits", highlight=False)
 
     def show(mined):

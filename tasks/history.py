@@ -1,7 +1,7 @@
 """Candidates from a repository's history, and the yield funnel of mining them.
 
 `harness tasks mine REPO --since DATE --limit N`: the commits of the main line (first parents
-from HEAD) since DATE are scanned; a merge, a squash merge or a direct commit whose change (against
+from HEAD) since DATE (and up to `--until`) are scanned; a merge, a squash merge or a direct commit whose change (against
 its first parent) touches both Python code and Python tests is a candidate, newest first, up to
 N. Each candidate is mined as a merged pull request is (`tasks.mine`: the environment built
 offline with the image holding the base commit alone, the tests run without and with the fix,
@@ -64,11 +64,13 @@ class Funnel:
         return {"counts": self.counts, "reasons": {k: dict(v.most_common()) for k, v in self.reasons.items() if v}}
 
 
-def candidates(repo: str, since: str | None, limit: int | None) -> tuple[list[dict[str, Any]], Funnel]:
-    """The candidates of `repo` (a folder, a URL or a git bundle), newest first, and the funnel's first two steps."""
+def candidates(repo: str, since: str | None, limit: int | None, until: str | None = None) -> tuple[list[dict[str, Any]], Funnel]:
+    """The candidates of `repo` (a folder, a URL or a git bundle) committed between `since` and `until`,
+    newest first, and the funnel's first two steps."""
     local = local_clone(repo)
     name = repo_name(repo, local)
-    listed = git(local, "log", "--first-parent", "--format=%H %P", *([f"--since={since}"] if since else []), "HEAD")
+    dates = [*([f"--since={since}"] if since else []), *([f"--until={until}"] if until else [])]
+    listed = git(local, "log", "--first-parent", "--format=%H %P", *dates, "HEAD")
     funnel = Funnel()
     found, seen = [], set()
     for line in listed.splitlines():
