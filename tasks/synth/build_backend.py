@@ -17,10 +17,11 @@ import os
 import subprocess
 import sys
 import tempfile
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pyproject_hooks import BuildBackendHookCaller
+from pyproject_hooks import BuildBackendHookCaller, BuildBackendWarning
 
 LEGACY_BACKEND = "setuptools.build_meta:__legacy__"
 DEFAULT_BUILD_REQUIRES = ["setuptools>=40.8.0", "wheel"]
@@ -65,7 +66,9 @@ def ask_backend(project: Path, system: dict, wheelhouse: Path, env: dict[str, st
 
         caller = BuildBackendHookCaller(str(project), backend, backend_path or None, runner=runner)
         try:
-            asked = caller.get_requires_for_build_wheel({}) + caller.get_requires_for_build_editable({})
+            with warnings.catch_warnings():  # the backend's own warnings (deprecated options, ...)
+                warnings.simplefilter("ignore", BuildBackendWarning)
+                asked = caller.get_requires_for_build_wheel({}) + caller.get_requires_for_build_editable({})
         except Exception as err:  # the backend's own failure, whatever it raises
             return BackendNeeds(backend, requires, problem=f"{backend}: {err}")
         editable = backend == LEGACY_BACKEND or _has_build_editable(project, backend, backend_path, hook_env)

@@ -20,6 +20,7 @@ another set of dependencies, not this image's, and are left out.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import logging
@@ -149,6 +150,9 @@ def declared_test_dependencies(root: Path) -> tuple[list[str], list[str], list[s
     if setup_cfg.has_section("options.extras_require"):
         extras += setup_cfg.options("options.extras_require")
     groups = _dependency_groups(pyproject)
+    extras += _setup_py_keywords(root)[0]
+    if tests_require := _setup_py_keywords(root)[1] + _ini_list(setup_cfg, "options", "tests_require"):
+        groups["tests_require"] = tests_require
     chosen = [n for n in groups if TEST_NAME.search(n)] or [n for n in groups if DEV_NAME.search(n) or n.endswith("default")]
     requirements = list(dict.fromkeys(r for name in chosen for r in groups[name]
                                       if TEST_NAME.search(name) or not NOT_FOR_TESTS.match(r)))
@@ -157,6 +161,60 @@ def declared_test_dependencies(root: Path) -> tuple[list[str], list[str], list[s
     files = [f for f in candidates if TEST_NAME.search(Path(f).name)]
     files = files or [f for f in candidates if DEV_NAME.search(Path(f).stem)]  # requirements-dev.txt
     return sorted({e for e in extras if TEST_NAME.search(e)}), requirements, files
+
+
+def _test_requirements(root: Path, requirements: list[str], files: list[str]) -> list[str]:
+    """The test requirements from groups and from requirement files, once each."""
+    return list(dict.fromkeys([*requirements, *(r for f in files for r in requirement_file_lines(root, f))]))
+
+
+def requirement_file_lines(root: Path, name: str, seen: frozenset = frozenset()) -> list[str]:
+    """The requirements a requirements file names (its `-r` includes followed), less the project
+    itself (`-e .`, `name @ file:.`: the image installs it once, editable) and pip options."""
+    path = (root / name).resolve()
+    if path in seen or not path.is_file() or not path.is_relative_to(root.resolve()):
+        return []
+    text = re.sub(r"\\\n", " ", path.read_text(errors="replace"))  # continuation lines
+    found = []
+    for line in text.splitlines():
+        line = re.sub(r"(^|\s)#.*", "", line).strip()
+        include = re.match(r"^(-r|--requirement)[\s=]+(\S+)", line)
+        if include:
+            found += requirement_file_lines(root, path.parent.relative_to(root.resolve()).joinpath(include.group(2)).as_posix(),
+                                            seen | {path})
+        elif line and not line.startswith(("-", ".", "/")) and "file:" not in line:
+            found.append(re.split(r"\s+--", line)[0].strip())  # --hash=... options left out
+    return found
+
+
+def _setup_py_keywords(root: Path) -> tuple[list[str], list[str]]:
+    """(extras, tests_require) a setup.py passes to `setup()` as literals (or names bound to literals)."""
+    path = root / "setup.py"
+    try:
+        tree = ast.parse(path.read_text(errors="replace")) if path.exists() else ast.Module(body=[], type_ignores=[])
+    except SyntaxError:
+        return [], []
+    bound = {t.id: node.value for node in tree.body if isinstance(node, ast.Assign) for t in node.targets
+             if isinstance(t, ast.Name)}
+    extras, tests = [], []
+    for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
+        if getattr(call.func, "id", getattr(call.func, "attr", "")) != "setup":
+            continue
+        for keyword in call.keywords:
+            value = bound.get(keyword.value.id, keyword.value) if isinstance(keyword.value, ast.Name) else keyword.value
+            try:
+                literal = ast.literal_eval(value)
+            except (ValueError, TypeError, SyntaxError):
+                continue
+            if keyword.arg == "extras_require" and isinstance(literal, dict):
+                extras += [k for k in literal if isinstance(k, str)]
+            elif keyword.arg == "tests_require" and isinstance(literal, (list, tuple)):
+                tests += [r for r in literal if isinstance(r, str)]
+    return extras, tests
+
+
+def _ini_list(config: ConfigParser, section: str, option: str) -> list[str]:
+    return [line.strip() for line in config.get(section, option, fallback="").splitlines() if line.strip()]
 
 
 def _dependency_groups(pyproject: dict) -> dict[str, list[str]]:
@@ -217,7 +275,7 @@ def install_command(root: Path, version: str | None = None, editable: bool = Tru
     extras, requirements, files = declared_test_dependencies(root)
     project = f"'.[{','.join(extras)}]'" if extras else "."
     targets = [f"-e {project}" if editable else project] if _installable(root) else []
-    targets += [_quote(r) for r in requirements] + [f"-r {_quote(f)}" for f in files]
+    targets += [_quote(r) for r in _test_requirements(root, requirements, files)]
     version = pretend_version(root) if version is None else version
     pretend = f"SETUPTOOLS_SCM_PRETEND_VERSION={version} " if version else ""
     command = (f"{pretend}python3 -m pip install -q --break-system-packages --no-cache-dir --no-index "
@@ -256,7 +314,7 @@ def fetch_wheelhouse(project: Project, on_step: Callable[[str], None] = log.info
     system = _pyproject(root).get("build-system", {})
     build_requires = declared_backend(system)[1]
     targets = [f".[{','.join(extras)}]" if extras else "."] if _installable(root) else []
-    targets += list(requirements) + [arg for f in files for arg in ("-r", f)]
+    targets += _test_requirements(root, requirements, files)
     version = pretend_version(root, before) if version is None else version
     name = project.name
     with tempfile.TemporaryDirectory() as scratch:  # pip writes build metadata into the project
@@ -333,13 +391,9 @@ def _keep_built_wheels(sdists: list[Path], wheelhouse: Path) -> None:
 
 
 def _pinned_as_of(project: Path, targets: list[str], before: str, version: str = "") -> list[str]:
-    """`targets` (pip arguments) resolved to exact pins as of `before`, the project itself left out."""
+    """`targets` (requirements, `.` for the project) resolved to exact pins as of `before`, the project itself left out."""
     wanted = project / ".harness-requirements.in"
-    lines, pending = [], list(targets)
-    while pending:
-        item = pending.pop(0)
-        lines.append(f"-r {pending.pop(0)}" if item == "-r" else item)
-    wanted.write_text("\n".join(lines) + "\n")
+    wanted.write_text("\n".join(targets) + "\n")
     done = _uv_compile(project, wanted.name, before, version=version)
     wanted.unlink()
     if done.returncode != 0:

@@ -100,14 +100,17 @@ def _from_pypi(requirement: str, into: Path) -> Project:
 
 
 def _built_on(archive: Path) -> str:
-    """When the sdist was made: the newest time stamp of its files (ISO, UTC)."""
+    """When the sdist was made: the newest time stamp of its files (the day after, ISO), or "" where
+    every file has one time stamp (a reproducible build's fixed date, not the release's)."""
     if archive.suffix == ".zip":
         with zipfile.ZipFile(archive) as handle:
-            newest = max(datetime(*info.date_time, tzinfo=timezone.utc).timestamp() for info in handle.infolist())
+            stamps = {datetime(*info.date_time, tzinfo=timezone.utc).timestamp() for info in handle.infolist()}
     else:
         with tarfile.open(archive) as handle:
-            newest = max(member.mtime for member in handle.getmembers())
-    return datetime.fromtimestamp(newest + 86400, tz=timezone.utc).strftime("%Y-%m-%d")  # the day after
+            stamps = {member.mtime for member in handle.getmembers()}
+    if len(stamps) < 2:
+        return ""
+    return datetime.fromtimestamp(max(stamps) + 86400, tz=timezone.utc).strftime("%Y-%m-%d")
 
 
 def _unpack(archive: Path, into: Path) -> None:

@@ -222,3 +222,18 @@ def test_the_funnel_counts_each_stage_and_stops_on_one_systemic_reason():
     assert [funnel.counts[s] for s in ("environment built", "tests ran", "FAIL_TO_PASS >= 1", "validated")] == [2, 2, 1, 1]
     assert funnel.reasons["environment built"] == {"environment: installing x failed": 3}
     assert funnel.reasons["FAIL_TO_PASS >= 1"] == {"no test fails without the fix and passes with it": 1}
+
+
+def test_requirement_files_are_read_without_the_project_itself_and_setup_py_tests_require_counts(tmp_path):
+    from tasks.synth.project_image import requirement_file_lines
+
+    (tmp_path / "requirements").mkdir()
+    (tmp_path / "test-requirements.txt").write_text(
+        "-r requirements/base.txt\n# a comment\nproj @ file:.\n-e .\npytest==8.1 \\\n    --hash=sha256:abc\n"
+        "hypothesis>=6 ; python_version > '3'  # why\n-c constraints.txt\n")
+    (tmp_path / "requirements" / "base.txt").write_text("attrs\n-r ../test-requirements.txt\n")
+    assert requirement_file_lines(tmp_path, "test-requirements.txt") == ["attrs", "pytest==8.1", "hypothesis>=6 ; python_version > '3'"]
+    (tmp_path / "setup.py").write_text("from setuptools import setup\ntests = ['pytest>=3', 'strict_rfc3339']\n"
+                                       "setup(name='x', tests_require=tests, extras_require={'testing': ['mock']})\n")
+    extras, requirements, _ = declared_test_dependencies(tmp_path)
+    assert extras == ["testing"] and requirements == ["pytest>=3", "strict_rfc3339"]
