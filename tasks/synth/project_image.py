@@ -305,7 +305,9 @@ def fetch_wheelhouse(project: Project, on_step: Callable[[str], None] = log.info
     declared = [p for name in ("pyproject.toml", "setup.py", "setup.cfg", "PKG-INFO") if (p := root / name).exists()]
     extras, requirements, files = declared_test_dependencies(root)
     declared += [root / f for f in files]
-    digest = _hash(PLAN, sys.version.split()[0], before or "", *(p.name + "\0" + p.read_text(errors="replace") for p in declared))
+    wanted = _test_requirements(root, requirements, files)  # what is read from the files counts too
+    digest = _hash(PLAN, sys.version.split()[0], before or "", *extras, *wanted,
+                   *(p.name + "\0" + p.read_text(errors="replace") for p in declared))
     wheelhouse = cache_dir() / "synth" / "wheelhouse" / digest
     if (wheelhouse / ".complete").exists():
         return wheelhouse
@@ -314,7 +316,7 @@ def fetch_wheelhouse(project: Project, on_step: Callable[[str], None] = log.info
     system = _pyproject(root).get("build-system", {})
     build_requires = declared_backend(system)[1]
     targets = [f".[{','.join(extras)}]" if extras else "."] if _installable(root) else []
-    targets += _test_requirements(root, requirements, files)
+    targets += wanted
     version = pretend_version(root, before) if version is None else version
     name = project.name
     with tempfile.TemporaryDirectory() as scratch:  # pip writes build metadata into the project
