@@ -29,7 +29,7 @@ def tinydb(tmp_path_factory, docker_backend):
     from tasks.synth import synthesize
 
     output = tmp_path_factory.mktemp("tinydb") / "tinydb.jsonl"
-    summary = synthesize("tinydb==4.9.0", output, max_tasks=1, max_candidates=4, seed=0, workers=2,
+    summary = synthesize("tinydb==4.9.0", output, max_tasks=1, max_candidates=3, seed=0, workers=2,
                          backend=docker_backend)
     return summary, rows_of(output)
 
