@@ -698,15 +698,22 @@ def tasks_synth(
         summary = synthesize(repo, output, max_tasks=max_tasks, seed=seed, workers=workers, test_command=test_command,
                              backend=get_backend(backend), on_event=show, max_candidates=max_candidates, early_stop=early_stop)
     console.print(f"kept {summary.kept} of {summary.decided} candidates ({summary.flaky} flaky); rejected: {summary.rejected}")
+    console.print(f"disk: environment image {summary.disk['environment_mb']} MB (shared), "
+                  f"{summary.disk['per_task_mb']} MB more per task; {summary.duration:.0f}s")
     console.print(f"tasks: {output}; summary: {output}.summary.json")
 
 
 @tasks_app.command("mine")
 @friendly_errors
 def tasks_mine(
-    source: str = typer.Argument(..., help="A git repository (path or URL), or a JSONL of raw SWE-bench-style records with repos/<instance_id>.tar.gz beside it."),
-    pulls: Optional[list[str]] = typer.Argument(None, help="Merged pull requests of the repository: numbers or merge commits."),
+    source: str = typer.Argument(..., help="A git repository (path, URL or git bundle), or a JSONL of raw SWE-bench-style records with repos/<instance_id>.tar.gz beside it."),
+    pulls: Optional[list[str]] = typer.Argument(None, help="Merged pull requests of the repository: numbers or merge commits. "
+                                                "None: candidates are found in the repository's history (--since, --limit)."),
     output: Path = typer.Option(..., help="JSONL of validated SWE-bench instances (appended; a rerun finishes an interrupted one)."),
+    since: Optional[str] = typer.Option(None, help="History: scan the main line's commits since this date (YYYY-MM-DD)."),
+    until: Optional[str] = typer.Option(None, help="History: and up to this date."),
+    limit: Optional[int] = typer.Option(None, min=1, help="History: mine at most this many candidates, newest first."),
+    early_stop: int = typer.Option(5, help="History: stop when this many first candidates all fail for one reason (0: never)."),
     workers: int = typer.Option(2, help="Pull requests validated at once."),
     timeout: float = typer.Option(900.0, help="Seconds per test run."),
     share_env: bool = typer.Option(False, "--share-env", help="One environment image per repository where its tests pass: "
@@ -714,22 +721,37 @@ def tasks_mine(
     backend: str = BackendOption,
 ):
     """SWE-bench instances from real merged pull requests: base = first parent, FAIL_TO_PASS/PASS_TO_PASS by running the tests."""
-    from tasks.mine import mine, records_from_file, records_from_git
+    from tasks.history import Funnel, candidates, kept_ids, write_funnel
+    from tasks.mine import MiningStopped, mine, records_from_file, records_from_git
 
+    funnel: Funnel | None = None
     if source.endswith(".jsonl") and Path(source).is_file():
         records = records_from_file(Path(source))
     elif pulls:
         records = records_from_git(source, pulls)
     else:
-        raise TaskError("name the merged pull requests to mine (numbers or merge commits), or pass a .jsonl of records")
+        records, funnel = candidates(source, since, limit, until)
+        console.print(f"{len(records)} candidates in {funnel.counts['commits scanned']} commits", highlight=False)
 
     def show(mined):
         note = f"{len(mined.instance['FAIL_TO_PASS'])} FAIL_TO_PASS, {len(mined.instance['PASS_TO_PASS'])} PASS_TO_PASS, " \
                f"{len(mined.flaky)} flaky, dependencies {mined.dependencies}" if mined.instance else f"[red]skipped: {mined.reason[:300]}"
         console.print(f"{mined.instance_id}: {note} ({mined.duration:.0f}s)", highlight=False)
 
-    results = mine(records, output, get_backend(backend), workers, on_result=show,
-                   on_step=lambda text: console.print(f"[dim]{text}", highlight=False), timeout=timeout, share_env=share_env)
+    earlier = kept_ids(output)
+    stopped = None
+    try:
+        results = mine(records, output, get_backend(backend), workers, on_result=show,
+                       on_step=lambda text: console.print(f"[dim]{text}", highlight=False), timeout=timeout,
+                       share_env=share_env, early_stop=early_stop if funnel else 0)
+    except MiningStopped as err:
+        stopped, results = err, err.results
+    if funnel is not None:
+        funnel.account(records, results, earlier)
+        write_funnel(funnel, Path(f"{output}.funnel.json"))
+        console.print("\n".join(funnel.lines()), highlight=False)
+    if stopped is not None:
+        raise stopped
     console.print(f"mined {sum(bool(m.instance) for m in results)} of {len(results)} new; instances: {output}")
 
 

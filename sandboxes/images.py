@@ -126,6 +126,26 @@ def image_exists(tag: str) -> bool:
         return False
 
 
+def image_size(tag: str) -> int:
+    """The bytes an image adds on disk: its own layers (not its base image's, which it shares); 0 if absent."""
+    import docker.errors
+
+    from .docker_backend import docker_client
+
+    client = docker_client()
+    try:
+        image = client.images.get(tag)
+        history = client.api.history(image.id)
+    except docker.errors.ImageNotFound:
+        return 0
+    own = 0
+    for layer in history:  # newest first, down to the first layer of another tagged image
+        if layer.get("Tags") and layer["Id"] != image.id:
+            break
+        own += layer.get("Size", 0)
+    return own
+
+
 def build_image(tag: str, dockerfile: str, files: dict[str, Path], labels: dict[str, str]) -> None:
     """Build `dockerfile` offline with `files` in its context (name in the context -> local path; Python caches
     left out). A failed build raises SandboxError with the end of the build log."""

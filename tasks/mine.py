@@ -88,32 +88,39 @@ def records_from_file(path: Path) -> list[dict[str, Any]]:
 
 def records_from_git(repo: str, pulls: list[str]) -> list[dict[str, Any]]:
     """Records of merged pull requests (numbers or merge commits) of a repository (path or URL)."""
-    local = _local_clone(repo)
-    name = _repo_name(repo, local)
+    local = local_clone(repo)
+    name = repo_name(repo, local)
     records = []
     for pull in pulls:
         merge = _merge_commit(local, pull)
-        parents = git(local, "rev-list", "--parents", "-n", "1", merge).split()
-        if len(parents) < 2:
+        if len(git(local, "rev-list", "--parents", "-n", "1", merge).split()) < 2:
             raise MineError(f"{pull}: {merge[:12]} has no parent; not a merge of a pull request")
-        base = parents[1]
-        patch, test_patch = split_diff(git(local, "diff", "--no-color", "--no-ext-diff", base, merge))
-        number = re.search(r"#(\d+)", git(local, "log", "-1", "--format=%s", merge))
-        number = pull if pull.isdigit() else (number.group(1) if number else merge[:12])
-        messages = [git(local, "log", "-1", "--format=%B", merge).strip()]
-        if len(parents) > 2:  # a true merge: the pull request's own commits follow
-            messages += [m.strip() for m in git(local, "log", "--format=%B%x00", f"{base}..{parents[2]}").split("\0") if m.strip()]
-        records.append({
-            "instance_id": f"{name.replace('/', '__')}-{number}", "repo": name, "base_commit": base,
-            "merge_commit": merge, "patch": patch, "test_patch": test_patch,
-            "problem_statement": "\n\n".join(messages), "created_at": git(local, "log", "-1", "--format=%cI", merge).strip(),
-            "_source": str(local),
-        })
+        records.append(record_of(local, name, merge, pull if pull.isdigit() else ""))
     return records
 
 
-def _local_clone(repo: str) -> Path:
-    if Path(repo).exists():
+def record_of(local: Path, name: str, merge: str, number: str = "") -> dict[str, Any]:
+    """The record of a merge (or squash merge, or any commit with a parent): base = its first parent;
+    `number` names it (else the pull request number in its subject, else the commit)."""
+    parents = git(local, "rev-list", "--parents", "-n", "1", merge).split()
+    base = parents[1]
+    patch, test_patch = split_diff(git(local, "diff", "--no-color", "--no-ext-diff", base, merge))
+    found = re.search(r"#(\d+)", git(local, "log", "-1", "--format=%s", merge))
+    number = number or (found.group(1) if found else merge[:12])
+    messages = [git(local, "log", "-1", "--format=%B", merge).strip()]
+    if len(parents) > 2:  # a true merge: the pull request's own commits follow
+        messages += [m.strip() for m in git(local, "log", "--format=%B%x00", f"{base}..{parents[2]}").split("\0") if m.strip()]
+    return {
+        "instance_id": f"{name.replace('/', '__')}-{number}", "repo": name, "base_commit": base,
+        "merge_commit": merge, "patch": patch, "test_patch": test_patch,
+        "problem_statement": "\n\n".join(messages), "created_at": git(local, "log", "-1", "--format=%cI", merge).strip(),
+        "_source": str(local),
+    }
+
+
+def local_clone(repo: str) -> Path:
+    """The repository itself (a folder), else a bare clone of it (a URL or a git bundle) in the cache."""
+    if Path(repo).is_dir():
         return Path(repo).resolve()
     target = cache_dir() / "mine" / "clones" / hashlib.sha256(repo.encode()).hexdigest()[:12]
     if not (target / "HEAD").exists():
@@ -123,9 +130,11 @@ def _local_clone(repo: str) -> Path:
     return target
 
 
-def _repo_name(repo: str, local: Path) -> str:
-    """owner/name from the URL (or the origin of a local clone), else the folder's name."""
-    url = repo if not Path(repo).exists() else subprocess.run(
+def repo_name(repo: str, local: Path) -> str:
+    """owner/name from the URL (or the origin of a local clone), else `local/<name>` (a folder or a bundle)."""
+    if repo.endswith(".bundle"):
+        return f"local/{normalise(Path(repo).stem)}"
+    url = repo if not Path(repo).is_dir() else subprocess.run(
         ["git", "-C", str(local), "remote", "get-url", "origin"], capture_output=True, text=True).stdout.strip()
     match = re.search(r"[:/]([^/:]+)/([^/]+?)(?:\.git)?/?$", url)
     return f"{match.group(1)}/{match.group(2)}" if match else f"local/{normalise(local.name)}"
@@ -188,39 +197,44 @@ def _tree_at(repo: Path, base: str, dest: Path) -> Path:
 # ----------------------------------------------------------------------------- images
 
 
-def _environment(record: dict[str, Any], repo: Path, scratch: Path, on_step: Callable[[str], None], before: str | None) -> str:
-    """The project image (dependencies installed, the tree at the base commit in /testbed) of the record."""
+def _environment(record: dict[str, Any], repo: Path, scratch: Path, on_step: Callable[[str], None],
+                 before: str | None) -> tuple[str, dict]:
+    """The project image (dependencies installed, the tree at the base commit in /testbed) of the
+    record, and its `environment` notes."""
     from .synth.project_image import build_project_image
 
     tree = _tree_at(repo, record["base_commit"], scratch / "tree")
     project = Project(normalise(record["repo"].split("/")[-1]), tree, record["repo"], record["base_commit"])
-    return build_project_image(project, TEST_COMMAND, on_step, before).image
+    built = build_project_image(project, TEST_COMMAND, on_step, before)
+    return built.image, built.environment
 
 
 def build_shared_environment(record: dict[str, Any], on_step: Callable[[str], None], before: str | None,
-                             image: str | None = None) -> tuple[str, Path]:
-    """(environment image, repository archive): the record run from an environment image with its
-    repository put in at start (`tasks.shared_env`); `image`: a sibling's environment, nothing built."""
+                             sibling: tuple[str, dict] | None = None) -> tuple[str, dict, Path]:
+    """(environment image, its notes, repository archive): the record run from an environment image
+    with its repository put in at start (`tasks.shared_env`); `sibling`: a sibling's environment
+    (image and notes), nothing built."""
     from .shared_env import archive_path, repo_archive
 
     archive = archive_path(record["instance_id"], record["base_commit"])
-    if image and archive.is_file():
-        return image, archive
+    if sibling and archive.is_file():
+        return *sibling, archive
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
         repo = _checkout_source(record, scratch / "src")
-        image = image or _environment(record, repo, scratch, on_step, before)
-        return image, repo_archive(repo, record["base_commit"], record["instance_id"])
+        image, notes = sibling or _environment(record, repo, scratch, on_step, before)
+        return image, notes, repo_archive(repo, record["base_commit"], record["instance_id"])
 
 
-def build_instance_image(record: dict[str, Any], on_step: Callable[[str], None], before: str | None) -> str:
-    """The project image with the repository at the base commit as /testbed (and .git)."""
+def build_instance_image(record: dict[str, Any], on_step: Callable[[str], None], before: str | None) -> tuple[str, dict]:
+    """The project image with the repository at the base commit as /testbed (and .git), and the
+    project image's `environment` notes."""
     from .synth.project_image import build_image, image_exists
 
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
         repo = _checkout_source(record, scratch / "src")
-        env_image = _environment(record, repo, scratch, on_step, before)
+        env_image, notes = _environment(record, repo, scratch, on_step, before)
         history = base_only_git(repo, record["base_commit"], scratch / "history")
         # STOPSIGNAL: `docker stop` kills at once. The official harness stops each container with a
         # 15 s grace that its `tail -f /dev/null` (PID 1: SIGTERM ignored) never uses.
@@ -231,17 +245,24 @@ def build_instance_image(record: dict[str, Any], on_step: Callable[[str], None],
         if not image_exists(image):
             with timed(on_step, f"{record['instance_id']}: docker build of {image}"):
                 build_image(image, dockerfile, {"git": history}, what=f"adding the repository of {record['instance_id']}")
-    return image
+    return image, notes
 
 
 # ----------------------------------------------------------------------------- mining one record
+
+
+# How far a candidate got, in order (the yield funnel of `tasks.history`): its environment was
+# built, its tests ran both ways, a test failed without the fix and passed with it, and it did so
+# again on the repeated runs (gold passes, empty fails, stable).
+STAGES = ("candidates", "environment built", "tests ran", "FAIL_TO_PASS >= 1", "validated")
 
 
 @dataclass
 class Mined:
     instance_id: str
     instance: dict[str, Any] | None = None
-    reason: str = ""  # why no instance was made
+    reason: str = ""  # why no instance was made (at the furthest stage any dependency set reached)
+    reached: str = STAGES[0]  # the furthest of STAGES reached
     flaky: list[str] = field(default_factory=list)
     duration: float = 0.0
     dependencies: str = "newest"  # or "as of <date>"
@@ -340,10 +361,10 @@ def _build_lock(repo: str) -> threading.Lock:
 
 
 def mine_record(record: dict[str, Any], backend: Backend, on_step: Callable[[str], None] = print,
-                timeout: float = 900.0, repeats: int = 2, shared: dict[str, str] | None = None) -> Mined:
+                timeout: float = 900.0, repeats: int = 2, shared: dict[str, tuple[str, dict]] | None = None) -> Mined:
     """One record as a validated instance, or the reason it is not one.
 
-    With `shared` (repository -> an environment image a sibling validated in), the instance
+    With `shared` (repository -> the environment image a sibling validated in, and its notes), the instance
     runs from an environment image with its repository put in at start (`tasks.shared_env`),
     no instance image built; the repository's image is tried first, then the record's own
     environment (as of `created_at`, then newest), which becomes the repository's if it has none."""
@@ -353,23 +374,31 @@ def mine_record(record: dict[str, Any], backend: Backend, on_step: Callable[[str
     attempts = dependency_attempts(record)
     if shared is not None and record["repo"] in shared:
         attempts.insert(0, SHARED)
+    last = [""]  # why the previous dependency set failed
+
+    def stopped(reached: str, reason: str) -> None:
+        """One dependency set got to `reached` and no further, for `reason`; the furthest one is kept."""
+        if STAGES.index(reached) >= STAGES.index(result.reached):
+            result.reached, result.reason = reached, reason
+        last[0] = reason
     for before in attempts:
-        if result.reason:
-            on_step(f"{name}: retrying with the {_describe(before)} dependencies; before failed: {result.reason[:400]}")
+        if last[0]:
+            on_step(f"{name}: retrying with the {_describe(before)} dependencies; before failed: {last[0][:400]}")
         archive = None
         try:
             waited = time.monotonic()
             with _build_lock(record["repo"]):
                 on_step(f"{name}: waited {time.monotonic() - waited:.0f}s for the build lock")
                 if shared is None:
-                    image = build_instance_image(record, on_step, before)
+                    image, notes = build_instance_image(record, on_step, before)
                 else:
-                    image, archive = build_shared_environment(record, on_step, None if before == SHARED else before,
-                                                              shared[record["repo"]] if before == SHARED else None)
+                    image, notes, archive = build_shared_environment(
+                        record, on_step, None if before == SHARED else before,
+                        shared[record["repo"]] if before == SHARED else None)
         except SynthError as err:
-            result.reason = f"environment ({_describe(before)}): {err}"
+            stopped(STAGES[0], f"environment ({_describe(before)}): {err}")
             continue
-        instance = make_instance(record, image)
+        instance = {**make_instance(record, image), "environment": notes}
         if archive is not None:
             instance = share(instance, image, archive)
         runs: dict[str, list[dict[str, str]]] = {"without": [], "with": []}
@@ -380,7 +409,7 @@ def mine_record(record: dict[str, Any], backend: Backend, on_step: Callable[[str
                 with timed(on_step, f"{name}: tests {label} the fix, run {attempt + 1}"):
                     statuses, problem = run_statuses(instance, patch, backend, timeout)
                 if problem:
-                    result.reason = f"tests {label} the fix ({_describe(before)} dependencies): {problem}"
+                    stopped(STAGES[1], f"tests {label} the fix ({_describe(before)} dependencies): {problem}")
                     break
                 runs[label].append(statuses)
             if problem or not classify(runs["without"], runs["with"])[0]:
@@ -388,14 +417,17 @@ def mine_record(record: dict[str, Any], backend: Backend, on_step: Callable[[str
         if problem:
             continue
         f2p, p2p, flaky = classify(runs["without"], runs["with"])
+        if not f2p and len(runs["with"]) > 1:
+            stopped(STAGES[3], f"FAIL_TO_PASS not stable over repeated runs ({_describe(before)} dependencies)")
+            continue
         if not f2p:
-            result.reason = f"no test fails without the fix and passes with it ({_describe(before)} dependencies)"
+            stopped(STAGES[2], f"no test fails without the fix and passes with it ({_describe(before)} dependencies)")
             continue
         instance.update({"FAIL_TO_PASS": f2p, "PASS_TO_PASS": p2p})
-        result.instance, result.reason, result.flaky = instance, "", flaky
+        result.instance, result.reason, result.flaky, result.reached = instance, "", flaky, STAGES[-1]
         result.dependencies = _describe(before)
         if shared is not None:
-            shared.setdefault(record["repo"], image)
+            shared.setdefault(record["repo"], (image, notes))
         break
     result.duration = time.monotonic() - started
     return result
@@ -403,34 +435,76 @@ def mine_record(record: dict[str, Any], backend: Backend, on_step: Callable[[str
 
 def mine(records: list[dict[str, Any]], output: Path, backend: Backend, workers: int = 2,
          on_result: Callable[[Mined], None] = lambda m: None, on_step: Callable[[str], None] = print,
-         timeout: float = 900.0, share_env: bool = False) -> list[Mined]:
+         timeout: float = 900.0, share_env: bool = False, early_stop: int = 0) -> list[Mined]:
     """Mine every record; instances are appended to `output` (JSONL) as they are validated.
 
     Records already in `output` are kept as they are (a rerun finishes an interrupted one).
     With `share_env`, one environment image per repository where the tests allow
     (`mine_record(shared=...)`): the first record of each repository is mined before the others,
-    which then try its environment first."""
+    which then try its environment first. With `early_stop` (a number of records), when that many
+    first results all stopped at one stage for one reason, the records not yet started are left
+    and `MiningStopped` names the reason."""
     kept = [json.loads(line) for line in output.read_text().splitlines() if line.strip()] if output.exists() else []
     done = {instance["instance_id"] for instance in kept}
     todo = [r for r in records if r["instance_id"] not in done]
     output.parent.mkdir(parents=True, exist_ok=True)
     lock = threading.Lock()
-    shared: dict[str, str] | None = None
+    shared: dict[str, tuple[str, dict]] | None = None
     if share_env:  # a rerun keeps using the environments its kept instances share
         shared = {}
         for instance in kept:
             if instance.get(REPO_ARCHIVE):
-                shared.setdefault(instance["repo"], instance["image"])
+                shared.setdefault(instance["repo"], (instance["image"], instance.get("environment", {})))
+    finished: list[Mined] = []
+    stop: list[str] = []
 
     def one(record):
+        if stop:
+            return None
         mined = mine_record(record, backend, on_step, timeout, shared=shared)
-        if mined.instance:
-            with lock, output.open("a") as handle:
-                handle.write(json.dumps(mined.instance) + "\n")
+        with lock:
+            if mined.instance:
+                with output.open("a") as handle:
+                    handle.write(json.dumps(mined.instance) + "\n")
+            finished.append(mined)
+            if not stop and (why := systemic_stop(finished, early_stop)):
+                stop.append(why)
         on_result(mined)
         return mined
 
     firsts = [r for i, r in enumerate(todo) if not share_env or r["repo"] not in {o["repo"] for o in todo[:i]}]
     rest = [r for r in todo if all(r is not f for f in firsts)]
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        return list(pool.map(one, firsts)) + list(pool.map(one, rest))
+        results = [m for m in [*pool.map(one, firsts), *pool.map(one, rest)] if m is not None]
+    if stop:
+        raise MiningStopped(stop[0], results)
+    return results
+
+
+class MiningStopped(MineError):
+    """The first records all failed for one reason: the repository or its environment is at fault."""
+
+    def __init__(self, message: str, results: list[Mined]):
+        super().__init__(message)
+        self.results = results
+
+
+def reason_key(reason: str) -> str:
+    """The reason without its details: what counts alike in the funnel (`environment (as of 2024-04-16):
+    installing x failed: <pip's output>` -> `environment: installing x failed`)."""
+    head = re.sub(r"\s*\((newest|as of [^)]*|the repository's shared environment)( dependencies)?\)", "", reason)
+    kind, _, rest = head.partition(": ")
+    key = f"{kind}: {rest.split(': ')[0]}" if kind in ("environment", "tests without the fix", "tests with the fix") else kind
+    return key.splitlines()[0].rstrip(":")[:120] if key else "unknown"
+
+
+def systemic_stop(results: list[Mined], first: int) -> str:
+    """Why to stop ("" to go on): the first `first` results all stopped at one stage for one reason."""
+    if first <= 0 or len(results) < first or any(m.instance for m in results):
+        return ""
+    stops = {(m.reached, reason_key(m.reason)) for m in results[:first]}
+    if len(stops) != 1:
+        return ""
+    reached, key = stops.pop()
+    return (f"stopped: the first {first} candidates all got no further than \"{reached}\", each for \"{key}\"; "
+            f"the repository or its environment is at fault, not the candidates. The last: {results[first - 1].reason[:800]}")

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from sandboxes import Backend, SandboxError
+from sandboxes.images import image_size
 
 from ..patch_policy import review_patch
 from ..swe import WORKDIR, make_eval_script
@@ -69,6 +70,7 @@ class SynthSummary:
     by_kind: dict[str, dict] = field(default_factory=dict)  # kind -> {kept, flaky, rejected: {reason: n}}
     errors: int = 0  # sandbox errors of this run (not recorded: a resume retries them)
     duration: float = 0.0
+    disk: dict[str, float] = field(default_factory=dict)  # MB: the environment image, each task's own layer (mean)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -112,7 +114,7 @@ def synthesize(
     emit(SynthEvent("source", f"fetching {repo}"))
     project = fetch_project(repo, work)
     emit(SynthEvent("image", f"{project.name} at {project.commit[:12]}: preparing the project image"))
-    env = build_project_image(project, test_command, lambda message: emit(SynthEvent("image", message)))
+    env = _project_image(project, test_command, emit)
     commands = tuple(pin_test_ids(c) for c in env.test_commands)
     worklog = WorkLog(work, _hash(env.image, *commands))
     baseline = worklog.baseline()
@@ -137,6 +139,19 @@ def synthesize(
     atomic_write(f"{output}.summary.json", json.dumps(summary.to_dict(), indent=1))
     emit(SynthEvent("done", f"{summary.kept} tasks in {output}", summary.decided, planned, summary.kept))
     return summary
+
+
+def _project_image(project, test_command: str | None, emit) -> ProjectImage:
+    """The project image with the newest dependencies, else with those released before the project's date."""
+    step = lambda message: emit(SynthEvent("image", message))  # noqa: E731
+    try:
+        return build_project_image(project, test_command, step)
+    except SynthError as err:
+        if not project.date:
+            raise
+        emit(SynthEvent("image", f"the newest dependencies failed ({str(err)[:400]}); "
+                                 f"trying those released before {project.date}"))
+        return build_project_image(project, test_command, step, before=project.date)
 
 
 class _Run:
@@ -262,6 +277,7 @@ class _Run:
             "log_parser": "parse_log_pytest",
             "eval_type": "pass_and_fail",
             "workdir": WORKDIR,
+            "environment": self.env.environment,
             "kind": mutation.kind,
             "synth": {"origin": self.env.project.origin, "source_commit": self.env.project.commit,
                       "file": mutation.path, "function": mutation.function, "line": mutation.line,
@@ -316,7 +332,15 @@ class _Run:
             candidates=candidates, decided=len(self.worklog.entries), kept=self.kept(),
             flaky=sum(c["flaky"] for c in by_kind.values()), rejected=rejected,
             by_kind=dict(sorted(by_kind.items())), errors=self.errors, duration=round(duration, 1),
+            disk=self.disk(),
         )
+
+    def disk(self) -> dict[str, float]:
+        """What the run's images take on disk: the environment image's own layers (above the base image,
+        shared by every task) and, per task, the layer its image adds (its repository and buggy file)."""
+        tasks = [image_size(e["instance"]["image"]) for e in self.worklog.entries.values() if e["status"] == "kept"]
+        return {"environment_mb": round(image_size(self.env.image) / 1e6, 1),
+                "per_task_mb": round(sum(tasks) / len(tasks) / 1e6, 2) if tasks else 0.0}
 
 
 def systemic_failure(entries: list[dict], first: int, timeout: float = 0.0) -> str:

@@ -1,10 +1,15 @@
 """The project image: the project at /testbed with its test dependencies, built offline.
 
-Dependencies are fetched on the host (`pip download` into a wheelhouse: the build backend,
-the runtime dependencies, test extras, test dependency groups and test requirement files),
+Dependencies are fetched on the host (`pip download` into a wheelhouse: the build backend and
+what it asks for (`build_backend`), the runtime dependencies, test extras, test dependency groups
+and test requirement files),
 sdists among them are turned into wheels there (each release once: the wheels built are kept in
 a host cache for the next wheelhouse that pins it), and the image installs from that wheelhouse
-with `--no-index` while the build has no network. Images and wheelhouses are cached by
+with `--no-index` while the build has no network: an editable install where the backend can make
+one, else a regular install with the installed modules replaced by the source folder on the path
+(`source_on_path.py`). What was done is the image's `environment` notes (each instance carries
+them): the backend and its requirements, the install, the extras, groups and files, and every wheel
+by name and version, so a rebuild installs the same. Images and wheelhouses are cached by
 content hash. Per-instance images are one small layer on top (`build_image`).
 
 For a project at an old commit, `before` (a date) resolves the dependencies as they were on
@@ -15,9 +20,10 @@ another set of dependencies, not this image's, and are left out.
 
 from __future__ import annotations
 
+import ast
 import hashlib
+import json
 import logging
-import os
 import re
 import shutil
 import subprocess
@@ -29,13 +35,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from configparser import ConfigParser
 from configparser import Error as ConfigError
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from sandboxes import SandboxError, images
 from sandboxes.images import cache_dir, image_exists
 
 from ..swe import TEST_COMMAND, WORKDIR
+from .build_backend import DEFAULT_BUILD_REQUIRES, BackendNeeds, ask_backend, declared_backend, scm_env
 from .errors import SynthError
 from .source import Project
 
@@ -45,7 +52,13 @@ TEST_NAME = re.compile(r"test", re.IGNORECASE)
 DEV_NAME = re.compile(r"(^|[-_.])dev([-_.]|$)", re.IGNORECASE)
 MIN_VERSIONS_NAME = re.compile(r"(^|[-_.])(min|minimum|minimal|lowest|oldest)([-_.]|$)", re.IGNORECASE)
 IMAGE_PYTHON = "3.11"  # the base image's interpreter (Debian bookworm)
-DEFAULT_BUILD_REQUIRES = ["setuptools>=40.8.0", "wheel"]
+# In a dev dependency group or requirements file (taken where nothing names tests): what only builds
+# docs, lints or publishes, left out.
+NOT_FOR_TESTS = re.compile(r"^(sphinx|mkdocs|furo|myst|pydata-sphinx|coveralls|codecov|pre-commit|tox|nox|twine|build"
+                           r"|black|ruff|isort|pylint|flake8|mypy|pyright|types-|bump|towncrier|ipython|jupyter)",
+                           re.IGNORECASE)
+SOURCE_ON_PATH = Path(__file__).with_name("source_on_path.py")
+PLAN = ".environment.json"  # in the wheelhouse: what the backend needs (written with the wheelhouse)
 
 
 @dataclass(frozen=True)
@@ -55,6 +68,7 @@ class ProjectImage:
     project: Project
     image: str
     test_commands: tuple[str, ...]  # the one asked for, or those to try in turn at baseline
+    environment: dict = field(default_factory=dict)  # how it was built (`environment_notes`)
 
 
 def build_project_image(project: Project, test_command: str | None = None,
@@ -66,18 +80,36 @@ def build_project_image(project: Project, test_command: str | None = None,
     with timed(on_step, f"{project.name}: the version a checkout without .git claims"):
         version = pretend_version(project.root, before)
     wheelhouse = fetch_wheelhouse(project, on_step, before, version)
-    install = install_command(project.root, version)
+    needs = BackendNeeds(**json.loads((wheelhouse / PLAN).read_text()))
+    install = install_command(project.root, version, needs.editable)
     digest = _hash(_tree_digest(project.root), "\n".join(sorted(p.name for p in wheelhouse.iterdir())), install,
                    _base_image())
     image = f"{IMAGE_REPOSITORY}/{project.name}-env:{digest}"
     if not image_exists(image):
         on_step(f"building the project image {image}")
-        dockerfile = (f"FROM {_base_image()}\nCOPY wheelhouse /tmp/wheelhouse\nCOPY testbed {WORKDIR}\n"
-                      f"WORKDIR {WORKDIR}\nRUN {install} && rm -rf /tmp/wheelhouse\n")
+        dockerfile = (f"FROM {_base_image()}\nCOPY wheelhouse /tmp/wheelhouse\nCOPY {SOURCE_ON_PATH.name} /tmp/\n"
+                      f"COPY testbed {WORKDIR}\nWORKDIR {WORKDIR}\n"
+                      f"RUN {install} && rm -rf /tmp/wheelhouse /tmp/{SOURCE_ON_PATH.name}\n")
         with timed(on_step, f"{project.name}: docker build of the project image"):
-            build_image(image, dockerfile, {"wheelhouse": wheelhouse, "testbed": project.root},
+            build_image(image, dockerfile, {"wheelhouse": wheelhouse, "testbed": project.root,
+                                            SOURCE_ON_PATH.name: SOURCE_ON_PATH},
                         what=f"installing {project.name} and its test dependencies")
-    return ProjectImage(project, image, commands)
+    return ProjectImage(project, image, commands, environment_notes(project.root, wheelhouse, needs, install, before))
+
+
+def environment_notes(root: Path, wheelhouse: Path, needs: BackendNeeds, install: str, before: str | None) -> dict:
+    """What the image holds and how it was made: enough to build the same one again."""
+    extras, requirements, files = declared_test_dependencies(root)
+    return {
+        "python": IMAGE_PYTHON, "base_image": _base_image(),
+        "build_backend": needs.backend, "build_requires": needs.requires, "backend_asked": needs.asked,
+        "install": "editable" if needs.editable else "source on the path",
+        **({"backend_problem": needs.problem} if needs.problem else {}),
+        "test_extras": extras, "test_requirements": requirements, "test_requirement_files": files,
+        "dependencies": f"released before {before}" if before else "newest",
+        "wheels": sorted(p.name for p in wheelhouse.glob("*.whl")),
+        "install_command": install,
+    }
 
 
 def detect_test_commands(root: Path) -> tuple[str, ...]:
@@ -107,19 +139,106 @@ def _has_testpaths(root: Path) -> bool:
 
 
 def declared_test_dependencies(root: Path) -> tuple[list[str], list[str], list[str]]:
-    """(test extras, requirements from test dependency groups, test requirement files)."""
+    """(test extras, requirements from test dependency groups, test requirement files).
+
+    Groups are PEP 735 `[dependency-groups]`, Poetry's groups and dev-dependencies, PDM's
+    dev-dependencies and Hatch's environments; those named for tests, else the dev ones (less
+    what only builds docs or lints)."""
     pyproject = _pyproject(root)
     extras = list(pyproject.get("project", {}).get("optional-dependencies", {}))
     setup_cfg = _ini(root / "setup.cfg")
     if setup_cfg.has_section("options.extras_require"):
         extras += setup_cfg.options("options.extras_require")
-    groups = pyproject.get("dependency-groups", {})
-    requirements = [r for name in groups if TEST_NAME.search(name) for r in _group(groups, name)]
+    groups = _dependency_groups(pyproject)
+    extras += _setup_py_keywords(root)[0]
+    if tests_require := _setup_py_keywords(root)[1] + _ini_list(setup_cfg, "options", "tests_require"):
+        groups["tests_require"] = tests_require
+    chosen = [n for n in groups if TEST_NAME.search(n)] or [n for n in groups if DEV_NAME.search(n) or n.endswith("default")]
+    requirements = list(dict.fromkeys(r for name in chosen for r in groups[name]
+                                      if TEST_NAME.search(name) or not NOT_FOR_TESTS.match(r)))
     candidates = sorted({p.relative_to(root).as_posix() for pattern in ("*requirements*.txt", "requirements/*.txt")
                          for p in root.glob(pattern) if not MIN_VERSIONS_NAME.search(p.stem)})
     files = [f for f in candidates if TEST_NAME.search(Path(f).name)]
     files = files or [f for f in candidates if DEV_NAME.search(Path(f).stem)]  # requirements-dev.txt
     return sorted({e for e in extras if TEST_NAME.search(e)}), requirements, files
+
+
+def _test_requirements(root: Path, requirements: list[str], files: list[str]) -> list[str]:
+    """The test requirements from groups and from requirement files, once each."""
+    return list(dict.fromkeys([*requirements, *(r for f in files for r in requirement_file_lines(root, f))]))
+
+
+def requirement_file_lines(root: Path, name: str, seen: frozenset = frozenset()) -> list[str]:
+    """The requirements a requirements file names (its `-r` includes followed), less the project
+    itself (`-e .`, `name @ file:.`: the image installs it once, editable) and pip options."""
+    path = (root / name).resolve()
+    if path in seen or not path.is_file() or not path.is_relative_to(root.resolve()):
+        return []
+    text = re.sub(r"\\\n", " ", path.read_text(errors="replace"))  # continuation lines
+    found = []
+    for line in text.splitlines():
+        line = re.sub(r"(^|\s)#.*", "", line).strip()
+        include = re.match(r"^(-r|--requirement)[\s=]+(\S+)", line)
+        if include:
+            found += requirement_file_lines(root, path.parent.relative_to(root.resolve()).joinpath(include.group(2)).as_posix(),
+                                            seen | {path})
+        elif line and not line.startswith(("-", ".", "/")) and "file:" not in line:
+            found.append(re.split(r"\s+--", line)[0].strip())  # --hash=... options left out
+    return found
+
+
+def _setup_py_keywords(root: Path) -> tuple[list[str], list[str]]:
+    """(extras, tests_require) a setup.py passes to `setup()` as literals (or names bound to literals)."""
+    path = root / "setup.py"
+    try:
+        tree = ast.parse(path.read_text(errors="replace")) if path.exists() else ast.Module(body=[], type_ignores=[])
+    except SyntaxError:
+        return [], []
+    bound = {t.id: node.value for node in tree.body if isinstance(node, ast.Assign) for t in node.targets
+             if isinstance(t, ast.Name)}
+    extras, tests = [], []
+    for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
+        if getattr(call.func, "id", getattr(call.func, "attr", "")) != "setup":
+            continue
+        for keyword in call.keywords:
+            value = bound.get(keyword.value.id, keyword.value) if isinstance(keyword.value, ast.Name) else keyword.value
+            try:
+                literal = ast.literal_eval(value)
+            except (ValueError, TypeError, SyntaxError):
+                continue
+            if keyword.arg == "extras_require" and isinstance(literal, dict):
+                extras += [k for k in literal if isinstance(k, str)]
+            elif keyword.arg == "tests_require" and isinstance(literal, (list, tuple)):
+                tests += [r for r in literal if isinstance(r, str)]
+    return extras, tests
+
+
+def _ini_list(config: ConfigParser, section: str, option: str) -> list[str]:
+    return [line.strip() for line in config.get(section, option, fallback="").splitlines() if line.strip()]
+
+
+def _dependency_groups(pyproject: dict) -> dict[str, list[str]]:
+    """Every named group of requirements the project declares for development, as PEP 508 strings."""
+    tool = pyproject.get("tool", {})
+    pep735 = pyproject.get("dependency-groups", {})
+    found = {name: _group(pep735, name) for name in pep735}
+    poetry = tool.get("poetry", {})
+    for name, table in [("dev", poetry.get("dev-dependencies", {})),
+                        *((n, g.get("dependencies", {})) for n, g in poetry.get("group", {}).items())]:
+        found.setdefault(f"poetry-{name}", []).extend(_poetry_requirement(k, v) for k, v in table.items() if k != "python")
+    for name, items in tool.get("pdm", {}).get("dev-dependencies", {}).items():
+        found.setdefault(f"pdm-{name}", []).extend(i for i in items if not i.startswith("-e"))
+    for name, env in tool.get("hatch", {}).get("envs", {}).items():
+        found.setdefault(f"hatch-{name}", []).extend(env.get("dependencies", []) + env.get("extra-dependencies", []))
+    return {name: items for name, items in found.items() if items}
+
+
+def _poetry_requirement(name: str, spec) -> str:
+    """A Poetry dependency as a PEP 508 requirement (`^1.2` -> `>=1.2`); its extras kept, its source not."""
+    version = spec.get("version", "*") if isinstance(spec, dict) else str(spec)
+    extras = f"[{','.join(spec['extras'])}]" if isinstance(spec, dict) and spec.get("extras") else ""
+    version = re.sub(r"^[\^~](?!=)", ">=", version.strip())
+    return f"{name}{extras}" + ("" if version in ("*", "") else version if version[0] in "<>=!~" else f"=={version}")
 
 
 def _group(groups: dict, name: str) -> list[str]:
@@ -150,15 +269,30 @@ def pretend_version(root: Path, before: str | None = None) -> str:
     return "0.0.0"
 
 
-def install_command(root: Path, version: str | None = None) -> str:
-    """The offline install run inside the image build."""
+def install_command(root: Path, version: str | None = None, editable: bool = True) -> str:
+    """The offline install run inside the image build: editable, or (where the backend cannot make an
+    editable install) regular with the source put on the path afterwards."""
     extras, requirements, files = declared_test_dependencies(root)
-    targets = [f"-e '.[{','.join(extras)}]'" if extras else "-e ."] if _installable(root) else []
-    targets += [_quote(r) for r in requirements] + [f"-r {_quote(f)}" for f in files]
+    project = f"'.[{','.join(extras)}]'" if extras else "."
+    targets = [f"-e {project}" if editable else project] if _installable(root) else []
+    targets += [_quote(r) for r in _test_requirements(root, requirements, files)]
     version = pretend_version(root) if version is None else version
     pretend = f"SETUPTOOLS_SCM_PRETEND_VERSION={version} " if version else ""
-    return (f"{pretend}python3 -m pip install -q --break-system-packages --no-cache-dir --no-index "
-            f"--find-links /tmp/wheelhouse {' '.join(targets) or 'pip'}")
+    command = (f"{pretend}python3 -m pip install -q --break-system-packages --no-cache-dir --no-index "
+               f"--find-links /tmp/wheelhouse {' '.join(targets) or 'pip'}")
+    if not editable and _installable(root):
+        command += f" && python3 /tmp/{SOURCE_ON_PATH.name} {_quote(distribution_name(root))} {WORKDIR}"
+    return command
+
+
+def distribution_name(root: Path) -> str:
+    """The project's distribution name as its metadata declares it (PEP 621, Poetry, flit, setup.cfg)."""
+    pyproject = _pyproject(root)
+    tool = pyproject.get("tool", {})
+    flit = tool.get("flit", {}).get("metadata", {})
+    return (pyproject.get("project", {}).get("name") or tool.get("poetry", {}).get("name")
+            or flit.get("dist-name") or flit.get("module")
+            or _ini(root / "setup.cfg").get("metadata", "name", fallback="") or root.name)
 
 
 def fetch_wheelhouse(project: Project, on_step: Callable[[str], None] = log.info, before: str | None = None,
@@ -171,15 +305,18 @@ def fetch_wheelhouse(project: Project, on_step: Callable[[str], None] = log.info
     declared = [p for name in ("pyproject.toml", "setup.py", "setup.cfg", "PKG-INFO") if (p := root / name).exists()]
     extras, requirements, files = declared_test_dependencies(root)
     declared += [root / f for f in files]
-    digest = _hash(sys.version.split()[0], before or "", *(p.name + "\0" + p.read_text(errors="replace") for p in declared))
+    wanted = _test_requirements(root, requirements, files)  # what is read from the files counts too
+    digest = _hash(PLAN, sys.version.split()[0], before or "", *extras, *wanted,
+                   *(p.name + "\0" + p.read_text(errors="replace") for p in declared))
     wheelhouse = cache_dir() / "synth" / "wheelhouse" / digest
     if (wheelhouse / ".complete").exists():
         return wheelhouse
     on_step(f"downloading the dependencies of {project.name} into {wheelhouse}")
     wheelhouse.mkdir(parents=True, exist_ok=True)
-    build_requires = _pyproject(root).get("build-system", {}).get("requires", DEFAULT_BUILD_REQUIRES)
+    system = _pyproject(root).get("build-system", {})
+    build_requires = declared_backend(system)[1]
     targets = [f".[{','.join(extras)}]" if extras else "."] if _installable(root) else []
-    targets += list(requirements) + [arg for f in files for arg in ("-r", f)]
+    targets += wanted
     version = pretend_version(root, before) if version is None else version
     name = project.name
     with tempfile.TemporaryDirectory() as scratch:  # pip writes build metadata into the project
@@ -195,6 +332,7 @@ def fetch_wheelhouse(project: Project, on_step: Callable[[str], None] = log.info
                 _pip(copy, "download", "-d", wheelhouse, *build_requires, *DEFAULT_BUILD_REQUIRES, version=version)
                 if targets:
                     _pip(copy, "download", "-d", wheelhouse, *targets, version=version)
+        needs = _backend_needs(copy, system, wheelhouse, before, version, on_step)
         sdists = [p for p in wheelhouse.iterdir() if p.name.endswith(SDIST_SUFFIXES)]
         unbuilt = [p for p in sdists if not _reuse_built_wheel(p, wheelhouse)]
         if unbuilt:  # one pip run: the build backends are fetched once
@@ -203,8 +341,22 @@ def fetch_wheelhouse(project: Project, on_step: Callable[[str], None] = log.info
             _keep_built_wheels(unbuilt, wheelhouse)
         for sdist in sdists:
             sdist.unlink()
+    (wheelhouse / PLAN).write_text(json.dumps(asdict(needs), indent=1))
     (wheelhouse / ".complete").write_text("")
     return wheelhouse
+
+
+def _backend_needs(project: Path, system: dict, wheelhouse: Path, before: str | None, version: str,
+                   on_step: Callable[[str], None]) -> BackendNeeds:
+    """Ask the backend what else it needs (`build_backend.ask_backend`) and download that too."""
+    with timed(on_step, f"asking the build backend ({declared_backend(system)[0]}) what it needs"):
+        needs = ask_backend(project, system, wheelhouse, scm_env(version))
+    if needs.problem:
+        on_step(f"the build backend could not be asked (the install will show what is missing): {needs.problem}")
+    elif needs.asked:
+        wanted = _pinned_as_of(project, needs.asked, before, version) if before else needs.asked
+        _pip(project, "download", *(["--no-deps"] if before else []), "-d", wheelhouse, *wanted, version=version)
+    return needs
 
 
 SDIST_SUFFIXES = (".tar.gz", ".zip", ".tar.bz2")
@@ -241,13 +393,9 @@ def _keep_built_wheels(sdists: list[Path], wheelhouse: Path) -> None:
 
 
 def _pinned_as_of(project: Path, targets: list[str], before: str, version: str = "") -> list[str]:
-    """`targets` (pip arguments) resolved to exact pins as of `before`, the project itself left out."""
+    """`targets` (requirements, `.` for the project) resolved to exact pins as of `before`, the project itself left out."""
     wanted = project / ".harness-requirements.in"
-    lines, pending = [], list(targets)
-    while pending:
-        item = pending.pop(0)
-        lines.append(f"-r {pending.pop(0)}" if item == "-r" else item)
-    wanted.write_text("\n".join(lines) + "\n")
+    wanted.write_text("\n".join(targets) + "\n")
     done = _uv_compile(project, wanted.name, before, version=version)
     wanted.unlink()
     if done.returncode != 0:
@@ -259,17 +407,12 @@ def _pinned_as_of(project: Path, targets: list[str], before: str, version: str =
 def _uv_compile(cwd: Path, wanted: str, before: str, *options: str, version: str = "") -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "uv", "pip", "compile", "--quiet", "--no-header", "--no-annotate",
                            "--exclude-newer", before, "--python-version", IMAGE_PYTHON, *options, wanted],
-                          cwd=cwd, capture_output=True, text=True, check=False, env=_scm_env(version))
-
-
-def _scm_env(version: str) -> dict[str, str]:
-    """The environment for builds of a checkout without `.git`: setuptools-scm told its version."""
-    return {**os.environ, "SETUPTOOLS_SCM_PRETEND_VERSION": version} if version else dict(os.environ)
+                          cwd=cwd, capture_output=True, text=True, check=False, env=scm_env(version))
 
 
 def _pip(cwd: Path, *args, version: str = "") -> None:
     done = subprocess.run([sys.executable, "-m", "pip", *map(str, args)], cwd=cwd, capture_output=True, text=True,
-                          check=False, env=_scm_env(version))
+                          check=False, env=scm_env(version))
     if done.returncode != 0:
         raise SynthError(f"pip {args[0]} of the project's dependencies failed: {done.stderr.strip()[-1500:]}")
 

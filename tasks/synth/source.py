@@ -17,7 +17,8 @@ import subprocess
 import sys
 import tarfile
 import zipfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from datetime import datetime, timezone
 from pathlib import Path
 
 from ..repos import git
@@ -33,6 +34,7 @@ class Project:
     origin: str  # what the user asked for
     commit: str  # the commit the tree is a copy of
     version: str = ""
+    date: str = ""  # when the commit was made or the sdist released (ISO): dependencies of that day are the fallback
 
 
 def normalise(name: str) -> str:
@@ -94,7 +96,21 @@ def _from_pypi(requirement: str, into: Path) -> Project:
     top = tops[0] if len(tops) == 1 and tops[0].is_dir() else unpacked
     name = normalise(re.split(r"[<>=!~\[; ]", requirement, maxsplit=1)[0])
     version = archives[0].name.removesuffix(".tar.gz").removesuffix(".zip").rsplit("-", 1)[-1]
-    return _import(top, into, requirement, name, version)
+    return replace(_import(top, into, requirement, name, version), date=_built_on(archives[0]))
+
+
+def _built_on(archive: Path) -> str:
+    """When the sdist was made: the newest time stamp of its files (the day after, ISO), or "" where
+    every file has one time stamp (a reproducible build's fixed date, not the release's)."""
+    if archive.suffix == ".zip":
+        with zipfile.ZipFile(archive) as handle:
+            stamps = {datetime(*info.date_time, tzinfo=timezone.utc).timestamp() for info in handle.infolist()}
+    else:
+        with tarfile.open(archive) as handle:
+            stamps = {member.mtime for member in handle.getmembers()}
+    if len(stamps) < 2:
+        return ""
+    return datetime.fromtimestamp(max(stamps) + 86400, tz=timezone.utc).strftime("%Y-%m-%d")
 
 
 def _unpack(archive: Path, into: Path) -> None:
@@ -113,16 +129,17 @@ def _import(tree: Path, into: Path, origin: str, name: str, version: str = "") -
     git(repo, "init", "-q", "-b", "main")
     git(repo, "add", "-A", "-f")
     git(repo, "commit", "-q", "--no-verify", "-m", f"Import {origin}")
-    return _export_head(repo, into / "tree", origin, name, version)
+    return _export_head(repo, into / "tree", origin, name, version, date="")  # its commit's date is made up
 
 
-def _export_head(repo: Path, tree: Path, origin: str, name: str, version: str = "") -> Project:
+def _export_head(repo: Path, tree: Path, origin: str, name: str, version: str = "", date: str | None = None) -> Project:
     """The files of HEAD (as committed: no local changes, no ignored files) copied to `tree`."""
     commit = git(repo, "rev-parse", "HEAD").strip()
+    date = git(repo, "log", "-1", "--format=%cI", "HEAD").strip() if date is None else date
     archive = subprocess.run(["git", "archive", "--format=tar", "HEAD"], cwd=repo, capture_output=True, check=False)
     if archive.returncode != 0:
         raise SynthError(f"git archive failed in {repo}: {archive.stderr.decode(errors='replace').strip()}")
     shutil.rmtree(tree, ignore_errors=True)
     with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as handle:
         handle.extractall(tree, filter="data")
-    return Project(name=name, root=tree, origin=origin, commit=commit, version=version)
+    return Project(name=name, root=tree, origin=origin, commit=commit, version=version, date=date)

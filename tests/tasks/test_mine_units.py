@@ -1,10 +1,12 @@
-"""`tasks.mine` without Docker: diff splitting, pull requests found in a real git history, the
+"""`tasks.mine` without Docker: diff splitting, pull requests found in a real git history, candidates
+scanned from a history and the yield funnel, the
 base-only repository, the flaky-test rule, each repository's runner, the order of dependency sets
 tried, and the environment's choice of requirement files."""
 
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +15,7 @@ from tasks.mine import (MineError, base_only_git, classify, dependency_attempts,
 from tasks.patch_policy import is_test_path
 from tasks.repos import git
 from tasks.synth.project_image import declared_test_dependencies
+from tests.conftest import require
 
 
 def test_test_files_follow_swebench_rules():
@@ -164,3 +167,73 @@ def test_the_cheat_edits_the_file_of_a_test_named_by_its_function_alone():
                          for p, name in (("sympy/a/tests/test_a.py", "test_other"), ("sympy/b/tests/test_b.py", "test_issue_1")))
     assert failing_test_file({"FAIL_TO_PASS": ["test_issue_1"], "test_patch": test_patch}) == "sympy/b/tests/test_b.py"
     assert failing_test_file({"FAIL_TO_PASS": ["tests/test_x.py::test_y"], "test_patch": test_patch}) == "tests/test_x.py"
+
+
+# ----------------------------------------------------------------------------- candidates from history
+
+GIT_HISTORY = next((p for p in (Path(__file__).resolve().parents[3] / "shared" / "git-history",
+                                Path("/work/shared/git-history")) if p.is_dir()), None)
+
+
+def test_history_candidates_change_code_and_tests(project):
+    from tasks.history import candidates
+
+    found, funnel = candidates(str(project), None, None)
+    assert [r["instance_id"] for r in found] == ["acme__proj-7"]  # the merge, not the branch's own commit
+    assert found[0]["base_commit"] == git(project, "rev-parse", "HEAD~1^1").strip()
+    assert funnel.counts["commits scanned"] == 3 and funnel.counts["candidates"] == 1
+    assert funnel.reasons["candidates"] == {"first commit (no parent)": 1, "no test change": 1}
+
+
+def test_a_history_without_candidates_is_a_clear_error(tmp_path):
+    from tasks.history import candidates
+
+    git(tmp_path, "init", "-q", "-b", "main")
+    (tmp_path / "m.py").write_text("X = 1\n")
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "commit", "-q", "-m", "only")
+    with pytest.raises(MineError, match=r"no candidate .*1 commits scanned.*first commit \(no parent\)"):
+        candidates(str(tmp_path), None, None)
+
+
+def test_a_real_bundle_is_scanned_newest_first_up_to_the_limit():
+    from tasks.history import candidates
+
+    require(GIT_HISTORY is not None, "../shared/git-history is missing")
+    found, funnel = candidates(str(GIT_HISTORY / "itsdangerous.bundle"), "2024-01-01", 2)
+    assert [r["instance_id"] for r in found] == ["local__itsdangerous-405", "local__itsdangerous-378"]
+    assert all(r["patch"] and r["test_patch"] and r["created_at"] >= "2024" for r in found)
+    counts = funnel.reasons["candidates"]
+    assert counts["beyond --limit"] == 1 and funnel.counts["commits scanned"] == sum(counts.values()) + 2
+
+
+def test_the_funnel_counts_each_stage_and_stops_on_one_systemic_reason():
+    from tasks.history import Funnel
+    from tasks.mine import Mined, systemic_stop
+
+    broken = [Mined(f"r-{i}", reason=f"environment (as of 2024-0{i}-01): installing x failed: pip said {i}") for i in range(3)]
+    assert 'no further than "candidates", each for "environment: installing x failed"' in systemic_stop(broken, 3)
+    assert systemic_stop(broken, 4) == "" and systemic_stop(broken, 0) == ""
+    ran = Mined("r-3", reason="no test fails without the fix and passes with it (newest dependencies)", reached="tests ran")
+    assert systemic_stop([*broken[:2], ran], 3) == ""
+    funnel = Funnel()
+    for mined in [*broken, ran, Mined("r-4", instance={"x": 1}, reached="validated")]:
+        funnel.add(mined)
+    assert [funnel.counts[s] for s in ("environment built", "tests ran", "FAIL_TO_PASS >= 1", "validated")] == [2, 2, 1, 1]
+    assert funnel.reasons["environment built"] == {"environment: installing x failed": 3}
+    assert funnel.reasons["FAIL_TO_PASS >= 1"] == {"no test fails without the fix and passes with it": 1}
+
+
+def test_requirement_files_are_read_without_the_project_itself_and_setup_py_tests_require_counts(tmp_path):
+    from tasks.synth.project_image import requirement_file_lines
+
+    (tmp_path / "requirements").mkdir()
+    (tmp_path / "test-requirements.txt").write_text(
+        "-r requirements/base.txt\n# a comment\nproj @ file:.\n-e .\npytest==8.1 \\\n    --hash=sha256:abc\n"
+        "hypothesis>=6 ; python_version > '3'  # why\n-c constraints.txt\n")
+    (tmp_path / "requirements" / "base.txt").write_text("attrs\n-r ../test-requirements.txt\n")
+    assert requirement_file_lines(tmp_path, "test-requirements.txt") == ["attrs", "pytest==8.1", "hypothesis>=6 ; python_version > '3'"]
+    (tmp_path / "setup.py").write_text("from setuptools import setup\ntests = ['pytest>=3', 'strict_rfc3339']\n"
+                                       "setup(name='x', tests_require=tests, extras_require={'testing': ['mock']})\n")
+    extras, requirements, _ = declared_test_dependencies(tmp_path)
+    assert extras == ["testing"] and requirements == ["pytest>=3", "strict_rfc3339"]

@@ -225,6 +225,35 @@ def test_test_requirements_and_command_detection(tmp_path):
     assert first.endswith(" tests") and fallback == first + " -o addopts=''"
 
 
+def test_dev_groups_of_poetry_pdm_and_hatch_serve_where_none_names_tests(tmp_path):
+    from tasks.synth.project_image import distribution_name, install_command
+
+    (tmp_path / "pyproject.toml").write_text(textwrap.dedent('''\
+        [tool.poetry]
+        name = "poetic"
+        [tool.poetry.dev-dependencies]
+        python = "^3.8"
+        pytest = "^7.1"
+        sphinx = "*"
+        [tool.poetry.group.lint.dependencies]
+        ruff = "0.1.0"
+        [tool.pdm.dev-dependencies]
+        dev = ["freezegun>=1", "-e file:///${PROJECT_ROOT}/sub"]
+        [tool.hatch.envs.default]
+        dependencies = ["coverage[toml]", "mkdocs"]
+    '''))
+    _, requirements, _ = declared_test_dependencies(tmp_path)
+    assert requirements == ["pytest>=7.1", "freezegun>=1", "coverage[toml]"]  # docs and lint tools left out
+    assert distribution_name(tmp_path) == "poetic"
+    (tmp_path / "pyproject.toml").write_text('[tool.poetry]\nname = "p"\n[tool.poetry.group.test.dependencies]\n'
+                                             'pytest-mock = {version = "~3.6", extras = ["x"]}\nfoo = "1.2"\n'
+                                             '[build-system]\nrequires = ["poetry-core"]\n')
+    assert declared_test_dependencies(tmp_path)[1] == ["pytest-mock[x]>=3.6", "foo==1.2"]
+    assert " -e . " in install_command(tmp_path, "", editable=True)
+    regular = install_command(tmp_path, "", editable=False)
+    assert " -e " not in regular and regular.endswith("python3 /tmp/source_on_path.py 'p' /testbed")
+
+
 def test_test_commands_pin_the_hash_seed_and_turn_random_order_off():
     from tasks.synth.validate import pin_test_ids
 

@@ -1,0 +1,97 @@
+"""Environments for real projects nobody tuned the builder to, and candidates from a real history.
+
+- tinydb from PyPI (hatchling: its editable install needs `editables`, which only the backend's
+  `get_requires_for_build_editable` names): synthesized, graded gold all / empty none.
+- A backend that cannot make an editable install (flit-core 3.2, before PEP 660): the project is
+  installed, then its source folder put on the path in place of the installed modules.
+- itsdangerous's history (../shared/git-history): `harness tasks mine --since --until` scans
+  its main line, mines the one candidate and prints the funnel; the image holds the base
+  commit alone.
+
+Each builds once (wheelhouses and images are cached by content), candidates are bounded.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.cli_helpers import harness, rows_of
+from tests.conftest import require
+from tests.tasks.test_mine_units import GIT_HISTORY
+from tests.tasks.test_synth import PACKAGE, make_package
+
+
+@pytest.fixture(scope="module")
+def tinydb(tmp_path_factory, docker_backend):
+    from tasks.synth import synthesize
+
+    output = tmp_path_factory.mktemp("tinydb") / "tinydb.jsonl"
+    summary = synthesize("tinydb==4.9.0", output, max_tasks=1, max_candidates=3, seed=0, workers=2,
+                         backend=docker_backend)
+    return summary, rows_of(output)
+
+
+def test_a_hatchling_project_gets_what_its_backend_asks_for(tinydb, docker_backend):
+    from tasks.grading import grade
+
+    summary, rows = tinydb
+    assert summary.kept == len(rows) == 1
+    notes = rows[0]["environment"]
+    assert notes["build_backend"] == "hatchling.build" and notes["install"] == "editable"
+    assert any(r.startswith("editables") for r in notes["backend_asked"])
+    assert any(w.startswith("editables-") for w in notes["wheels"]) and "pytest~=9.0" in notes["test_requirements"]
+    assert summary.disk["environment_mb"] > 1 and 0 < summary.disk["per_task_mb"] < summary.disk["environment_mb"]
+    assert grade(rows[0], rows[0]["patch"], docker_backend).resolved
+    assert not grade(rows[0], "", docker_backend).resolved
+
+
+def test_a_backend_without_editable_installs_gets_the_source_on_the_path(tmp_path, docker_backend):
+    from sandboxes import SandboxSpec
+    from tasks.synth.project_image import build_project_image
+    from tasks.synth.source import fetch_project
+
+    files = {**PACKAGE, "pyproject.toml": '''\
+        [build-system]
+        requires = ["flit_core>=3.2,<3.3"]
+        build-backend = "flit_core.buildapi"
+
+        [project]
+        name = "minicalc"
+        version = "0.1.0"
+        description = "a calculator"
+    '''}
+    project = fetch_project(str(make_package(tmp_path / "minicalc", files)), tmp_path / "work")
+    built = build_project_image(project)
+    assert built.environment["build_backend"] == "flit_core.buildapi"
+    assert built.environment["install"] == "source on the path"
+    check = "import importlib.metadata as m, minicalc; print(minicalc.__file__, m.version('minicalc'))"
+    with docker_backend.create(SandboxSpec(image=built.image, workdir="/testbed")) as sandbox:
+        result = sandbox.exec(f"python3 -c \"{check}\"", timeout=60)
+    assert result.output.split() == ["/testbed/minicalc/__init__.py", "0.1.0"], result.output
+
+
+def test_mining_a_real_history_prints_the_funnel(tmp_path, docker_backend):
+    from sandboxes import SandboxSpec
+    from tasks.grading import grade
+
+    require(GIT_HISTORY is not None, "../shared/git-history is missing")
+    output = tmp_path / "mined.jsonl"
+    done = harness("tasks", "mine", str(GIT_HISTORY / "itsdangerous.bundle"), "--since", "2024-04-14",
+                   "--until", "2024-04-30", "--limit", "2", "--output", str(output), "--backend", "docker", timeout=1500)
+    assert done.returncode == 0, done.stdout + done.stderr
+    funnel = json.loads(Path(f"{output}.funnel.json").read_text())
+    assert funnel["counts"] == {"commits scanned": 8, "candidates": 1, "environment built": 1, "tests ran": 1,
+                                "FAIL_TO_PASS >= 1": 1, "validated": 1}
+    assert funnel["reasons"] == {"candidates": {"no Python change": 6, "no test change": 1}}
+    assert "FAIL_TO_PASS >= 1" in done.stdout and "no Python change (6)" in done.stdout
+    [instance] = rows_of(output)
+    assert instance["instance_id"] == "local__itsdangerous-378" and instance["FAIL_TO_PASS"]
+    assert instance["environment"]["build_backend"] == "flit_core.buildapi"
+    with docker_backend.create(SandboxSpec(image=instance["image"], workdir="/testbed")) as sandbox:
+        history = sandbox.exec("git log --all --format=%H", timeout=60).output.split()
+    assert history == [instance["base_commit"]]
+    assert grade(instance, instance["patch"], docker_backend).resolved
+    assert not grade(instance, "", docker_backend).resolved
