@@ -16,6 +16,7 @@ import tarfile
 from pathlib import Path
 from typing import Callable
 
+from .cache_lock import cache_lock
 from .errors import SandboxError
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,13 @@ def build_rootfs(recipe: dict = BASE_RECIPE, on_line: Callable[[str], None] = lo
     """debootstrap the recipe into the cache, once. Needs root and debootstrap."""
     target = base_rootfs(recipe)
     if (target / ".harness-complete").exists():
+        return target
+    with cache_lock(target):
+        return _build_rootfs(target, recipe, on_line)
+
+
+def _build_rootfs(target: Path, recipe: dict, on_line: Callable[[str], None]) -> Path:
+    if (target / ".harness-complete").exists():  # another process built it while this one waited
         return target
     if shutil.which("debootstrap") is None:
         raise SandboxError("debootstrap is not installed: `apt-get install -y debootstrap` (needs root)")
@@ -93,24 +101,31 @@ def build_base_image(recipe: dict = BASE_RECIPE, on_line: Callable[[str], None] 
     tag = f"{BASE_REPOSITORY}:{recipe_hash(recipe)}"
     if not image_exists(tag):
         root = build_rootfs(recipe, on_line)
-        archive = root.with_suffix(".tar")
-        on_line(f"packing {root} into {archive}")
-        with tarfile.open(archive, "w") as tar:
-            for child in sorted(root.iterdir()):
-                if child.name != ".harness-complete":
-                    tar.add(child, arcname=child.name)
-        try:
-            on_line(f"importing {tag} into the Docker engine")
-            client.api.import_image(
-                src=str(archive),
-                repository=BASE_REPOSITORY,
-                tag=recipe_hash(recipe),
-                changes=[f"ENV PATH={PATH}", f"WORKDIR {recipe['workdir']}", f"LABEL harness.base={recipe_hash(recipe)}"],
-            )
-        finally:
-            archive.unlink(missing_ok=True)
+        with cache_lock(root, "import"):
+            if not image_exists(tag):
+                _import_rootfs(client, root, recipe, on_line)
     client.api.tag(tag, BASE_REPOSITORY, "latest")
     return tag
+
+
+def _import_rootfs(client, root: Path, recipe: dict, on_line: Callable[[str], None]) -> None:
+    """Pack the root filesystem and import it into the engine as the base image."""
+    archive = root.with_suffix(".tar")
+    on_line(f"packing {root} into {archive}")
+    with tarfile.open(archive, "w") as tar:
+        for child in sorted(root.iterdir()):
+            if child.name != ".harness-complete":
+                tar.add(child, arcname=child.name)
+    try:
+        on_line(f"importing {BASE_REPOSITORY}:{recipe_hash(recipe)} into the Docker engine")
+        client.api.import_image(
+            src=str(archive),
+            repository=BASE_REPOSITORY,
+            tag=recipe_hash(recipe),
+            changes=[f"ENV PATH={PATH}", f"WORKDIR {recipe['workdir']}", f"LABEL harness.base={recipe_hash(recipe)}"],
+        )
+    finally:
+        archive.unlink(missing_ok=True)
 
 
 def image_exists(tag: str) -> bool:

@@ -16,10 +16,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 from sandboxes import Backend
+from sandboxes.cache_lock import cache_lock
 from sandboxes.images import BASE_REPOSITORY, cache_dir, recipe_hash
 
 from .errors import TaskError
 from .repos import make_bugged_repo
+from .runlog import atomic_write
 from .swe import WORKDIR, make_eval_script
 
 log = logging.getLogger(__name__)
@@ -49,9 +51,14 @@ def build_instance(task_dir: Path, backend: Backend, on_step: Callable[[str], No
     digest = _content_hash(task_dir, package_dir)
     work = cache_dir() / "swe-demo" / f"{meta['instance_id']}-{digest}"
     cached = work / "instance.json"
-    if cached.exists():
-        instance = json.loads(cached.read_text())
-        return _runnable(instance, work / "repo", shared, on_step)
+    with cache_lock(work):  # a second process building this instance waits, then reads it
+        if not cached.exists():
+            _build_instance(meta, task_dir, package_dir, digest, work, backend, on_step, shared)
+    return _runnable(json.loads(cached.read_text()), work / "repo", shared, on_step)
+
+
+def _build_instance(meta: dict[str, Any], task_dir: Path, package_dir: Path, digest: str, work: Path, backend: Backend,
+                    on_step: Callable[[str], None], shared: bool) -> None:
     on_step(f"{meta['instance_id']}: building the repository")
     repo = work / "repo"
     base_commit, gold = make_bugged_repo(package_dir, task_dir / "bug.patch", repo)
@@ -76,8 +83,7 @@ def build_instance(task_dir: Path, backend: Backend, on_step: Callable[[str], No
     }
     on_step(f"{meta['instance_id']}: computing FAIL_TO_PASS and PASS_TO_PASS")
     instance.update(compute_test_lists(_runnable(instance, repo, shared, on_step), backend))
-    cached.write_text(json.dumps(instance, indent=1))
-    return _runnable(instance, repo, shared, on_step)
+    atomic_write(work / "instance.json", json.dumps(instance, indent=1))
 
 
 def _runnable(instance: dict[str, Any], repo: Path, shared: bool, on_step: Callable[[str], None]) -> dict[str, Any]:
