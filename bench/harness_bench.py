@@ -42,6 +42,7 @@ so); each side's patches are checked against the gold patch instead.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import random
@@ -74,6 +75,7 @@ from tasks.task import Reward, Task
 from tasks.taskset import load_tasks
 
 TARGET = 3.0  # ours / peer episodes per minute
+MAX_TURNS = 64  # the replayed trajectories run up to 41 turns
 PEER_LABEL = "harness.bench.run"
 
 PEER_DRIVER = r'''
@@ -218,7 +220,7 @@ def run_ours(tasks: list[Task], workers: int, backend: Backend, policy: Policy, 
     with tempfile.TemporaryDirectory(prefix="harness-bench-") as out, \
             mock.patch("harness.environments.verify", no_grading), mock.patch("harness.prestart.job_specs", episode_only), \
             mock.patch("harness.evaluate.job_specs", episode_only):
-        config = EvalConfig(tasks="swe-demo", checkpoint=policy.name, output=out, workers=workers, max_turns=64, prestart=prestart)
+        config = EvalConfig(tasks="swe-demo", checkpoint=policy.name, output=out, workers=workers, max_turns=MAX_TURNS, prestart=prestart)
         started = time.perf_counter()
         evaluate(tasks, policy, config, backend)
         wall = time.perf_counter() - started
@@ -321,7 +323,8 @@ def main(argv: list[str] | None = None) -> dict:
     backend = get_backend("docker")
     overlay = get_backend("overlay") if args.overlay else None
     console.print("[bold]loading the swe-demo tasks...")
-    swe_demo = load_tasks("swe-demo")
+    # Replayed trajectories run 20-40 commands: each task's own turn limit is raised to the driver's cap.
+    swe_demo = [dataclasses.replace(task, max_turns=MAX_TURNS) for task in load_tasks("swe-demo")]
     tasks = [swe_demo[i % len(swe_demo)] for i in range(args.episodes)]
     batches: dict[str, list[Batch]] = {side: [] for side in sides}
     starts = {"docker": start_p50(backend, tasks[0].sandbox, args.starts)}
