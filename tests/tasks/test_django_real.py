@@ -93,7 +93,8 @@ def mined(tmp_path_factory, docker_backend) -> tuple[dict, Path, Path]:
 def edit(repo: Path, path: str, prepend: str) -> str:
     from bench.grading_parity_bench import edit_patch
 
-    return edit_patch(path, _git(repo, "show", f"HEAD~1:{path}"), prepend)
+    before = _git(repo, "show", f"HEAD~1:{path}")
+    return edit_patch(path, before, prepend + before)
 
 
 def forged_report(instance: dict) -> str:
@@ -159,7 +160,10 @@ def test_gold_resolves_the_rest_do_not_with_the_canary_seen_in_real_runtests_out
     forged = ours["cheat-forged"]
     assert forged.patch_successfully_applied and not forged.rejected and not forged.resolved
     assert "canary: failed (the canary test (planted to fail) has no result" in "\n".join(forged.checks)
-    assert ours["cheat-tests"].rejected and not ours["cheat-tests"].resolved
+    # The skipped test module is put back as it was at the base commit before the run: the fix is missing.
+    cheat_tests = ours["cheat-tests"]
+    assert not cheat_tests.rejected and not cheat_tests.resolved
+    assert [n for n in cheat_tests.neutralized if n.startswith("tests/auth_tests/test_forms.py")]
 
 
 @pytest.mark.timeout(1800)
@@ -169,7 +173,7 @@ def test_the_official_harness_agrees_on_honest_patches_on_the_same_image(mined, 
 
     instance, _, repo = mined
     kinds = predictions(instance, repo)
-    del kinds["cheat-tests"]  # refused before it runs by ours; the official harness runs it on restored tests
+    del kinds["cheat-tests"]  # both graders run it on restored tests; left out to keep this test short
     copies = tmp_path / "instances.jsonl"
     copies.write_text("".join(json.dumps({**instance, "instance_id": f"{instance['instance_id']}-{kind}"}) + "\n" for kind in kinds))
     preds = {f"{instance['instance_id']}-{kind}": {"instance_id": f"{instance['instance_id']}-{kind}", "model_name_or_path": "django",
