@@ -164,8 +164,19 @@ def declared_test_dependencies(root: Path) -> tuple[list[str], list[str], list[s
 
 
 def _test_requirements(root: Path, requirements: list[str], files: list[str]) -> list[str]:
-    """The test requirements from groups and from requirement files, once each."""
-    return list(dict.fromkeys([*requirements, *(r for f in files for r in requirement_file_lines(root, f))]))
+    """The test requirements from groups and from requirement files, one per distribution: a requirement
+    file's line wins over a group's (requests pins pytest-httpbin 0.0.7 in setup.py's tests_require and 1.0.0
+    in requirements-dev.txt; asking for both resolves nothing)."""
+    chosen: dict[str, str] = {}
+    for requirement in [*requirements, *(r for f in files for r in requirement_file_lines(root, f))]:
+        chosen[_distribution(requirement)] = requirement
+    return list(chosen.values())
+
+
+def _distribution(requirement: str) -> str:
+    """The normalized distribution name a requirement line starts with (PEP 503)."""
+    name = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
+    return re.sub(r"[-_.]+", "-", name.group(1)).lower() if name else requirement
 
 
 def requirement_file_lines(root: Path, name: str, seen: frozenset = frozenset()) -> list[str]:

@@ -237,3 +237,15 @@ def test_requirement_files_are_read_without_the_project_itself_and_setup_py_test
                                        "setup(name='x', tests_require=tests, extras_require={'testing': ['mock']})\n")
     extras, requirements, _ = declared_test_dependencies(tmp_path)
     assert extras == ["testing"] and requirements == ["pytest>=3", "strict_rfc3339"]
+
+
+def test_a_requirement_file_pin_wins_over_setup_py_tests_require(tmp_path):
+    """As in requests: tests_require pins pytest-httpbin 0.0.7, requirements-dev.txt 1.0.0; both at once resolve nothing."""
+    from tasks.synth.project_image import _test_requirements
+
+    (tmp_path / "requirements-dev.txt").write_text("pytest>=2.8.0,<=6.2.5\npytest_httpbin==1.0.0\n")
+    (tmp_path / "setup.py").write_text("from setuptools import setup\n"
+                                       "setup(name='x', tests_require=['pytest-httpbin==0.0.7', 'pytest-mock', 'PySocks>=1.5.6'])\n")
+    _, requirements, files = declared_test_dependencies(tmp_path)
+    assert _test_requirements(tmp_path, requirements, files) == [
+        "pytest_httpbin==1.0.0", "pytest-mock", "PySocks>=1.5.6", "pytest>=2.8.0,<=6.2.5"]
