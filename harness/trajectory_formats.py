@@ -67,7 +67,7 @@ def from_mini_swe_agent(data: dict[str, Any], default_id: str = "") -> dict[str,
         "model_patch": info.get("submission") or "",
         "exit_status": info.get("exit_status", ""),
         "turns": sum(m["role"] == "assistant" for m in messages),
-        "metadata": {"scaffold": "mini-swe-agent", "scaffold_version": info.get("mini_version", ""), "workdir": "/testbed"},
+        "metadata": {"scaffold": {"name": "mini-swe-agent", "version": info.get("mini_version", "")}, "workdir": "/testbed"},
     }
 
 

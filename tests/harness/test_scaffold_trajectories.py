@@ -58,7 +58,7 @@ def test_mini_swe_agent_trajectories_read_into_ours(trajectories):
     assert calls and len(outputs) == len(calls)  # each command's output follows it as its tool message
     first = json.loads(calls[0]["tool_calls"][0]["function"]["arguments"])["command"]
     assert first in raw["messages"][2]["content"] and "```" not in first
-    assert all(t["turns"] > 3 and t["metadata"]["scaffold"] == "mini-swe-agent" for t in trajectories)
+    assert all(t["turns"] > 3 and t["metadata"]["scaffold"]["name"] == "mini-swe-agent" for t in trajectories)
 
 
 def test_the_audit_on_a_real_frontier_agent_raises_only_the_hand_checked_flags(trajectories):
