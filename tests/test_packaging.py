@@ -50,12 +50,15 @@ def imported_top_level_names() -> set[str]:
     for path in files:
         if "swe_demo/packages" in path.as_posix():  # the demo repositories' own code, run inside sandboxes
             continue
+        if "scaffolds/programs" in path.as_posix():  # scaffold programs, run in the scaffold's own venv
+            continue
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Import):
                 names |= {alias.name.partition(".")[0] for alias in node.names}
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 names.add(node.module.partition(".")[0])
-    return names - set(sys.stdlib_module_names) - set(PACKAGES) - {"cli"}
+    folders = {p.name for p in ROOT.iterdir() if p.is_dir()}  # the checkout's own folders (a bench runs an example)
+    return names - set(sys.stdlib_module_names) - set(PACKAGES) - folders - {"cli"}
 
 
 def normalized(name: str) -> str:

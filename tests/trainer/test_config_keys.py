@@ -53,7 +53,7 @@ def error_of(raw: dict) -> str:
      "unknown key trainer.sft_warmup.epoch (did you mean trainer.sft_warmup.epochs?); allowed: data, epochs,"),
     ({"trainer": {"async": {"stalenes": 2}}}, "unknown key trainer.async.stalenes (did you mean trainer.async.staleness?)"),
     ({"trainer": {"policy": {"model": {"path": "m", "revision": "main"}}}}, "unknown key trainer.policy.model.revision; allowed: path"),
-    ({"skyrl_aliases": ["x"]}, "unknown key skyrl_aliases; allowed: data, trainer, generator, inference, logger, plugins"),
+    ({"skyrl_aliases": ["x"]}, "unknown key skyrl_aliases; allowed: data, trainer, generator, inference, logger, grading, plugins"),
     ({"trainer": {"sft_warmup": {"data": ["a"], "batch_size": 0}}}, "trainer.sft_warmup.batch_size: 0 is below the minimum 1"),
     ({"trainer": {"sft_warmup": 3}}, "trainer.sft_warmup: expected a section with keys (data, epochs, learning_rate,"),
     ({"plugins": ["a", 1]}, "plugins[1]: expected a string, got 1"),

@@ -4,6 +4,8 @@ advantages nor loss, the update equals the one computed without them, and too ma
 
 from __future__ import annotations
 
+import re
+
 import subprocess
 import threading
 import time
@@ -93,7 +95,10 @@ def test_killed_containers_are_infrastructure_failures(groups):
                         [("submitted", 0.0), ("sandbox_error", 0.0), ("sandbox_error", 0.0)],
                         [("submitted", 1.0), ("submitted", 0.0), ("submitted", 1.0)]], [t.error for g in groups for t in g]
     died = [t for group in groups for t in group if infrastructure_failure(t)]
-    assert len(died) == 3 and all(t.turns == 1 and "died" in t.error for t in died), [t.error for t in died]
+    # Which words say so depends on when the shell notices: the shell died, a new one found the sandbox gone,
+    # or the engine refused to start one in a container that is not running.
+    gone = re.compile(r"died|is gone|is not running")
+    assert len(died) == 3 and all(t.turns == 1 and gone.search(t.error) for t in died), [t.error for t in died]
     assert infrastructure_failure(Trajectory("t", exit_status="submitted", error="scoring failed: grading x failed")) == "scoring_error"
     assert infrastructure_failure(Trajectory("t", exit_status="wall_time")) == ""
 
