@@ -106,7 +106,7 @@ def with_grading_mode(tasks: list, mode: str | None) -> list:
         return tasks
     if mode not in GRADING_MODES:
         raise TaskError(f"unknown grading mode {mode!r}: use one of {', '.join(GRADING_MODES)}")
-    if not any("instance" in task.metadata for task in tasks):
+    if tasks and not any("instance" in task.metadata for task in tasks):  # an empty set (no held-out data) has nothing to grade
         raise TaskError(f"grading mode {mode!r} applies to SWE-bench tasks, and this task set has none")
     return [dataclasses.replace(task, reward_spec={**task.reward_spec, "grading_mode": mode}) if "instance" in task.metadata else task
             for task in tasks]
