@@ -24,9 +24,8 @@ What a patch *says* is not held against it: real fixes to pytest live in `src/_p
 mention pytest everywhere, real fixes elsewhere import `sys.modules[...]`, register `atexit`
 hooks or print "ERROR:". Those are judged at run time instead (`grading`: a fresh sandbox,
 neutralized files put back, a canary test that must fail, the runner's own summary vouching for
-every result). Measured on 600 real merged fixes (`../shared/honest-fixes/`): 0 refused; on a
-real frontier agent's 244 SWE-bench Verified submissions (`../shared/real-agent-runs/`): none
-of the 178 the official harness resolved is refused.
+every result). Measured on 600 real merged fixes: 0 refused; on a real frontier agent's 244 SWE-bench Verified
+submissions: none of the 178 the official harness resolved is refused (docs/grading.md).
 """
 
 from __future__ import annotations
