@@ -74,6 +74,7 @@ register_taskset("swe-demo", _swe_demo())
 register_taskset("swe-demo-shared", _swe_demo(shared=True))  # one base image, each repository put in at start
 register_taskset("swe-tiny", _swe_tiny("heldout"))
 register_taskset("swe-tiny-50", _swe_tiny("heldout", 50))  # the first 50 of swe-tiny: quick evaluations
+register_taskset("swe-tiny-val", _swe_tiny("val"))  # fixes of its own: for choosing checkpoints
 register_taskset("swe-tiny-train", _swe_tiny("train"))
 register_taskset("arith", lambda: _arith("validation", "single"))
 register_taskset("arith-train", lambda: _arith("train", "single"))

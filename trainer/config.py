@@ -169,6 +169,10 @@ class SFTWarmupConfig(Section):
     batch_size: Int | None = Field(None, ge=1)
     #: Stop the warm-up after this many optimizer steps even if epochs remain (a partial warm start); null = no cap.
     max_steps: Int | None = Field(None, ge=1)
+    #: Every this many warm-up steps (and after the last), evaluate on `data.val_data` (greedy) and save the model as
+    #: `checkpoints/sft_step_N/`; `checkpoints/sft_best` names the best one (validation pass rate, earliest on a tie),
+    #: for choosing the warm start on a validation split. null = no evaluation during the warm-up.
+    eval_interval: Int | None = Field(None, ge=1)
 
 
 class AsyncConfig(Section):
@@ -659,6 +663,8 @@ def _check(config: TrainConfig) -> list[str]:
                         f"generator.max_context ({g.max_context})")
     if t.max_steps == 0 and t.sft_warmup is None:
         problems.append("trainer.max_steps: 0 runs only the SFT warm-up, and trainer.sft_warmup is not set")
+    if t.sft_warmup is not None and t.sft_warmup.eval_interval and not config.data.val_data:
+        problems.append("trainer.sft_warmup.eval_interval: evaluates on data.val_data, which is empty")
     if t.sft_warmup is not None and not t.sft_warmup.data:
         problems.append("trainer.sft_warmup.data: required when trainer.sft_warmup is set; "
                         "give trajectory datasets, or remove trainer.sft_warmup")
