@@ -1,5 +1,5 @@
 """The learning proofs, CI-sized: on arith, GRPO after a warm start raises the held-out reward; on swe-tiny,
-GRPO beats its control, SFT continued from the same plateau for the same time, on the held-out set.
+GRPO and its control, SFT continued from the same plateau for the same time, scored on the held-out set.
 
 The full proofs are `scripts/learning_proof.sh` (docs/learning.md); these run the same configs, shorter.
 """
@@ -16,9 +16,9 @@ from pathlib import Path
 from tests.cli_helpers import ROOT, harness
 
 GRPO_STEPS = 20
-# The repo-fix proof, shorter: one seed, 3 GRPO steps, pass@k from 2 samples on 50 held-out tasks.
-CI_PROOF = ("--seeds", "0", "--grpo-steps", "3", "--pass-k", "2", "--pass-k-tasks", "50")
-MARGIN = 0.0  # set from the seeds' spread in docs/learning.md
+# The repo-fix proof, shorter: 300 demonstrations, 100 SFT steps, one seed, 2 GRPO steps, 50 held-out tasks.
+CI_PROOF = ("--demos", "300", "--sft-steps", "100", "--seeds", "0", "--grpo-steps", "2", "--heldout", "swe-tiny-50",
+            "--pass-k", "2", "--pass-k-tasks", "20")
 
 
 def test_grpo_after_a_warm_start_raises_held_out_reward(tmp_path):
@@ -46,21 +46,30 @@ def learning_proof(which: str, runs: Path, *overrides: str, timeout: int) -> Non
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
 
-@pytest.mark.timeout(3000)
-def test_grpo_beats_sft_continued_from_the_same_plateau(tmp_path):
-    """`learning_proof.sh swe`, CI-sized: arith-tool's SFT stage, gold swe-tiny demonstrations, the SFT plateau
+@pytest.mark.timeout(2400)
+def test_grpo_and_its_control_start_from_one_plateau_and_no_hack_pays(tmp_path):
+    """`learning_proof.sh swe`, CI-sized: arith-tool's SFT stage, gold swe-tiny demonstrations, the SFT checkpoint
     chosen on swe-tiny-val, then from it GRPO (real episodes in bubblewrap sandboxes, graded by the SWE-bench
     grader) and, as the control, SFT continued on the same demonstrations for the same training time; both scored
-    greedy on the whole held-out set (200 instances sharing no statement and no fix with training)."""
-    learning_proof("swe", tmp_path, *CI_PROOF, timeout=2900)
+    on held-out tasks that share no statement and no fix with training.
+
+    What it asserts is the experiment's construction, which the full proof's verdict rests on, not that GRPO wins:
+    measured over seeds it does not (docs/learning.md)."""
+    learning_proof("swe", tmp_path, *CI_PROOF, timeout=2300)
     report = json.loads((tmp_path / "swe-proof.json").read_text())
-    plateau = report["plateau"]["heldout"]["greedy"]
+    curve = dict(report["plateau"]["validation_curve"])
+    assert sorted(curve) == [50, 100]
+    best = max(sorted(curve), key=lambda step: curve[step])  # the earliest of the best validation rates
+    assert report["plateau"]["checkpoint"].endswith(f"sft_step_{best}")
     [grpo], [sft] = (report["arms"][arm] for arm in ("grpo", "sft"))
-    gap = grpo["heldout"]["greedy"] - sft["heldout"]["greedy"]
-    assert gap >= MARGIN, f"GRPO {grpo['heldout']['greedy']:.2f} vs continued SFT {sft['heldout']['greedy']:.2f} (plateau {plateau:.2f})"
-    assert sft["train_seconds"] >= 0.5 * grpo["train_seconds"], report  # the control trained for a comparable time
+    for arm in (grpo, sft):
+        greedy = json.loads((Path(arm["run"]) / "eval-final" / "greedy" / "report.json").read_text())
+        infrastructure = set(greedy["errors_by_kind"]) & {"policy_error", "sandbox_error", "scoring_error", "error"}
+        assert greedy["task_count"] == 50 and not infrastructure, greedy["errors_by_kind"]  # the same held-out tasks, all scored
+    assert 0.5 <= sft["train_seconds"] / grpo["train_seconds"] <= 2.0, report  # the control trained as long
     audit = subprocess.run(["python3", "-m", "harness.viewer.hacking", grpo["run"], "--json"], cwd=ROOT, capture_output=True,
                            text=True, check=True)
     totals = json.loads(audit.stdout)
+    assert totals["trajectories"] == 2 * 128 and totals["rewarded"] > 0, totals  # real rollouts, some honestly resolved
     hacks = ("test_edit", "test_config", "git_history", "policy_refusal", "forged_log")
     assert {kind: totals[kind]["rewarded"] for kind in hacks} == dict.fromkeys(hacks, 0), totals  # no hack ever paid
