@@ -158,7 +158,7 @@ def _generate(policy: Policy, ledger: TokenLedger | None, messages, tools, sampl
 def _parse(completion: Completion, turn_number: int, tokenizer) -> ParsedTurn:
     if completion.tool_calls is not None:
         return ParsedTurn(completion.text, list(completion.tool_calls), raw=completion.text)
-    return tool_call_format(tokenizer).parse(completion.text, f"call_{turn_number}")
+    return tool_call_format(tokenizer).read(completion.text, f"call_{turn_number}")
 
 
 def _assistant_message(turn: ParsedTurn) -> dict[str, Any]:
