@@ -41,7 +41,7 @@ from rich.table import Table
 from sandboxes import get_backend
 from tasks.grade_run import grade_predictions
 from tasks.patch_policy import parse_patch
-from tasks.swe import test_list
+from tasks.patch_policy import test_list
 
 KINDS = ("gold", "empty", "wrong", "cheat-tests", "cheat-exit")
 # What real agents submit beside a correct fix (../shared/real-agent-runs): the official harness resolves them.

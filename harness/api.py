@@ -22,12 +22,11 @@ from tasks.verifiers import register_reward, verify
 
 from .environments import Environment, StepResult, ToolEnvironment
 from .errors import ToolError
-from .kinds import TaskKind, kind_of, register_kind
+from .kinds import TaskKind, kind_of, register_kind, register_skyrl_env
 from .parsing import ParsedTurn, ToolCallFormat, register_tool_call_format
 from .policies.factory import register_policy
 from .policy import Completion, Policy, Sampling, tool_turn
 from .scaffolds import Scaffold, register_scaffold, text_action
-from .skyrl_adapter import register_skyrl_env
 from .tools import Toolbox, register_tool
 
 __all__ = [

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import PolicyError
-from harness.evaluate import trajectory_file
+from harness.trajectory import trajectory_file
 from harness.policies.endpoint import EndpointLimits, EndpointPolicy
 from harness.policy import Sampling
 from tasks.runlog import atomic_write

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tasks.mine import (MineError, base_only_git, classify, dependency_attempts, make_instance, records_from_git,
-                        split_diff)
+from tasks.mine import MineError, classify, dependency_attempts, make_instance, records_from_git, split_diff
 from tasks.patch_policy import is_test_path
+from tasks.repos import base_only_git
 from tasks.repos import git
 from tasks.synth.project_image import declared_test_dependencies
 from tests.conftest import require
