@@ -17,6 +17,7 @@ from rich.table import Table
 from sandboxes import SandboxError, SandboxSpec, get_backend, install_signal_handlers
 from sandboxes.images import BASE_IMAGE
 from harness.errors import HarnessError
+from infra.errors import InfraError
 from trainer.errors import TrainerError
 from tasks.errors import TaskError
 
@@ -46,7 +47,7 @@ def friendly_errors(command):
         install_signal_handlers()
         try:
             return command(*args, **kwargs)
-        except (SandboxError, TaskError, HarnessError, TrainerError) as err:
+        except (SandboxError, TaskError, HarnessError, TrainerError, InfraError) as err:
             console.print(f"[bold red]error:[/] {err}", highlight=False)
             raise typer.Exit(1)
         except KeyboardInterrupt:
@@ -62,7 +63,7 @@ def main(
     plugin: list[str] = typer.Option([], "--plugin", metavar="MODULE", help="Import MODULE first, for the task kinds, tools, rewards, "
                                      "policies or advantage estimators it registers (repeatable)."),
 ):
-    from tasks.registry import RegistryError, load_env_plugins, load_plugins
+    from infra.plugins import RegistryError, load_env_plugins, load_plugins
 
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     sys.path.insert(0, os.getcwd())  # `--plugin my_module` and `module:Name` paths find the user's own files
@@ -537,9 +538,9 @@ def grade_command(
     """Grade predictions like SWE-bench does, in fresh sandboxes; resumable (rerun to finish)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from tasks.grade_run import grade_identity, grade_predictions, load_predictions, row_note, scripted_predictions, summarize
-    from tasks.patch_policy import GRADING_MODES
-    from tasks.official_parity import compare, load_official
+    from tasks.grading.predictions import grade_identity, grade_predictions, load_predictions, row_note, scripted_predictions, summarize
+    from tasks.grading.patch_policy import GRADING_MODES
+    from tasks.grading.parity import compare, load_official
     from tasks.taskset import load_tasks
 
     mode = grading or "default"
@@ -586,7 +587,7 @@ def grade_command(
 
 
 def _print_parity(agreements, output: Path, source: str) -> None:
-    from tasks.official_parity import write_parity
+    from tasks.grading.parity import write_parity
 
     summary = write_parity(agreements, output, source)
     disagreements = [a for a in agreements if a.outcome in ("ours_only", "theirs_only")]
@@ -602,7 +603,7 @@ def _print_parity(agreements, output: Path, source: str) -> None:
 
 def _check_only(predictions: str, tasks: Optional[str], output: Path, mode: str) -> None:
     """`harness grade --check-only`: the static review of every prediction, printed and written."""
-    from tasks.grade_run import check_predictions, load_predictions, write_check
+    from tasks.grading.predictions import check_predictions, load_predictions, write_check
     from tasks.taskset import load_tasks
 
     instances = [t.metadata["instance"] for t in load_tasks(tasks) if "instance" in t.metadata] if tasks else None
@@ -721,8 +722,8 @@ def tasks_mine(
     backend: str = BackendOption,
 ):
     """SWE-bench instances from real merged pull requests: base = first parent, FAIL_TO_PASS/PASS_TO_PASS by running the tests."""
-    from tasks.history import Funnel, candidates, kept_ids, write_funnel
-    from tasks.mine import MiningStopped, mine, records_from_file, records_from_git
+    from tasks.mining.history import Funnel, candidates, kept_ids, write_funnel
+    from tasks.mining.mine import MiningStopped, mine, records_from_file, records_from_git
 
     funnel: Funnel | None = None
     if source.endswith(".jsonl") and Path(source).is_file():

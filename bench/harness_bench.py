@@ -69,8 +69,8 @@ from harness.scaffolds.venvs import MINI_SWE_AGENT, ScaffoldUnavailable, venv_pa
 from harness.trajectory import Trajectory
 from sandboxes import Backend, SandboxSpec, get_backend
 from sandboxes.docker_backend import docker_client
-from tasks.rundir import RESULTS
-from tasks.runlog import read_rows
+from infra.rundir import RESULTS
+from infra.runlog import read_rows
 from tasks.task import Reward, Task
 from tasks.taskset import load_tasks
 

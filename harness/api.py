@@ -16,9 +16,9 @@ skyrl-gym `BaseTextEnv` classes run as they are: name them as `env_class`, or `r
 """
 
 from sandboxes import Backend, ExecResult, Sandbox, SandboxError, SandboxSpec
-from tasks.registry import RegistryError, load_plugins
+from infra.plugins import RegistryError, load_plugins
 from tasks.task import Reward, Task
-from tasks.verifiers import register_reward, verify
+from tasks.grading.verifiers import register_reward, verify
 
 from .environments import Environment, StepResult, ToolEnvironment
 from .errors import ToolError

@@ -16,8 +16,8 @@ from typing import Any, Callable
 
 from sandboxes import Backend
 from sandboxes.cluster import Cluster
-from tasks.rundir import RESULTS
-from tasks.runlog import append_row
+from infra.rundir import RESULTS
+from infra.runlog import append_row
 from tasks.task import Task
 
 from .episode import EpisodeLimits, run_episode

@@ -1,7 +1,7 @@
 """`harness eval`: run a policy over a task set, k samples per task, and report.
 
 The run directory holds `run.json` (what the run is: policy, task set, sampling, limits; a
-`--resume` with anything else is refused, see `tasks.rundir`), the resolved `config.json`,
+`--resume` with anything else is refused, see `infra.rundir`), the resolved `config.json`,
 `results.jsonl` (appended as each episode ends, so a killed run resumes without redoing or
 losing work), `trajectories/`, SWE-bench `predictions.jsonl`, and `report.json` / `report.md`
 (written atomically). An episode that fails for any reason is an error row, never a crashed run.
@@ -21,8 +21,8 @@ from typing import Any, Callable
 
 from sandboxes import Backend, close_all
 from sandboxes.cluster import Cluster
-from tasks.rundir import RESULTS, content_hash, open_run
-from tasks.runlog import append_row, atomic_write, drop_partial_line, read_rows as read_results
+from infra.rundir import RESULTS, content_hash, open_run
+from infra.runlog import append_row, atomic_write, drop_partial_line, read_rows as read_results
 from tasks.task import Task
 
 from .batching import shared_policy

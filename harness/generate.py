@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tasks.runlog import atomic_write
+from infra.runlog import atomic_write
 
 from .evaluate import EvalConfig
 from .trajectory import Trajectory

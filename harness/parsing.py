@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from tasks.registry import Registry
+from infra.plugins import Registry
 
 from .policy import ToolCall
 

@@ -6,7 +6,7 @@ host holding the work tree at the base commit and a `.git` with that commit alon
 `tasks.repos.base_only_git`: no later commit, ref, reflog or object). Every sandbox the instance
 gets (the episode's and each grading's, always fresh) has the archive unpacked into its work
 directory at start and every file of the environment's own tree that the commit does not
-track or ignore removed (`inject_repo`, called by `tasks.grading.run_setup`), then HEAD is
+track or ignore removed (`inject_repo`, called by `tasks.grading.grade.run_setup`), then HEAD is
 checked against the base commit. The archive lands in the container's own writable
 layer: nothing is shared between sandboxes but the read-only image.
 

@@ -7,7 +7,7 @@ from typing import Any
 from sandboxes.spec import SandboxSpec
 
 from .errors import TaskError
-from .patch_policy import parse_patch, test_list
+from .grading.patch_policy import parse_patch, test_list
 from .task import Task
 
 SWE_REQUIRED_FIELDS = ("instance_id", "repo", "base_commit", "patch", "test_patch", "problem_statement")  # of a SWE-bench instance

@@ -20,9 +20,9 @@ from sandboxes.cache_lock import cache_lock
 from sandboxes.images import BASE_REPOSITORY, build_base_image, build_image, cache_dir, image_exists, recipe_hash
 
 from .errors import TaskError
-from .grading import parse_log, run_eval
+from .grading.grade import parse_log, run_eval
 from .repos import make_bugged_repo
-from .runlog import atomic_write
+from infra.runlog import atomic_write
 from .shared_env import repo_archive, share
 from .swe import WORKDIR, make_eval_script
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from sandboxes import Backend, Sandbox
-from tasks.registry import Registry, RegistryError
+from infra.plugins import Registry, RegistryError
 from tasks.task import Task
 
 from ..environments import Environment

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from tasks.registry import Registry, RegistryError
+from infra.plugins import Registry, RegistryError
 
 from ..errors import HarnessError
 from ..policy import Completion, ToolCall

@@ -24,10 +24,10 @@ from pathlib import Path
 from sandboxes import Backend, SandboxError, get_backend
 from sandboxes.images import image_size
 
-from ..patch_policy import review_patch
+from ..grading.patch_policy import review_patch
 from ..swe import WORKDIR, make_eval_script
 from ..repos import make_bugged_repo
-from ..runlog import atomic_write
+from infra.runlog import atomic_write
 from .project_image import ProjectImage, build_image, build_project_image, image_exists
 from .errors import SynthError
 from .mutations import Mutation, compiles, find_mutations, order, unified_patch

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from harness.eval_run import default_output, prepare_eval
-from tasks.rundir import RunMismatch
+from infra.rundir import RunMismatch
 
 
 def test_an_eval_run_from_python_reports_and_refuses_a_second_run_in_its_folder(tmp_path):

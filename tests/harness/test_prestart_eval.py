@@ -15,7 +15,7 @@ from harness.evaluate import EvalConfig, evaluate
 from harness.policies.scripted import EmptyPolicy, GoldPolicy
 from harness.policy import Policy
 from harness.prestart import job_specs
-from tasks.grading import grading_spec
+from tasks.grading.grade import grading_spec
 from tasks.taskset import load_tasks
 from tests.cli_helpers import ROOT, rows_of
 from tests.sandboxes.test_prestart import our_containers, settle

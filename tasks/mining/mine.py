@@ -33,15 +33,15 @@ from typing import Any
 from sandboxes import Backend
 from sandboxes.images import cache_dir
 
-from .errors import TaskError
-from .grading import parse_log, run_eval
-from .patch_policy import is_test_path, parse_patch
-from .repos import base_only_git, git, tree_at
-from .shared_env import REPO_ARCHIVE, archive_path, repo_archive, share
-from .swe import TEST_COMMAND, WORKDIR, make_eval_script
-from .synth.errors import SynthError
-from .synth.project_image import build_image, build_project_image, image_exists, timed
-from .synth.source import Project, normalise
+from ..errors import TaskError
+from ..grading.grade import parse_log, run_eval
+from ..grading.patch_policy import is_test_path, parse_patch
+from ..repos import base_only_git, git, tree_at
+from ..shared_env import REPO_ARCHIVE, archive_path, repo_archive, share
+from ..swe import TEST_COMMAND, WORKDIR, make_eval_script
+from ..synth.errors import SynthError
+from ..synth.project_image import build_image, build_project_image, image_exists, timed
+from ..synth.source import Project, normalise
 
 IMAGE_REPOSITORY = "harness-mined"
 _BUILDING = threading.Lock()  # guards _LOCKS
@@ -218,7 +218,7 @@ def build_instance_image(record: dict[str, Any], on_step: Callable[[str], None],
 # ----------------------------------------------------------------------------- mining one record
 
 
-# How far a candidate got, in order (the yield funnel of `tasks.history`): its environment was
+# How far a candidate got, in order (the yield funnel of `tasks.mining.history`): its environment was
 # built, its tests ran both ways, a test failed without the fix and passed with it, and it did so
 # again on the repeated runs (gold passes, empty fails, stable).
 STAGES = ("candidates", "environment built", "tests ran", "FAIL_TO_PASS >= 1", "validated")

@@ -36,11 +36,11 @@ from typing import Any
 
 from sandboxes import Backend, SandboxError, SandboxSpec
 
-from .errors import TaskError
+from ..errors import TaskError
 from .patch_policy import GRADING_MODES, parse_patch, review_patch, test_list
 from .runners import Check, region, runner_for
-from .shared_env import inject_repo, is_shared
-from .swe import WORKDIR
+from ..shared_env import inject_repo, is_shared
+from ..swe import WORKDIR
 
 APPLY_COMMANDS = [
     "git apply --verbose {p}",

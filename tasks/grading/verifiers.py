@@ -11,12 +11,12 @@ from typing import Any, Callable
 
 from sandboxes import Backend
 
-from .errors import TaskError
-from .grading import grade
-from .gsm8k import gsm8k_reward
-from .registry import Registry
-from .swe import grading_problems
-from .task import Reward, Task
+from ..errors import TaskError
+from .grade import grade
+from ..gsm8k import gsm8k_reward
+from infra.plugins import Registry
+from ..swe import grading_problems
+from ..task import Reward, Task
 
 RewardFunction = Callable[[Task, str, "Backend | None"], "Reward | float"]
 REWARDS: Registry[RewardFunction] = Registry("reward function", "harness.rewards")
