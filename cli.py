@@ -164,13 +164,7 @@ def sandbox_prune(
 @friendly_errors
 def sandbox_bench():
     """Benchmark the runtime against `docker exec` and docker-py in one run (prints ratios)."""
-    try:
-        from bench.sandbox_bench import main as run_bench
-    except ModuleNotFoundError as err:
-        if not (err.name or "").startswith("bench"):
-            raise
-        raise HarnessError("the benchmarks (bench/) are not installed with this copy of harness: reinstall it from the "
-                           "repository (pip install -e .), or run `python3 -m cli sandbox bench` in the repository") from None
+    from sandboxes.bench import main as run_bench
 
     run_bench()
 
@@ -225,10 +219,10 @@ def eval_command(
 
 
 def _run_eval(checkpoint: str, tasks: str, output: Optional[Path], **settings):
-    """An eval run (harness.eval_run) with a progress bar, then its report; exit 1 when every episode failed."""
+    """An eval run (harness.eval_setup) with a progress bar, then its report; exit 1 when every episode failed."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from harness.eval_run import prepare_eval
+    from harness.eval_setup import prepare_eval
 
     with console.status(f"loading {tasks}"):
         run = prepare_eval(checkpoint, tasks, output, note=lambda message: console.print(f"[yellow]{message}[/]"), **settings)
@@ -418,7 +412,8 @@ def run_command(
     max_turns: int = typer.Option(30, "--max-turns", min=1, help="Turn limit."),
     test: Optional[str] = typer.Option(None, "--test", help='Judge the patch with this command in a fresh sandbox, '
                                        'e.g. "python3 -m pytest -q tests/test_x.py" (exit 0 = success).'),
-    runtime: str = typer.Option("docker", "--runtime", help="docker, local (bubblewrap, base image), overlay (bubblewrap, any image) or auto."),
+    backend: str = typer.Option("docker", "--backend", help="docker, local (bubblewrap, base image), overlay (bubblewrap, any image) or auto."),
+    runtime: Optional[str] = typer.Option(None, "--runtime", hidden=True, help="Former name of --backend."),
     patch_out: Optional[Path] = typer.Option(None, "--patch-out", help="Write the agent's patch to this file."),
     branch: Optional[str] = typer.Option(None, "--branch", help="Commit the patch on this new branch of --repo."),
     output: Optional[Path] = typer.Option(None, help="Where the trajectory and patch go (default runs/run-<repo>)."),
@@ -429,9 +424,12 @@ def run_command(
     """An agent on your own repository: carry out a request, stream its turns, return the patch and a verdict."""
     from harness.agent import Agent
 
+    if runtime is not None:
+        console.print("[yellow]--runtime is deprecated: use --backend (the same choice `harness eval` takes)[/]", highlight=False)
+        backend = runtime
     output = output or Path("runs") / f"run-{repo.expanduser().resolve().name}"
     with Agent.from_checkpoint(checkpoint, base_url=base_url, temperature=temperature, max_tokens=max_tokens) as agent:
-        result = agent.run_task(request, repo, max_turns=max_turns, runtime=runtime, test=test,
+        result = agent.run_task(request, repo, max_turns=max_turns, runtime=backend, test=test,
                                 on_message=_show_message)
     result.trajectory.save(output / "trajectory.json")
     result.write_patch(output / "model.patch")

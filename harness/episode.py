@@ -28,7 +28,7 @@ from .trajectory import SCORING_FAILED, Trajectory
 @dataclass
 class EpisodeLimits:
     max_turns: int | None = None  # a cap on the task's own turn limit (None: the task's limit)
-    max_context: int = 32_768  # tokens, local models
+    max_context: int = 32_768  # tokens, in-process models
     wall_time: float = 1800.0  # seconds
     max_format_errors: int = 3  # turns in a row without a usable tool call
     command_timeout: float = 120.0  # seconds per tool call

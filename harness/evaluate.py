@@ -30,7 +30,7 @@ from .distributed import PolicySource, run_episodes
 from .episode import EpisodeLimits, run_episode
 from .errors import HarnessError
 from .policy import Policy, Sampling
-from .prestart import AgentSlots, job_specs, start_ahead
+from .eval_queue import AgentSlots, job_specs, start_ahead
 from .scaffolds import OWN_LOOP, get_scaffold
 from .scaffolds.run import stop_all as stop_scaffolds
 from .trajectory import SCORING_FAILED, result_row, scaffold_folder, trajectory_file

@@ -50,7 +50,7 @@ class Trajectory:
     reward_details: dict[str, Any] = field(default_factory=dict)
     turns: int = 0
     model_patch: str = ""
-    # local models only: the exact token record (see harness.tokens)
+    # in-process models only: the exact token record (see harness.tokens)
     token_ids: list[int] | None = None
     loss_mask: list[int] | None = None
     logprobs: list[float] | None = None

@@ -1,4 +1,4 @@
-"""`harness.eval_run`: the start of `harness eval` and `harness generate`, usable without the CLI."""
+"""`harness.eval_setup`: the start of `harness eval` and `harness generate`, usable without the CLI."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from harness.eval_run import default_output, prepare_eval
+from harness.eval_setup import default_output, prepare_eval
 from infra.rundir import RunMismatch
 
 
