@@ -69,8 +69,8 @@ from harness.scaffolds.venvs import MINI_SWE_AGENT, ScaffoldUnavailable, venv_pa
 from harness.trajectory import Trajectory
 from sandboxes import Backend, SandboxSpec, get_backend
 from sandboxes.docker_backend import docker_client
-from tasks.rundir import RESULTS
-from tasks.runlog import read_rows
+from infra.rundir import RESULTS
+from infra.runlog import read_rows
 from tasks.task import Reward, Task
 from tasks.taskset import load_tasks
 
@@ -218,7 +218,7 @@ def commands_for(policy: str, instance: dict) -> list[str]:
 def run_ours(tasks: list[Task], workers: int, backend: Backend, policy: Policy, prestart: int) -> Batch:
     """Our eval driver over the episodes; (the batch) from its results."""
     with tempfile.TemporaryDirectory(prefix="harness-bench-") as out, \
-            mock.patch("harness.environments.verify", no_grading), mock.patch("harness.prestart.job_specs", episode_only), \
+            mock.patch("harness.environments.verify", no_grading), mock.patch("harness.eval_queue.job_specs", episode_only), \
             mock.patch("harness.evaluate.job_specs", episode_only):
         config = EvalConfig(tasks="swe-demo", checkpoint=policy.name, output=out, workers=workers, max_turns=MAX_TURNS, prestart=prestart)
         started = time.perf_counter()

@@ -14,7 +14,7 @@ from typing import Any
 
 from sandboxes import Backend, Sandbox
 from tasks.task import Reward, Task
-from tasks.verifiers import verify
+from tasks.grading.verifiers import verify
 
 from .errors import ToolError
 from .parsing import ParsedTurn

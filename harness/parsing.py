@@ -1,4 +1,4 @@
-"""Tool calls written as text by local models, in each model family's own format.
+"""Tool calls written as text by in-process models, in each model family's own format.
 
 A **tool-call format** says how a family writes calls in its replies and how its chat template
 wants earlier calls given back:
@@ -39,11 +39,22 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from tasks.registry import Registry
+from infra.plugins import Registry
 
-from .policy import ToolCall
 
 _BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.S)
+
+
+@dataclass
+class ToolCall:
+    """One call the model asked for (OpenAI shape: id, function name, JSON arguments)."""
+
+    id: str
+    name: str
+    arguments: str  # the raw JSON text, as the model wrote it
+
+    def to_openai(self) -> dict[str, Any]:
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
 
 
 @dataclass

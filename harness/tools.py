@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from sandboxes import Sandbox, SandboxError
-from tasks.registry import Registry, RegistryError
+from infra.plugins import Registry, RegistryError
 
 from .errors import ToolError
 

@@ -14,7 +14,7 @@ All instances share ONE image (the harness base image: python3, pytest, git). Th
 repository is created at the start of every sandbox by its `setup_script` (files written into
 /testbed and committed with fixed author and dates, so the commit id is known in advance and
 checked by the script); the episode and the grader both run it, so thousands of instances cost
-no image builds. The grader is the real one (tasks/grading.py) with every check on.
+no image builds. The grader is the real one (tasks/grading/grade.py) with every check on.
 
 Instances are generated deterministically from their split and index. `swe-tiny` (held-out)
 and `swe-tiny-train` share no fix and no problem statement: a fix is the edit that resolves an

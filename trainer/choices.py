@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Literal, get_args
 
 from tasks.gsm8k import Mode as RewardMode  # noqa: F401  (spelled once, where the GSM8K reward reads it)
-from tasks.patch_policy import GradingMode  # noqa: F401  (spelled once, where the patch review reads it)
+from tasks.grading.patch_policy import GradingMode  # noqa: F401  (spelled once, where the patch review reads it)
 
 #: Built-in group-relative advantage estimators (plugins register more by name).
 AdvantageMethod = Literal["grpo", "dr_grpo", "rloo"]

@@ -362,6 +362,10 @@ KNOWN_ALIASES: dict[str, str] = {
 # ----------------------------------------------------------------------------- loading
 
 
+def _translation() -> Translation:
+    return Translation(placement_keys=frozenset(PlacementConfig.model_fields))
+
+
 def load_config(path: str | os.PathLike[str] | None, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
     """Read the YAML at `path` (or start empty), apply `a.b.c=value` overrides in order, validate and resolve.
 
@@ -371,7 +375,7 @@ def load_config(path: str | os.PathLike[str] | None, overrides: list[str] | tupl
     raw: dict[str, Any] = {}
     if path is not None:
         raw = _read_yaml(Path(path).expanduser())
-    translation = Translation()  # SkyRL's keys, in the file and in the overrides, become ours
+    translation = _translation()  # SkyRL's keys, in the file and in the overrides, become ours
     raw = translation.apply(_shorthands(raw))
     for override in overrides:
         stage: dict[str, Any] = {}
@@ -394,7 +398,7 @@ def config_from_dict(raw: Mapping[str, Any], default_run_name: str = "train", so
     SkyRL's key names are accepted too (`trainer/skyrl_compat.py`); `translation` carries what
     `load_config` already translated."""
     if translation is None:
-        translation = Translation()
+        translation = _translation()
         raw = translation.apply(_shorthands(dict(raw)))
     raw = translation.finish(_shorthands(dict(raw)))
     problems: list[str] = list(translation.problems)

@@ -27,10 +27,10 @@ from harness.episode import EpisodeLimits
 from harness.policy import Sampling
 from harness.scaffolds import get_scaffold
 from harness.trajectory import infrastructure_failure
-from tasks.registry import PLUGINS_ENV, RegistryError, load_plugins
-from tasks.runlog import rewrite_rows
+from infra.plugins import PLUGINS_ENV, RegistryError, load_plugins
+from infra.runlog import rewrite_rows
 from tasks.task import Task
-from tasks.grading import with_grading_mode
+from tasks.grading.grade import with_grading_mode
 from tasks.gsm8k import with_reward_mode
 from tasks.taskset import load_tasks
 

@@ -19,7 +19,7 @@ from harness.episode import EpisodeLimits, run_episode
 from harness.scaffolds import OWN_LOOP, get_scaffold
 from harness.policy import Completion, Policy, Sampling
 from harness.trajectory import Trajectory
-from tasks.registry import load_env_plugins
+from infra.plugins import load_env_plugins
 from tasks.task import Task
 
 from harness.batching import shared_policy

@@ -143,7 +143,7 @@ def test_a_registered_format_serves_a_family_the_project_does_not_name(real_toke
 
     from harness.api import ParsedTurn, ToolCallFormat, register_tool_call_format
     from harness.parsing import tool_call_format
-    from harness.policy import ToolCall
+    from harness.parsing import ToolCall
 
     def parse_invoke(text: str, call_prefix: str) -> ParsedTurn:
         calls = re.findall(r'<invoke name="([^"]+)">(.*?)</invoke>', text, re.S)

@@ -10,7 +10,7 @@ from harness.episode import run_episode
 from harness.policies.scripted import EmptyPolicy, GoldPolicy, ScriptedPolicy
 from harness.policy import Sampling
 from harness.policy import tool_turn as call
-from tasks.grading import grade
+from tasks.grading.grade import grade
 from tasks.swe_tiny import HELDOUT_FIXES, VALIDATION_FIXES, PROMPT, fix_of, make_instance, swe_tiny_instances, verify_test_lists
 from tasks.taskset import load_tasks
 
