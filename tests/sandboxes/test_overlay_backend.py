@@ -5,6 +5,7 @@ The behaviour every backend shares is in test_contract.py.
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import hashlib
 import io
@@ -125,6 +126,19 @@ def test_snapshots_stand_alone_when_their_parent_is_removed(overlay_backend):
             assert result.output == "/etc\none\ntwo\n1\n2\n"
     finally:
         overlay_backend.remove_snapshot(second)
+
+
+def test_read_only_root_and_a_localhost_like_dockers(overlay_backend):
+    """spec.read_only: only the workdir and /tmp take writes (into the sandbox's own layer). /etc/hosts is
+    Docker's, so a test server on "localhost" starts in images that have none (as the base image)."""
+    spec = dataclasses.replace(SPEC, workdir="/srv/work", read_only=True)
+    with overlay_backend.create(spec) as sandbox:
+        result = sandbox.exec("touch /usr/x 2>&1; touch /srv/work/a /tmp/b && echo wrote; "
+                              "python3 -c \"import socket; socket.create_server(('localhost', 0)); print('served')\"")
+        assert result.output.splitlines() == ["touch: cannot touch '/usr/x': Read-only file system", "wrote", "served"]
+        with pytest.raises(SandboxError, match="only /srv/work, /tmp are writable"):
+            sandbox.write_file("/etc/motd", "x")
+        assert (sandbox.dir / "upper" / "srv" / "work" / "a").exists() and (sandbox.dir / "upper" / "tmp" / "b").exists()
 
 
 def test_image_archives_docker_save_and_oci_layout(overlay_backend, tmp_path, private_cache):
