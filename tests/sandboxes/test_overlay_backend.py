@@ -108,6 +108,16 @@ def test_layers_are_unpacked_once_and_each_sandbox_writes_only_its_own(overlay_b
         assert (upper / "usr" / "bin" / "patch").stat().st_size == 0  # a whiteout, not a copy
 
 
+def test_first_use_takes_the_engines_own_layers_in_place(overlay_backend, private_cache):
+    """As root on the engine's host, an image's layers are the engine's overlay2 folders (no `docker save`)."""
+    from sandboxes.local.image_store import ImageStore
+
+    require(os.geteuid() == 0, "the engine's layer store is readable by root only")
+    image = ImageStore().get(BASE_IMAGE)
+    assert all(layer.is_symlink() and layer.resolve().name == "diff" for layer in image.layers)
+    assert (image.layers[-1] / "usr" / "bin" / "bash").exists()
+
+
 def test_snapshots_stand_alone_when_their_parent_is_removed(overlay_backend):
     with overlay_backend.create(SPEC) as sandbox:
         sandbox.exec("cd /etc && echo one > one.txt && rm -f motd && export STAGE=1")
