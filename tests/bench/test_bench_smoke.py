@@ -18,16 +18,16 @@ def test_grading_bench(docker_backend):
     assert result["target"] == grading_bench.TARGET
 
 
-def test_harness_bench(docker_backend, overlay_backend):
+def test_harness_bench(docker_backend, overlay_backend, podman_backend):
     try:
         result = harness_bench.main(["--policy", "replay", "--episodes", "2", "--workers", "2", "--rounds", "1", "--prestart", "1",
-                                     "--overlay", "--starts", "2"])
+                                     "--overlay", "--podman", "--starts", "2"])
     except harness_bench.PeerUnavailable as err:
         pytest.skip(f"mini-swe-agent could not be installed into {harness_bench.peer_venv()}: {err}")
     assert 21 <= result["commands_per_episode"] <= 41  # 20-40 commands, then submit
-    for side in ("ours", "ours_cold", "overlay", "peer"):
+    for side in ("ours", "ours_cold", "overlay", "podman", "peer"):
         assert result[side]["episodes_per_minute"] > 0 and result[side]["episode_s"] > 0
-    assert result["ratio_overlay"] > 0 and set(result["start_s"]) == {"docker", "overlay"}
+    assert result["ratio_overlay"] > 0 and result["ratio_podman"] > 0 and set(result["start_s"]) == {"docker", "overlay", "podman"}
     assert result["peer"]["drained_s"] >= result["peer"]["wall_s"] > 0
     assert result["mini_swe_agent"] == harness_bench.MINI_SWE_AGENT.split("==")[1]
     assert result["ratio"] > 0 and result["ratio_cold"] > 0 and result["target"] == harness_bench.TARGET
