@@ -38,12 +38,14 @@ PODMAN_HINT = ("install Podman (`apt-get install -y podman`), or point CONTAINER
                "`podman system service`")
 SERVICE_IDLE_S = 600  # a service this process starts exits after this long without a request
 NPROC_CEILING = 32768  # Podman's own RLIMIT_NPROC: no container may have more
+LOAD_TIMEOUT_S = 1800  # copying an image in: Podman answers once all of it is stored
 _client_lock = threading.Lock()
 _client = None
 
 
 def podman_client():
-    """A shared docker-py client on Podman's socket; raises EngineUnavailable with the fix when none answers."""
+    """A shared docker-py client on Podman's socket (its URL in `.podman_url`); raises EngineUnavailable
+    with the fix when none answers."""
     global _client
     with _client_lock:
         if _client is None:
@@ -62,6 +64,7 @@ def _connect():
             client.close()
             return None
         _share_one_connection_pool(client)
+        client.podman_url = url
         return client
 
     if os.environ.get("CONTAINER_HOST"):
@@ -160,9 +163,13 @@ class PodmanBackend(DockerBackend):
             stream = engine.api.get_image(image)
         except docker.errors.ImageNotFound:
             raise ImageNotFound(f"image {image!r} is neither in Podman's store nor in the Docker engine: build or pull it first") from None
+        loader = docker.APIClient(base_url=self.client.podman_url, timeout=LOAD_TIMEOUT_S)  # a load outlasts any other call
         try:
-            for _ in self.api.load_image(stream):
+            for _ in loader.load_image(stream):
                 pass
             self.client.images.get(image)
-        except docker.errors.APIError as err:
-            raise SandboxError(f"copying image {image!r} from the Docker engine into Podman failed: {err.explanation or err}") from None
+        except (docker.errors.APIError, OSError) as err:  # requests' timeouts and connection errors are OSErrors
+            raise SandboxError(f"copying image {image!r} from the Docker engine into Podman failed: "
+                               f"{getattr(err, 'explanation', None) or err}") from None
+        finally:
+            loader.close()
