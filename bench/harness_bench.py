@@ -335,6 +335,8 @@ def main(argv: list[str] | None = None) -> dict:
     starts = {"docker": start_p50(backend, tasks[0].sandbox, args.starts)}
     for name, other in others.items():
         starts[name] = start_p50(other, tasks[0].sandbox, args.starts)
+        for spec in {t.sandbox.image: t.sandbox for t in tasks}.values():  # every image stored, as the engine has them
+            other.create(spec).close()
     version = ""
     with tempfile.TemporaryDirectory(prefix="harness-bench-replays-") as folder:
         policy = GoldPolicy() if args.policy == "gold" else ReplayPolicy(write_replays(swe_demo, Path(folder)))

@@ -160,16 +160,18 @@ class PodmanBackend(DockerBackend):
                                 "from: build it with Podman, or `podman load` its archive") from None
         try:
             engine.images.get(image)
-            stream = engine.api.get_image(image)
         except docker.errors.ImageNotFound:
             raise ImageNotFound(f"image {image!r} is neither in Podman's store nor in the Docker engine: build or pull it first") from None
-        loader = docker.APIClient(base_url=self.client.podman_url, timeout=LOAD_TIMEOUT_S)  # a load outlasts any other call
+        # A save and a load outlast any other call (minutes on a busy engine): clients of their own, patient ones.
+        saver = docker.from_env(timeout=LOAD_TIMEOUT_S).api
+        loader = docker.APIClient(base_url=self.client.podman_url, timeout=LOAD_TIMEOUT_S)
         try:
-            for _ in loader.load_image(stream):
+            for _ in loader.load_image(saver.get_image(image)):
                 pass
             self.client.images.get(image)
         except (docker.errors.APIError, OSError) as err:  # requests' timeouts and connection errors are OSErrors
             raise SandboxError(f"copying image {image!r} from the Docker engine into Podman failed: "
                                f"{getattr(err, 'explanation', None) or err}") from None
         finally:
+            saver.close()
             loader.close()
