@@ -147,6 +147,7 @@ def docker_verdicts(quick_instance, docker_backend) -> dict:
     return {kind: grade(quick_instance, patch, docker_backend) for kind, patch in (("gold", quick_instance["patch"]), ("empty", ""))}
 
 
+@pytest.mark.timeout(1800)  # podman's first use of the image copies it from the engine
 @pytest.mark.parametrize("other", ["overlay", "podman"])
 def test_a_mined_instance_gets_dockers_verdicts_on_other_backends(other, quick_instance, docker_verdicts, request):
     """Gold and empty on a real mined instance, graded on the overlay and podman backends: Docker's verdict
