@@ -29,7 +29,7 @@ app.add_typer(sandbox_app, name="sandbox")
 app.add_typer(data_app, name="data")
 app.add_typer(tasks_app, name="tasks")
 console = Console()
-BackendOption = typer.Option("auto", "--backend", help="docker, local (bubblewrap, base image only), overlay (bubblewrap, any image) or auto.")
+BackendOption = typer.Option("auto", "--backend", help="docker, local (bubblewrap, base image only), overlay (bubblewrap, any image), podman or auto.")
 RayAddressOption = typer.Option(None, "--ray-address", help="Run on the nodes of this Ray cluster (auto, HOST:PORT): each node runs "
                                 "as many sandboxes at once as its `sandbox` resource says, on its own engine.")
 ScaffoldOption = typer.Option("harness", "--scaffold", help="What drives the turns: harness (our own loop), mini-swe-agent, "
@@ -412,7 +412,7 @@ def run_command(
     max_turns: int = typer.Option(30, "--max-turns", min=1, help="Turn limit."),
     test: Optional[str] = typer.Option(None, "--test", help='Judge the patch with this command in a fresh sandbox, '
                                        'e.g. "python3 -m pytest -q tests/test_x.py" (exit 0 = success).'),
-    backend: str = typer.Option("docker", "--backend", help="docker, local (bubblewrap, base image), overlay (bubblewrap, any image) or auto."),
+    backend: str = typer.Option("docker", "--backend", help="docker, local (bubblewrap, base image), overlay (bubblewrap, any image), podman or auto."),
     runtime: Optional[str] = typer.Option(None, "--runtime", hidden=True, help="Former name of --backend."),
     patch_out: Optional[Path] = typer.Option(None, "--patch-out", help="Write the agent's patch to this file."),
     branch: Optional[str] = typer.Option(None, "--branch", help="Commit the patch on this new branch of --repo."),

@@ -27,7 +27,7 @@ from .policy import Policy, Sampling
 from .scaffolds import OWN_LOOP, get_scaffold
 from .trajectory import SCORING_FAILED, Trajectory
 
-RUNTIMES = ("docker", "local", "overlay", "auto")
+RUNTIMES = ("docker", "local", "overlay", "podman", "auto")
 
 
 @dataclass
@@ -84,7 +84,7 @@ class Agent:
         `scaffold` drives the turns: our own loop, or a registered scaffold such as `mini-swe-agent`."""
         if runtime not in RUNTIMES:
             raise HarnessError(f"runtime {runtime!r} is not built: use one of {', '.join(RUNTIMES)} "
-                               "(docker containers, or bubblewrap sandboxes: local on the base image, overlay on any image)")
+                               "(docker or podman containers, or bubblewrap sandboxes: local on the base image, overlay on any image)")
         if max_turns < 1:
             raise HarnessError(f"max_turns must be at least 1, not {max_turns}")
         driver = get_scaffold(scaffold)

@@ -120,12 +120,13 @@ class _ExecSocketTransport:
 
 class DockerSandbox(Sandbox):
     backend = "docker"
+    engine = "docker engine"  # what enforces the limits, as `limits` says
 
     def __init__(self, spec: SandboxSpec, container, api, output_cap: int | None = None):
         super().__init__(spec)
         self.container = container
         self.api = api
-        self.limits.update({name: "docker engine (cgroup of the container)" for name in ("memory", "pids", "cpu")})
+        self.limits.update({name: f"{self.engine} (cgroup of the container)" for name in ("memory", "pids", "cpu")})
         if spec.disk:
             self.limits["disk"] = "docker storage quota (storage-opt size)"  # or the watchdog, set by the backend
         try:
@@ -170,7 +171,7 @@ class DockerSandbox(Sandbox):
     def _writable_layer(self) -> Path:
         """The host folder holding what the container writes (the overlay upper directory)."""
         data = self.api.inspect_container(self.container.id).get("GraphDriver", {})
-        upper = data.get("Data", {}).get("UpperDir") if data.get("Name") == "overlay2" else None
+        upper = data.get("Data", {}).get("UpperDir") if data.get("Name") in ("overlay2", "overlay") else None
         if not upper or not Path(upper).is_dir():
             raise SandboxError(f"cannot enforce disk={self.spec.disk}: the container's writable layer ({data.get('Name')}: {upper}) "
                                "is not visible from this process (a remote engine, or another storage driver)")
@@ -294,7 +295,7 @@ class DockerSandbox(Sandbox):
             conf={"WorkingDir": cwd, "Env": [f"{k}={v}" for k, v in env.items()], "Labels": labels()},
         )
         spec = SandboxSpec.from_dict({**self.spec.to_dict(), "image": image.id, "workdir": cwd})
-        return Snapshot("docker", image.id, spec, cwd, env)
+        return Snapshot(self.backend, image.id, spec, cwd, env)
 
     def _destroy(self) -> None:
         # SIGKILL from a background thread and return: the sandbox is closed for every caller at
@@ -334,9 +335,11 @@ def _freeze_cgroup(container_id: str) -> bool:
 
 class DockerBackend(Backend):
     name = "docker"
+    sandbox_class = DockerSandbox
 
-    def __init__(self, output_cap: int | None = None):
-        self.client = docker_client()
+    def __init__(self, output_cap: int | None = None, client=None):
+        """`client`: a docker-py client of another engine with Docker's API (default: the Docker engine's)."""
+        self.client = client or docker_client()
         self.api = self.client.api
         self.output_cap = output_cap
         self._disk_quota_supported: bool | None = None
@@ -345,7 +348,7 @@ class DockerBackend(Backend):
     def create(self, spec: SandboxSpec) -> DockerSandbox:
         container = self._run_container(spec)
         try:
-            sandbox = DockerSandbox(spec, container, self.api, self.output_cap)
+            sandbox = self.sandbox_class(spec, container, self.api, self.output_cap)
             if spec.disk and self._disk_quota_supported is False:
                 sandbox._watch_disk([sandbox._writable_layer()])  # the storage driver cannot limit sizes
             return sandbox

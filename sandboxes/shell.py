@@ -170,6 +170,8 @@ class ShellSession:
             self.pid = self._wait_marker(nonce, None, time.monotonic() + self.start_timeout)
         except _ShellDied:
             self.close()
+            if self._is_alive():  # the sandbox runs on, but no shell can (e.g. its pids are all taken)
+                raise SandboxError("a new shell died at once") from None
             raise SandboxClosed("a new shell died at once: the sandbox is gone") from None
         if self.pid is None:
             self.close()

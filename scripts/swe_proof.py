@@ -51,6 +51,8 @@ def main() -> int:
     parser.add_argument("--pass-k-tasks", type=int, default=100, help="pass@k on the first N held-out tasks")
     parser.add_argument("--hack-share", type=float, default=0.0)
     parser.add_argument("--arms", nargs="+", default=["grpo", "sft"], choices=["grpo", "sft"])
+    parser.add_argument("--sft-arm-steps", type=int,
+                        help="the control's SFT steps (default: as many as take the GRPO run's training time)")
     parser.add_argument("--grpo-lr", type=float, help="GRPO's learning rate (default: the config's); its runs are named by it")
     args = parser.parse_args()
     runs = args.runs.resolve()
@@ -69,7 +71,7 @@ def main() -> int:
             arm_summary(grpo_run, "grpo", seed, args)
         if "sft" in args.arms:
             budget = grpo_seconds(grpo_run) if (grpo_run / "done").exists() else None
-            steps = sft_steps_for(budget, plateau_run, args) if budget else args.grpo_steps * 10
+            steps = args.sft_arm_steps or (sft_steps_for(budget, plateau_run, args) if budget else args.grpo_steps * 10)
             sft_run = runs / f"swe-sft-seed{seed}"
             continued_sft(sft_run, plateau, gold, seed, steps, args)
             arm_summary(sft_run, "sft", seed, args)
