@@ -16,8 +16,9 @@ from pathlib import Path
 from tests.cli_helpers import ROOT, harness
 
 GRPO_STEPS = 20
-# The repo-fix proof, shorter: 300 demonstrations, 100 SFT steps, one seed, 2 GRPO steps, 50 held-out tasks.
-CI_PROOF = ("--demos", "300", "--sft-steps", "100", "--seeds", "0", "--grpo-steps", "2", "--heldout", "swe-tiny-50",
+# The repo-fix proof, shorter: the same 600 demonstrations and 200 SFT steps (the copying appears after 100), one
+# seed, 2 GRPO steps, 50 held-out tasks.
+CI_PROOF = ("--sft-steps", "200", "--sft-eval-interval", "100", "--seeds", "0", "--grpo-steps", "2", "--heldout", "swe-tiny-50",
             "--pass-k", "2", "--pass-k-tasks", "20")
 
 
@@ -58,7 +59,7 @@ def test_grpo_and_its_control_start_from_one_plateau_and_no_hack_pays(tmp_path):
     learning_proof("swe", tmp_path, *CI_PROOF, timeout=2300)
     report = json.loads((tmp_path / "swe-proof.json").read_text())
     curve = dict(report["plateau"]["validation_curve"])
-    assert sorted(curve) == [50, 100]
+    assert sorted(curve) == [100, 200]
     best = max(sorted(curve), key=lambda step: curve[step])  # the earliest of the best validation rates
     assert report["plateau"]["checkpoint"].endswith(f"sft_step_{best}")
     [grpo], [sft] = (report["arms"][arm] for arm in ("grpo", "sft"))
