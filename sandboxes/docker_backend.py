@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 
 from .base import LABEL_MANAGED, LABEL_OWNER, SHELL_CAPS, Backend, Sandbox, Snapshot, labels, oom_kill_count, owner_alive
+from .local.cgroups import freezer_file, write_control
 from .errors import EngineUnavailable, FileNotFoundInSandbox, ImageNotFound, SandboxClosed, SandboxError
 from .shell import ShellSession, wait_readable
 from .spec import SandboxSpec, parse_bytes
@@ -126,6 +127,7 @@ class DockerSandbox(Sandbox):
         super().__init__(spec)
         self.container = container
         self.api = api
+        self._freezer: tuple[Path, str] | None = None  # set where the disk watchdog enforces spec.disk
         self.limits.update({name: f"{self.engine} (cgroup of the container)" for name in ("memory", "pids", "cpu")})
         if spec.disk:
             self.limits["disk"] = "docker storage quota (storage-opt size)"  # or the watchdog, set by the backend
@@ -158,19 +160,26 @@ class DockerSandbox(Sandbox):
         except Exception:
             return False
 
+    def _watch_writable_layer(self) -> None:
+        """Enforce `spec.disk` with the watchdog (for storage drivers that cannot limit sizes). The
+        freezer file is found now, so that the stop needs no round trip to the engine."""
+        info = self.api.inspect_container(self.container.id)
+        self._freezer = freezer_file(info["State"]["Pid"])
+        self._watch_disk([self._writable_layer(info)])
+
     def _stop_over_disk_limit(self, used: int) -> None:
         # Freeze first (the cgroup's freezer file directly: the engine's pause is a round trip
         # slower), then remove the container with its writable layer: the host gets the space back.
-        frozen = _freeze_cgroup(self.container.id)
+        frozen = self._freezer is not None and write_control(*self._freezer)
         for step in ([] if frozen else [self.api.pause]) + [lambda cid: self.api.remove_container(cid, force=True)]:
             try:
                 step(self.container.id)
             except Exception as err:  # noqa: BLE001 - already paused or gone
                 log.debug("stopping sandbox %s over its disk limit: %s", self.id, err)
 
-    def _writable_layer(self) -> Path:
+    def _writable_layer(self, info: dict) -> Path:
         """The host folder holding what the container writes (the overlay upper directory)."""
-        data = self.api.inspect_container(self.container.id).get("GraphDriver", {})
+        data = info.get("GraphDriver", {})
         upper = data.get("Data", {}).get("UpperDir") if data.get("Name") in ("overlay2", "overlay") else None
         if not upper or not Path(upper).is_dir():
             raise SandboxError(f"cannot enforce disk={self.spec.disk}: the container's writable layer ({data.get('Name')}: {upper}) "
@@ -319,20 +328,6 @@ def _kill(api, container_id: str, sandbox_id: str) -> None:
             log.warning("could not kill the container of sandbox %s: %s", sandbox_id, err)
 
 
-def _freeze_cgroup(container_id: str) -> bool:
-    """Freeze every process of a container through its cgroup (v1 freezer or v2); False if not found."""
-    for path, value in ((f"/sys/fs/cgroup/freezer/docker/{container_id}/freezer.state", "FROZEN"),
-                        (f"/sys/fs/cgroup/system.slice/docker-{container_id}.scope/cgroup.freeze", "1"),
-                        (f"/sys/fs/cgroup/docker/{container_id}/cgroup.freeze", "1")):
-        try:
-            with open(path, "w") as handle:
-                handle.write(value)
-            return True
-        except OSError:
-            continue
-    return False
-
-
 class DockerBackend(Backend):
     name = "docker"
     sandbox_class = DockerSandbox
@@ -350,7 +345,7 @@ class DockerBackend(Backend):
         try:
             sandbox = self.sandbox_class(spec, container, self.api, self.output_cap)
             if spec.disk and self._disk_quota_supported is False:
-                sandbox._watch_disk([sandbox._writable_layer()])  # the storage driver cannot limit sizes
+                sandbox._watch_writable_layer()
             return sandbox
         except BaseException:
             try:

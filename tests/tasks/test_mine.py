@@ -142,7 +142,7 @@ def quick_instance(mined) -> dict:
 
 @pytest.fixture(scope="module")
 def docker_verdicts(quick_instance, docker_backend) -> dict:
-    from tasks.grading import grade
+    from tasks.grading.grade import grade
 
     return {kind: grade(quick_instance, patch, docker_backend) for kind, patch in (("gold", quick_instance["patch"]), ("empty", ""))}
 
@@ -152,7 +152,7 @@ def docker_verdicts(quick_instance, docker_backend) -> dict:
 def test_a_mined_instance_gets_dockers_verdicts_on_other_backends(other, quick_instance, docker_verdicts, request):
     """Gold and empty on a real mined instance, graded on the overlay and podman backends: Docker's verdict
     and Docker's status for every test."""
-    from tasks.grading import grade
+    from tasks.grading.grade import grade
 
     backend = request.getfixturevalue(f"{other}_backend")
     assert {kind: report.verdict for kind, report in docker_verdicts.items()} == {"gold": "resolved", "empty": "empty_patch"}
