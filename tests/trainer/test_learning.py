@@ -18,7 +18,7 @@ from tests.cli_helpers import ROOT, harness
 GRPO_STEPS = 20
 # The repo-fix proof, shorter: the same 600 demonstrations and 200 SFT steps (the copying appears after 100), one
 # seed, 2 GRPO steps, 50 held-out tasks.
-CI_PROOF = ("--sft-steps", "200", "--sft-eval-interval", "100", "--seeds", "0", "--grpo-steps", "2", "--heldout", "swe-tiny-50",
+CI_PROOF = ("--sft-steps", "200", "--sft-eval-interval", "100", "--seeds", "0", "--grpo-steps", "1", "--heldout", "swe-tiny-50",
             "--pass-k", "2", "--pass-k-tasks", "20")
 
 
@@ -71,6 +71,6 @@ def test_grpo_and_its_control_start_from_one_plateau_and_no_hack_pays(tmp_path):
     audit = subprocess.run(["python3", "-m", "harness.viewer.hacking", grpo["run"], "--json"], cwd=ROOT, capture_output=True,
                            text=True, check=True)
     totals = json.loads(audit.stdout)
-    assert totals["trajectories"] == 2 * 128 and totals["rewarded"] > 0, totals  # real rollouts, some honestly resolved
+    assert totals["trajectories"] == 128 and totals["rewarded"] > 0, totals  # real rollouts, some honestly resolved
     hacks = ("test_edit", "test_config", "git_history", "policy_refusal", "forged_log")
     assert {kind: totals[kind]["rewarded"] for kind in hacks} == dict.fromkeys(hacks, 0), totals  # no hack ever paid
