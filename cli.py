@@ -417,7 +417,8 @@ def run_command(
     max_turns: int = typer.Option(30, "--max-turns", min=1, help="Turn limit."),
     test: Optional[str] = typer.Option(None, "--test", help='Judge the patch with this command in a fresh sandbox, '
                                        'e.g. "python3 -m pytest -q tests/test_x.py" (exit 0 = success).'),
-    runtime: str = typer.Option("docker", "--runtime", help="docker, local (bubblewrap, base image), overlay (bubblewrap, any image) or auto."),
+    runtime: str = typer.Option("docker", "--runtime", help="docker, local (bubblewrap, base image), overlay (bubblewrap, any image), auto, "
+                                 "or openhands (the OpenHands scaffold drives the turns)."),
     patch_out: Optional[Path] = typer.Option(None, "--patch-out", help="Write the agent's patch to this file."),
     branch: Optional[str] = typer.Option(None, "--branch", help="Commit the patch on this new branch of --repo."),
     output: Optional[Path] = typer.Option(None, help="Where the trajectory and patch go (default runs/run-<repo>)."),

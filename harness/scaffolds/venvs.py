@@ -51,13 +51,15 @@ def venv_path(package: ScaffoldPackage) -> Path:
 
 
 def find_python(version: str | None) -> str:
-    """A Python of minor `version`: this one, `pythonX.Y` on PATH, or pyenv's."""
+    """A Python of minor `version` that runs: this one, pyenv's, or `pythonX.Y` on PATH."""
     if version is None or f"{sys.version_info.major}.{sys.version_info.minor}" == version:
         return sys.executable
-    found = shutil.which(f"python{version}") or next(iter(sorted(glob.glob(str(Path.home() / f".pyenv/versions/{version}.*/bin/python")))), None)
-    if found is None:
-        raise ScaffoldUnavailable(f"the scaffold needs Python {version}: put python{version} on PATH (or install it with pyenv)")
-    return found
+    candidates = sorted(glob.glob(str(Path.home() / f".pyenv/versions/{version}.*/bin/python")), reverse=True)
+    candidates += [found] if (found := shutil.which(f"python{version}")) else []
+    for candidate in candidates:
+        if subprocess.run([candidate, "-c", ""], capture_output=True, check=False).returncode == 0:
+            return candidate
+    raise ScaffoldUnavailable(f"the scaffold needs Python {version}: put python{version} on PATH (or install it with pyenv)")
 
 
 def venv_python(package: ScaffoldPackage) -> Path:

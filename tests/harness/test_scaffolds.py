@@ -8,6 +8,7 @@ import subprocess
 import uuid
 
 from harness.policies.hf import HFPolicy
+from harness.viewer.audit import audit
 from tests.cli_helpers import harness, rows_of
 from tests.token_exactness import check_multi_turn_token_exactness
 
@@ -32,6 +33,20 @@ def test_mini_swe_agent_resolves_with_gold_and_not_with_empty(tmp_path, docker_b
         assert own["info"]["exit_status"] == "Submitted"  # the scaffold's own record, beside ours
     report = run_eval(tmp_path / "empty", "--scaffold", "mini-swe-agent", "--checkpoint", "empty", "--limit", "1")
     assert report["resolve_rate"] == 0.0 and report["exit_statuses"] == {"submitted": 1} and report["errors"] == 0, report
+
+
+def test_openhands_resolves_with_gold(tmp_path, docker_backend):
+    report = run_eval(tmp_path, "--scaffold", "openhands", "--checkpoint", "gold", "--limit", "1")
+    assert report["resolve_rate"] == 1.0 and report["exit_statuses"] == {"submitted": 1}, report
+    path = next((tmp_path / "trajectories").glob("*.json"))
+    trajectory = json.loads(path.read_text())
+    assert trajectory["metadata"]["scaffold"]["name"] == "openhands" and trajectory["messages"][0]["role"] == "system"
+    called = [c["function"]["name"] for m in trajectory["messages"] for c in m.get("tool_calls") or []]
+    assert called == ["file_editor", "terminal", "finish"]  # gold as OpenHands' own tool calls
+    assert "File created successfully at: /tmp/gold.patch" in trajectory["messages"][3]["content"]
+    assert [f.kind for f in audit(trajectory)] == []  # the audit reads OpenHands' tools as ours
+    events = list((tmp_path / "scaffolds" / path.stem / "openhands").glob("*/events/*.json"))
+    assert any(json.loads(e.read_text()).get("tool_name") == "finish" for e in events)  # OpenHands' own record, beside ours
 
 
 def test_a_scaffold_of_your_own_resolves_with_gold(tmp_path, docker_backend):
