@@ -101,8 +101,7 @@ def test_api_with_the_openhands_runtime(user_repo: Path, fixing_replay: Path, do
         result = agent.run_task(prompt=REQUEST, repo=user_repo, runtime="openhands", max_turns=30, test=TEST_COMMAND)
     assert result.exit_status == "submitted" and result.success is True, result.trajectory.error
     assert "-    return a - b\n+    return a + b" in result.patch and "2 passed" in result.test_output
-    scaffold = result.trajectory.metadata["scaffold"]
-    assert scaffold["name"] == "openhands" and scaffold["exit_code"] == 0
+    assert result.trajectory.metadata["scaffold"]["name"] == "openhands"
     called = [c["function"]["name"] for m in result.trajectory.messages for c in m.get("tool_calls") or []]
     assert called == ["terminal", "file_editor", "terminal", "terminal", "finish"]
     edited = next(m for m in result.trajectory.messages if m["role"] == "tool" and "has been edited" in m["content"])
