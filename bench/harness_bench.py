@@ -154,7 +154,7 @@ def peer_venv() -> Path:
 def peer_python(console: Console) -> Path:
     """The venv's python with mini-swe-agent installed (the one `--scaffold mini-swe-agent` runs in)."""
     if not (peer_venv() / "installed.txt").exists():
-        console.print(f"[bold]installing {MINI_SWE_AGENT} into {peer_venv()} (once; a few minutes)...")
+        console.print(f"[bold]installing {MINI_SWE_AGENT.requirement} into {peer_venv()} (once; a few minutes)...")
     try:
         return venv_python(MINI_SWE_AGENT)
     except ScaffoldUnavailable as err:
