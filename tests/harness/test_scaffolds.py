@@ -38,7 +38,9 @@ def test_mini_swe_agent_resolves_with_gold_and_not_with_empty(tmp_path, docker_b
     assert report["resolve_rate"] == 0.0 and report["exit_statuses"] == {"submitted": 1} and report["errors"] == 0, report
 
 
-def test_openhands_resolves_with_gold(tmp_path, docker_backend):
+def test_openhands_resolves_with_gold_and_not_with_empty(tmp_path, docker_backend):
+    empty = run_eval(tmp_path / "empty", "--scaffold", "openhands", "--checkpoint", "empty", "--limit", "1")
+    assert empty["resolve_rate"] == 0.0 and empty["exit_statuses"] == {"submitted": 1} and empty["errors"] == 0, empty
     report = run_eval(tmp_path, "--scaffold", "openhands", "--checkpoint", "gold", "--limit", "1")
     assert report["resolve_rate"] == 1.0 and report["exit_statuses"] == {"submitted": 1}, report
     path = next((tmp_path / "trajectories").glob("*.json"))
