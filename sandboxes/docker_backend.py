@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 
 from .base import LABEL_MANAGED, LABEL_OWNER, SHELL_CAPS, Backend, Sandbox, Snapshot, labels, oom_kill_count, owner_alive
-from .local.cgroups import freezer_file, write_control
+from .cgroupfs import freezer_file, write_control
 from .errors import EngineUnavailable, FileNotFoundInSandbox, ImageNotFound, SandboxClosed, SandboxError
 from .shell import ShellSession, wait_readable
 from .spec import SandboxSpec, parse_bytes

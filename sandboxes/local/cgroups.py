@@ -23,7 +23,8 @@ from pathlib import Path
 
 from ..base import oom_kill_count
 from ..spec import SandboxSpec, parse_bytes
-from .process import kill, read_text
+from ..cgroupfs import cgroup_mounts, process_groups, read_text, write_control
+from .process import kill
 
 log = logging.getLogger(__name__)
 
@@ -154,8 +155,8 @@ def _make_group(hierarchy: Hierarchy, name: str, spec: SandboxSpec) -> Path:
 def host_hierarchies() -> tuple[tuple[Hierarchy, ...], tuple[str, ...]]:
     """Where this process's sandboxes get their groups, and what keeps any controller from them.
     Found once per process (a forked child shares the answer; it is in the same groups)."""
-    mounts = _cgroup_mounts()
-    own = _own_groups()
+    mounts = cgroup_mounts()
+    own = process_groups()
     hierarchies, problems, on_v2 = [], [], []
     for controller in CONTROLLERS:
         v1 = next((point for point, options in mounts[1] if controller in options), None)
@@ -225,57 +226,6 @@ def _enable(group: Path, controllers: list[str]) -> tuple[list[str], int | None]
         except OSError as err:
             failure = err.errno
     return enabled, failure
-
-
-def _cgroup_mounts() -> dict[int, list[tuple[Path, set[str]]]]:
-    """{1: [(mount point, its controllers)], 2: [(mount point, set())]} from /proc/self/mountinfo.
-    A mount whose root is not the hierarchy's root (a bind mount) is skipped."""
-    mounts: dict[int, list[tuple[Path, set[str]]]] = {1: [], 2: []}
-    for line in read_text(Path("/proc/self/mountinfo")).splitlines():
-        fields = line.split()
-        if " - " not in line or len(fields) < 5 or fields[3] != "/":
-            continue
-        fstype, _, options = line.split(" - ", 1)[1].split()[:3]
-        if fstype == "cgroup2":
-            mounts[2].append((Path(fields[4]), set()))
-        elif fstype == "cgroup":
-            mounts[1].append((Path(fields[4]), set(options.split(","))))
-    return mounts
-
-
-def freezer_file(pid: int) -> tuple[Path, str] | None:
-    """The file that freezes the cgroup of process `pid` (a container's first process: Docker and
-    Podman lay their groups out differently), with the value that freezes it; None if not found."""
-    groups, mounts = _own_groups(pid), _cgroup_mounts()
-    for mount, controllers in mounts[1]:
-        if "freezer" in controllers and "freezer" in groups:
-            return mount / groups["freezer"].lstrip("/") / "freezer.state", "FROZEN"
-    for mount, _ in mounts[2]:
-        if "" in groups:
-            return mount / groups[""].lstrip("/") / "cgroup.freeze", "1"
-    return None
-
-
-def _own_groups(pid: int | str = "self") -> dict[str, str]:
-    """A process's group per v1 controller, and under "" its v2 group (/proc/<pid>/cgroup)."""
-    own = {}
-    for line in read_text(Path(f"/proc/{pid}/cgroup")).splitlines():
-        hierarchy_id, controllers, path = line.split(":", 2)
-        if hierarchy_id == "0" and not controllers:
-            own[""] = path
-        for controller in controllers.split(","):
-            if controller:
-                own[controller] = path
-    return own
-
-
-def write_control(path: Path, value: str) -> bool:
-    """Write a cgroup control file; whether it took."""
-    try:
-        path.write_text(value)
-        return True
-    except OSError:
-        return False
 
 
 _warned: set[str] = set()
