@@ -109,6 +109,7 @@ class Sandbox(ABC):
         except SandboxError:
             self._check_open()  # stopped over its disk limit (its shell may have died first): say so
             raise
+        self._check_open()  # stopped over its disk limit while the command ran (its shell may have been restarted)
         if result.exit_code == 137 and not result.timed_out and self._oom_killed():
             result.message = (
                 f"the command was killed by the out-of-memory killer (memory limit {self.spec.memory})"

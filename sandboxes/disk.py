@@ -9,7 +9,9 @@ Writes land in the page cache at memory speed (2.6 GB/s for one `dd` on these 2-
 so a fixed polling period cannot hold a limit: 50 ms is 130 MB. The watchdog instead assumes the
 sandbox writes at up to `MAX_WRITE_RATE` and sizes each wait so that, even at that rate, the next
 measurement plus the stop it may trigger come before the limit. Close to the limit it measures
-every `MIN_INTERVAL`; when even that is too slow, it stops the sandbox now.
+every `MIN_INTERVAL`; when even that is too slow, it stops the sandbox now. So the limit errs toward the host: on a
+busy machine, where one measurement takes tens of milliseconds, a sandbox with a limit of a few hundred MB can be
+stopped before it reaches it (100 MB leaves about 8 ms per measurement at the assumed rate).
 """
 
 from __future__ import annotations
