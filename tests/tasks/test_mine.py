@@ -16,9 +16,9 @@ from tests.cli_helpers import harness
 from tests.conftest import SHARED, require
 
 REAL = SHARED / "swebench-real"
-# CI mines all eight and runs the run-level parity on all eight, 5 predictions x 2 graders each: gold
-# 8/8, empty 0/8 (docs/mining.md). HARNESS_MINE_ONLY=<id>,<id> mines (and
-# compares) a few.
+# CI mines all eight; both graders grade gold and empty on all eight (gold 8/8, empty 0/8) and a wrong fix, two
+# cheats and a real-agent-style fix on one instance per log parser (docs/mining.md). HARNESS_MINE_ONLY=<id>,<id>
+# mines (and compares) a few.
 
 
 def records() -> list[dict]:
@@ -97,38 +97,42 @@ def test_mined_images_hold_nothing_after_the_base_commit(mined, docker_backend):
         assert docker_backend.client.images.get(instance["image"]).attrs["Config"]["StopSignal"] == "SIGKILL"
 
 
-@pytest.mark.timeout(3600)
-def test_the_official_harness_gives_the_same_verdicts(mined, tmp_path):
-    """swebench.harness.run_evaluation and `harness grade`'s grading on the same images: gold, empty,
-    a wrong fix and two cheats, on every mined instance (pytest's and sympy's bin/test parsers):
-    identical verdicts, gold resolving all and nothing else resolving anything."""
-    from bench.grading_parity_bench import KINDS, run_parity
-
-    chosen = instances_of(mined)
-    subset = tmp_path / "instances.jsonl"
-    subset.write_text("".join(json.dumps(i) + "\n" for i in chosen))
-    rows = run_parity(subset, tmp_path / "parity", workers=2)
-    assert chosen and len(rows) == len(KINDS) * len(chosen)
-    assert [r for r in rows if r["ours"] != r["theirs"] or r["theirs_error"]] == []
-    assert {(r["kind"], r["ours"]) for r in rows} == {("gold", True)} | {(k, False) for k in KINDS if k != "gold"}
-
-
-@pytest.mark.timeout(3600)
-def test_real_agent_style_patches_get_the_official_verdict(mined, tmp_path):
-    """The gold patch plus all that real agents leave beside a fix (a new test file, a regression test
-    appended to a file of the test patch, a `tox.ini` or `setup.cfg` hunk, a binary fixture as plain
-    `git diff` writes it): the official harness resolves it, and so does ours, neutralizing the test and runner files.
-    One instance per log parser (pytest's, sympy's bin/test) keeps it cheap."""
+def parity(instances: list[dict], output: Path, kinds: tuple[str, ...]) -> list[dict]:
     from bench.grading_parity_bench import run_parity
+
+    subset = output / "instances.jsonl"
+    subset.parent.mkdir(parents=True, exist_ok=True)
+    subset.write_text("".join(json.dumps(i) + "\n" for i in instances))
+    rows = run_parity(subset, output / "parity", workers=2, kinds=kinds)
+    assert instances and len(rows) == len(kinds) * len(instances)
+    assert [r for r in rows if r["ours"] != r["theirs"] or r["theirs_error"]] == []
+    return rows
+
+
+def one_per_log_parser(mined: Path) -> list[dict]:
+    return list({i["log_parser"]: i for i in reversed(instances_of(mined))}.values())
+
+
+@pytest.mark.timeout(3600)
+def test_the_official_harness_resolves_gold_and_not_empty_on_every_instance(mined, tmp_path):
+    """swebench.harness.run_evaluation and `harness grade`'s grading on the same images, gold and empty on
+    every mined instance (pytest's and sympy's bin/test parsers): identical verdicts, gold resolving all."""
+    rows = parity(instances_of(mined), tmp_path, ("gold", "empty"))
+    assert {(r["kind"], r["ours"]) for r in rows} == {("gold", True), ("empty", False)}
+
+
+@pytest.mark.timeout(3600)
+def test_non_fixes_and_real_agent_style_patches_get_the_official_verdicts(mined, tmp_path):
+    """On one instance per log parser: a wrong fix and two cheats, which neither grader resolves, and the gold
+    patch plus all that real agents leave beside a fix (a new test file, a regression test appended to a file
+    of the test patch, a `tox.ini` or `setup.cfg` hunk, a binary fixture as plain `git diff` writes it), which
+    the official harness resolves, and so does ours, neutralizing the test and runner files."""
     from tests.cli_helpers import rows_of
 
-    chosen = list({i["log_parser"]: i for i in reversed(instances_of(mined))}.values())
-    subset = tmp_path / "instances.jsonl"
-    subset.write_text("".join(json.dumps(i) + "\n" for i in chosen))
-    rows = run_parity(subset, tmp_path / "parity", workers=2, kinds=("agent-style",))
-    assert len(rows) == len(chosen) and all(r["ours"] and r["theirs"] and not r["theirs_error"] for r in rows), rows
-    ours = rows_of(tmp_path / "parity" / "ours" / "agent-style" / "results.jsonl")
-    for row in ours:
+    non_fixes = ("wrong", "cheat-tests", "cheat-exit")
+    rows = parity(one_per_log_parser(mined), tmp_path, (*non_fixes, "agent-style"))
+    assert {(r["kind"], r["ours"]) for r in rows} == {(k, False) for k in non_fixes} | {("agent-style", True)}
+    for row in rows_of(tmp_path / "parity" / "ours" / "agent-style" / "results.jsonl"):
         neutralized = {note.split(": ")[0] for note in row["neutralized"]}
         assert "test_harness_agent_repro.py" in neutralized and neutralized & {"tox.ini", "setup.cfg"}, row
         assert row["verdict"] == "resolved", row
