@@ -18,7 +18,8 @@ from pathlib import Path
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-from sandboxes.images import BASES, DEFAULT_PYTHON
+from sandboxes import SandboxError
+from sandboxes.images import BASES, DEFAULT_PYTHON, base_of
 
 from .errors import SynthError
 from .metadata import read_ini, read_pyproject, setup_py_literals
@@ -35,9 +36,10 @@ class PythonChoice:
 def choose_python(root: Path, date: str | None = None, override: str | None = None) -> PythonChoice:
     """The base's Python for the project at `root` as of `date` (ISO, the commit's; None: today)."""
     if override:
-        if override not in BASES:
-            raise SynthError(f"no base for Python {override!r}: the bases are Python {', '.join(BASES)}")
-        return PythonChoice(override, "asked for")
+        try:
+            return PythonChoice(base_of(override).python, "asked for")
+        except SandboxError as err:
+            raise SynthError(str(err)) from None
     declared, source = declared_python(root)
     allowed = list(BASES)
     if declared:
