@@ -42,7 +42,7 @@ class Base:
     python: str
     released: str  # ISO date of the interpreter's first release
     recipe: dict
-    old_pip: bool = False  # the suite's pip predates PEP 660 editable installs: images install a newer one first
+    pip: str = ""  # where the suite's pip will not do: the pip project images install first (a requirement)
 
     @property
     def tag(self) -> str:
@@ -51,7 +51,9 @@ class Base:
 
 DEFAULT_PYTHON = "3.11"
 BASES = {base.python: base for base in (
-    Base("3.9", "2020-10-05", {**BASE_RECIPE, "suite": "bullseye"}, old_pip=True),
+    # bullseye's pip 20.3 cannot make PEP 660 editable installs (pip 21.3 can); pip 25.3 dropped
+    # `setup.py develop`, which old setuptools projects need: what bookworm's pip 23 does, both.
+    Base("3.9", "2020-10-05", {**BASE_RECIPE, "suite": "bullseye"}, pip="pip>=21.3,<25.3"),
     Base(DEFAULT_PYTHON, "2022-10-24", BASE_RECIPE),
     Base("3.13", "2024-10-07", {**BASE_RECIPE, "suite": "trixie"}),
 )}

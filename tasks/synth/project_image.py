@@ -272,16 +272,16 @@ def pretend_version(root: Path, before: str | None = None, python: str = DEFAULT
 
 def install_command(root: Path, version: str | None = None, editable: bool = True, base: Base | None = None) -> str:
     """The offline install run inside the image build: editable, or (where the backend cannot make an
-    editable install) regular with the source put on the path afterwards. On a base whose pip is too
-    old for that (bullseye's 20.3), a newer pip is installed from the wheelhouse first."""
+    editable install) regular with the source put on the path afterwards. On a base whose own pip will
+    not do (`Base.pip`), that pip is installed from the wheelhouse first."""
     extras, requirements, files = declared_test_dependencies(root)
     project = f"'.[{','.join(extras)}]'" if extras else "."
     targets = [f"-e {project}" if editable else project] if _installable(root) else []
     targets += [_quote(r) for r in _test_requirements(root, requirements, files)]
     version = pretend_version(root) if version is None else version
     pretend = f"SETUPTOOLS_SCM_PRETEND_VERSION={version} " if version else ""
-    command = ("python3 -m pip install -q --no-index --find-links /tmp/wheelhouse --upgrade pip && "
-               if base is not None and base.old_pip else "")
+    command = (f"python3 -m pip install -q --no-index --find-links /tmp/wheelhouse {_quote(base.pip)} && "
+               if base is not None and base.pip else "")
     command += (f"{pretend}python3 -m pip install -q --break-system-packages --no-cache-dir --no-index "
                f"--find-links /tmp/wheelhouse {' '.join(targets) or 'pip'}")
     if not editable and _installable(root):
@@ -314,7 +314,7 @@ def fetch_wheelhouse(project: Project, on_step: Callable[[str], None] = log.info
     extras, requirements, files = declared_test_dependencies(root)
     declared += [root / f for f in files]
     wanted = _test_requirements(root, requirements, files)  # what is read from the files counts too
-    digest = _hash(PLAN, sys.version.split()[0], python, before or "", *extras, *wanted,
+    digest = _hash(PLAN, sys.version.split()[0], python, base.pip, before or "", *extras, *wanted,
                    *(p.name + "\0" + p.read_text(errors="replace") for p in declared))
     wheelhouse = cache_dir() / "synth" / "wheelhouse" / digest
     if (wheelhouse / ".complete").exists():
@@ -343,8 +343,8 @@ def fetch_wheelhouse(project: Project, on_step: Callable[[str], None] = log.info
                 _pip(copy, "download", "-d", wheelhouse, *build_requires, *DEFAULT_BUILD_REQUIRES, version=version)
                 if targets:
                     _pip(copy, "download", "-d", wheelhouse, *targets, version=version)
-        if base.old_pip:  # the installer, not a dependency: the newest that runs on this Python
-            _pip(copy, "download", "--no-deps", *_for(python), "-d", wheelhouse, "pip", version=version)
+        if base.pip:  # the installer, not a dependency: the newest that fits, whatever the date
+            _pip(copy, "download", "--no-deps", *_for(python), "-d", wheelhouse, base.pip, version=version)
         needs = _backend_needs(copy, system, wheelhouse, before, python, version, on_step)
         sdists = [p for p in wheelhouse.iterdir() if p.name.endswith(SDIST_SUFFIXES)]
         unbuilt = [p for p in sdists if not _reuse_built_wheel(p, wheelhouse)]
