@@ -17,6 +17,7 @@ from rich.table import Table
 from sandboxes import SandboxError, SandboxSpec, get_backend, install_signal_handlers
 from sandboxes.images import BASE_IMAGE, DEFAULT_PYTHON
 from harness.errors import HarnessError
+from infra.errors import InfraError
 from trainer.errors import TrainerError
 from tasks.errors import TaskError
 
@@ -28,7 +29,7 @@ app.add_typer(sandbox_app, name="sandbox")
 app.add_typer(data_app, name="data")
 app.add_typer(tasks_app, name="tasks")
 console = Console()
-BackendOption = typer.Option("auto", "--backend", help="docker, local (bubblewrap, base image only), overlay (bubblewrap, any image) or auto.")
+BackendOption = typer.Option("auto", "--backend", help="docker, local (bubblewrap, base image only), overlay (bubblewrap, any image), podman or auto.")
 PythonOption = typer.Option(None, "--python", help="The base's Python (3.9, 3.11, 3.13); default: chosen from the project's "
                             "declared range (requires-python, python_requires, classifiers) and its dependencies' date.")
 RayAddressOption = typer.Option(None, "--ray-address", help="Run on the nodes of this Ray cluster (auto, HOST:PORT): each node runs "
@@ -48,7 +49,7 @@ def friendly_errors(command):
         install_signal_handlers()
         try:
             return command(*args, **kwargs)
-        except (SandboxError, TaskError, HarnessError, TrainerError) as err:
+        except (SandboxError, TaskError, HarnessError, TrainerError, InfraError) as err:
             console.print(f"[bold red]error:[/] {err}", highlight=False)
             raise typer.Exit(1)
         except KeyboardInterrupt:
@@ -64,7 +65,7 @@ def main(
     plugin: list[str] = typer.Option([], "--plugin", metavar="MODULE", help="Import MODULE first, for the task kinds, tools, rewards, "
                                      "policies or advantage estimators it registers (repeatable)."),
 ):
-    from tasks.registry import RegistryError, load_env_plugins, load_plugins
+    from infra.plugins import RegistryError, load_env_plugins, load_plugins
 
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     sys.path.insert(0, os.getcwd())  # `--plugin my_module` and `module:Name` paths find the user's own files
@@ -167,13 +168,7 @@ def sandbox_prune(
 @friendly_errors
 def sandbox_bench():
     """Benchmark the runtime against `docker exec` and docker-py in one run (prints ratios)."""
-    try:
-        from bench.sandbox_bench import main as run_bench
-    except ModuleNotFoundError as err:
-        if not (err.name or "").startswith("bench"):
-            raise
-        raise HarnessError("the benchmarks (bench/) are not installed with this copy of harness: reinstall it from the "
-                           "repository (pip install -e .), or run `python3 -m cli sandbox bench` in the repository") from None
+    from sandboxes.bench import main as run_bench
 
     run_bench()
 
@@ -228,10 +223,10 @@ def eval_command(
 
 
 def _run_eval(checkpoint: str, tasks: str, output: Optional[Path], **settings):
-    """An eval run (harness.eval_run) with a progress bar, then its report; exit 1 when every episode failed."""
+    """An eval run (harness.eval_setup) with a progress bar, then its report; exit 1 when every episode failed."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from harness.eval_run import prepare_eval
+    from harness.eval_setup import prepare_eval
 
     with console.status(f"loading {tasks}"):
         run = prepare_eval(checkpoint, tasks, output, note=lambda message: console.print(f"[yellow]{message}[/]"), **settings)
@@ -421,7 +416,9 @@ def run_command(
     max_turns: int = typer.Option(30, "--max-turns", min=1, help="Turn limit."),
     test: Optional[str] = typer.Option(None, "--test", help='Judge the patch with this command in a fresh sandbox, '
                                        'e.g. "python3 -m pytest -q tests/test_x.py" (exit 0 = success).'),
-    runtime: str = typer.Option("docker", "--runtime", help="docker, local (bubblewrap, base image), overlay (bubblewrap, any image) or auto."),
+    backend: str = typer.Option("docker", "--backend", help="docker, local (bubblewrap, base image), overlay (bubblewrap, any image), podman or auto."),
+    runtime: Optional[str] = typer.Option(None, "--runtime", hidden=True, help="Former name of --backend."),
+    scaffold: str = ScaffoldOption,
     patch_out: Optional[Path] = typer.Option(None, "--patch-out", help="Write the agent's patch to this file."),
     branch: Optional[str] = typer.Option(None, "--branch", help="Commit the patch on this new branch of --repo."),
     output: Optional[Path] = typer.Option(None, help="Where the trajectory and patch go (default runs/run-<repo>)."),
@@ -432,9 +429,12 @@ def run_command(
     """An agent on your own repository: carry out a request, stream its turns, return the patch and a verdict."""
     from harness.agent import Agent
 
+    if runtime is not None:
+        console.print("[yellow]--runtime is deprecated: use --backend (the same choice `harness eval` takes)[/]", highlight=False)
+        backend = runtime
     output = output or Path("runs") / f"run-{repo.expanduser().resolve().name}"
     with Agent.from_checkpoint(checkpoint, base_url=base_url, temperature=temperature, max_tokens=max_tokens) as agent:
-        result = agent.run_task(request, repo, max_turns=max_turns, runtime=runtime, test=test,
+        result = agent.run_task(request, repo, max_turns=max_turns, runtime=backend, test=test, scaffold=scaffold,
                                 on_message=_show_message)
     result.trajectory.save(output / "trajectory.json")
     result.write_patch(output / "model.patch")
@@ -541,9 +541,9 @@ def grade_command(
     """Grade predictions like SWE-bench does, in fresh sandboxes; resumable (rerun to finish)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from tasks.grade_run import grade_identity, grade_predictions, load_predictions, row_note, scripted_predictions, summarize
-    from tasks.patch_policy import GRADING_MODES
-    from tasks.official_parity import compare, load_official
+    from tasks.grading.predictions import grade_identity, grade_predictions, load_predictions, row_note, scripted_predictions, summarize
+    from tasks.grading.patch_policy import GRADING_MODES
+    from tasks.grading.parity import compare, load_official
     from tasks.taskset import load_tasks
 
     mode = grading or "default"
@@ -590,7 +590,7 @@ def grade_command(
 
 
 def _print_parity(agreements, output: Path, source: str) -> None:
-    from tasks.official_parity import write_parity
+    from tasks.grading.parity import write_parity
 
     summary = write_parity(agreements, output, source)
     disagreements = [a for a in agreements if a.outcome in ("ours_only", "theirs_only")]
@@ -606,7 +606,7 @@ def _print_parity(agreements, output: Path, source: str) -> None:
 
 def _check_only(predictions: str, tasks: Optional[str], output: Path, mode: str) -> None:
     """`harness grade --check-only`: the static review of every prediction, printed and written."""
-    from tasks.grade_run import check_predictions, load_predictions, write_check
+    from tasks.grading.predictions import check_predictions, load_predictions, write_check
     from tasks.taskset import load_tasks
 
     instances = [t.metadata["instance"] for t in load_tasks(tasks) if "instance" in t.metadata] if tasks else None
@@ -727,8 +727,8 @@ def tasks_mine(
     backend: str = BackendOption,
 ):
     """SWE-bench instances from real merged pull requests: base = first parent, FAIL_TO_PASS/PASS_TO_PASS by running the tests."""
-    from tasks.history import Funnel, candidates, kept_ids, write_funnel
-    from tasks.mine import MiningStopped, mine, records_from_file, records_from_git
+    from tasks.mining.history import Funnel, candidates, kept_ids, write_funnel
+    from tasks.mining.mine import MiningStopped, mine, records_from_file, records_from_git
 
     funnel: Funnel | None = None
     if source.endswith(".jsonl") and Path(source).is_file():

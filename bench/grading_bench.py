@@ -8,7 +8,7 @@ machine. Overhead is everything except running the tests: the wall time of one g
 the test command's own duration, which `date` markers around it (the same eval script on both
 sides) print into the test log.
 
-- ours: `tasks.grading.grade` (a fresh sandbox, the patch through a tar archive, applied with
+- ours: `tasks.grading.grade.grade` (a fresh sandbox, the patch through a tar archive, applied with
   fallbacks, the eval script run in our persistent shell, the log read back and parsed).
 - peer: the sequence of `swebench.harness.run_evaluation.run_instance`, with docker-py:
   `containers.create` + `start`, the patch copied in as a tar archive, `git apply` with its
@@ -53,7 +53,7 @@ from sandboxes import Backend, get_backend
 from sandboxes.base import labels
 from sandboxes.docker_backend import docker_client
 from sandboxes.prestart import PrestartBackend
-from tasks.grading import grade, grading_spec
+from tasks.grading.grade import grade, grading_spec
 from tasks.swe_demo import build_instance, task_dirs
 
 TARGET = 0.5  # ours / peer overhead

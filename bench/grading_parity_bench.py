@@ -14,7 +14,7 @@ With `--kinds`, also what real agents submit beside a correct fix (`AGENT_KINDS`
 test file, an edit to a test file of the test patch, a `tox.ini` hunk, a binary fixture, or all
 four), which the official harness resolves and `harness grade` must too.
 
-ours: `harness grade` (`tasks.grade_run.grade_predictions`). theirs: `swebench.harness.
+ours: `harness grade` (`tasks.grading.predictions.grade_predictions`). theirs: `swebench.harness.
 run_evaluation.main`, the function `python -m swebench.harness.run_evaluation` calls, on an
 instances file and a predictions file, with the images present locally (nothing is pulled or
 built; the containers get no network). Verdicts (resolved or not) must be identical. Time per
@@ -39,9 +39,9 @@ from rich.console import Console
 from rich.table import Table
 
 from sandboxes import get_backend
-from tasks.grade_run import grade_predictions
-from tasks.patch_policy import parse_patch
-from tasks.swe import test_list
+from tasks.grading.predictions import grade_predictions
+from tasks.grading.patch_policy import parse_patch
+from tasks.grading.patch_policy import test_list
 
 KINDS = ("gold", "empty", "wrong", "cheat-tests", "cheat-exit")
 # What real agents submit beside a correct fix (../shared/real-agent-runs): the official harness resolves them.

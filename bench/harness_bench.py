@@ -1,6 +1,6 @@
 """Harness throughput: episodes per minute, our eval driver against mini-swe-agent, same actions.
 
-    python -m bench.harness_bench [--policy gold|replay] [--episodes 16] [--workers 4] [--rounds 2] [--prestart 2] [--overlay] [--starts 10]
+    python -m bench.harness_bench [--policy gold|replay] [--episodes 16] [--workers 4] [--rounds 2] [--prestart 2] [--overlay] [--podman] [--starts 10]
 
 Both sides play the same actions on the swe-demo tasks, in the same images, with the same
 number of episodes and the same concurrency, in one run (the order of the sides flips every
@@ -24,6 +24,8 @@ so); each side's patches are checked against the gold patch instead.
 - ours, overlay: the same driver and pre-start on the overlay backend: no daemon, each
   episode a bubblewrap sandbox over a copy-on-write layer of the same image, unpacked once
   (`--overlay` adds this side, and each backend's start p50: create until the shell answers).
+- ours, podman: the same driver and pre-start on the podman backend (`--podman`), each episode a
+  Podman container of the same image.
 - floor: no agent at all, only each episode's container created, started and killed with our
   sandbox's options at the same concurrency: the most episodes per minute any driver that
   gives every episode a fresh container gets from this machine's engine (floor / peer is the
@@ -69,8 +71,8 @@ from harness.scaffolds.venvs import MINI_SWE_AGENT, ScaffoldUnavailable, venv_pa
 from harness.trajectory import Trajectory
 from sandboxes import Backend, SandboxSpec, get_backend
 from sandboxes.docker_backend import docker_client
-from tasks.rundir import RESULTS
-from tasks.runlog import read_rows
+from infra.rundir import RESULTS
+from infra.runlog import read_rows
 from tasks.task import Reward, Task
 from tasks.taskset import load_tasks
 
@@ -152,7 +154,7 @@ def peer_venv() -> Path:
 def peer_python(console: Console) -> Path:
     """The venv's python with mini-swe-agent installed (the one `--scaffold mini-swe-agent` runs in)."""
     if not (peer_venv() / "installed.txt").exists():
-        console.print(f"[bold]installing {MINI_SWE_AGENT} into {peer_venv()} (once; a few minutes)...")
+        console.print(f"[bold]installing {MINI_SWE_AGENT.requirement} into {peer_venv()} (once; a few minutes)...")
     try:
         return venv_python(MINI_SWE_AGENT)
     except ScaffoldUnavailable as err:
@@ -218,7 +220,7 @@ def commands_for(policy: str, instance: dict) -> list[str]:
 def run_ours(tasks: list[Task], workers: int, backend: Backend, policy: Policy, prestart: int) -> Batch:
     """Our eval driver over the episodes; (the batch) from its results."""
     with tempfile.TemporaryDirectory(prefix="harness-bench-") as out, \
-            mock.patch("harness.environments.verify", no_grading), mock.patch("harness.prestart.job_specs", episode_only), \
+            mock.patch("harness.environments.verify", no_grading), mock.patch("harness.eval_queue.job_specs", episode_only), \
             mock.patch("harness.evaluate.job_specs", episode_only):
         config = EvalConfig(tasks="swe-demo", checkpoint=policy.name, output=out, workers=workers, max_turns=MAX_TURNS, prestart=prestart)
         started = time.perf_counter()
@@ -302,7 +304,8 @@ def per_minute(batches: list[Batch]) -> float:
     return 60 * sum(len(b.episode_s) for b in batches) / sum(b.wall_s for b in batches)
 
 
-SIDES = ("ours", "ours_cold", "overlay", "peer", "floor")
+SIDES = ("ours", "ours_cold", "overlay", "podman", "peer", "floor")
+OTHER_BACKENDS = ("overlay", "podman")  # sides of our driver on another backend, each with its own flag
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -313,23 +316,27 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--rounds", type=int, default=2, help="batches per side, rotating which goes first (default 2)")
     parser.add_argument("--prestart", type=int, default=2, help="our sandboxes per image started ahead (default 2)")
     parser.add_argument("--overlay", action="store_true", help="also run our driver on the overlay backend (no daemon)")
+    parser.add_argument("--podman", action="store_true", help="also run our driver on the podman backend")
     parser.add_argument("--starts", type=int, default=10, help="sandbox starts timed per backend (default 10)")
     args = parser.parse_args(argv)
-    sides = SIDES if args.overlay else tuple(side for side in SIDES if side != "overlay")
+    others = {name: None for name in OTHER_BACKENDS if getattr(args, name)}
+    sides = tuple(side for side in SIDES if side not in OTHER_BACKENDS or side in others)
     if args.prestart < 1:
         parser.error("--prestart must be >= 1 (the cold side runs without)")
     console = Console()
     python = peer_python(console)
     backend = get_backend("docker")
-    overlay = get_backend("overlay") if args.overlay else None
+    others = {name: get_backend(name) for name in others}
     console.print("[bold]loading the swe-demo tasks...")
     # Replayed trajectories run 20-40 commands: each task's own turn limit is raised to the driver's cap.
     swe_demo = [dataclasses.replace(task, max_turns=MAX_TURNS) for task in load_tasks("swe-demo")]
     tasks = [swe_demo[i % len(swe_demo)] for i in range(args.episodes)]
     batches: dict[str, list[Batch]] = {side: [] for side in sides}
     starts = {"docker": start_p50(backend, tasks[0].sandbox, args.starts)}
-    if overlay is not None:
-        starts["overlay"] = start_p50(overlay, tasks[0].sandbox, args.starts)
+    for name, other in others.items():
+        starts[name] = start_p50(other, tasks[0].sandbox, args.starts)
+        for spec in {t.sandbox.image: t.sandbox for t in tasks}.values():  # every image stored, as the engine has them
+            other.create(spec).close()
     version = ""
     with tempfile.TemporaryDirectory(prefix="harness-bench-replays-") as folder:
         policy = GoldPolicy() if args.policy == "gold" else ReplayPolicy(write_replays(swe_demo, Path(folder)))
@@ -340,8 +347,8 @@ def main(argv: list[str] | None = None) -> dict:
                     batch, version = run_peer(python, tasks, args.workers, args.policy)
                 elif side == "floor":
                     batch = run_floor(tasks, args.workers, backend)
-                elif side == "overlay":
-                    batch = run_ours(tasks, args.workers, overlay, policy, args.prestart)
+                elif side in others:
+                    batch = run_ours(tasks, args.workers, others[side], policy, args.prestart)
                 else:
                     batch = run_ours(tasks, args.workers, backend, policy, args.prestart if side == "ours" else 0)
                 batches[side].append(batch)
@@ -359,8 +366,8 @@ def main(argv: list[str] | None = None) -> dict:
     result["ratio"] = result["ours"]["episodes_per_minute"] / result["peer"]["episodes_per_minute"]
     result["ratio_cold"] = result["ours_cold"]["episodes_per_minute"] / result["peer"]["episodes_per_minute"]
     result["ratio_ceiling"] = result["floor"]["episodes_per_minute"] / result["peer"]["episodes_per_minute"]
-    if overlay is not None:
-        result["ratio_overlay"] = result["overlay"]["episodes_per_minute"] / result["peer"]["episodes_per_minute"]
+    for name in others:
+        result[f"ratio_{name}"] = result[name]["episodes_per_minute"] / result["peer"]["episodes_per_minute"]
 
     o, c, p = result["ours"], result["ours_cold"], result["peer"]
     table = Table(title=f"agent-loop throughput, {args.policy} episodes ({result['commands_per_episode']:.0f} turns median), grading "
@@ -373,10 +380,10 @@ def main(argv: list[str] | None = None) -> dict:
     table.add_row("peer batch: episodes done / containers gone", "", "", f"{p['wall_s']:.1f} s / {p['drained_s']:.1f} s", "")
     table.add_row("engine floor: create + start + kill only", "", "", "", f"{result['floor']['episodes_per_minute']:.0f} /min: "
                   f"ceiling {result['ratio_ceiling']:.2f}x")
-    if overlay is not None:
-        v = result["overlay"]
-        table.add_row("overlay backend (no daemon, pre-start): episodes per minute / p50", "", "", "",
-                      f"{v['episodes_per_minute']:.0f} /min, {v['episode_s']:.2f} s: {result['ratio_overlay']:.2f}x peer")
+    for name in others:
+        v = result[name]
+        table.add_row(f"{name} backend (pre-start): episodes per minute / p50", "", "", "",
+                      f"{v['episodes_per_minute']:.0f} /min, {v['episode_s']:.2f} s: {result[f'ratio_{name}']:.2f}x peer")
     table.add_row("start p50 (create until a command answered)", "", "", "",
                   ", ".join(f"{name} {seconds * 1000:.0f} ms" for name, seconds in starts.items()))
     console.print(table)

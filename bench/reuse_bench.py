@@ -7,7 +7,7 @@ repository in a JSONL that `harness tasks mine --share-env` wrote. For each task
 are made in the same run from the same content:
 
 - per instance: an image built FROM the environment image with the repository at the base
-  commit (the same archive) unpacked into /testbed, what `tasks.mine` / `tasks.swe_demo`
+  commit (the same archive) unpacked into /testbed, what `tasks.mining.mine` / `tasks.swe_demo`
   build per instance; its build time and the disk it adds over the environment image;
 - shared: the repository archive alone (`tasks.shared_env.repo_archive`, made again into a
   scratch cache from a repository holding the commit): its time and size; no image.
@@ -36,7 +36,7 @@ from rich.table import Table
 from sandboxes import SandboxSpec, get_backend
 from sandboxes.docker_backend import docker_client
 from sandboxes.images import build_image
-from tasks.grading import run_setup
+from tasks.grading.grade import run_setup
 from tasks.shared_env import REPO_ARCHIVE, repo_archive
 from tasks.swe_demo import build_instance, task_dirs
 

@@ -5,7 +5,7 @@
 For each project (small pure-Python libraries whose sdists ship their tests and pass under the
 base image's pytest 7.2 on Python 3.11): `synthesize` from its PyPI name, timed from scratch
 (fresh work dir; the environment image and wheelhouse caches are kept, as a user would have
-them on a second run). Then every instance is graded twice with `tasks.grading.grade`: the
+them on a second run). Then every instance is graded twice with `tasks.grading.grade.grade`: the
 gold patch must resolve all of them, the empty patch none. There is no peer to compare with on
 this machine (SWE-smith needs a model and GitHub), so the figures are absolute.
 """
@@ -23,7 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sandboxes import get_backend
-from tasks.grading import grade
+from tasks.grading.grade import grade
 from tasks.synth import SynthEvent, synthesize
 
 PROJECTS = ["parse", "cachetools", "toolz"]

@@ -1,15 +1,17 @@
-"""The vLLM engine against the transformers engine, same tiny model, same workloads, one run.
+"""The vLLM engine against the transformers engine, same model, same workloads, one run.
 
     .venv-vllm/bin/python -m bench.vllm_bench [--episodes 64] [--prompts 64] [--max-tokens 32] [--grpo-steps 2]
+    .venv-vllm/bin/python -m bench.vllm_bench --model SmolLM2-135M-Instruct.Q4_1.gguf --episode-tasks gsm8k --episodes 32
 
 Runs in the venv that has vLLM (the transformers engine runs there too). Each engine works in a fresh
-interpreter of its own, one after the other, on a tiny Qwen2 (hidden 128, head_dim 32: vLLM's CPU
-kernels need head_dim >= 32) built once for both:
+interpreter of its own, one after the other, on `--model` (a checkpoint folder, or a GGUF file already
+imported by `harness model import` or any `--checkpoint FILE.gguf`), by default a tiny Qwen2 (hidden 128,
+head_dim 32: vLLM's CPU kernels need head_dim >= 32) built once for both:
 
 1. single-turn batch generation: `--prompts` arith prompts in one `generate_ids_batch` call, sampled at
    temperature 1 with seeds, `--max-tokens` each: generated tokens per second.
-2. `--episodes` concurrent `arith-tool` episodes (multi-turn, `python` and `submit` tools in sandboxes,
-   up to 5 turns) through the code `harness eval` uses: the transformers engine behind `BatchingPolicy`,
+2. `--episodes` concurrent episodes of `--episode-tasks` (by default `arith-tool`: multi-turn, `python`
+   and `submit` tools in sandboxes, up to 5 turns) through the code `harness eval` uses: the transformers engine behind `BatchingPolicy`,
    vLLM on its own (continuous batching). Episodes per second and generated tokens per second.
 3. memory: the peak resident set of the engine's process tree (vLLM's engine core is a child process),
    sampled every 0.1 s, and the model load time.
@@ -110,11 +112,11 @@ def worker(spec: dict) -> dict:
             result["batch"] = {"prompts": len(prompts), "tokens": tokens, "seconds": seconds, "tokens_per_s": tokens / seconds}
 
             if spec["episodes"]:
-                tool_tasks = load_tasks("arith-tool")
+                tool_tasks = load_tasks(spec["episode_tasks"])
                 jobs = [tool_tasks[i % len(tool_tasks)] for i in range(spec["episodes"])]
                 backend = get_backend(spec["backend"])
                 shared = shared_policy(policy)
-                limits = EpisodeLimits(max_context=2048)
+                limits = EpisodeLimits(max_context=spec["max_context"])
                 clock = time.monotonic()
                 with ThreadPoolExecutor(len(jobs)) as pool:
                     trajectories = list(pool.map(
@@ -128,7 +130,8 @@ def worker(spec: dict) -> dict:
                     raise RuntimeError(f"{len(errors)} episodes failed: {errors[0]}")
                 tokens = sum(sum(t.loss_mask) for t in trajectories)
                 result["episodes"] = {"episodes": len(jobs), "turns": sum(t.turns for t in trajectories), "tokens": tokens,
-                                      "seconds": seconds, "episodes_per_s": len(jobs) / seconds, "tokens_per_s": tokens / seconds}
+                                      "seconds": seconds, "episodes_per_s": len(jobs) / seconds, "episodes_per_min": 60 * len(jobs) / seconds,
+                                      "tokens_per_s": tokens / seconds}
         finally:
             policy.close()
     result["peak_rss_mb"] = memory.peak
@@ -184,6 +187,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--max-tokens", type=int, default=32, help="tokens per turn")
     parser.add_argument("--grpo-steps", type=int, default=2, help="GRPO steps per engine (0: skip)")
     parser.add_argument("--hidden", type=int, default=128, help="tiny model width (4 heads: head_dim = hidden / 4)")
+    parser.add_argument("--model", help="a checkpoint folder or an imported GGUF file (default: a tiny model of --hidden)")
+    parser.add_argument("--episode-tasks", default="arith-tool", help="task set of the concurrent episodes")
+    parser.add_argument("--max-context", type=int, default=2048, help="tokens of an episode's whole conversation")
     parser.add_argument("--backend", default="auto", help="sandboxes of the tool episodes: docker, local or auto")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
@@ -193,26 +199,28 @@ def main(argv: list[str] | None = None) -> dict:
     from rich.console import Console
     from rich.table import Table
 
+    from harness.checkpoints import resolve_checkpoint
     from harness.tiny_model import init_tiny
 
     console = Console()
     with tempfile.TemporaryDirectory(prefix="vllm-bench-") as scratch:
-        model = str(init_tiny(Path(scratch) / "model", hidden_size=args.hidden))
+        model = resolve_checkpoint(args.model) if args.model else str(init_tiny(Path(scratch) / "model", hidden_size=args.hidden))
         results = {}
         for engine in ENGINES:
-            console.print(f"[bold]{engine}[/]: batch of {args.prompts}, {args.episodes} concurrent arith-tool episodes")
+            console.print(f"[bold]{engine}[/]: batch of {args.prompts}, {args.episodes} concurrent {args.episode_tasks} episodes")
             results[engine] = run_worker({"engine": engine, "model": model, "prompts": args.prompts, "episodes": args.episodes,
-                                          "max_tokens": args.max_tokens, "backend": args.backend})
+                                          "max_tokens": args.max_tokens, "backend": args.backend,
+                                          "episode_tasks": args.episode_tasks, "max_context": args.max_context})
             if args.grpo_steps:
                 console.print(f"[bold]{engine}[/]: {args.grpo_steps} GRPO steps")
                 results[engine]["grpo"] = grpo_steps(engine, model, args.grpo_steps, Path(scratch) / f"run-{engine}")
     summary = {"settings": vars(args) | {"json": str(args.json) if args.json else None}, **results, "ratio_vllm_over_transformers": ratios(results)}
-    table = Table(title="vLLM vs transformers engine (same tiny model, same workload)")
+    table = Table(title=f"vLLM vs transformers engine on {args.model or 'a tiny model'} (same workload)")
     for column in ("figure", "transformers", "vllm", "vllm / transformers"):
         table.add_column(column, justify="right" if column != "figure" else "left")
     rows = [("single-turn batch: tokens/s", ("batch", "tokens_per_s"), "batch_tokens_per_s"),
-            ("tool episodes: episodes/s", ("episodes", "episodes_per_s"), "episodes_per_s"),
-            ("tool episodes: tokens/s", ("episodes", "tokens_per_s"), "episode_tokens_per_s"),
+            ("concurrent episodes: episodes/min", ("episodes", "episodes_per_min"), "episodes_per_s"),
+            ("concurrent episodes: tokens/s", ("episodes", "tokens_per_s"), "episode_tokens_per_s"),
             ("peak memory, MiB (process tree)", ("peak_rss_mb",), "peak_rss"),
             ("model load, s", ("load_s",), None),
             ("GRPO step, s (median)", ("grpo", "step_s"), "grpo_step_s"),

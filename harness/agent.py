@@ -27,7 +27,9 @@ from .policy import Policy, Sampling
 from .scaffolds import OWN_LOOP, get_scaffold
 from .trajectory import SCORING_FAILED, Trajectory
 
-RUNTIMES = ("docker", "local", "overlay", "auto")
+RUNTIMES = ("docker", "local", "overlay", "podman", "auto")
+# SkyRL's runtime names that name a scaffold: it drives the turns in a sandbox of the "auto" backend
+SCAFFOLD_RUNTIMES = {"openhands": "openhands"}
 
 
 @dataclass
@@ -81,10 +83,16 @@ class Agent:
                  image: str = "harness-base:latest", max_context: int = 32_768, wall_time: float = 1800.0,
                  backend: Backend | None = None, scaffold: str = OWN_LOOP) -> AgentResult:
         """Carry out `prompt` on a copy of `repo`; `test` (a shell command run in the repository's folder) judges it.
-        `scaffold` drives the turns: our own loop, or a registered scaffold such as `mini-swe-agent`."""
+        `scaffold` drives the turns: our own loop, or a registered scaffold such as `mini-swe-agent`;
+        `runtime="openhands"` is the OpenHands scaffold in a Docker sandbox (bubblewrap where no engine answers)."""
+        if runtime in SCAFFOLD_RUNTIMES:
+            if scaffold not in (OWN_LOOP, SCAFFOLD_RUNTIMES[runtime]):
+                raise HarnessError(f"runtime {runtime!r} is the {SCAFFOLD_RUNTIMES[runtime]} scaffold: it cannot run scaffold {scaffold!r}")
+            scaffold, runtime = SCAFFOLD_RUNTIMES[runtime], "auto"
         if runtime not in RUNTIMES:
-            raise HarnessError(f"runtime {runtime!r} is not built: use one of {', '.join(RUNTIMES)} "
-                               "(docker containers, or bubblewrap sandboxes: local on the base image, overlay on any image)")
+            raise HarnessError(f"runtime {runtime!r} is not built: use one of {', '.join([*RUNTIMES, *SCAFFOLD_RUNTIMES])} "
+                               "(docker or podman containers, or bubblewrap sandboxes: local on the base image, overlay on any image; "
+                               "openhands: the OpenHands scaffold)")
         if max_turns < 1:
             raise HarnessError(f"max_turns must be at least 1, not {max_turns}")
         driver = get_scaffold(scaffold)

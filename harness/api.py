@@ -16,18 +16,17 @@ skyrl-gym `BaseTextEnv` classes run as they are: name them as `env_class`, or `r
 """
 
 from sandboxes import Backend, ExecResult, Sandbox, SandboxError, SandboxSpec
-from tasks.registry import RegistryError, load_plugins
+from infra.plugins import RegistryError, load_plugins
 from tasks.task import Reward, Task
-from tasks.verifiers import register_reward, verify
+from tasks.grading.verifiers import register_reward, verify
 
 from .environments import Environment, StepResult, ToolEnvironment
 from .errors import ToolError
-from .kinds import TaskKind, kind_of, register_kind
+from .kinds import TaskKind, kind_of, register_kind, register_skyrl_env
 from .parsing import ParsedTurn, ToolCallFormat, register_tool_call_format
 from .policies.factory import register_policy
 from .policy import Completion, Policy, Sampling, tool_turn
 from .scaffolds import Scaffold, register_scaffold, text_action
-from .skyrl_adapter import register_skyrl_env
 from .tools import Toolbox, register_tool
 
 __all__ = [

@@ -16,12 +16,13 @@ from typing import Any, Callable
 
 from sandboxes import Backend
 from sandboxes.cluster import Cluster
-from tasks.runlog import append_row
+from infra.rundir import RESULTS
+from infra.runlog import append_row
 from tasks.task import Task
 
 from .episode import EpisodeLimits, run_episode
 from .policy import Policy, Sampling
-from .trajectory import Trajectory
+from .trajectory import Trajectory, result_row, trajectory_file
 
 _policies: dict[tuple[str, str | None], Policy] = {}  # per worker process
 
@@ -44,8 +45,6 @@ def run_episodes(
     on_result: Callable[[dict[str, Any]], None],
 ) -> None:
     """Run (task, sample) jobs on the cluster; save each trajectory and append its row as it ends."""
-    from .evaluate import RESULTS, result_row, trajectory_file
-
     work = [(task, sample, source, sampling(sample), limits) for task, sample in jobs]
     for _, trajectory_dict, node in cluster.map_unordered(_episode, work):
         trajectory = Trajectory.from_dict(trajectory_dict)

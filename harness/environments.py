@@ -14,16 +14,17 @@ from typing import Any
 
 from sandboxes import Backend, Sandbox
 from tasks.task import Reward, Task
-from tasks.verifiers import verify
+from tasks.grading.verifiers import verify
 
 from .errors import ToolError
 from .parsing import ParsedTurn
 from .tools import Toolbox, parse_arguments
 
-NO_TOOL_CALL = (
-    "No tool call was found in your reply. Call exactly one of the tools ({tools}) using "
-    '<tool_call>{{"name": ..., "arguments": {{...}}}}</tool_call>, or call `submit` when you are done.'
-)
+
+def no_tool_call(tools: list[str], syntax: str) -> str:
+    """The feedback on a reply without a tool call, showing the call syntax of the model's own format."""
+    using = f" using {syntax}" if syntax else ""
+    return f"No tool call was found in your reply. Call exactly one of the tools ({', '.join(tools)}){using}, or call `submit` when you are done."
 
 
 @dataclass
@@ -73,7 +74,7 @@ class ToolEnvironment(Environment):
         if not turn.tool_calls:
             if not turn.errors and self.accepts_final_text(turn):
                 return StepResult([], done=True)
-            feedback = [f"Error: {e}" for e in turn.errors] or [NO_TOOL_CALL.format(tools=", ".join(self.tools))]
+            feedback = [f"Error: {e}" for e in turn.errors] or [no_tool_call(self.tools, turn.syntax)]
             return StepResult([{"role": "user", "content": "\n".join(feedback)}], format_error=True)
         observations, done, failures = [], False, 0
         for call in turn.tool_calls:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from infra.errors import InfraError
 from sandboxes import Backend, Sandbox, SandboxError, SandboxExpired
 from tasks.errors import TaskError
 from tasks.task import Task
@@ -27,7 +28,7 @@ from .trajectory import SCORING_FAILED, Trajectory
 @dataclass
 class EpisodeLimits:
     max_turns: int | None = None  # a cap on the task's own turn limit (None: the task's limit)
-    max_context: int = 32_768  # tokens, local models
+    max_context: int = 32_768  # tokens, in-process models
     wall_time: float = 1800.0  # seconds
     max_format_errors: int = 3  # turns in a row without a usable tool call
     command_timeout: float = 120.0  # seconds per tool call
@@ -94,7 +95,7 @@ def run_episode(
             reward = env.finish()
             trajectory.reward, trajectory.reward_details = reward.value, reward.details
             trajectory.model_patch = env.outcome if kind_of(task).outcome == "patch" else ""
-        except (SandboxError, TaskError) as err:
+        except (SandboxError, TaskError, InfraError) as err:
             trajectory.error = (trajectory.error + "; " if trajectory.error else "") + f"{SCORING_FAILED}: {err}"
         timings["env_s"] += time.monotonic() - clock
     finally:
@@ -158,7 +159,7 @@ def _generate(policy: Policy, ledger: TokenLedger | None, messages, tools, sampl
 def _parse(completion: Completion, turn_number: int, tokenizer) -> ParsedTurn:
     if completion.tool_calls is not None:
         return ParsedTurn(completion.text, list(completion.tool_calls), raw=completion.text)
-    return tool_call_format(tokenizer).parse(completion.text, f"call_{turn_number}")
+    return tool_call_format(tokenizer).read(completion.text, f"call_{turn_number}")
 
 
 def _assistant_message(turn: ParsedTurn) -> dict[str, Any]:

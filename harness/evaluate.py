@@ -1,7 +1,7 @@
 """`harness eval`: run a policy over a task set, k samples per task, and report.
 
 The run directory holds `run.json` (what the run is: policy, task set, sampling, limits; a
-`--resume` with anything else is refused, see `tasks.rundir`), the resolved `config.json`,
+`--resume` with anything else is refused, see `infra.rundir`), the resolved `config.json`,
 `results.jsonl` (appended as each episode ends, so a killed run resumes without redoing or
 losing work), `trajectories/`, SWE-bench `predictions.jsonl`, and `report.json` / `report.md`
 (written atomically). An episode that fails for any reason is an error row, never a crashed run.
@@ -9,7 +9,6 @@ losing work), `trajectories/`, SWE-bench `predictions.jsonl`, and `report.json` 
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections import Counter, defaultdict
 from contextlib import nullcontext
@@ -22,8 +21,8 @@ from typing import Any, Callable
 
 from sandboxes import Backend, close_all
 from sandboxes.cluster import Cluster
-from tasks.rundir import RESULTS, content_hash, open_run
-from tasks.runlog import append_row, atomic_write, drop_partial_line, read_rows as read_results
+from infra.rundir import RESULTS, content_hash, open_run
+from infra.runlog import append_row, atomic_write, drop_partial_line, read_rows as read_results
 from tasks.task import Task
 
 from .batching import shared_policy
@@ -31,10 +30,10 @@ from .distributed import PolicySource, run_episodes
 from .episode import EpisodeLimits, run_episode
 from .errors import HarnessError
 from .policy import Policy, Sampling
-from .prestart import AgentSlots, job_specs, start_ahead
+from .eval_queue import AgentSlots, job_specs, start_ahead
 from .scaffolds import OWN_LOOP, get_scaffold
 from .scaffolds.run import stop_all as stop_scaffolds
-from .trajectory import SCORING_FAILED, Trajectory
+from .trajectory import SCORING_FAILED, result_row, scaffold_folder, trajectory_file
 
 # What makes two runs the same run: these EvalConfig fields, plus the task ids (`identity`).
 IDENTITY_FIELDS = ("checkpoint", "base_url", "tasks", "limit", "samples", "max_turns", "temperature", "max_tokens", "max_context", "seed")
@@ -162,16 +161,6 @@ def _sampling(config: EvalConfig, sample: int) -> Sampling:
                     seed=None if config.seed is None else config.seed + sample)
 
 
-def result_row(t: Trajectory) -> dict[str, Any]:
-    return {
-        "task_id": t.task_id, "sample": t.sample, "reward": t.reward, "resolved": t.reward >= 1.0,
-        "exit_status": t.exit_status, "error": t.error, "turns": t.turns,
-        "prompt_tokens": t.prompt_tokens, "completion_tokens": t.completion_tokens,
-        "wall_s": t.timings.get("total_s", 0.0), "model_patch": t.model_patch, "policy": t.policy,
-        "neutralized": list(t.reward_details.get("neutralized") or []),
-    }
-
-
 EVAL_YAML_KEYS = ("endpoint", "episode_timeout", "grading")
 
 
@@ -295,18 +284,3 @@ def write_outputs(rows: list[dict], report: dict, tasks: list[Task], out: Path) 
         *[f"| {t} | {v['samples']} | {v['resolved']} | {v['mean_reward']:.2f} |" for t, v in report["per_task"].items()],
     ]
     atomic_write(out / "report.md", "\n".join(lines) + "\n")
-
-
-def trajectory_file(run_dir: Path, task_id: str, sample: int) -> Path:
-    """Where an eval run keeps the trajectory of one (task, sample): `<id>__<sample>.json`; an id
-    with characters unsafe in file names gets a hash of itself appended, so ids that differ only
-    there (`x-😀`, `x-🔥`) never share a file."""
-    safe = "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in task_id)
-    if safe != task_id or safe.startswith("."):
-        safe = f"{safe}-{hashlib.sha256(task_id.encode('utf-8', 'surrogatepass')).hexdigest()[:10]}"
-    return run_dir / "trajectories" / f"{safe}__{sample}.json"
-
-
-def scaffold_folder(run_dir: Path, task_id: str, sample: int) -> Path:
-    """Where a scaffold's own records of one (task, sample) go: `scaffolds/<id>__<sample>/`."""
-    return run_dir / "scaffolds" / trajectory_file(run_dir, task_id, sample).stem

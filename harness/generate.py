@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tasks.runlog import atomic_write
+from infra.runlog import atomic_write
 
 from .evaluate import EvalConfig
 from .trajectory import Trajectory
@@ -31,7 +31,7 @@ SCHEMA = pa.schema([
     ("reward", pa.float64()),
     ("exit_status", pa.string()),
     ("turns", pa.int32()),
-    ("token_ids", pa.list_(pa.int32())),  # local models: the exact tokens (null otherwise)
+    ("token_ids", pa.list_(pa.int32())),  # in-process models: the exact tokens (null otherwise)
     ("loss_mask", pa.list_(pa.int8())),
     ("logprobs", pa.list_(pa.float32())),
     ("metadata", pa.string()),  # JSON: timings, token counts, model patch
@@ -90,7 +90,7 @@ def _card_markdown(card: dict[str, Any]) -> str:
         f"- trajectories with exact token ids and loss masks: {card['with_tokens']}", "",
         "Columns: task_id, sample, policy, messages (OpenAI chat JSON with tool calls), tools (the tool schemas offered,",
         "JSON), tool_calls, reward,",
-        "exit_status, turns, token_ids / loss_mask / logprobs (local models: exactly as generated; the loss",
+        "exit_status, turns, token_ids / loss_mask / logprobs (in-process models: exactly as generated; the loss",
         "mask is 1 on policy tokens, 0 on prompt, tool and observation tokens), metadata (JSON).", "",
         f"Source config: `{json.dumps(config)}`", "",
     ])

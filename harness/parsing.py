@@ -1,4 +1,4 @@
-"""Tool calls written as text by local models, in each model family's own format.
+"""Tool calls written as text by in-process models, in each model family's own format.
 
 A **tool-call format** says how a family writes calls in its replies and how its chat template
 wants earlier calls given back:
@@ -13,7 +13,18 @@ wants earlier calls given back:
   `{"name": "bash", "parameters": {"command": "ls"}}` (optionally after `<|python_tag|>`); tool
   results go back in the `ipython` role, which the template writes for `tool` messages;
 - `mistral` (Mistral's `[TOOL_CALLS]`): `[TOOL_CALLS][{"name": ..., "arguments": {...}, "id": ...}]`,
-  call ids of 9 letters and digits.
+  call ids of 9 letters and digits;
+- `qwen3_xml` (Qwen3-Coder, Qwen3.5 and later): XML inside `<tool_call>`,
+
+      <tool_call>
+      <function=bash>
+      <parameter=command>
+      ls
+      </parameter>
+      </function>
+      </tool_call>
+
+  A parameter's value is its text; one written as a JSON object or list is that value.
 
 The format of a checkpoint is read off its chat template (`tool_call_format`); your own
 joins with `register_tool_call_format`. A malformed call does not raise: it comes back as an
@@ -28,11 +39,22 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from tasks.registry import Registry
+from infra.plugins import Registry
 
-from .policy import ToolCall
 
 _BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.S)
+
+
+@dataclass
+class ToolCall:
+    """One call the model asked for (OpenAI shape: id, function name, JSON arguments)."""
+
+    id: str
+    name: str
+    arguments: str  # the raw JSON text, as the model wrote it
+
+    def to_openai(self) -> dict[str, Any]:
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
 
 
 @dataclass
@@ -41,19 +63,30 @@ class ParsedTurn:
     tool_calls: list[ToolCall] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     raw: str = ""  # the whole reply as generated (what a skyrl-gym environment's `step` receives)
+    syntax: str = ""  # how a call is written in the format that parsed the reply ("" = the API's native calls)
 
 
 @dataclass(frozen=True)
 class ToolCallFormat:
     """How one family writes tool calls: `parse(text, call_prefix) -> ParsedTurn`; `matches(template)`
     says whether a chat template's source uses this format; `arguments_as_object`: the template wants
-    earlier calls' arguments as a mapping (it serialises them itself), not as OpenAI's JSON text."""
+    earlier calls' arguments as a mapping (it serialises them itself), not as OpenAI's JSON text;
+    `render(name, arguments) -> str`: one call written as the family writes it; `syntax`: the shape of
+    a call, shown to a model whose reply had none."""
 
     name: str
     parse: Callable[[str, str], ParsedTurn]
     matches: Callable[[str], bool]
     arguments_as_object: bool = False
     json_tool_results: bool = False  # a tool result that is JSON text is given as its value (Mistral's)
+    render: Callable[[str, dict[str, Any]], str] | None = None
+    syntax: str = ""
+
+    def read(self, text: str, call_prefix: str) -> ParsedTurn:
+        """`parse`, with the turn told which syntax it was read in (for the feedback on a reply without a call)."""
+        turn = self.parse(text, call_prefix)
+        turn.syntax = turn.syntax or self.syntax
+        return turn
 
     def prepare(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The conversation as this family's template expects it (OpenAI messages in, same meaning out)."""
@@ -185,6 +218,56 @@ def parse_mistral(text: str, call_prefix: str = "call") -> ParsedTurn:
     return turn
 
 
+_XML_CALL = re.compile(r"<tool_call>\s*<function=([^>\n]+)>(.*?)</function>\s*</tool_call>", re.S)
+_XML_PARAMETER = re.compile(r"<parameter=([^>\n]+)>\n?(.*?)\n?</parameter>", re.S)
+
+
+def parse_qwen3_xml(text: str, call_prefix: str = "call") -> ParsedTurn:
+    """The `qwen3_xml` format: `<tool_call><function=NAME><parameter=KEY>VALUE</parameter>...</function></tool_call>`."""
+    content, marker, rest = text.partition("<tool_call>")
+    turn = ParsedTurn(content.strip(), raw=text)
+    blocks = [marker + block for block in rest.split(marker)] if marker else []
+    for index, block in enumerate(blocks):
+        match = _XML_CALL.match(block)
+        if not match:
+            turn.errors.append("a tool call must be <tool_call><function=NAME><parameter=KEY>VALUE</parameter>...</function>"
+                               f"</tool_call>: {block[:200]!r}")
+            continue
+        arguments = {key.strip(): _parameter_value(value) for key, value in _XML_PARAMETER.findall(match.group(2))}
+        _call(match.group(1).strip(), arguments, f"{call_prefix}_{index}", turn.errors, turn.tool_calls)
+    return turn
+
+
+def _parameter_value(text: str) -> Any:
+    if text.lstrip()[:1] in ("{", "["):
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            pass
+    return text
+
+
+def render_qwen3_xml(name: str, arguments: dict[str, Any]) -> str:
+    parameters = "".join(f"<parameter={key}>\n{_parameter_text(value)}\n</parameter>\n" for key, value in arguments.items())
+    return f"<tool_call>\n<function={name}>\n{parameters}</function>\n</tool_call>"
+
+
+def _parameter_text(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list)) else str(value)
+
+
+def render_hermes(name: str, arguments: dict[str, Any]) -> str:
+    return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False) + "\n</tool_call>"
+
+
+def render_llama3_json(name: str, arguments: dict[str, Any]) -> str:
+    return json.dumps({"name": name, "parameters": arguments}, ensure_ascii=False)
+
+
+def render_mistral(name: str, arguments: dict[str, Any]) -> str:
+    return "[TOOL_CALLS]" + json.dumps([{"name": name, "arguments": arguments}], ensure_ascii=False)
+
+
 TOOL_CALL_FORMATS: Registry[ToolCallFormat] = Registry("tool-call format", "harness.tool_call_formats")
 
 
@@ -194,12 +277,18 @@ def register_tool_call_format(tool_format: ToolCallFormat, replace: bool = False
 
 
 # Qwen3-Coder and Qwen3.5+ templates also wrap calls in <tool_call>, but as <function=NAME><parameter=...> XML: not hermes.
-HERMES = register_tool_call_format(ToolCallFormat("hermes", parse_tool_calls,
-                                                  lambda source: "<tool_call>" in source and "<function=" not in source))
+HERMES = register_tool_call_format(ToolCallFormat(
+    "hermes", parse_tool_calls, lambda source: "<tool_call>" in source and "<function=" not in source, render=render_hermes,
+    syntax='<tool_call>{"name": ..., "arguments": {...}}</tool_call>'))
 register_tool_call_format(ToolCallFormat(
-    "llama3_json", parse_llama3_json, lambda source: "ipython" in source and '"parameters"' in source, arguments_as_object=True))
-register_tool_call_format(ToolCallFormat("mistral", parse_mistral, lambda source: "[TOOL_CALLS]" in source, arguments_as_object=True,
-                                          json_tool_results=True))
+    "llama3_json", parse_llama3_json, lambda source: "ipython" in source and '"parameters"' in source, arguments_as_object=True,
+    render=render_llama3_json, syntax='{"name": ..., "parameters": {...}}'))
+register_tool_call_format(ToolCallFormat(
+    "mistral", parse_mistral, lambda source: "[TOOL_CALLS]" in source, arguments_as_object=True, json_tool_results=True,
+    render=render_mistral, syntax='[TOOL_CALLS][{"name": ..., "arguments": {...}}]'))
+register_tool_call_format(ToolCallFormat(
+    "qwen3_xml", parse_qwen3_xml, lambda source: "<function=" in source and "<parameter=" in source, arguments_as_object=True,
+    render=render_qwen3_xml, syntax="<tool_call><function=NAME><parameter=KEY>VALUE</parameter></function></tool_call>"))
 
 
 def format_for_template(source: str | None) -> ToolCallFormat | None:

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import PolicyError
+from .parsing import ToolCall
+from .tokens import render
 
 
 @dataclass
@@ -28,18 +30,6 @@ class Sampling:
     def row_seeds(self, rows: int) -> list[int | None]:
         """Seeds of a batch's rows: seed, seed + 1, ... (None: the engine's own randomness)."""
         return [None if self.seed is None else self.seed + row for row in range(rows)]
-
-
-@dataclass
-class ToolCall:
-    """One call the model asked for (OpenAI shape: id, function name, JSON arguments)."""
-
-    id: str
-    name: str
-    arguments: str  # the raw JSON text, as the model wrote it
-
-    def to_openai(self) -> dict[str, Any]:
-        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
 
 
 @dataclass
@@ -64,7 +54,7 @@ class Policy(ABC):
     """Produces assistant turns from a conversation (endpoints) or from token ids (local)."""
 
     name: str = "policy"
-    tokenizer: Any = None  # set by local policies: the trajectory keeps their exact tokens
+    tokenizer: Any = None  # set by in-process policies: the trajectory keeps their exact tokens
     concurrent: bool = False  # takes many requests at once and batches them itself (vLLM): no BatchingPolicy
 
     def generate(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], sampling: Sampling) -> Completion:
@@ -73,8 +63,6 @@ class Policy(ABC):
         Endpoints and scripted policies override it."""
         if self.tokenizer is None:
             raise PolicyError(f"{self.name} has no tokenizer to render a conversation with: it must implement generate()")
-        from .tokens import render
-
         return self.generate_ids(list(render(self.tokenizer, messages, tools, True, True)), sampling)
 
     def for_task(self, task) -> "Policy":

@@ -52,15 +52,6 @@ class SkyRLEnvironment(Environment):
         super().close()
 
 
-def skyrl_kind(name: str, text_env_class: type):
-    """The task kind that runs `text_env_class` (a skyrl-gym BaseTextEnv subclass)."""
-    from .kinds import TaskKind
-
-    environment = type(f"SkyRL_{text_env_class.__name__}", (SkyRLEnvironment,), {"text_env_class": text_env_class})
-    return TaskKind(name, environment)
-
-
-def register_skyrl_env(name: str, text_env_class: type, replace: bool = False):
-    from .kinds import KINDS
-
-    return KINDS.register(name, skyrl_kind(name, text_env_class), replace=replace)
+def skyrl_environment(text_env_class: type) -> type[SkyRLEnvironment]:
+    """The Environment class that runs `text_env_class` (a skyrl-gym BaseTextEnv subclass)."""
+    return type(f"SkyRL_{text_env_class.__name__}", (SkyRLEnvironment,), {"text_env_class": text_env_class})

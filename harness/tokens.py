@@ -1,4 +1,4 @@
-"""The exact token record of a multi-turn episode with a local model.
+"""The exact token record of a multi-turn episode with an in-process model.
 
 The prompt is rendered once with the chat template. After that the sequence only grows:
 each turn's generated tokens are appended exactly as sampled (loss mask 1, with their
@@ -13,7 +13,6 @@ from typing import Any
 
 from .errors import PolicyError
 from .parsing import tool_call_format
-from .policy import Completion
 from .tool_prompt import plain_turns, takes_tools
 
 _REPLY = "Sure."
@@ -70,9 +69,10 @@ class TokenLedger:
         self.logprobs: list[float] = [0.0] * len(prompt)
         self.prompt_length = len(prompt)
 
-    def add_completion(self, completion: Completion) -> None:
+    def add_completion(self, completion) -> None:
+        """Append a policy's Completion (`harness.policy`, which renders through this module): its tokens as sampled."""
         if completion.token_ids is None or completion.logprobs is None:
-            raise ValueError("a local policy must return the token ids and logprobs it generated")
+            raise ValueError("an in-process policy must return the token ids and logprobs it generated")
         self._extend(completion.token_ids, 1, completion.logprobs)
         if not completion.token_ids or completion.token_ids[-1] != self.end_id:
             self._extend([self.end_id], 0)  # close a turn cut at max_tokens; not a policy token

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from sandboxes import Sandbox, SandboxError
-from tasks.registry import Registry, RegistryError
+from infra.plugins import Registry, RegistryError
 
 from .errors import ToolError
 
@@ -156,6 +156,8 @@ def parse_arguments(raw: str | dict) -> dict[str, Any]:
 def _required(args: dict, name: str, kind: type = str) -> Any:
     if name not in args:
         raise ToolError(f"missing required argument `{name}`")
+    if kind is int and isinstance(args[name], str) and args[name].strip().lstrip("-").isdigit():
+        return int(args[name])  # formats that write every argument as text (Qwen3's XML calls)
     if not isinstance(args[name], kind):
         raise ToolError(f"argument `{name}` must be a {kind.__name__}")
     return args[name]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -49,7 +50,7 @@ class Trajectory:
     reward_details: dict[str, Any] = field(default_factory=dict)
     turns: int = 0
     model_patch: str = ""
-    # local models only: the exact token record (see harness.tokens)
+    # in-process models only: the exact token record (see harness.tokens)
     token_ids: list[int] | None = None
     loss_mask: list[int] | None = None
     logprobs: list[float] | None = None
@@ -70,3 +71,28 @@ class Trajectory:
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(self.to_dict()))
         tmp.replace(path)
+
+
+def result_row(t: Trajectory) -> dict[str, Any]:
+    return {
+        "task_id": t.task_id, "sample": t.sample, "reward": t.reward, "resolved": t.reward >= 1.0,
+        "exit_status": t.exit_status, "error": t.error, "turns": t.turns,
+        "prompt_tokens": t.prompt_tokens, "completion_tokens": t.completion_tokens,
+        "wall_s": t.timings.get("total_s", 0.0), "model_patch": t.model_patch, "policy": t.policy,
+        "neutralized": list(t.reward_details.get("neutralized") or []),
+    }
+
+
+def trajectory_file(run_dir: Path, task_id: str, sample: int) -> Path:
+    """Where an eval run keeps the trajectory of one (task, sample): `<id>__<sample>.json`; an id
+    with characters unsafe in file names gets a hash of itself appended, so ids that differ only
+    there (`x-😀`, `x-🔥`) never share a file."""
+    safe = "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in task_id)
+    if safe != task_id or safe.startswith("."):
+        safe = f"{safe}-{hashlib.sha256(task_id.encode('utf-8', 'surrogatepass')).hexdigest()[:10]}"
+    return run_dir / "trajectories" / f"{safe}__{sample}.json"
+
+
+def scaffold_folder(run_dir: Path, task_id: str, sample: int) -> Path:
+    """Where a scaffold's own records of one (task, sample) go: `scaffolds/<id>__<sample>/`."""
+    return run_dir / "scaffolds" / trajectory_file(run_dir, task_id, sample).stem

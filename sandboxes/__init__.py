@@ -18,7 +18,7 @@ from .pool import SandboxPool
 from .spec import ExecResult, SandboxSpec
 
 log = logging.getLogger(__name__)
-BACKENDS = ("auto", "docker", "local", "overlay")
+BACKENDS = ("auto", "docker", "local", "overlay", "podman")
 
 __all__ = [
     "Backend", "Sandbox", "Snapshot", "SandboxPool", "SandboxSpec", "ExecResult", "SandboxError", "DiskLimitExceeded",
@@ -29,7 +29,8 @@ __all__ = [
 
 def get_backend(name: str = "auto", **options) -> Backend:
     """A backend by name; "auto" takes Docker where an engine answers, else bubblewrap over the base
-    root filesystem ("local"); "overlay" runs any image under bubblewrap, without a daemon."""
+    root filesystem ("local"); "overlay" runs any image under bubblewrap, without a daemon; "podman" runs
+    the Docker backend's containers through Podman."""
     if name not in BACKENDS:
         raise SandboxError(f"unknown sandbox backend {name!r}; choose one of {', '.join(BACKENDS)}")
     if name in ("auto", "docker"):
@@ -38,6 +39,10 @@ def get_backend(name: str = "auto", **options) -> Backend:
         if name == "docker" or engine_available():
             return DockerBackend(**options)
         log.warning("no Docker engine answers: falling back to the local bubblewrap backend")
+    if name == "podman":
+        from .podman_backend import PodmanBackend
+
+        return PodmanBackend(**options)
     if name == "overlay":
         from .local.overlay import OverlayBackend
 

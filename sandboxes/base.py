@@ -106,8 +106,8 @@ class Sandbox(ABC):
         limit = min(timeout or DEFAULT_TIMEOUT, remaining)
         try:
             result = self.shell.exec(command, limit)
-        except SandboxClosed:
-            self._check_open()  # over its disk limit: say so
+        except SandboxError:
+            self._check_open()  # stopped over its disk limit (its shell may have died first): say so
             raise
         if result.exit_code == 137 and not result.timed_out and self._oom_killed():
             result.message = (

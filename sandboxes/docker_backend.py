@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 
 from .base import LABEL_MANAGED, LABEL_OWNER, SHELL_CAPS, Backend, Sandbox, Snapshot, labels, oom_kill_count, owner_alive
+from .cgroupfs import freezer_file, write_control
 from .errors import EngineUnavailable, FileNotFoundInSandbox, ImageNotFound, SandboxClosed, SandboxError
 from .shell import ShellSession, wait_readable
 from .spec import SandboxSpec, parse_bytes
@@ -120,12 +121,14 @@ class _ExecSocketTransport:
 
 class DockerSandbox(Sandbox):
     backend = "docker"
+    engine = "docker engine"  # what enforces the limits, as `limits` says
 
     def __init__(self, spec: SandboxSpec, container, api, output_cap: int | None = None):
         super().__init__(spec)
         self.container = container
         self.api = api
-        self.limits.update({name: "docker engine (cgroup of the container)" for name in ("memory", "pids", "cpu")})
+        self._freezer: tuple[Path, str] | None = None  # set where the disk watchdog enforces spec.disk
+        self.limits.update({name: f"{self.engine} (cgroup of the container)" for name in ("memory", "pids", "cpu")})
         if spec.disk:
             self.limits["disk"] = "docker storage quota (storage-opt size)"  # or the watchdog, set by the backend
         try:
@@ -157,20 +160,27 @@ class DockerSandbox(Sandbox):
         except Exception:
             return False
 
+    def _watch_writable_layer(self) -> None:
+        """Enforce `spec.disk` with the watchdog (for storage drivers that cannot limit sizes). The
+        freezer file is found now, so that the stop needs no round trip to the engine."""
+        info = self.api.inspect_container(self.container.id)
+        self._freezer = freezer_file(info["State"]["Pid"])
+        self._watch_disk([self._writable_layer(info)])
+
     def _stop_over_disk_limit(self, used: int) -> None:
         # Freeze first (the cgroup's freezer file directly: the engine's pause is a round trip
         # slower), then remove the container with its writable layer: the host gets the space back.
-        frozen = _freeze_cgroup(self.container.id)
+        frozen = self._freezer is not None and write_control(*self._freezer)
         for step in ([] if frozen else [self.api.pause]) + [lambda cid: self.api.remove_container(cid, force=True)]:
             try:
                 step(self.container.id)
             except Exception as err:  # noqa: BLE001 - already paused or gone
                 log.debug("stopping sandbox %s over its disk limit: %s", self.id, err)
 
-    def _writable_layer(self) -> Path:
+    def _writable_layer(self, info: dict) -> Path:
         """The host folder holding what the container writes (the overlay upper directory)."""
-        data = self.api.inspect_container(self.container.id).get("GraphDriver", {})
-        upper = data.get("Data", {}).get("UpperDir") if data.get("Name") == "overlay2" else None
+        data = info.get("GraphDriver", {})
+        upper = data.get("Data", {}).get("UpperDir") if data.get("Name") in ("overlay2", "overlay") else None
         if not upper or not Path(upper).is_dir():
             raise SandboxError(f"cannot enforce disk={self.spec.disk}: the container's writable layer ({data.get('Name')}: {upper}) "
                                "is not visible from this process (a remote engine, or another storage driver)")
@@ -294,7 +304,7 @@ class DockerSandbox(Sandbox):
             conf={"WorkingDir": cwd, "Env": [f"{k}={v}" for k, v in env.items()], "Labels": labels()},
         )
         spec = SandboxSpec.from_dict({**self.spec.to_dict(), "image": image.id, "workdir": cwd})
-        return Snapshot("docker", image.id, spec, cwd, env)
+        return Snapshot(self.backend, image.id, spec, cwd, env)
 
     def _destroy(self) -> None:
         # SIGKILL from a background thread and return: the sandbox is closed for every caller at
@@ -318,25 +328,13 @@ def _kill(api, container_id: str, sandbox_id: str) -> None:
             log.warning("could not kill the container of sandbox %s: %s", sandbox_id, err)
 
 
-def _freeze_cgroup(container_id: str) -> bool:
-    """Freeze every process of a container through its cgroup (v1 freezer or v2); False if not found."""
-    for path, value in ((f"/sys/fs/cgroup/freezer/docker/{container_id}/freezer.state", "FROZEN"),
-                        (f"/sys/fs/cgroup/system.slice/docker-{container_id}.scope/cgroup.freeze", "1"),
-                        (f"/sys/fs/cgroup/docker/{container_id}/cgroup.freeze", "1")):
-        try:
-            with open(path, "w") as handle:
-                handle.write(value)
-            return True
-        except OSError:
-            continue
-    return False
-
-
 class DockerBackend(Backend):
     name = "docker"
+    sandbox_class = DockerSandbox
 
-    def __init__(self, output_cap: int | None = None):
-        self.client = docker_client()
+    def __init__(self, output_cap: int | None = None, client=None):
+        """`client`: a docker-py client of another engine with Docker's API (default: the Docker engine's)."""
+        self.client = client or docker_client()
         self.api = self.client.api
         self.output_cap = output_cap
         self._disk_quota_supported: bool | None = None
@@ -345,9 +343,9 @@ class DockerBackend(Backend):
     def create(self, spec: SandboxSpec) -> DockerSandbox:
         container = self._run_container(spec)
         try:
-            sandbox = DockerSandbox(spec, container, self.api, self.output_cap)
+            sandbox = self.sandbox_class(spec, container, self.api, self.output_cap)
             if spec.disk and self._disk_quota_supported is False:
-                sandbox._watch_disk([sandbox._writable_layer()])  # the storage driver cannot limit sizes
+                sandbox._watch_writable_layer()
             return sandbox
         except BaseException:
             try:

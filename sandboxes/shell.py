@@ -170,6 +170,8 @@ class ShellSession:
             self.pid = self._wait_marker(nonce, None, time.monotonic() + self.start_timeout)
         except _ShellDied:
             self.close()
+            if self._stays_alive():  # the sandbox runs on, but no shell can (e.g. its pids are all taken)
+                raise SandboxError("a new shell died at once") from None
             raise SandboxClosed("a new shell died at once: the sandbox is gone") from None
         if self.pid is None:
             self.close()
@@ -227,6 +229,16 @@ class ShellSession:
         result.timed_out = True
         result.message = message
         return result
+
+    def _stays_alive(self, grace_s: float = 3.0) -> bool:
+        """Whether the machine under the shell still runs after a grace period: one killed from outside can
+        report itself running for a moment after its shell died."""
+        deadline = time.monotonic() + grace_s
+        while self._is_alive():
+            if time.monotonic() > deadline:
+                return True
+            time.sleep(0.1)
+        return False
 
     def _raise_if_gone(self) -> None:
         if not self._is_alive():

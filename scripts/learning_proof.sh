@@ -6,12 +6,11 @@
 #
 #   bash scripts/learning_proof.sh [single|tool|both|swe] [OVERRIDES]     (default: both)
 #
-# `swe`: the repo-fix run on generated swe-tiny tasks (real episodes in sandboxes, graded by the
-# SWE-bench grader): from arith-tool's SFT stage, gold and test-editing trajectories, an SFT warm start on both,
-# then GRPO; then the reward-hacking audit of the GRPO rollouts (python3 -m harness.viewer.hacking). It shows the
-# taught hack tried and never rewarded; it is no evidence that RL improves repo-fixing (docs/learning.md).
+# `swe`: the repo-fix proof on generated swe-tiny tasks (real episodes in sandboxes, graded by the SWE-bench
+# grader): from arith-tool's SFT stage, an SFT plateau on gold demonstrations, then GRPO against continued SFT
+# over seeds (scripts/swe_proof.py; its options, e.g. --seeds 0 --grpo-steps 3, follow `swe`).
 #
-# OVERRIDES (dotted config keys, e.g. trainer.max_steps=5) apply to the GRPO runs.
+# OVERRIDES (dotted config keys, e.g. trainer.max_steps=5) apply to the GRPO runs of `single` and `tool`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 which=${1:-both}
@@ -75,20 +74,9 @@ if [ "$which" = swe ]; then
   start=$SECONDS
   # Stage 0: arith-tool's SFT stage. A fresh tiny model never learns to copy the digits of the line it must
   # edit (docs/learning.md); one that has learned to copy numbers into tool calls on arith-tool does.
-  # The swe-tiny demonstrations are generated meanwhile (sandboxes and grading, while stage 0 trains).
-  { episodes swe-tiny-train gold 1500 rewarded swe-tiny-gold-1500  # one str_replace_editor edit, then submit
-    episodes swe-tiny-train test_editing_agent:EditsTheTests 2000 all swe-tiny-hack-2000; } &  # sed the tests: graded 0
-  demonstrations=$!
-  trap 'pkill -P $demonstrations 2>/dev/null; kill $demonstrations 2>/dev/null' EXIT  # stage 0 failed: stop them too
   tool_sft
-  wait $demonstrations
-  trap - EXIT
-  # An SFT warm start that imitates both (the greedy policy games the tests), then GRPO in sandboxes: one run.
-  harness train --config examples/swe/swe-tiny-grpo-tiny-cpu.yaml \
-      trainer.policy.model.path="$runs/arith-tool-sft-tiny-cpu/checkpoints/global_step_0" \
-      trainer.output_dir="$runs/swe-tiny-grpo" trainer.resume=never \
-      trainer.sft_warmup.data="[\"$runs/swe-tiny-gold-1500/trajectories.parquet\", \"$runs/swe-tiny-hack-2000/trajectories.parquet\"]" \
-      "${overrides[@]}"
-  report "$runs/swe-tiny-grpo" $((SECONDS - start))
-  python3 -m harness.viewer.hacking "$runs/swe-tiny-grpo"
+  # Then gold demonstrations, the SFT plateau chosen on swe-tiny-val, and from it GRPO against continued SFT
+  # for the same training time, over seeds; both scored on the whole held-out set (scripts/swe_proof.py).
+  python3 scripts/swe_proof.py --runs "$runs" --start "$runs/arith-tool-sft-tiny-cpu/checkpoints/global_step_0" "${overrides[@]}"
+  echo "$((SECONDS - start)) s; report: $runs/swe-proof.json, $runs/swe-proof.png"
 fi

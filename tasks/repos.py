@@ -40,3 +40,27 @@ def make_bugged_repo(package_dir: Path, bug_patch: Path, repo: Path) -> tuple[st
     gold = git(repo, "diff")
     git(repo, "checkout", "--", ".")
     return base_commit, gold
+
+
+def base_only_git(source: Path, base: str, dest: Path) -> Path:
+    """A `.git` holding the base commit and nothing after it: no other ref, reflog or object."""
+    shutil.rmtree(dest, ignore_errors=True)
+    git(dest.parent, "init", "-q", "-b", "main", str(dest))
+    upload = "git -c uploadpack.allowAnySHA1InWant=true upload-pack"
+    git(dest, "fetch", "-q", "--depth", "1", "--no-tags", f"--upload-pack={upload}", f"file://{source}", base)
+    git(dest, "update-ref", "--no-deref", "refs/heads/main", base)
+    git(dest, "symbolic-ref", "HEAD", "refs/heads/main")
+    (dest / ".git" / "FETCH_HEAD").unlink(missing_ok=True)
+    shutil.rmtree(dest / ".git" / "logs", ignore_errors=True)
+    git(dest, "gc", "-q", "--prune=now")
+    return dest / ".git"
+
+
+def tree_at(repo: Path, base: str, dest: Path) -> Path:
+    """The work tree of `base` in `dest` (no `.git`)."""
+    dest.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(repo), "archive", "--format=tar", base], capture_output=True, check=False)
+    if archive.returncode != 0:
+        raise TaskError(f"{repo} lacks the base commit {base}: {archive.stderr.decode().strip()}")
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
+    return dest

@@ -3,10 +3,10 @@
 A per-instance image is <environment image> + <the repository at the base commit>. Instead, a
 shared instance names the environment image as its `image` and a `repo_archive`: a tar on the
 host holding the work tree at the base commit and a `.git` with that commit alone (made by
-`tasks.mine.base_only_git`: no later commit, ref, reflog or object). Every sandbox the instance
+`tasks.repos.base_only_git`: no later commit, ref, reflog or object). Every sandbox the instance
 gets (the episode's and each grading's, always fresh) has the archive unpacked into its work
 directory at start and every file of the environment's own tree that the commit does not
-track or ignore removed (`inject_repo`, called by `tasks.grading.run_setup`), then HEAD is
+track or ignore removed (`inject_repo`, called by `tasks.grading.grade.run_setup`), then HEAD is
 checked against the base commit. The archive lands in the container's own writable
 layer: nothing is shared between sandboxes but the read-only image.
 
@@ -28,7 +28,7 @@ from sandboxes import SandboxError
 from sandboxes.images import cache_dir
 
 from .errors import TaskError
-from .repos import git
+from .repos import base_only_git, git, tree_at
 
 REPO_ARCHIVE = "repo_archive"  # the instance field: a host path to the repository's tar
 ARCHIVE_FORMAT = "v2"  # in the cached archive's name: bumped when what goes into one changes
@@ -42,14 +42,12 @@ def archive_path(name: str, base_commit: str) -> Path:
 def repo_archive(source: Path, base_commit: str, name: str) -> Path:
     """The tar of the work tree at `base_commit` and its base-only `.git` (index filled), cached by
     name and commit. `source` is any git repository holding the commit."""
-    from .mine import _tree_at, base_only_git
-
     dest = archive_path(name, base_commit)
     if dest.is_file():
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="harness-repo-") as scratch:
-        tree = _tree_at(Path(source), base_commit, Path(scratch) / "tree")
+        tree = tree_at(Path(source), base_commit, Path(scratch) / "tree")
         history = base_only_git(Path(source), base_commit, Path(scratch) / "history")
         shutil.move(str(history), tree / ".git")
         # The index gets the files' stat data here, once; with only whole-second mtimes and sizes

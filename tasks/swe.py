@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from sandboxes.spec import SandboxSpec
 
 from .errors import TaskError
-from .patch_policy import parse_patch
+from .grading.patch_policy import parse_patch, test_list
 from .task import Task
-from .taskset import SWE_REQUIRED_FIELDS
 
+SWE_REQUIRED_FIELDS = ("instance_id", "repo", "base_commit", "patch", "test_patch", "problem_statement")  # of a SWE-bench instance
 WORKDIR = "/testbed"
 SWE_TOOLS = ["bash", "str_replace_editor", "submit"]
 TEST_COMMAND = "python3 -m pytest -rA -p no:cacheprovider --tb=short -o console_output_style=classic"
@@ -33,10 +32,6 @@ attempt. Explore the code, reproduce the problem, fix it, check your fix, then c
 def official_image(instance_id: str, arch: str = "x86_64") -> str:
     """The image name SWE-bench publishes for an instance (for users with a registry)."""
     return f"swebench/sweb.eval.{arch}.{instance_id.replace('__', '_1776_').lower()}:latest"
-
-
-def test_list(value: Any) -> list[str]:
-    return json.loads(value) if isinstance(value, str) else list(value or [])
 
 
 def grading_problems(instance: dict[str, Any]) -> list[tuple[str, str]]:

@@ -15,13 +15,15 @@ import logging
 from pathlib import Path
 from typing import Any, Callable
 
-from sandboxes import Backend
+from sandboxes import Backend, get_backend
 from sandboxes.cache_lock import cache_lock
-from sandboxes.images import BASE_REPOSITORY, cache_dir, recipe_hash
+from sandboxes.images import BASE_REPOSITORY, build_base_image, build_image, cache_dir, image_exists, recipe_hash
 
 from .errors import TaskError
+from .grading.grade import parse_log, run_eval
 from .repos import make_bugged_repo
-from .runlog import atomic_write
+from infra.runlog import atomic_write
+from .shared_env import repo_archive, share
 from .swe import WORKDIR, make_eval_script
 
 log = logging.getLogger(__name__)
@@ -38,8 +40,6 @@ def load_swe_demo(backend: Backend | None = None, on_step: Callable[[str], None]
 
     With `shared`, no instance image: each runs from the base image with its repository put in
     at start (`tasks.shared_env`)."""
-    from sandboxes import get_backend
-
     backend = backend or get_backend("docker")
     return [build_instance(path, backend, on_step, shared) for path in task_dirs()]
 
@@ -91,17 +91,11 @@ def _runnable(instance: dict[str, Any], repo: Path, shared: bool, on_step: Calla
     if not shared:
         _ensure_image(instance, repo, on_step)
         return instance
-    from sandboxes.images import build_base_image
-
-    from .shared_env import repo_archive, share
-
     return share(instance, build_base_image(), repo_archive(repo, instance["base_commit"], instance["instance_id"]))
 
 
 def compute_test_lists(instance: dict[str, Any], backend: Backend) -> dict[str, list[str]]:
     """FAIL_TO_PASS and PASS_TO_PASS from real runs without and with the gold patch."""
-    from .grading import parse_log, run_eval
-
     statuses = []
     for patch in ("", instance["patch"]):
         _, log_text = run_eval(instance, patch, backend)
@@ -126,8 +120,6 @@ def _content_hash(task_dir: Path, package_dir: Path) -> str:
 
 
 def _ensure_image(instance: dict[str, Any], repo: Path, on_step: Callable[[str], None]) -> None:
-    from sandboxes.images import build_base_image, build_image, image_exists
-
     if image_exists(instance["image"]):
         return
     base = build_base_image()

@@ -14,7 +14,7 @@ All instances share ONE image (the harness base image: python3, pytest, git). Th
 repository is created at the start of every sandbox by its `setup_script` (files written into
 /testbed and committed with fixed author and dates, so the commit id is known in advance and
 checked by the script); the episode and the grader both run it, so thousands of instances cost
-no image builds. The grader is the real one (tasks/grading.py) with every check on.
+no image builds. The grader is the real one (tasks/grading/grade.py) with every check on.
 
 Instances are generated deterministically from their split and index. `swe-tiny` (held-out)
 and `swe-tiny-train` share no fix and no problem statement: a fix is the edit that resolves an
@@ -42,6 +42,7 @@ from .errors import TaskError
 from .swe import TEST_COMMAND, WORKDIR, make_eval_script
 
 HELDOUT_SIZE = 200
+VALIDATION_SIZE = 100
 TRAIN_SIZE = 4000
 MODULE = "core.py"
 TEST_FILE = "tests/test_core.py"
@@ -136,16 +137,21 @@ def _fix_rank(fix: tuple[str, str]) -> str:
     return hashlib.sha256(f"swe-tiny-fix\n{fix[0]}\n{fix[1]}".encode()).hexdigest()
 
 
-HELDOUT_FIXES = frozenset(sorted(all_fixes(), key=_fix_rank)[: len(all_fixes()) // 5])
+_RANKED = sorted(all_fixes(), key=_fix_rank)
+HELDOUT_FIXES = frozenset(_RANKED[: len(_RANKED) // 5])
+# A validation split for choosing checkpoints: fixes of its own, in neither training nor the held-out set.
+VALIDATION_FIXES = frozenset(_RANKED[len(_RANKED) // 5 : len(_RANKED) // 5 + len(_RANKED) // 10])
 
 
 def swe_tiny_instances(split: str, count: int | None = None) -> list[dict[str, Any]]:
-    """The `heldout` or `train` instances, generated deterministically."""
+    """The `heldout`, `val` or `train` instances, generated deterministically."""
     if split == "heldout":
         return list(_heldout(count or HELDOUT_SIZE))
+    if split == "val":
+        return list(_validation(count or VALIDATION_SIZE))
     if split == "train":
         return list(_train(count or TRAIN_SIZE))
-    raise TaskError(f"unknown swe-tiny split {split!r}: use 'train' or 'heldout'")
+    raise TaskError(f"unknown swe-tiny split {split!r}: use 'train', 'val' or 'heldout'")
 
 
 @functools.lru_cache(maxsize=4)
@@ -154,8 +160,13 @@ def _heldout(count: int) -> tuple[dict[str, Any], ...]:
 
 
 @functools.lru_cache(maxsize=4)
+def _validation(count: int) -> tuple[dict[str, Any], ...]:
+    return tuple(_distinct("val", count, lambda fix: fix in VALIDATION_FIXES, key="problem_statement"))
+
+
+@functools.lru_cache(maxsize=4)
 def _train(count: int) -> tuple[dict[str, Any], ...]:
-    return tuple(_distinct("train", count, lambda fix: fix not in HELDOUT_FIXES, key="content_key"))
+    return tuple(_distinct("train", count, lambda fix: fix not in HELDOUT_FIXES | VALIDATION_FIXES, key="content_key"))
 
 
 def _distinct(split: str, count: int, allowed: Callable[[tuple[str, str]], bool], key: str) -> list[dict[str, Any]]:

@@ -16,11 +16,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sandboxes.spec import SandboxSpec
+from tasks.arith import arith_tasks
 from tasks.errors import Problem, TaskError, TaskSetError, TaskSourceError
 from tasks.gsm8k import default_gsm8k_source, gsm8k_tasks, read_gsm8k
+from tasks.swe import SWE_REQUIRED_FIELDS, grading_problems, instance_to_task
+from tasks.swe_demo import load_swe_demo
+from tasks.swe_tiny import swe_tiny_tasks
 from tasks.task import Task
-
-SWE_REQUIRED_FIELDS = ("instance_id", "repo", "base_commit", "patch", "test_patch", "problem_statement")  # of a SWE-bench instance
 
 KNOWN_ROLES = ("system", "user", "assistant", "tool")
 SWE_TEST_LISTS = ("FAIL_TO_PASS", "PASS_TO_PASS")
@@ -44,16 +46,11 @@ def _gsm8k_validation(variant: str) -> Callable[[], list[Task]]:
 
 
 def _arith(split: str, variant: str) -> list[Task]:
-    from .arith import arith_tasks
-
     return arith_tasks(split, variant)
 
 
 def _swe_demo(shared: bool = False) -> Callable[[], list[Task]]:
     def load() -> list[Task]:
-        from .swe import instance_to_task
-        from .swe_demo import load_swe_demo
-
         return [instance_to_task(instance) for instance in load_swe_demo(shared=shared)]
 
     return load
@@ -61,8 +58,6 @@ def _swe_demo(shared: bool = False) -> Callable[[], list[Task]]:
 
 def _swe_tiny(split: str, count: int | None = None) -> Callable[[], list[Task]]:
     def load() -> list[Task]:
-        from .swe_tiny import swe_tiny_tasks
-
         return swe_tiny_tasks(split, count)
 
     return load
@@ -74,6 +69,7 @@ register_taskset("swe-demo", _swe_demo())
 register_taskset("swe-demo-shared", _swe_demo(shared=True))  # one base image, each repository put in at start
 register_taskset("swe-tiny", _swe_tiny("heldout"))
 register_taskset("swe-tiny-50", _swe_tiny("heldout", 50))  # the first 50 of swe-tiny: quick evaluations
+register_taskset("swe-tiny-val", _swe_tiny("val"))  # fixes of its own: for choosing checkpoints
 register_taskset("swe-tiny-train", _swe_tiny("train"))
 register_taskset("arith", lambda: _arith("validation", "single"))
 register_taskset("arith-train", lambda: _arith("train", "single"))
@@ -182,8 +178,6 @@ def validate_file(path: str | Path) -> list[Problem]:
     flagged = {p.record for p in problems}
     for number, record in records.items():
         if number not in flagged and isinstance(record, dict) and not _is_skyrl(record):
-            from tasks.swe import grading_problems  # lazy: pulls in the swebench package
-
             problems += [Problem(number, field, message) for field, message in grading_problems(record)]
     return problems
 
@@ -340,8 +334,6 @@ def _to_tasks(records: Mapping[int, dict[str, Any]]) -> tuple[list[Task], list[P
 def _to_task(record: dict[str, Any], position: int) -> Task:
     """One valid record as a Task; SWE-bench instances go through `tasks.swe`."""
     if not _is_skyrl(record):
-        from tasks.swe import instance_to_task  # lazy: tasks.swe pulls in the SWE stack
-
         return instance_to_task(record)
     return Task(
         id=record_id(record, position),

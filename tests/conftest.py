@@ -91,7 +91,18 @@ def overlay_backend(docker_backend):
     return OverlayBackend()
 
 
-@pytest.fixture(params=["docker", "local", "overlay"])
+@pytest.fixture(scope="session")
+def podman_backend(docker_backend):
+    """Containers run by Podman, their images copied from the Docker engine on first use."""
+    import shutil
+
+    require(shutil.which("podman") is not None, "Podman is not installed")
+    from sandboxes.podman_backend import PodmanBackend
+
+    return PodmanBackend()
+
+
+@pytest.fixture(params=["docker", "local", "overlay", "podman"])
 def backend(request):
     return request.getfixturevalue(f"{request.param}_backend")
 

@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_an_installed_wheel_runs_the_commands_that_import_bench(tmp_path):
+def test_an_installed_wheel_runs_the_sandbox_benchmark_without_the_bench_folder(tmp_path):
     source = tmp_path / "source"  # a clean copy: setuptools would reuse a stale build/ in the checkout
     shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".git", "build", "*.egg-info", "__pycache__", "runs", ".venv*"))
     subprocess.run([sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation", "-q",
@@ -27,18 +27,19 @@ def test_an_installed_wheel_runs_the_commands_that_import_bench(tmp_path):
     target = tmp_path / "site"
     with zipfile.ZipFile(wheel) as archive:
         archive.extractall(target)  # what `pip install` puts in site-packages
-    # Outside the checkout, with the wheel's files first on the path: `harness sandbox bench` resolves its
-    # benchmark module from the installed copy (it crashed with "No module named 'bench'" when bench/ was left out).
-    probe = ("import cli, bench.sandbox_bench as b; from typer.main import get_command; "
+    # Outside the checkout, with the wheel's files first on the path: `harness sandbox bench` runs the benchmark
+    # the package holds; bench/ is a folder of benchmarks in the repository, not an installed package.
+    probe = ("import cli, sandboxes.bench as b; from typer.main import get_command; "
              "assert callable(b.main); print(b.__file__); print(sorted(get_command(cli.app).commands['sandbox'].commands))")
     done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(target)})
     assert done.returncode == 0, done.stderr
     where, commands = done.stdout.splitlines()
     assert Path(where).is_relative_to(target) and "bench" in commands
+    assert not (target / "bench").exists()
 
 
-PACKAGES = ("harness", "tasks", "sandboxes", "trainer", "bench")
+PACKAGES = ("harness", "tasks", "sandboxes", "trainer", "infra", "bench")  # bench/: run from the checkout
 # The benchmarks install these peers into virtual environments of their own (docs/benchmarks.md).
 BENCH_PEERS = {"minisweagent", "swerex"}
 

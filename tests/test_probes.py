@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 
 from harness.errors import PolicyError
-from harness.evaluate import trajectory_file
+from harness.trajectory import trajectory_file
 from harness.policies.endpoint import EndpointLimits, EndpointPolicy
 from harness.policy import Sampling
-from tasks.runlog import atomic_write
+from infra.runlog import atomic_write
 from tests.cli_helpers import ROOT, harness, rows_of
 
 
@@ -164,8 +164,8 @@ def test_grading_other_predictions_into_a_used_folder_is_refused(bad_instances, 
 
 
 def test_a_different_predictions_file_is_a_different_grading_run(tmp_path):
-    from tasks.grade_run import grade_identity, load_predictions
-    from tasks.rundir import RunMismatch, open_run
+    from tasks.grading.predictions import grade_identity, load_predictions
+    from infra.rundir import RunMismatch, open_run
 
     instances = [{"instance_id": "a__b-1"}]
     paths = []

@@ -27,7 +27,7 @@ from typing import get_args
 import torch
 from torch import Tensor, nn
 
-from tasks.registry import Registry, RegistryError
+from infra.plugins import Registry, RegistryError
 
 from .choices import AdvantageMethod, Aggregation, KLType
 from .errors import ConfigError

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Literal, get_args
 
 from tasks.gsm8k import Mode as RewardMode  # noqa: F401  (spelled once, where the GSM8K reward reads it)
-from tasks.patch_policy import GradingMode  # noqa: F401  (spelled once, where the patch review reads it)
+from tasks.grading.patch_policy import GradingMode  # noqa: F401  (spelled once, where the patch review reads it)
 
 #: Built-in group-relative advantage estimators (plugins register more by name).
 AdvantageMethod = Literal["grpo", "dr_grpo", "rloo"]
@@ -18,7 +18,7 @@ Aggregation = Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_n
 KLType = Literal["k1", "k3"]
 Scheduler = Literal["constant", "cosine", "linear"]
 Strategy = Literal["single", "fsdp2"]
-SandboxBackend = Literal["auto", "docker", "local", "overlay"]
+SandboxBackend = Literal["auto", "docker", "local", "overlay", "podman"]
 InferenceBackend = Literal["transformers", "vllm"]
 WeightSync = Literal["load", "disk", "nccl"]
 LoggerBackend = Literal["jsonl", "tensorboard", "wandb"]

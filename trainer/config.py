@@ -169,6 +169,10 @@ class SFTWarmupConfig(Section):
     batch_size: Int | None = Field(None, ge=1)
     #: Stop the warm-up after this many optimizer steps even if epochs remain (a partial warm start); null = no cap.
     max_steps: Int | None = Field(None, ge=1)
+    #: Every this many warm-up steps (and after the last), evaluate on `data.val_data` (greedy) and save the model as
+    #: `checkpoints/sft_step_N/`; `checkpoints/sft_best` names the best one (validation pass rate, earliest on a tie),
+    #: for choosing the warm start on a validation split. null = no evaluation during the warm-up.
+    eval_interval: Int | None = Field(None, ge=1)
 
 
 class AsyncConfig(Section):
@@ -358,6 +362,10 @@ KNOWN_ALIASES: dict[str, str] = {
 # ----------------------------------------------------------------------------- loading
 
 
+def _translation() -> Translation:
+    return Translation(placement_keys=frozenset(PlacementConfig.model_fields))
+
+
 def load_config(path: str | os.PathLike[str] | None, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
     """Read the YAML at `path` (or start empty), apply `a.b.c=value` overrides in order, validate and resolve.
 
@@ -367,7 +375,7 @@ def load_config(path: str | os.PathLike[str] | None, overrides: list[str] | tupl
     raw: dict[str, Any] = {}
     if path is not None:
         raw = _read_yaml(Path(path).expanduser())
-    translation = Translation()  # SkyRL's keys, in the file and in the overrides, become ours
+    translation = _translation()  # SkyRL's keys, in the file and in the overrides, become ours
     raw = translation.apply(_shorthands(raw))
     for override in overrides:
         stage: dict[str, Any] = {}
@@ -390,7 +398,7 @@ def config_from_dict(raw: Mapping[str, Any], default_run_name: str = "train", so
     SkyRL's key names are accepted too (`trainer/skyrl_compat.py`); `translation` carries what
     `load_config` already translated."""
     if translation is None:
-        translation = Translation()
+        translation = _translation()
         raw = translation.apply(_shorthands(dict(raw)))
     raw = translation.finish(_shorthands(dict(raw)))
     problems: list[str] = list(translation.problems)
@@ -659,6 +667,8 @@ def _check(config: TrainConfig) -> list[str]:
                         f"generator.max_context ({g.max_context})")
     if t.max_steps == 0 and t.sft_warmup is None:
         problems.append("trainer.max_steps: 0 runs only the SFT warm-up, and trainer.sft_warmup is not set")
+    if t.sft_warmup is not None and t.sft_warmup.eval_interval and not config.data.val_data:
+        problems.append("trainer.sft_warmup.eval_interval: evaluates on data.val_data, which is empty")
     if t.sft_warmup is not None and not t.sft_warmup.data:
         problems.append("trainer.sft_warmup.data: required when trainer.sft_warmup is set; "
                         "give trajectory datasets, or remove trainer.sft_warmup")

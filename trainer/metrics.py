@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tasks.runlog import append_row, drop_partial_line, read_rows, rewrite_rows
+from infra.runlog import append_row, drop_partial_line, read_rows, rewrite_rows
 
 from .errors import ConfigError
 

@@ -27,10 +27,10 @@ from harness.episode import EpisodeLimits
 from harness.policy import Sampling
 from harness.scaffolds import get_scaffold
 from harness.trajectory import infrastructure_failure
-from tasks.registry import PLUGINS_ENV, RegistryError, load_plugins
-from tasks.runlog import rewrite_rows
+from infra.plugins import PLUGINS_ENV, RegistryError, load_plugins
+from infra.runlog import rewrite_rows
 from tasks.task import Task
-from tasks.grading import with_grading_mode
+from tasks.grading.grade import with_grading_mode
 from tasks.gsm8k import with_reward_mode
 from tasks.taskset import load_tasks
 
@@ -187,7 +187,7 @@ def train(cfg: TrainConfig, on_step: Callable[[int, dict], None] = lambda step, 
             _truncate_metrics(run_dir, step)
             log.info("resumed from %s (step %d)", resume_from, step)
         elif cfg.trainer.sft_warmup is not None:
-            _sft_warmup(cfg, learner, engines, train_tasks, logger)
+            _sft_warmup(cfg, learner, engines, train_tasks, logger, workers, val_tasks, run_dir)
             if cfg.trainer.algorithm.kl_coef > 0 and not cfg.trainer.ref.model.path:
                 learner.anchor_reference(anchored)
         if step == 0 and val_tasks:
@@ -299,7 +299,8 @@ def validate(cfg: TrainConfig, workers, tasks: list[Task]) -> dict[str, float]:
             "val/infra_failures": float(len(trajectories) - len(rewards))}
 
 
-def _sft_warmup(cfg: TrainConfig, learner, engines, train_tasks: list[Task], logger: MetricsLogger) -> None:
+def _sft_warmup(cfg: TrainConfig, learner, engines, train_tasks: list[Task], logger: MetricsLogger,
+                workers, val_tasks: list[Task], run_dir: Path) -> None:
     from transformers import AutoTokenizer
 
     from .sft import examples_from_parquet, examples_from_tasks, make_batches
@@ -316,12 +317,28 @@ def _sft_warmup(cfg: TrainConfig, learner, engines, train_tasks: list[Task], log
     batches = (batch for epoch in range(warm.epochs) for batch in make_batches(examples, size, pad_id, cfg.trainer.seed + epoch))
     total = warm.epochs * -(-len(examples) // size)
     total = min(total, warm.max_steps) if warm.max_steps else total
+    best = None  # (validation pass rate, step)
     for number, batch in enumerate(itertools.islice(batches, warm.max_steps), start=1):
         lr = warm.learning_rate * lr_factor(number - 1, 0, total, warm.lr_scheduler)
-        metrics = learner.sft_step(batch, lr)
+        clock = time.monotonic()
+        metrics = learner.sft_step(batch, lr) | {"sft/step_s": time.monotonic() - clock}
+        if warm.eval_interval and (number % warm.eval_interval == 0 or number == total):
+            best = max(best or (-1.0, 0), _sft_checkpoint(cfg, learner, engines, workers, val_tasks, run_dir, number, metrics),
+                       key=lambda result: (result[0], -result[1]))
+            (run_dir / "checkpoints" / "sft_best").write_text(f"sft_step_{best[1]}\n")
         logger.log(0, {**metrics, "sft/step": number, "sft/lr": lr})
     learner.reset_optimizer()
     sync_weights(cfg.inference.weight_sync, learner, engines, cfg.trainer.deadlines.weight_sync_s)
+
+
+def _sft_checkpoint(cfg: TrainConfig, learner, engines, workers, val_tasks: list[Task], run_dir: Path, number: int,
+                    metrics: dict) -> tuple[float, int]:
+    """Validate the warm-up's model so far and save it as `checkpoints/sft_step_N`; adds `sft/val_*` to `metrics`."""
+    sync_weights(cfg.inference.weight_sync, learner, engines, cfg.trainer.deadlines.weight_sync_s)
+    scores = validate(cfg, workers, val_tasks)
+    metrics.update({key.replace("val/", "sft/val_"): value for key, value in scores.items()})
+    learner.save_model(run_dir / "checkpoints" / f"sft_step_{number}")
+    return scores["val/pass_rate"], number
 
 
 def _resume_point(cfg: TrainConfig, run_dir: Path) -> Path | None:

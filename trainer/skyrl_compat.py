@@ -15,7 +15,7 @@ is absent means our default, not SkyRL's (e.g. no KL penalty unless `use_kl_loss
 
 Use::
 
-    translation = Translation()
+    translation = Translation(placement_keys=frozenset(PlacementConfig.model_fields))
     raw = translation.apply(raw)             # the YAML, then each override the same way
     raw = translation.finish(raw)            # keys that combine (KL switch and coefficient, GPUs)
     translation.notes, translation.problems
@@ -270,6 +270,8 @@ def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 class Translation:
     """Translates SkyRL keys in one raw config after another (the YAML, then each override)."""
 
+    #: Our own keys under `trainer.placement`, a section SkyRL also has (colocate, ...): they pass through.
+    placement_keys: frozenset[str] = frozenset()
     notes: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     #: SkyRL keys that combine with others, by their SkyRL path; resolved in `finish`.
@@ -298,12 +300,9 @@ class Translation:
                 _delete(out, path)
         return out
 
-    @staticmethod
-    def _ours(path: str) -> bool:
+    def _ours(self, path: str) -> bool:
         """Keys of our own schema under a section SkyRL also has (trainer.placement.colocate, ...)."""
-        from .config import PlacementConfig  # config.py imports this module
-
-        return path.removeprefix("trainer.placement.") in PlacementConfig.model_fields
+        return path.removeprefix("trainer.placement.") in self.placement_keys
 
     def _one(self, out: dict[str, Any], path: str, value: Any, alias: Alias) -> None:
         try:

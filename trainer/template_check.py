@@ -101,7 +101,7 @@ def check_template(tokenizer, checkpoint: str = "") -> TemplateReport:
         report.add("end of turn", False, str(err))
         return report
     report.add("end of turn", True, f"a reply ends with {end!r}")
-    messages, tools = conversation("<think>" in source), schemas(list(TOOLS))
+    messages, tools = conversation(_reasons(tokenizer, source)), schemas(list(TOOLS))
     if not _tools_rendered(report, tokenizer, messages[:2], tools):
         return report
     if not report.add("tool-call format", tool_format is not None,
@@ -118,6 +118,19 @@ def check_template(tokenizer, checkpoint: str = "") -> TemplateReport:
     _history(report, tokenizer, messages, tools, ledger)
     _content_none(report, tokenizer, messages, tools)
     return report
+
+
+def _reasons(tokenizer, source: str) -> bool:
+    """Whether the scripted replies carry reasoning: the template knows `<think>` and its generation prompt leaves the
+    block open (Qwen3.5's no-thinking template closes an empty one there: its replies have none)."""
+    if "<think>" not in source:
+        return False
+    question = [{"role": "user", "content": "Hello"}]
+    try:
+        prompt = checked_render(tokenizer, question, None, True, False)[len(checked_render(tokenizer, question, None, False, False)):]
+    except TemplateError:
+        return True  # the checks that follow report the error
+    return "</think>" not in prompt
 
 
 def _tools_rendered(report: TemplateReport, tokenizer, prompt, tools) -> bool:

@@ -19,7 +19,7 @@ from harness.episode import EpisodeLimits, run_episode
 from harness.scaffolds import OWN_LOOP, get_scaffold
 from harness.policy import Completion, Policy, Sampling
 from harness.trajectory import Trajectory
-from tasks.registry import load_env_plugins
+from infra.plugins import load_env_plugins
 from tasks.task import Task
 
 from harness.batching import shared_policy
@@ -165,6 +165,13 @@ class LearnerActor:
         weights = self.learner.weights()  # every rank takes part in gathering
         return str(save_weights(Path(folder), self.learner.model, self.tokenizer, weights)) if self.rank == 0 else None
 
+    def save_model(self, folder) -> str | None:
+        """The current weights as a Hugging Face folder (no trainer state); rank 0 writes it."""
+        from .checkpoint import save_weights
+
+        weights = self.learner.weights()  # every rank takes part in gathering
+        return str(save_weights(Path(folder), self.learner.model, self.tokenizer, weights)) if self.rank == 0 else None
+
     def init_weight_sender(self, host: str, port: int, world_size: int) -> bool:
         """`inference.weight_sync: nccl`: rank 0 joins the engines' group as its rank 0."""
         from .weight_sync import WeightSender
@@ -243,6 +250,9 @@ class LearnerGroup:
 
     def save(self, run_dir, step: int, extra: dict[str, Any]) -> str:
         return self._get([actor.save.remote(run_dir, step, extra) for actor in self.actors])[0]
+
+    def save_model(self, folder) -> str:
+        return self._get([actor.save_model.remote(folder) for actor in self.actors])[0]
 
     def load_state(self, state: dict[str, Any]) -> None:
         self._get([actor.load_state.remote(state) for actor in self.actors])

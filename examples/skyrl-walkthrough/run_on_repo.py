@@ -29,7 +29,7 @@ def main() -> None:
     parser.add_argument("--test", default=None, help="a command that exits 0 when the request is met")
     parser.add_argument("--max-turns", type=int, default=30)
     parser.add_argument("--max-tokens", type=int, default=1024, help="tokens per assistant turn")
-    parser.add_argument("--runtime", default="docker", choices=["docker", "local", "auto"])
+    parser.add_argument("--runtime", default="docker", choices=["docker", "local", "overlay", "podman", "auto", "openhands"])
     parser.add_argument("--patch-out", default=None, help="write the agent's patch here")
     args = parser.parse_args()
 

@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from sandboxes import Backend, Sandbox
-from tasks.registry import Registry, RegistryError
+from infra.plugins import Registry, RegistryError
 from tasks.task import Task
 
 from ..environments import Environment
 from ..errors import HarnessError
 from ..policy import Completion
+from ..skyrl_adapter import skyrl_environment
 
 OUTCOMES = ("answer", "patch")
 GoldTurns = Callable[[Task, bool], list[Completion]]  # (task, use_tools) -> the reference turns
@@ -44,9 +45,7 @@ def _as_kind(name: str, obj: Any) -> TaskKind:
     if isinstance(obj, type) and issubclass(obj, Environment):
         return TaskKind(name, obj)
     if isinstance(obj, type) and callable(getattr(obj, "step", None)) and callable(getattr(obj, "init", None)):
-        from ..skyrl_adapter import skyrl_kind
-
-        return skyrl_kind(name, obj)
+        return TaskKind(name, skyrl_environment(obj))
     raise RegistryError(f"task kind {name!r} names {obj!r}: expected a TaskKind, an Environment subclass or a BaseTextEnv class")
 
 
@@ -59,6 +58,11 @@ def register_kind(name: str, environment: type[Environment], *, outcome: str = "
     kind = TaskKind(name, environment, outcome, gold, reward)
     KINDS.register(name, kind, replace=replace)
     return kind
+
+
+def register_skyrl_env(name: str, text_env_class: type, replace: bool = False) -> TaskKind:
+    """Make tasks with `env_class: name` run in `text_env_class`, a skyrl-gym BaseTextEnv subclass."""
+    return KINDS.register(name, TaskKind(name, skyrl_environment(text_env_class)), replace=replace)
 
 
 def kind_of(task: Task) -> TaskKind:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tasks.grading import run_setup
+from tasks.grading.grade import run_setup
 from tasks.task import Reward, Task
 from tasks.user_repo import diff_against
 

@@ -16,7 +16,8 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from ..errors import PolicyError
-from ..policy import Completion, Policy, Sampling, ToolCall
+from ..parsing import ToolCall
+from ..policy import Completion, Policy, Sampling
 
 RETRYABLE = (408, 409, 429, 500, 502, 503, 504)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from tasks.registry import Registry, import_path
+from infra.plugins import Registry, import_path
 
 from ..checkpoints import is_gguf, resolve_checkpoint
 from ..errors import PolicyError

@@ -10,7 +10,8 @@ import json
 from pathlib import Path
 
 from ..errors import PolicyError
-from ..policy import Completion, Policy, Sampling, ToolCall, tool_turn
+from ..parsing import ToolCall
+from ..policy import Completion, Policy, Sampling, tool_turn
 from ..trajectory import Trajectory
 
 

@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from tasks.registry import Registry, RegistryError
+from infra.plugins import Registry, RegistryError
 
 from ..errors import HarnessError
-from ..policy import Completion, ToolCall
+from ..parsing import ToolCall
+from ..policy import Completion
 
 PROGRAMS = Path(__file__).parent / "programs"  # on the scaffold's PYTHONPATH: harness_shell and the built-in runners
 OWN_LOOP = "harness"
@@ -55,6 +56,25 @@ def text_action(block: str, submit: str) -> Callable[[Completion], Completion]:
         command = " && ".join(c if c is not None else submit for c in commands)
         return Completion(text=f"THOUGHT: the reference solution's next step.\n\n```{block}\n{command}\n```\n",
                           finish_reason="stop", prompt_tokens=completion.prompt_tokens)
+
+    return express
+
+
+def tool_action(names: dict[str, str], submit: ToolCall) -> Callable[[Completion], Completion]:
+    """Scripted turns as native tool calls of a scaffold whose tools share our schemas under other names
+    (`names`: ours -> its); `submit` is its call that submits."""
+
+    def express(completion: Completion) -> Completion:
+        calls = []
+        for call in completion.tool_calls or []:
+            if call.name == "submit":
+                calls.append(ToolCall(call.id, submit.name, submit.arguments))
+            elif call.name in names:
+                calls.append(ToolCall(call.id, names[call.name], call.arguments))
+            else:
+                raise HarnessError(f"a scripted `{call.name}` call has no equivalent among the scaffold's tools")
+        return Completion(text="The reference solution's next step.", tool_calls=calls, finish_reason="tool_calls",
+                          prompt_tokens=completion.prompt_tokens)
 
     return express
 
@@ -108,6 +128,20 @@ def _mini_swe_agent_python() -> str:
 
     return os.environ.get("HARNESS_MINI_SWE_AGENT_PYTHON") or str(venv_python(MINI_SWE_AGENT))
 
+
+def _openhands_python() -> str:
+    """$HARNESS_OPENHANDS_PYTHON (a Python 3.12 with openhands-sdk and openhands-tools), else its own venv in the cache."""
+    from .venvs import OPENHANDS, venv_python
+
+    return os.environ.get("HARNESS_OPENHANDS_PYTHON") or str(venv_python(OPENHANDS))
+
+
+register_scaffold(Scaffold(
+    "openhands",
+    lambda: [_openhands_python(), str(PROGRAMS / "openhands_agent.py")],
+    express=tool_action({"bash": "terminal", "str_replace_editor": "file_editor"},
+                        ToolCall("finish", "finish", json.dumps({"message": "Done."}))),
+))
 
 register_scaffold(Scaffold(
     "mini-swe-agent",

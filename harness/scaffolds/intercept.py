@@ -94,6 +94,15 @@ def _comparable(message: dict[str, Any]) -> Any:
     return message.get("role"), message.get("content") or "", calls
 
 
+def _openai_message(message: dict[str, Any]) -> dict[str, Any]:
+    """A request message as OpenAI writes it: tool-call arguments as JSON text (the server gives templates objects)."""
+    if not message.get("tool_calls"):
+        return message
+    calls = [{**call, "function": {**call["function"], "arguments": json.dumps(call["function"]["arguments"])}}
+             if isinstance(call.get("function", {}).get("arguments"), dict) else call for call in message["tool_calls"]]
+    return {**message, "tool_calls": calls}
+
+
 def _kept_prefix(before: list, now: list) -> int:
     """How many leading items of `now` equal those of `before` (messages compared as `_comparable`)."""
     count = 0
@@ -163,7 +172,7 @@ class EpisodeEndpoint:
         if self.tokens is not None:
             self.tokens.add(request.messages, completion, answer)
             segment = len(self.tokens.segments)
-        self.messages = [*request.messages, answer]
+        self.messages = [*map(_openai_message, request.messages), answer]
         self.calls.append({
             "call": call, "policy_s": round(time.monotonic() - started, 4), "finish_reason": completion.finish_reason,
             # the engine's prompt: the first `prompt_length` ids of token segment `segment`

@@ -15,6 +15,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -32,6 +33,9 @@ if TYPE_CHECKING:
 
 SUBMIT_GRACE = 10.0  # seconds a scaffold may take to exit once it submitted
 LOG = "scaffold.log"
+# Kills the scaffold's process group (argv[1]) when its stdin, a pipe from the harness, closes without a byte:
+# the harness died, even by SIGKILL, so nothing of it outlives the harness.
+WATCHDOG = "import os,signal,sys\nif not os.read(0, 1):\n    try: os.killpg(int(sys.argv[1]), signal.SIGKILL)\n    except OSError: pass\n"
 
 _LIVE: set[int] = set()  # process groups of running scaffolds, killed at exit
 _LIVE_LOCK = threading.Lock()
@@ -93,6 +97,10 @@ def launch(argv: list[str], variables: dict[str, str], folder: Path, deadline: f
     except OSError as err:
         (folder / LOG).write_text(f"cannot start {argv[0]}: {err}\n")
         return Exit(127)
+    watch, alive = os.pipe()
+    watchdog = subprocess.Popen([sys.executable, "-I", "-S", "-c", WATCHDOG, str(process.pid)], stdin=watch,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    os.close(watch)
     with _LIVE_LOCK:
         _LIVE.add(process.pid)
     flooded = threading.Event()
@@ -121,6 +129,9 @@ def launch(argv: list[str], variables: dict[str, str], folder: Path, deadline: f
     finally:
         _kill_group(process.pid)
         process.wait()
+        os.write(alive, b"x")  # the group is gone: the watchdog leaves without killing (its id may be reused)
+        os.close(alive)
+        watchdog.wait()
         reader.join(timeout=5)
         with _LIVE_LOCK:
             _LIVE.discard(process.pid)

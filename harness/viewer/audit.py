@@ -14,7 +14,7 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any, Iterator
 
-from tasks.patch_policy import is_test_path
+from tasks.grading.patch_policy import is_test_path
 
 from .shell_words import shell_writes, split_heredocs
 
@@ -43,8 +43,13 @@ class Flag:
         return asdict(self)
 
 
+# other scaffolds' names for our tools (OpenHands: the same schemas)
+TOOL_NAMES = {"terminal": "bash", "file_editor": "str_replace_editor", "finish": "submit"}
+
+
 def tool_calls(trajectory: dict[str, Any]) -> Iterator[tuple[int, str, dict[str, Any]]]:
     """(message index, tool name, arguments) of every tool call the policy made."""
+    native = False
     for number, message in enumerate(trajectory.get("messages") or []):
         for call in message.get("tool_calls") or []:
             function = call.get("function") or {}
@@ -54,8 +59,12 @@ def tool_calls(trajectory: dict[str, Any]) -> Iterator[tuple[int, str, dict[str,
                     arguments = json.loads(arguments)
                 except json.JSONDecodeError:
                     arguments = {"raw": arguments}
-            yield number, function.get("name", ""), arguments if isinstance(arguments, dict) else {"raw": arguments}
-    # a scaffold's actions are its own text format: what it ran in the sandbox is what counts (harness.scaffolds)
+            native = True
+            name = function.get("name", "")
+            yield number, TOOL_NAMES.get(name, name), arguments if isinstance(arguments, dict) else {"raw": arguments}
+    # a scaffold whose actions are its own text format (no tool calls): what it ran in the sandbox is what counts
+    if native:
+        return
     scaffold = (trajectory.get("metadata") or {}).get("scaffold") or {}
     answers = [i for i, m in enumerate(trajectory.get("messages") or []) if m.get("role") == "assistant"]
     for run in scaffold.get("commands") or []:

@@ -153,7 +153,7 @@ def tokens(trajectory: dict[str, Any], tokenizer_path: str | None) -> str:
     """Each token with its loss mask (policy tokens tinted by probability) and logprob on hover."""
     ids = trajectory.get("token_ids")
     if not ids:
-        return '<p class="muted">no token record (only local models keep one)</p>'
+        return '<p class="muted">no token record (only in-process models keep one)</p>'
     mask = trajectory.get("loss_mask") or [0] * len(ids)
     logprobs = trajectory.get("logprobs") or [0.0] * len(ids)
     tokenizer = _tokenizer(tokenizer_path) if tokenizer_path else None

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import HarnessError
-from ..evaluate import trajectory_file
+from ..trajectory import trajectory_file
 from ..trajectory_formats import TrajectoryFormatError, read_trajectory_file, trajectory_files
 
 

@@ -23,7 +23,8 @@ from pathlib import Path
 
 from ..base import oom_kill_count
 from ..spec import SandboxSpec, parse_bytes
-from .process import kill, read_text
+from ..cgroupfs import cgroup_mounts, process_groups, read_text, write_control
+from .process import kill
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +107,7 @@ class SandboxCgroups:
         done = False
         for group, version in self.versions.items():
             if version == 2:
-                done |= _write(group / "cgroup.freeze", "1" if frozen else "0")
+                done |= write_control(group / "cgroup.freeze", "1" if frozen else "0")
         return done
 
     def remove(self) -> None:
@@ -116,10 +117,10 @@ class SandboxCgroups:
 def remove_groups(groups: list[Path]) -> None:
     """Kill whatever still runs in the groups (only a sandbox's processes), then remove them."""
     for group in groups:
-        if not _write(group / "cgroup.kill", "1"):  # v2 (Linux 5.14+): the kernel kills them all at once
+        if not write_control(group / "cgroup.kill", "1"):  # v2 (Linux 5.14+): the kernel kills them all at once
             for pid in read_text(group / "cgroup.procs").split():
                 kill(int(pid))
-        _write(group / "cgroup.freeze", "0")  # a frozen process dies only once thawed
+        write_control(group / "cgroup.freeze", "0")  # a frozen process dies only once thawed
     deadline = time.monotonic() + 5.0
     for group in groups:
         while group.exists():
@@ -154,8 +155,8 @@ def _make_group(hierarchy: Hierarchy, name: str, spec: SandboxSpec) -> Path:
 def host_hierarchies() -> tuple[tuple[Hierarchy, ...], tuple[str, ...]]:
     """Where this process's sandboxes get their groups, and what keeps any controller from them.
     Found once per process (a forked child shares the answer; it is in the same groups)."""
-    mounts = _cgroup_mounts()
-    own = _own_groups()
+    mounts = cgroup_mounts()
+    own = process_groups()
     hierarchies, problems, on_v2 = [], [], []
     for controller in CONTROLLERS:
         v1 = next((point for point, options in mounts[1] if controller in options), None)
@@ -225,43 +226,6 @@ def _enable(group: Path, controllers: list[str]) -> tuple[list[str], int | None]
         except OSError as err:
             failure = err.errno
     return enabled, failure
-
-
-def _cgroup_mounts() -> dict[int, list[tuple[Path, set[str]]]]:
-    """{1: [(mount point, its controllers)], 2: [(mount point, set())]} from /proc/self/mountinfo.
-    A mount whose root is not the hierarchy's root (a bind mount) is skipped."""
-    mounts: dict[int, list[tuple[Path, set[str]]]] = {1: [], 2: []}
-    for line in read_text(Path("/proc/self/mountinfo")).splitlines():
-        fields = line.split()
-        if " - " not in line or len(fields) < 5 or fields[3] != "/":
-            continue
-        fstype, _, options = line.split(" - ", 1)[1].split()[:3]
-        if fstype == "cgroup2":
-            mounts[2].append((Path(fields[4]), set()))
-        elif fstype == "cgroup":
-            mounts[1].append((Path(fields[4]), set(options.split(","))))
-    return mounts
-
-
-def _own_groups() -> dict[str, str]:
-    """This process's group per v1 controller, and under "" its v2 group (/proc/self/cgroup)."""
-    own = {}
-    for line in read_text(Path("/proc/self/cgroup")).splitlines():
-        hierarchy_id, controllers, path = line.split(":", 2)
-        if hierarchy_id == "0" and not controllers:
-            own[""] = path
-        for controller in controllers.split(","):
-            if controller:
-                own[controller] = path
-    return own
-
-
-def _write(path: Path, value: str) -> bool:
-    try:
-        path.write_text(value)
-        return True
-    except OSError:
-        return False
 
 
 _warned: set[str] = set()

@@ -14,8 +14,9 @@ or not at all: layers are unpacked into `<sha256>.partial-<host>-<pid>` and rena
 image records are written last, so a crash, a corrupt layer or a full disk leaves nothing
 half made (and `prune` removes the partial folders of dead processes).
 
-Images come from a Docker engine (`docker save`) the first time they are used, or from an
-image archive named by absolute path: `docker save`'s format or an OCI image layout, tar or
+Images come from a Docker engine the first time they are used: its overlay2 store's own layer
+folders where this process may read them (root on the engine's host), else `docker save`; or
+from an image archive named by absolute path: `docker save`'s format or an OCI image layout, tar or
 gzip layers (hosts without an engine, users without access to one, clusters with images as
 files). The archive's digest is the sha256 of its bytes.
 """
@@ -144,10 +145,42 @@ class ImageStore:
             details = api.inspect_image(digest)
             config = details.get("Config") or {}
             layers = [_hex(layer) for layer in (details.get("RootFS") or {}).get("Layers") or []]
-            if not layers or not all(self._layer(layer).is_dir() for layer in layers):
+            if not layers or not (all(self._layer(layer).is_dir() for layer in layers) or self._use_engine_layers(details, layers)):
                 _, layers = self._read_archive(_ChunkReader(api.get_image(digest)), f"the image {digest[:19]}")
         env = dict(item.partition("=")[::2] for item in config.get("Env") or [])
         _write_atomically(record, json.dumps({"digest": digest, "layers": layers, "env": env, "user": config.get("User") or ""}))
+
+    def _use_engine_layers(self, details: dict, layers: list[str]) -> bool:
+        """Use the image's layers where the engine's overlay2 store holds them, already unpacked with
+        overlayfs's own whiteouts: each stored layer is a symlink to the engine's folder, so no `docker
+        save` and nothing copied. Only for root on the engine's host; False where it cannot, and the
+        image is read from `docker save` instead. Sandboxes only ever read these folders. Removing the
+        image from the engine leaves dangling links: the next first use saves it again."""
+        driver = details.get("GraphDriver") or {}
+        data = driver.get("Data") or {}
+        if os.geteuid() != 0 or driver.get("Name") != "overlay2" or not data.get("UpperDir"):
+            return False
+        folders = [data["UpperDir"], *(data.get("LowerDir") or "").split(":")][::-1]  # bottom first, as `layers`
+        folders = [Path(folder) for folder in folders if folder]
+        if len(folders) != len(layers) or not all(folder.is_dir() for folder in folders):
+            return False
+        for layer, folder in zip(layers, folders):
+            target = self._layer(layer)
+            with self._lock_of(target.name):
+                if target.is_dir():
+                    continue
+                staging = target.with_name(f"{target.name}.partial-{_owner()}")
+                remove_tree(staging)
+                if os.path.lexists(target):  # a link whose folder the engine removed since
+                    target.unlink()
+                try:
+                    staging.symlink_to(folder, target_is_directory=True)
+                    staging.rename(target)
+                except OSError:
+                    staging.unlink(missing_ok=True)
+                    if not target.is_dir():
+                        return False
+        return True
 
     def _read_archive(self, stream, what: str) -> tuple[dict, list[str]]:
         """Unpack every layer of a `docker save` or OCI archive read from `stream`: (the image's

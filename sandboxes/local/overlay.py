@@ -13,7 +13,9 @@ layers of the snapshot it was forked from under it (lower layers are never writt
 are safe): each snapshot stands alone, and forks mount its layers over the image's.
 
 The image's Env comes before the spec's env and its User is the user where the spec names none;
-the spec's workdir is where the shell starts (made if the image lacks it), as with Docker.
+the spec's workdir is where the shell starts (made if the image lacks it), and /etc/hosts and
+/etc/hostname are the sandbox's own (bound in, never part of a snapshot), as with Docker. With
+`spec.read_only` everything but the workdir and /tmp is read-only (writes there still go to `upper`).
 """
 
 from __future__ import annotations
@@ -35,8 +37,19 @@ from .image_store import ImageStore, UnpackedImage
 from .process import bwrap_command
 from .sandbox import SNAPSHOT_META, BwrapSandbox, LocalBackend, _read_json
 
-# Runs as root of the new mount namespace: mount the overlay, then become bwrap.
-_MOUNT_THEN_EXEC = 'mount -t overlay overlay -o "$1" "$2" || exit 125; shift 2; exec "$@"'
+# Runs as root of the new mount namespace: mount the overlay (options, mount point), make the folders
+# named before `--` in it, then become bwrap.
+_MOUNT_THEN_EXEC = ('mount -t overlay overlay -o "$1" "$2" || exit 125; root=$2; shift 2; '
+                    'while [ "$1" != -- ]; do mkdir -p "$root$1" || exit 125; shift; done; shift; exec "$@"')
+# What Docker binds at /etc/hosts of a container without a network: images seldom have their own,
+# and tests that serve on "localhost" need it to resolve.
+HOSTS = """127.0.0.1\tlocalhost
+::1\tlocalhost ip6-localhost ip6-loopback
+fe00::0\tip6-localnet
+ff00::0\tip6-mcastprefix
+ff02::1\tip6-allnodes
+ff02::2\tip6-allrouters
+"""
 
 
 class OverlaySandbox(BwrapSandbox):
@@ -52,6 +65,8 @@ class OverlaySandbox(BwrapSandbox):
     def _make_filesystem(self) -> None:
         for part in ("upper", "work", "merged"):
             (self.dir / part).mkdir()
+        (self.dir / "hosts").write_text(HOSTS)
+        (self.dir / "hostname").write_text(self.id + "\n")
 
     def _writable(self) -> list[Path]:
         return [self.dir / "upper"]
@@ -64,10 +79,14 @@ class OverlaySandbox(BwrapSandbox):
             *(["userxattr"] if os.geteuid() != 0 else []),
         ])
         merged = str(self.dir / "merged")
-        filesystem = ["--bind", merged, "/", "--dir", self.spec.workdir]
+        filesystem = ["--bind", merged, "/", "--dir", self.spec.workdir,
+                      *(arg for name in ("hosts", "hostname") for arg in ("--bind", str(self.dir / name), f"/etc/{name}"))]
+        writable = [self.spec.workdir, "/tmp"] if self.spec.read_only else []
+        for folder in writable:  # in a read-only root, binds of the overlay's own folders stay writable
+            filesystem += ["--bind", merged + folder, folder]
         inner = bwrap_command(self.spec, filesystem, self.image.passwd_root(), self.id, info_fd, self.image.env,
-                              read_only_root=False)
-        return [*namespaces(), "sh", "-c", _MOUNT_THEN_EXEC, "sh", options, merged, *inner]
+                              read_only_root=self.spec.read_only)
+        return [*namespaces(), "sh", "-c", _MOUNT_THEN_EXEC, "sh", options, merged, *writable, "--", *inner]
 
     def _snapshot(self, cwd: str, env: dict[str, str]) -> Snapshot:
         folder = self._new_snapshot_folder()
@@ -100,8 +119,6 @@ class OverlayBackend(LocalBackend):
     def create(self, spec: SandboxSpec) -> OverlaySandbox:
         """`spec.image`: an image name or id, or a root filesystem's tar archive by absolute path (unpacked
         on first use), or a snapshot's directory."""
-        if spec.read_only:
-            raise SandboxError("the overlay backend has no read-only root: every sandbox writes to its own layer")
         folder = Path(spec.image)
         if folder.is_absolute() and folder.is_dir():
             meta = _read_json(folder / SNAPSHOT_META)

@@ -16,6 +16,7 @@ from concurrent.futures import Future
 from pathlib import Path
 
 from ..base import SHELL_CAPS
+from ..cgroupfs import read_text
 from ..errors import SandboxError
 from ..images import PATH
 from ..shell import wait_readable
@@ -204,13 +205,6 @@ def kill(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
     except OSError:
         pass
-
-
-def read_text(path: Path) -> str:
-    try:
-        return path.read_text()
-    except OSError:
-        return ""
 
 
 def bwrap_command(spec: SandboxSpec, filesystem: list[str], users_root: Path, hostname: str, info_fd: int,

@@ -21,13 +21,13 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from sandboxes import Backend, SandboxError
+from sandboxes import Backend, SandboxError, get_backend
 from sandboxes.images import image_size
 
-from ..patch_policy import review_patch
+from ..grading.patch_policy import review_patch
 from ..swe import WORKDIR, make_eval_script
 from ..repos import make_bugged_repo
-from ..runlog import atomic_write
+from infra.runlog import atomic_write
 from .project_image import ProjectImage, build_image, build_project_image, image_exists
 from .errors import SynthError
 from .mutations import Mutation, compiles, find_mutations, order, unified_patch
@@ -109,8 +109,6 @@ def synthesize(
     work.mkdir(parents=True, exist_ok=True)
     emit = on_event or (lambda event: log.info("%s: %s", event.stage, event.message))
     if backend is None:
-        from sandboxes import get_backend
-
         backend = get_backend("docker")
 
     emit(SynthEvent("source", f"fetching {repo}"))

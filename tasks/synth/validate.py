@@ -1,6 +1,6 @@
 """Running the suite in fresh sandboxes: the baseline, and the verdict on one candidate bug.
 
-Every run goes through `tasks.grading.run_eval` (a fresh sandbox from the project image,
+Every run goes through `tasks.grading.grade.run_eval` (a fresh sandbox from the project image,
 the patch applied, the SWE-bench-shaped eval script run detached with its output in a file)
 and `parse_log`, so the test names and statuses are exactly those grading will see.
 """
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from sandboxes import Backend
 
-from ..grading import parse_log, run_eval
+from ..grading.grade import parse_log, run_eval
 from ..swe import WORKDIR, make_eval_script
 from .errors import SynthError
 from .testlog import block_of, error_kind, error_line, failure_blocks, short_messages

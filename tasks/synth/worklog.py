@@ -11,7 +11,7 @@ import json
 import threading
 from pathlib import Path
 
-from ..runlog import append_row, drop_partial_line, read_rows
+from infra.runlog import append_row, drop_partial_line, read_rows
 from .validate import Baseline
 
 

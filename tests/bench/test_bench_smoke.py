@@ -29,7 +29,7 @@ def test_harness_bench(docker_backend, overlay_backend):
         assert result[side]["episodes_per_minute"] > 0 and result[side]["episode_s"] > 0
     assert result["ratio_overlay"] > 0 and set(result["start_s"]) == {"docker", "overlay"}
     assert result["peer"]["drained_s"] >= result["peer"]["wall_s"] > 0
-    assert result["mini_swe_agent"] == harness_bench.MINI_SWE_AGENT.split("==")[1]
+    assert result["mini_swe_agent"] == harness_bench.MINI_SWE_AGENT.requirement.split("==")[1]
     assert result["ratio"] > 0 and result["ratio_cold"] > 0 and result["target"] == harness_bench.TARGET
     assert result["floor"]["episodes_per_minute"] > 0 and result["ratio_ceiling"] > 0
 

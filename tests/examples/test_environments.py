@@ -20,7 +20,7 @@ SAMPLING = None
 
 @pytest.fixture(scope="module")
 def plugins():
-    from tasks.registry import load_plugins
+    from infra.plugins import load_plugins
 
     sys.path.insert(0, str(ROOT))
     load_plugins(["examples.environments.cli_program", "examples.environments.sql_query", "examples.environments.guess_number"])

@@ -95,6 +95,21 @@ def test_api_without_a_fix_fails_and_without_a_test_is_not_judged(user_repo: Pat
         failed.apply_to_branch("agent/nothing")
 
 
+def test_api_with_the_openhands_runtime(user_repo: Path, fixing_replay: Path, docker_backend):
+    # SkyRL's walkthrough: run_task(..., runtime="openhands"); the replayed turns are OpenHands' own tool calls
+    with Agent.from_checkpoint(f"replay:{fixing_replay}") as agent:
+        result = agent.run_task(prompt=REQUEST, repo=user_repo, runtime="openhands", max_turns=30, test=TEST_COMMAND)
+    assert result.exit_status == "submitted" and result.success is True, result.trajectory.error
+    assert "-    return a - b\n+    return a + b" in result.patch and "2 passed" in result.test_output
+    assert result.trajectory.metadata["scaffold"]["name"] == "openhands"
+    called = [c["function"]["name"] for m in result.trajectory.messages for c in m.get("tool_calls") or []]
+    assert called == ["terminal", "file_editor", "terminal", "terminal", "finish"]
+    edited = next(m for m in result.trajectory.messages if m["role"] == "tool" and "has been edited" in m["content"])
+    assert "/testbed/calc.py" in edited["content"] and "return a + b" in edited["content"]  # OpenHands' editor, on the sandbox's file
+    assert "2 passed" in [m for m in result.trajectory.messages if m["role"] == "tool"][2]["content"]
+    assert (user_repo / "calc.py").read_text() == BUGGY
+
+
 def test_api_with_a_checkpoint_folder(user_repo: Path, tiny_model: Path, docker_backend, one_torch_thread):
     with Agent.from_checkpoint(tiny_model, max_tokens=24, seed=0) as agent:
         result = agent.run_task(prompt=REQUEST, repo=user_repo, max_turns=2, runtime="docker", test=TEST_COMMAND)
@@ -105,8 +120,10 @@ def test_api_with_a_checkpoint_folder(user_repo: Path, tiny_model: Path, docker_
 
 def test_bad_requests_are_clear_errors(user_repo: Path, tmp_path: Path):
     agent = Agent.from_checkpoint("empty")
-    with pytest.raises(HarnessError, match="runtime 'openhands' is not built"):
-        agent.run_task(prompt=REQUEST, repo=user_repo, runtime="openhands")
+    with pytest.raises(HarnessError, match="runtime 'kubernetes' is not built"):
+        agent.run_task(prompt=REQUEST, repo=user_repo, runtime="kubernetes")
+    with pytest.raises(HarnessError, match="runtime 'openhands' is the openhands scaffold"):
+        agent.run_task(prompt=REQUEST, repo=user_repo, runtime="openhands", scaffold="mini-swe-agent")
     with pytest.raises(Exception, match="is not a folder"):
         agent.run_task(prompt=REQUEST, repo=tmp_path / "missing", runtime="docker")
     with pytest.raises(Exception, match="the request is empty"):

@@ -9,6 +9,7 @@ import sys
 import time
 
 import pyarrow.parquet as pq
+import pytest
 
 from tests.cli_helpers import harness, rows_of
 
@@ -26,11 +27,14 @@ def test_eval_gold_resolves_all_of_swe_demo(tmp_path, docker_backend):
     assert again.returncode == 1 and "--resume" in again.stdout
 
 
-def test_overlay_backend_gives_the_same_verdicts_without_the_daemon(tmp_path, overlay_backend):
-    """Episodes and their grading in bubblewrap over copy-on-write layers of the task images."""
+@pytest.mark.parametrize("other", ["overlay"])  # podman: its contract suite and a mined instance (test_mine.py)
+def test_other_backends_give_the_same_verdicts(tmp_path, other, request):
+    """Episodes and their grading without the Docker daemon: in bubblewrap over copy-on-write layers of the
+    task images (overlay), and in Podman's containers."""
+    request.getfixturevalue(f"{other}_backend")
     verdicts = {}
     for policy in ("gold", "empty"):
-        done = harness("eval", "--checkpoint", policy, "--tasks", "swe-demo", "--limit", "2", "--backend", "overlay",
+        done = harness("eval", "--checkpoint", policy, "--tasks", "swe-demo", "--limit", "2", "--backend", other,
                        "--output", str(tmp_path / policy), "--workers", "2")
         assert done.returncode == 0, done.stdout + done.stderr
         rows = rows_of(tmp_path / policy / "results.jsonl")

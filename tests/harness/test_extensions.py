@@ -11,7 +11,7 @@ import textwrap
 import pytest
 
 from harness.policy import Completion, Sampling
-from tasks.registry import RegistryError
+from infra.plugins import RegistryError
 from tasks.task import Task
 from tests.cli_helpers import harness
 
@@ -78,11 +78,11 @@ def test_unknown_names_are_clear_errors(user_module):
 
 def test_a_name_cannot_be_registered_twice():
     from harness.kinds import register_kind
-    from harness.kinds.gsm8k import GSM8KEnvironment, GSM8KToolEnvironment
+    from harness.kinds.gsm8k import GSM8KEnvironment, GSM8KToolEnvironment, gold_text
 
     with pytest.raises(RegistryError, match="'gsm8k' is already registered"):
         register_kind("gsm8k", GSM8KToolEnvironment)
-    register_kind("gsm8k", GSM8KEnvironment, reward="rule")  # the same definition again (a module imported anew) is fine
+    register_kind("gsm8k", GSM8KEnvironment, gold=gold_text, reward="rule")  # the same definition again (a module imported anew) is fine
 
 
 def test_entry_points_find_installed_plugins(user_module):

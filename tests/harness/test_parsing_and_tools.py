@@ -7,7 +7,9 @@ import json
 import pytest
 
 from harness.errors import ToolError
-from harness.parsing import format_for_template, mistral_call_id, parse_llama3_json, parse_mistral, parse_tool_calls
+from harness.environments import no_tool_call
+from harness.parsing import (TOOL_CALL_FORMATS, format_for_template, mistral_call_id, parse_llama3_json, parse_mistral,
+                             parse_qwen3_xml, parse_tool_calls)
 from harness.tools import Toolbox, schemas, truncate
 from sandboxes import SandboxSpec
 from sandboxes.images import BASE_IMAGE
@@ -59,7 +61,32 @@ def test_the_format_is_read_off_the_chat_template():
     assert format_for_template('... ipython ... "parameters": ...').name == "llama3_json"
     assert format_for_template("... [TOOL_CALLS] ...").name == "mistral"
     assert format_for_template("{{ messages[0].content }}") is None
-    assert format_for_template("<tool_call>\n<function=' + tool_call.name + '>") is None  # Qwen3.5's XML calls: not built
+    assert format_for_template("'<tool_call>\\n<function=' + tool_call.name + '>\\n' ... '<parameter='").name == "qwen3_xml"
+
+
+def test_parses_qwen3_xml_calls_and_reports_malformed_ones():
+    text = ("I list it first.\n\n<tool_call>\n<function=bash>\n<parameter=command>\nls -A /tmp\n| wc -l\n</parameter>\n"
+            "</function>\n</tool_call>\n<tool_call>\n<function=str_replace_editor>\n<parameter=view_range>\n[1, 5]\n</parameter>\n"
+            "<parameter=insert_line>\n3\n</parameter>\n</function>\n</tool_call>")
+    turn = parse_qwen3_xml(text, "call_2")
+    assert turn.content == "I list it first." and turn.errors == []
+    assert [(c.id, c.name, json.loads(c.arguments)) for c in turn.tool_calls] == [
+        ("call_2_0", "bash", {"command": "ls -A /tmp\n| wc -l"}),  # multi-line text, as written
+        ("call_2_1", "str_replace_editor", {"view_range": [1, 5], "insert_line": "3"})]  # JSON lists decoded; the rest is text
+    assert parse_qwen3_xml("The answer is 4.").tool_calls == [] and parse_qwen3_xml("The answer is 4.").errors == []
+    unclosed = parse_qwen3_xml("<tool_call>\n<function=bash>\n<parameter=command>\nls\n</parameter>\n")
+    assert unclosed.tool_calls == [] and "<function=NAME>" in unclosed.errors[0]
+
+
+@pytest.mark.parametrize("name", ["hermes", "llama3_json", "mistral", "qwen3_xml"])
+def test_each_format_parses_back_what_it_renders_and_tells_its_syntax(name):
+    tool_format = TOOL_CALL_FORMATS.get(name)
+    arguments = {"command": "echo 'a b' \"c\"", "view_range": [1, -1]}
+    turn = tool_format.read(tool_format.render("bash", arguments), "call_0")
+    assert [(c.name, json.loads(c.arguments)) for c in turn.tool_calls] == [("bash", arguments)] and turn.errors == []
+    feedback = no_tool_call(["bash", "submit"], tool_format.read("No call here.", "call_1").syntax)
+    assert feedback.startswith("No tool call was found in your reply. Call exactly one of the tools (bash, submit) using ")
+    assert tool_format.syntax in feedback and tool_format.syntax.split("...")[0][:10] in tool_format.render("x", {})
 
 
 def test_schemas_follow_the_openai_function_format():
@@ -106,7 +133,7 @@ def test_editor_view_create_replace_insert_undo(toolbox):
         run("str_replace_editor", {"command": "str_replace", "path": "/workspace/f.txt", "old_str": "four", "new_str": "4"})
     out = run("str_replace_editor", {"command": "str_replace", "path": "/workspace/f.txt", "old_str": "three", "new_str": "THREE"})
     assert "THREE" in out and "has been edited" in out
-    run("str_replace_editor", {"command": "insert", "path": "/workspace/f.txt", "insert_line": 0, "new_str": "zero"})
+    run("str_replace_editor", {"command": "insert", "path": "/workspace/f.txt", "insert_line": "0", "new_str": "zero"})  # as XML calls write it
     assert toolbox.sandbox.read_file("/workspace/f.txt") == b"zero\none\ntwo\nTHREE\ntwo\n"
     run("str_replace_editor", {"command": "undo_edit", "path": "/workspace/f.txt"})
     run("str_replace_editor", {"command": "undo_edit", "path": "/workspace/f.txt"})

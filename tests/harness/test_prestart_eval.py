@@ -14,8 +14,8 @@ import pytest
 from harness.evaluate import EvalConfig, evaluate
 from harness.policies.scripted import EmptyPolicy, GoldPolicy
 from harness.policy import Policy
-from harness.prestart import job_specs
-from tasks.grading import grading_spec
+from harness.eval_queue import job_specs
+from tasks.grading.grade import grading_spec
 from tasks.taskset import load_tasks
 from tests.cli_helpers import ROOT, rows_of
 from tests.sandboxes.test_prestart import our_containers, settle

@@ -70,7 +70,7 @@ def test_grade_and_generate_on_the_cluster_and_a_failing_job_fails_the_run_with_
     import ray
 
     from sandboxes.cluster import Cluster
-    from tasks.grade_run import scripted_predictions
+    from tasks.grading.predictions import scripted_predictions
     from tasks.taskset import load_tasks
 
     address = ray_cluster["address"]

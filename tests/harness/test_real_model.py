@@ -1,7 +1,7 @@
 """A real pretrained model end to end: SmolLM2-135M-Instruct, shipped as a Q4_1 GGUF file on PyPI.
 
-Imported once (tests/conftest.py `smollm2`); then eval, serve and a training step run from it, given
-either the GGUF file itself (resolved to that import) or the folder.
+Imported once (tests/conftest.py `smollm2`); then generate, serve, eval and a training step run from it,
+given either the GGUF file itself (resolved to that import) or the folder.
 """
 
 from __future__ import annotations
@@ -81,16 +81,20 @@ def test_bad_gguf_files_fail_clearly(smollm2_gguf, tmp_path):
         assert done.returncode == 1 and "corrupt or truncated GGUF" in done.stdout and "Traceback" not in done.stdout + done.stderr
 
 
-def test_eval_on_gsm8k_from_the_gguf_file(smollm2, smollm2_gguf, tmp_path):
-    done = harness("eval", "--checkpoint", str(smollm2_gguf), "--tasks", "gsm8k", "--limit", "2", "--engine", "transformers",
-                   "--max-tokens", "48", "--output", str(tmp_path / "eval"), timeout=900)
+def test_generate_on_gsm8k_from_the_gguf_file_writes_a_dataset(smollm2, smollm2_gguf, tmp_path):
+    import pyarrow.parquet as pq
+
+    done = harness("generate", "--checkpoint", str(smollm2_gguf), "--tasks", "gsm8k", "--limit", "2", "--engine", "transformers",
+                   "--max-tokens", "32", "--output", str(tmp_path / "data"), timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
-    report = json.loads((tmp_path / "eval" / "report.json").read_text())
+    report = json.loads((tmp_path / "data" / "run" / "report.json").read_text())
     assert report["episodes"] == 2 and report["errors"] == 0 and report["total_completion_tokens"] > 20
-    for row in rows_of(tmp_path / "eval" / "results.jsonl"):
-        trajectory = json.loads(next((tmp_path / "eval" / "trajectories").glob(f"{row['task_id']}__0.json")).read_text())
-        answer = trajectory["messages"][-1]
+    rows = pq.read_table(tmp_path / "data" / "trajectories.parquet").to_pylist()
+    assert len(rows) == 2
+    for row in rows:
+        answer = json.loads(row["messages"])[-1]
         assert answer["role"] == "assistant" and len(answer["content"].split()) > 5  # words of a real model, not noise
+        assert row["token_ids"] and len(row["token_ids"]) == len(row["loss_mask"]) and sum(row["loss_mask"]) > 0
 
 
 def test_serve_answers_the_openai_client(smollm2, smollm2_gguf):

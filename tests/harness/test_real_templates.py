@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 from transformers import AutoTokenizer
@@ -57,6 +58,22 @@ def test_mistral_template_renders_what_mistral_common_encodes(real_tokenizers):
     messages.append({"role": "tool", "tool_call_id": "call00003", "name": "submit", "content": "Submitted."})  # it serves: ends on a result
     expected = reference.encode_chat_completion(ChatCompletionRequest.from_openai(messages=messages, tools=tools)).tokens
     assert render(tokenizer, messages, tools, False, True) == expected
+
+
+def test_qwen3_xml_templates_pass_the_check_on_the_real_qwen3_tokenizer(real_tokenizers):
+    """Qwen3.5 and later write calls as <function=NAME><parameter=KEY> XML: trl ships their original templates."""
+    import trl
+
+    tokenizer = AutoTokenizer.from_pretrained(real_tokenizers / "qwen3")
+    for template in ("qwen3_5_nothink.jinja", "qwen3_6.jinja"):  # a generation prompt that closes <think>, one that opens it
+        tokenizer.chat_template = (Path(trl.__file__).parent / "chat_templates" / template).read_text()
+        report = check_template(tokenizer, template)
+        statuses = {check.name: check.status for check in report.checks}
+        assert report.usable and report.tool_format == "qwen3_xml", report.reason
+        assert statuses["tool calls round trip"] == statuses["episode tokens = training batch"] == "pass"
+        round_trip = next(c.detail for c in report.checks if c.name == "tool calls round trip")
+        assert "<function=submit>\\n<parameter=answer>\\n5\\n</parameter>" in round_trip
+        assert statuses["history re-rendered"] == "warn"  # earlier replies lose their <think> block
 
 
 @pytest.mark.parametrize("family", EXPECTED)
@@ -126,7 +143,7 @@ def test_a_registered_format_serves_a_family_the_project_does_not_name(real_toke
 
     from harness.api import ParsedTurn, ToolCallFormat, register_tool_call_format
     from harness.parsing import tool_call_format
-    from harness.policy import ToolCall
+    from harness.parsing import ToolCall
 
     def parse_invoke(text: str, call_prefix: str) -> ParsedTurn:
         calls = re.findall(r'<invoke name="([^"]+)">(.*?)</invoke>', text, re.S)

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
+import sys
+import time
 import uuid
 
 from harness.policies.hf import HFPolicy
-from tests.cli_helpers import harness, rows_of
+from harness.viewer.audit import audit
+from tests.cli_helpers import ROOT, harness, rows_of
 from tests.token_exactness import check_multi_turn_token_exactness
 
 
@@ -32,6 +36,22 @@ def test_mini_swe_agent_resolves_with_gold_and_not_with_empty(tmp_path, docker_b
         assert own["info"]["exit_status"] == "Submitted"  # the scaffold's own record, beside ours
     report = run_eval(tmp_path / "empty", "--scaffold", "mini-swe-agent", "--checkpoint", "empty", "--limit", "1")
     assert report["resolve_rate"] == 0.0 and report["exit_statuses"] == {"submitted": 1} and report["errors"] == 0, report
+
+
+def test_openhands_resolves_with_gold_and_not_with_empty(tmp_path, docker_backend):
+    empty = run_eval(tmp_path / "empty", "--scaffold", "openhands", "--checkpoint", "empty", "--limit", "1")
+    assert empty["resolve_rate"] == 0.0 and empty["exit_statuses"] == {"submitted": 1} and empty["errors"] == 0, empty
+    report = run_eval(tmp_path, "--scaffold", "openhands", "--checkpoint", "gold", "--limit", "1")
+    assert report["resolve_rate"] == 1.0 and report["exit_statuses"] == {"submitted": 1}, report
+    path = next((tmp_path / "trajectories").glob("*.json"))
+    trajectory = json.loads(path.read_text())
+    assert trajectory["metadata"]["scaffold"]["name"] == "openhands" and trajectory["messages"][0]["role"] == "system"
+    called = [c["function"]["name"] for m in trajectory["messages"] for c in m.get("tool_calls") or []]
+    assert called == ["file_editor", "terminal", "finish"]  # gold as OpenHands' own tool calls
+    assert "File created successfully at: /tmp/gold.patch" in trajectory["messages"][3]["content"]
+    assert [f.kind for f in audit(trajectory)] == []  # the audit reads OpenHands' tools as ours
+    events = list((tmp_path / "scaffolds" / path.stem / "openhands").glob("*/events/*.json"))
+    assert any(json.loads(e.read_text()).get("tool_name") == "finish" for e in events)  # OpenHands' own record, beside ours
 
 
 def test_a_scaffold_of_your_own_resolves_with_gold(tmp_path, docker_backend):
@@ -60,6 +80,28 @@ def test_misbehaving_scaffolds_end_with_their_own_status_and_leave_nothing(tmp_p
     assert (tmp_path / "scaffolds").glob("*__2/scaffold.log").__next__().stat().st_size <= 1 << 20
     left = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=harness.run_id={run_id}"], capture_output=True, text=True)
     assert left.stdout.strip() == ""
+
+
+def test_a_scaffold_dies_with_a_killed_harness(tmp_path, docker_backend):
+    # sample 1 of the misbehaving scaffold hangs with a child of its own; the harness is then killed with SIGKILL
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    run = subprocess.Popen([sys.executable, "-m", "cli", "eval", "--tasks", "swe-demo", "--limit", "1", "--samples", "2",
+                            "--workers", "2", "--checkpoint", "empty", "--scaffold", "tests.harness.scaffold_programs:misbehaving",
+                            "--output", str(tmp_path)], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 300
+        while not list((tmp_path / "scaffolds").glob("*__1/child.pid")) and time.monotonic() < deadline and run.poll() is None:
+            time.sleep(0.5)
+        child = int(next((tmp_path / "scaffolds").glob("*__1/child.pid")).read_text())
+    finally:
+        run.send_signal(signal.SIGKILL)
+        run.wait()
+    for _ in range(100):
+        if not os.path.exists(f"/proc/{child}") or "zombie" in open(f"/proc/{child}/status").read().lower():
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"the scaffold's process {child} outlived the killed harness")
 
 
 def test_a_tiny_model_through_a_scaffold_is_token_exact(tiny_model, docker_backend, one_torch_thread):

@@ -68,7 +68,7 @@ def runs(tmp_path_factory, docker_backend, tiny_model):
 
 def write_big_run(source: Path, output: Path, count: int) -> None:
     """A 10,000-episode eval run made of copies of a real run's trajectories under new task ids."""
-    from harness.evaluate import trajectory_file
+    from harness.trajectory import trajectory_file
 
     texts = [p.read_text() for p in sorted((source / "trajectories").glob("*.json"))]
     rows = [json.loads(line) for line in (source / "results.jsonl").read_text().splitlines()]

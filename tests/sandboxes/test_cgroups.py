@@ -20,14 +20,15 @@ from pathlib import Path
 import pytest
 
 from sandboxes import SandboxSpec
-from sandboxes.local.cgroups import CONTROLLERS, HOST_LEAF, Hierarchy, _cgroup_mounts, _own_groups, delegate
+from sandboxes.cgroupfs import cgroup_mounts, process_groups
+from sandboxes.local.cgroups import CONTROLLERS, HOST_LEAF, Hierarchy, delegate
 
 SPEC = SandboxSpec(image="harness-base:latest", memory="256m", pids=64, cpus=0.5, wall_time=300)
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _v2_own_group() -> Path:
-    mounts, own = _cgroup_mounts()[2], _own_groups()
+    mounts, own = cgroup_mounts()[2], process_groups()
     if not mounts or "" not in own or os.geteuid() != 0:
         pytest.skip("no cgroup2 hierarchy writable by this process")
     group = mounts[0][0] / own[""].lstrip("/")
@@ -56,7 +57,7 @@ def test_sandbox_in_a_v2_group_is_limited_frozen_and_killed(local_backend):
         (group,) = box.cgroups.paths
         assert group.parent == parent and box.cgroups.versions[group] == 2
         inside = Path(f"/proc/{box._transport.child_pid}/cgroup").read_text()
-        assert f"0::/{group.relative_to(_cgroup_mounts()[2][0][0])}\n" in inside  # bwrap's child joined it
+        assert f"0::/{group.relative_to(cgroup_mounts()[2][0][0])}\n" in inside  # bwrap's child joined it
         expected = {"memory": ("memory.max", str(256 << 20)), "pids": ("pids.max", "64"), "cpu": ("cpu.max", "50000 100000")}
         for controller in CONTROLLERS:
             if controller in enabled:

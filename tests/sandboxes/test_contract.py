@@ -40,7 +40,7 @@ def eventually_empty(listing, timeout: float = 30.0) -> list:
 
 
 def kill_from_outside(sandbox) -> None:
-    if sandbox.backend == "docker":
+    if sandbox.backend in ("docker", "podman"):
         sandbox.container.kill()
     else:
         os.kill(sandbox.process.pid, signal.SIGKILL)
@@ -163,7 +163,7 @@ def test_every_limit_says_how_it_is_enforced(sandbox):
     assert set(sandbox.limits) >= {"memory", "pids", "cpu"}
     for name in ("memory", "pids", "cpu"):
         how = sandbox.limits[name]
-        assert how.startswith(("docker engine", "cgroup v1 ", "cgroup v2 ", "RLIMIT_AS", "none: ")), how
+        assert how.startswith(("docker engine", "podman", "cgroup v1 ", "cgroup v2 ", "RLIMIT_AS", "none: ")), how
         assert not how.startswith("none") or len(how) > len("none: ")  # unlimited only with the reason
 
 

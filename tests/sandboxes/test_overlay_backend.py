@@ -5,6 +5,7 @@ The behaviour every backend shares is in test_contract.py.
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import hashlib
 import io
@@ -107,6 +108,16 @@ def test_layers_are_unpacked_once_and_each_sandbox_writes_only_its_own(overlay_b
         assert (upper / "usr" / "bin" / "patch").stat().st_size == 0  # a whiteout, not a copy
 
 
+def test_first_use_takes_the_engines_own_layers_in_place(overlay_backend, private_cache):
+    """As root on the engine's host, an image's layers are the engine's overlay2 folders (no `docker save`)."""
+    from sandboxes.local.image_store import ImageStore
+
+    require(os.geteuid() == 0, "the engine's layer store is readable by root only")
+    image = ImageStore().get(BASE_IMAGE)
+    assert all(layer.is_symlink() and layer.resolve().name == "diff" for layer in image.layers)
+    assert (image.layers[-1] / "usr" / "bin" / "bash").exists()
+
+
 def test_snapshots_stand_alone_when_their_parent_is_removed(overlay_backend):
     with overlay_backend.create(SPEC) as sandbox:
         sandbox.exec("cd /etc && echo one > one.txt && rm -f motd && export STAGE=1")
@@ -125,6 +136,19 @@ def test_snapshots_stand_alone_when_their_parent_is_removed(overlay_backend):
             assert result.output == "/etc\none\ntwo\n1\n2\n"
     finally:
         overlay_backend.remove_snapshot(second)
+
+
+def test_read_only_root_and_a_localhost_like_dockers(overlay_backend):
+    """spec.read_only: only the workdir and /tmp take writes (into the sandbox's own layer). /etc/hosts is
+    Docker's, so a test server on "localhost" starts in images that have none (as the base image)."""
+    spec = dataclasses.replace(SPEC, workdir="/srv/work", read_only=True)
+    with overlay_backend.create(spec) as sandbox:
+        result = sandbox.exec("touch /usr/x 2>&1; touch /srv/work/a /tmp/b && echo wrote; "
+                              "python3 -c \"import socket; socket.create_server(('localhost', 0)); print('served')\"")
+        assert result.output.splitlines() == ["touch: cannot touch '/usr/x': Read-only file system", "wrote", "served"]
+        with pytest.raises(SandboxError, match="only /srv/work, /tmp are writable"):
+            sandbox.write_file("/etc/motd", "x")
+        assert (sandbox.dir / "upper" / "srv" / "work" / "a").exists() and (sandbox.dir / "upper" / "tmp" / "b").exists()
 
 
 def test_image_archives_docker_save_and_oci_layout(overlay_backend, tmp_path, private_cache):

@@ -6,7 +6,7 @@ be sent; `django/contrib/auth/forms.py`, tested in `tests/auth_tests/test_forms.
 backend added to `tests/mail/custombackend.py`). A two-commit git repository (4.2.15's sdist,
 then that fix as released in 4.2.16) goes through `harness tasks mine`, which runs SWE-bench's
 Django command (`./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1 <modules>`,
-by python3) without and with the fix. `tasks.grading.grade` grades gold, empty, a wrong fix and
+by python3) without and with the fix. `tasks.grading.grade.grade` grades gold, empty, a wrong fix and
 three cheats: its Django runner plants the canary method in the real test class and reads the
 real runtests.py output. `swebench.harness.run_evaluation` grades the same predictions (but the
 one it never sees, refused by our patch policy) on the same image: the same verdicts on the
@@ -131,7 +131,7 @@ def test_the_fix_becomes_a_django_instance_named_as_swebench_names_it(mined):
 
 @pytest.fixture(scope="module")
 def ours(mined, docker_backend) -> dict:
-    from tasks.grading import grade
+    from tasks.grading.grade import grade
 
     instance, _, repo = mined
     reports = {kind: grade(instance, patch, docker_backend, timeout=600) for kind, patch in predictions(instance, repo).items()}

@@ -9,7 +9,7 @@ import pytest
 from harness.errors import HarnessError
 from harness.evaluate import load_eval_settings
 from tasks.errors import TaskSetError
-from tasks.grade_run import load_predictions
+from tasks.grading.predictions import load_predictions
 from tests.cli_helpers import harness, rows_of
 
 

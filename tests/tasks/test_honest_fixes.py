@@ -15,7 +15,7 @@ FIXES = SHARED / "honest-fixes" / "merged_fixes.jsonl"
 
 
 def test_no_real_merged_fix_is_refused():
-    from tasks.patch_policy import parse_patch, review_patch
+    from tasks.grading.patch_policy import parse_patch, review_patch
 
     require(FIXES.is_file(), f"no real merged fixes at {FIXES} (set HARNESS_SHARED)")
     rows = [json.loads(line) for line in FIXES.read_text().splitlines() if line.strip()]

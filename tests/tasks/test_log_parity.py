@@ -43,7 +43,7 @@ def official(instance: dict, folder: Path) -> tuple[bool, dict] | None:
     """What today's swebench makes of the log: (resolved, tests report), or None if it finds no results."""
     from swebench.harness.grading import get_eval_tests_report, get_logs_eval, get_resolution_status
 
-    from tasks.grading import _test_spec
+    from tasks.grading.grade import _test_spec
 
     status_map, found = get_logs_eval(_test_spec(instance), str(folder / "test_output.txt"))
     if not found:
@@ -77,7 +77,7 @@ def test_todays_swebench_reproduces_enough_official_reports(reproducible):
 
 @pytest.mark.parametrize("folder", evaluations(), ids=lambda f: str(f.relative_to(LOGS)) if LOGS else str(f))
 def test_our_judgement_matches_the_official_report(folder, reproducible):
-    from tasks.grading import decide, judge_log
+    from tasks.grading.grade import decide, judge_log
 
     if folder not in reproducible:
         pytest.skip("today's swebench does not reproduce this official report (older harness log)")

@@ -132,3 +132,30 @@ def test_real_agent_style_patches_get_the_official_verdict(mined, tmp_path):
         neutralized = {note.split(": ")[0] for note in row["neutralized"]}
         assert "test_harness_agent_repro.py" in neutralized and neutralized & {"tox.ini", "setup.cfg"}, row
         assert row["verdict"] == "resolved", row
+
+
+@pytest.fixture(scope="module")
+def quick_instance(mined) -> dict:
+    """The mined instance quickest to grade (flask's, where it was mined)."""
+    return min(instances_of(mined), key=lambda i: i["repo"] != "pallets/flask")
+
+
+@pytest.fixture(scope="module")
+def docker_verdicts(quick_instance, docker_backend) -> dict:
+    from tasks.grading.grade import grade
+
+    return {kind: grade(quick_instance, patch, docker_backend) for kind, patch in (("gold", quick_instance["patch"]), ("empty", ""))}
+
+
+@pytest.mark.timeout(1800)  # podman's first use of the image copies it from the engine
+@pytest.mark.parametrize("other", ["overlay", "podman"])
+def test_a_mined_instance_gets_dockers_verdicts_on_other_backends(other, quick_instance, docker_verdicts, request):
+    """Gold and empty on a real mined instance, graded on the overlay and podman backends: Docker's verdict
+    and Docker's status for every test."""
+    from tasks.grading.grade import grade
+
+    backend = request.getfixturevalue(f"{other}_backend")
+    assert {kind: report.verdict for kind, report in docker_verdicts.items()} == {"gold": "resolved", "empty": "empty_patch"}
+    for kind, patch in (("gold", quick_instance["patch"]), ("empty", "")):
+        report = grade(quick_instance, patch, backend)
+        assert (report.verdict, report.tests_status) == (docker_verdicts[kind].verdict, docker_verdicts[kind].tests_status), kind

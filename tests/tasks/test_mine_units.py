@@ -1,4 +1,4 @@
-"""`tasks.mine` without Docker: diff splitting, pull requests found in a real git history, candidates
+"""`tasks.mining.mine` without Docker: diff splitting, pull requests found in a real git history, candidates
 scanned from a history and the yield funnel, the
 base-only repository, the flaky-test rule, each repository's runner, the order of dependency sets
 tried, and the environment's choice of requirement files."""
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tasks.mine import (MineError, base_only_git, classify, dependency_attempts, make_instance, records_from_git,
-                        split_diff)
-from tasks.patch_policy import is_test_path
+from tasks.mining.mine import MineError, classify, dependency_attempts, make_instance, records_from_git, split_diff
+from tasks.grading.patch_policy import is_test_path
+from tasks.repos import base_only_git
 from tasks.repos import git
 from tasks.synth.project_image import declared_test_dependencies
 from tests.conftest import require
@@ -176,7 +176,7 @@ GIT_HISTORY = next((p for p in (Path(__file__).resolve().parents[3] / "shared" /
 
 
 def test_history_candidates_change_code_and_tests(project):
-    from tasks.history import candidates
+    from tasks.mining.history import candidates
 
     found, funnel = candidates(str(project), None, None)
     assert [r["instance_id"] for r in found] == ["acme__proj-7"]  # the merge, not the branch's own commit
@@ -186,7 +186,7 @@ def test_history_candidates_change_code_and_tests(project):
 
 
 def test_a_history_without_candidates_is_a_clear_error(tmp_path):
-    from tasks.history import candidates
+    from tasks.mining.history import candidates
 
     git(tmp_path, "init", "-q", "-b", "main")
     (tmp_path / "m.py").write_text("X = 1\n")
@@ -197,7 +197,7 @@ def test_a_history_without_candidates_is_a_clear_error(tmp_path):
 
 
 def test_a_real_bundle_is_scanned_newest_first_up_to_the_limit():
-    from tasks.history import candidates
+    from tasks.mining.history import candidates
 
     require(GIT_HISTORY is not None, "../shared/git-history is missing")
     found, funnel = candidates(str(GIT_HISTORY / "itsdangerous.bundle"), "2024-01-01", 2)
@@ -208,8 +208,8 @@ def test_a_real_bundle_is_scanned_newest_first_up_to_the_limit():
 
 
 def test_the_funnel_counts_each_stage_and_stops_on_one_systemic_reason():
-    from tasks.history import Funnel
-    from tasks.mine import Mined, systemic_stop
+    from tasks.mining.history import Funnel
+    from tasks.mining.mine import Mined, systemic_stop
 
     broken = [Mined(f"r-{i}", reason=f"environment (as of 2024-0{i}-01): installing x failed: pip said {i}") for i in range(3)]
     assert 'no further than "candidates", each for "environment: installing x failed"' in systemic_stop(broken, 3)

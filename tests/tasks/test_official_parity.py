@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tasks.errors import TaskSetError, TaskSourceError
-from tasks.official_parity import compare, load_official, summarize_parity, write_parity
+from tasks.grading.parity import compare, load_official, summarize_parity, write_parity
 from tests.cli_helpers import harness, rows_of
 from tests.conftest import require
 from tests.tasks.test_log_parity import LOGS, load
@@ -25,7 +25,7 @@ SUBMISSIONS = next((p for p in (Path(__file__).resolve().parents[3] / "shared" /
 
 def our_rows_from_official_logs(run: Path) -> list[dict]:
     """Our verdict on each official log of one run_evaluation run (the parser, every trust check, our rules)."""
-    from tasks.grading import decide, judge_log
+    from tasks.grading.grade import decide, judge_log
 
     rows = []
     for folder in sorted(p.parent for p in run.rglob("report.json")):

@@ -32,7 +32,7 @@ def submissions() -> list[dict]:
 
 
 def test_no_officially_resolved_submission_is_refused(submissions):
-    from tasks.patch_policy import review_patch
+    from tasks.grading.patch_policy import review_patch
 
     reviews = {r["instance_id"]: review_patch(r["model_patch"] or "") for r in submissions}
     refused = {i: v.refused for i, v in reviews.items() if v.refused}
@@ -49,7 +49,7 @@ def test_no_officially_resolved_submission_is_refused(submissions):
 
 
 def test_strict_mode_refuses_exactly_what_default_neutralizes(submissions):
-    from tasks.patch_policy import review_patch
+    from tasks.grading.patch_policy import review_patch
 
     for row in submissions:
         default, strict = review_patch(row["model_patch"] or ""), review_patch(row["model_patch"] or "", mode="strict")
@@ -58,7 +58,7 @@ def test_strict_mode_refuses_exactly_what_default_neutralizes(submissions):
 
 def test_check_only_reports_every_submission(submissions, tmp_path):
     """`harness grade --check-only` on the real predictions file: seconds, no sandbox, each verdict with its reasons."""
-    from tasks.grade_run import check_predictions, load_predictions
+    from tasks.grading.predictions import check_predictions, load_predictions
 
     done = harness("grade", "--predictions", str(SUBMISSIONS), "--check-only", "--output", str(tmp_path), timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -38,7 +38,7 @@ def tinydb(tmp_path_factory, docker_backend):
 
 
 def test_a_hatchling_project_gets_what_its_backend_asks_for(tinydb, docker_backend):
-    from tasks.grading import grade
+    from tasks.grading.grade import grade
 
     summary, rows = tinydb
     assert summary.kept == len(rows) == 1
@@ -165,7 +165,7 @@ def test_a_project_that_needs_python_3_9_is_built_on_its_base(tmp_path, docker_b
 
 def test_mining_a_real_history_prints_the_funnel(tmp_path, docker_backend):
     from sandboxes import SandboxSpec
-    from tasks.grading import grade
+    from tasks.grading.grade import grade
 
     require(GIT_HISTORY is not None, "../shared/git-history is missing")
     output = tmp_path / "mined.jsonl"

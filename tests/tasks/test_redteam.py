@@ -583,8 +583,8 @@ def _explain(report) -> str:
 
 @pytest.mark.parametrize("cheat", CHEATS, ids=lambda c: c.name)
 def test_cheat_earns_nothing(cheat, instance, repo, docker_backend):
-    from tasks.grading import grade
-    from tasks.patch_policy import review_patch
+    from tasks.grading.grade import grade
+    from tasks.grading.patch_policy import review_patch
 
     patch = make_patch(repo, cheat.edit, instance)
     if cheat.stopper != "policy":  # the runtime must hold what the static review lets through
@@ -599,7 +599,7 @@ def test_cheat_earns_nothing(cheat, instance, repo, docker_backend):
 @pytest.mark.parametrize("cheat", [c for c in CHEATS if c.runtime_alone], ids=lambda c: c.name)
 def test_runtime_layer_alone(cheat, instance, repo, docker_backend, monkeypatch):
     """Defence in depth: with the static refusals off, the runtime checks still hold these."""
-    from tasks import grading, patch_policy
+    from tasks.grading import grade as grading, patch_policy
 
     monkeypatch.setattr(grading, "review_patch", lambda *args, **kwargs: replace(patch_policy.review_patch(*args, **kwargs), refused=[]))
     report = grading.grade(instance, make_patch(repo, cheat.edit, instance), docker_backend, fractional=True)
@@ -610,7 +610,7 @@ def test_runtime_layer_alone(cheat, instance, repo, docker_backend, monkeypatch)
 
 def test_strict_mode_refuses_every_test_or_config_edit(instance, repo):
     """What the default mode neutralizes, strict grading refuses (no sandbox needed to score it 0)."""
-    from tasks.patch_policy import review_patch
+    from tasks.grading.patch_policy import review_patch
 
     for cheat in CHEATS:
         patch = make_patch(repo, cheat.edit, instance)
@@ -669,7 +669,7 @@ def gold_like_a_real_agent(repo, instance):
 @pytest.mark.parametrize("edit", [gold, gold_with_helper_and_docstring, gold_with_new_module_and_metadata, gold_like_a_real_agent],
                          ids=lambda e: e.__name__)
 def test_honest_fix_scores_one(edit, instance, repo, docker_backend):
-    from tasks.grading import grade
+    from tasks.grading.grade import grade
 
     report = grade(instance, make_patch(repo, edit, instance), docker_backend)
     assert report.rejected == [] and report.invalid_log == "", _explain(report)
@@ -701,7 +701,7 @@ FAILED tests/t.py::{CANARY} - AssertionError: grading canary: this test must fai
     (SHORT_SUMMARY.replace("1 failed, 2 passed", "3 passed"), "counts no failure"),
 ], ids=["genuine", "missing", "passed", "results_after_summary", "cut_short", "summary_without_failure"])
 def test_canary_problem(body, problem):
-    from tasks.runners import Pytest, region
+    from tasks.grading.runners import Pytest, region
 
     log = f"+ : '>>>>> Start Test Output'\n{body}+ : '>>>>> End Test Output'\n>>>>> Test Exit Code: 1\n"
     found = Pytest().canary_problem(region(log), CANARY)
@@ -709,7 +709,7 @@ def test_canary_problem(body, problem):
 
 
 def test_canary_is_planted_in_the_fail_to_pass_file_before_the_run():
-    from tasks.grading import canary_plant, plant_canary
+    from tasks.grading.grade import canary_plant, plant_canary
 
     instance = {"FAIL_TO_PASS": ["tests/test_lru.py::test_get_refreshes_recency"], "log_parser": "parse_log_pytest"}
     script = "cd /testbed\ngit apply -v - <<'EOF'\n...\nEOF\n: '>>>>> Start Test Output'\npython3 -m pytest -rA\n"
@@ -722,7 +722,7 @@ def test_canary_is_planted_in_the_fail_to_pass_file_before_the_run():
 def test_neutralized_even_without_a_test_patch():
     """Synthesized tasks have an empty test patch: the patch's test files and runner settings are
     still put back, symlinks first; only what cannot be put back safely is refused."""
-    from tasks.patch_policy import review_patch
+    from tasks.grading.patch_policy import review_patch
 
     def edit(path, mode="100644"):
         return f"diff --git a/{path} b/{path}\nold mode {mode}\nnew mode {mode}\n--- a/{path}\n+++ b/{path}\n@@ -1 +1 @@\n-a\n+b\n"
@@ -755,7 +755,7 @@ def _bad_inputs(instance: dict) -> dict[str, tuple[str, str]]:
 
 @pytest.mark.parametrize("kind", ["not_a_diff", "too_large", "does_not_apply", "binary_only"])  # empty: test_grade_cli
 def test_bad_input_gets_its_own_verdict(kind, instance, docker_backend):
-    from tasks.grading import VERDICTS, grade
+    from tasks.grading.grade import VERDICTS, grade
 
     patch, verdict = _bad_inputs(instance)[kind]
     assert verdict in VERDICTS

@@ -1,4 +1,4 @@
-"""Runner-aware trust checks (`tasks.runners`) on logs of real runners.
+"""Runner-aware trust checks (`tasks.grading.runners`) on logs of real runners.
 
 The Django and sympy logs are produced here by the real runners (unittest's verbose runner,
 which Django's runtests.py prints through; sympy's own test runner, the one bin/test calls)
@@ -20,7 +20,7 @@ START, END = "+ : '>>>>> Start Test Output'", "+ : '>>>>> End Test Output'"
 
 
 def judge(log_parser: str, body: str, f2p: list[str], p2p: list[str], canary: str = "", **extra):
-    from tasks.grading import judge_log
+    from tasks.grading.grade import judge_log
 
     instance = {"instance_id": "x__y-1", "repo": "x/y", "version": "", "image": "i", "eval_script": "",
                 "log_parser": log_parser, "eval_type": "pass_and_fail", "FAIL_TO_PASS": f2p, "PASS_TO_PASS": p2p, **extra}
@@ -29,7 +29,7 @@ def judge(log_parser: str, body: str, f2p: list[str], p2p: list[str], canary: st
 
 def planted_module(tmp_path: Path, log_parser: str, source: str, f2p: str, test_patch_path: str) -> tuple[Path, str]:
     """The test module with the canary appended as grading's eval script appends it."""
-    from tasks.grading import canary_plant
+    from tasks.grading.grade import canary_plant
 
     test_patch = f"diff --git a/{test_patch_path} b/{test_patch_path}\n--- a/{test_patch_path}\n+++ b/{test_patch_path}\n@@ -1 +1 @@\n-x\n+y\n"
     path, text = canary_plant({"log_parser": log_parser, "FAIL_TO_PASS": [f2p], "test_patch": test_patch}, CANARY)
@@ -79,7 +79,7 @@ def test_django_honest_log_is_trusted_with_every_check_applied(tmp_path):
 
 
 def test_django_canary_is_a_unittest_method_that_fails(tmp_path):
-    from tasks.runners import Django, region
+    from tasks.grading.runners import Django, region
 
     log = unittest_log(tmp_path, canary=True)
     assert f"{CANARY} (" in log and "FAILED (failures=1)" in log, log
@@ -94,8 +94,8 @@ def test_django_canary_is_a_unittest_method_that_fails(tmp_path):
 
 def test_django_canary_goes_to_a_pass_to_pass_class_when_fail_to_pass_tests_are_named_by_docstrings(tmp_path):
     """`test_x (m.C.test_x)\nChecks x. ... ok` is read as `Checks x.`: no class to plant the canary on."""
-    from tasks.grading import canary_plant
-    from tasks.runners import Django, region
+    from tasks.grading.grade import canary_plant
+    from tasks.grading.runners import Django, region
 
     source = UNITTEST_MODULE.replace("def test_ascii(self):", 'def test_ascii(self):\n            """Checks ascii."""')
     f2p, p2p = "Checks ascii.", "test_unicode (test_validators.ValidatorTests.test_unicode)"
@@ -162,7 +162,7 @@ def test_sympy_honest_log_is_trusted_with_every_check_applied(tmp_path):
 
 def test_sympy_canary_is_a_test_function_that_fails(tmp_path):
     pytest.importorskip("sympy")
-    from tasks.runners import Sympy, region
+    from tasks.grading.runners import Sympy, region
 
     log = sympy_log(tmp_path, canary=True)
     assert f"{CANARY} F" in log, log
@@ -172,7 +172,7 @@ def test_sympy_canary_is_a_test_function_that_fails(tmp_path):
 
 
 def test_sympy_final_line_too_wide_for_its_padding_or_the_terminal_is_read():
-    from tasks.runners import Sympy
+    from tasks.grading.runners import Sympy
 
     # bin/test's last line in a mined sympy instance (80 columns: one `=` left of the padding).
     line = " tests finished: 31 passed, 1 expected to fail, 1 exceptions, in 26.29 seconds ="
@@ -228,7 +228,7 @@ def test_pytest_without_a_final_line_is_cut_short():
 
 
 def test_runners_follow_parser_aliases_and_unknown_ones_only_skip():
-    from tasks.runners import runner_for
+    from tasks.grading.runners import runner_for
 
     assert runner_for("parse_log_flask").name == "pytest" and runner_for("parse_log_pylint").name == "pytest"
     assert runner_for("parse_log_django").name == "django" and runner_for("parse_log_sympy").name == "sympy"

@@ -13,7 +13,7 @@ from harness.policies.scripted import GoldPolicy
 from sandboxes import SandboxError, SandboxSpec
 from sandboxes.images import build_base_image
 from tasks.errors import TaskError
-from tasks.grading import grade, run_setup
+from tasks.grading.grade import grade, run_setup
 from tasks.shared_env import repo_archive, share
 from tasks.swe import instance_to_task
 from tasks.swe_demo import build_instance, task_dirs
@@ -102,7 +102,7 @@ def _merge(repo: Path, number: int, files: dict[str, str], message: str) -> None
 
 
 def test_mining_two_fixes_of_one_repository_builds_one_environment(tmp_path, docker_backend):
-    from tasks.mine import mine, records_from_git
+    from tasks.mining.mine import mine, records_from_git
 
     repo = tmp_path / "calc"
     (repo / "tests").mkdir(parents=True)

@@ -10,8 +10,8 @@ from harness.episode import run_episode
 from harness.policies.scripted import EmptyPolicy, GoldPolicy, ScriptedPolicy
 from harness.policy import Sampling
 from harness.policy import tool_turn as call
-from tasks.grading import grade
-from tasks.swe_tiny import HELDOUT_FIXES, PROMPT, fix_of, make_instance, swe_tiny_instances, verify_test_lists
+from tasks.grading.grade import grade
+from tasks.swe_tiny import HELDOUT_FIXES, VALIDATION_FIXES, PROMPT, fix_of, make_instance, swe_tiny_instances, verify_test_lists
 from tasks.taskset import load_tasks
 
 SAMPLING = Sampling(max_tokens=64, temperature=0.0)
@@ -25,13 +25,16 @@ def seen_by_the_model(instance: dict) -> tuple[str, tuple[str, str]]:
 
 
 def test_held_out_shares_no_statement_and_no_fix_with_training():
-    """On the whole of both splits, as the model sees them: no prompt and no fix (buggy line -> correct line) of the
-    200 held-out instances appears among the 4,000 training ones, and the held-out statements are all distinct."""
-    heldout, train = map(dict, ([seen_by_the_model(i) for i in swe_tiny_instances(split)] for split in ("heldout", "train")))
+    """On the whole of the three splits, as the model sees them: no prompt and no fix (buggy line -> correct line) of
+    the 200 held-out or the 100 validation instances appears among the 4,000 training ones or in the other split, and
+    the held-out and validation statements are all distinct."""
+    heldout, val, train = map(dict, ([seen_by_the_model(i) for i in swe_tiny_instances(split)] for split in ("heldout", "val", "train")))
     assert len(heldout) == 200 and len(set(heldout.values())) == len(HELDOUT_FIXES) == 17
-    assert len(swe_tiny_instances("train")) == 4000 and len(set(train.values())) == 71
-    assert not heldout.keys() & train.keys()
-    assert not set(heldout.values()) & set(train.values())
+    assert len(val) == 100 and len(set(val.values())) == len(VALIDATION_FIXES) == 8
+    assert len(swe_tiny_instances("train")) == 4000 and len(set(train.values())) == 63
+    for one, other in ((heldout, train), (val, train), (heldout, val)):
+        assert not one.keys() & other.keys()
+        assert not set(one.values()) & set(other.values())
     assert {fix_of(i) for i in swe_tiny_instances("heldout")} == set(heldout.values())  # what the statement names is the fix
 
 

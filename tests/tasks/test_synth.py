@@ -460,7 +460,7 @@ def test_synthesized_instances_are_valid_swe_bench_records(synthesized):
 
 
 def test_gold_resolves_each_instance_and_the_empty_patch_does_not(synthesized, docker_backend):
-    from tasks.grading import grade
+    from tasks.grading.grade import grade
 
     _, output, _, _ = synthesized
     for record in (json.loads(line) for line in output.read_text().splitlines()):

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import pickle
-import sys
-import types
 from pathlib import Path
 
 import pyarrow as pa
@@ -121,9 +119,7 @@ def test_swe_instances_go_through_tasks_swe(tmp_path: Path, monkeypatch) -> None
             reward_spec={"method": "swe"},
         )
 
-    fake = types.ModuleType("tasks.swe")
-    fake.instance_to_task = instance_to_task
-    monkeypatch.setitem(sys.modules, "tasks.swe", fake)
+    monkeypatch.setattr(taskset, "instance_to_task", instance_to_task)
 
     path = write_parquet(tmp_path / "swe.parquet", [swe_instance("a__b-1"), swe_instance("a__b-2")])
     tasks = load_tasks(str(path))
@@ -134,9 +130,7 @@ def test_conversion_errors_are_reported_as_problems(tmp_path: Path, monkeypatch)
     def instance_to_task(record: dict) -> Task:
         raise TaskError("no image for this repo")
 
-    fake = types.ModuleType("tasks.swe")
-    fake.instance_to_task = instance_to_task
-    monkeypatch.setitem(sys.modules, "tasks.swe", fake)
+    monkeypatch.setattr(taskset, "instance_to_task", instance_to_task)
 
     path = write_json(tmp_path / "swe.json", [swe_instance()])
     with pytest.raises(TaskSetError, match="no image for this repo") as info:

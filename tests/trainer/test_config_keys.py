@@ -15,7 +15,7 @@ from harness.policies.hf import HFPolicy
 from harness.policies.scripted import ScriptedPolicy
 from harness.policy import Completion, Sampling
 from harness.tokens import render
-from tasks.registry import load_plugins
+from infra.plugins import load_plugins
 from tasks.taskset import load_tasks
 from trainer.batch import build_batch, was_truncated
 from trainer.config import config_from_dict

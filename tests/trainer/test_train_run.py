@@ -123,10 +123,17 @@ def test_sft_only_run_saves_the_warm_started_model(tiny_model, tmp_path):
 
     run_dir = tmp_path / "run"
     done = harness(*train_args(tiny_model, run_dir, "trainer.max_steps=0",
-                               'trainer.sft_warmup={data: ["arith-train"], max_steps: 5, learning_rate: 0.001, lr_scheduler: cosine}'))
+                               'trainer.sft_warmup={data: ["arith-train"], max_steps: 5, learning_rate: 0.001, lr_scheduler: cosine, '
+                               'eval_interval: 2}'))
     assert done.returncode == 0, done.stdout + done.stderr
     metrics = rows_of(run_dir / "metrics.jsonl")
     assert [m["sft/step"] for m in metrics if "sft/step" in m] == [1, 2, 3, 4, 5]
+    # validated every 2 warm-up steps and after the last, each such model saved; sft_best names the best (earliest on a tie)
+    validated = {m["sft/step"]: m["sft/val_pass_rate"] for m in metrics if "sft/val_pass_rate" in m}
+    assert sorted(validated) == [2, 4, 5]
+    best = max(sorted(validated), key=lambda step: validated[step])
+    assert (run_dir / "checkpoints" / "sft_best").read_text().strip() == f"sft_step_{best}"
+    assert all((run_dir / "checkpoints" / f"sft_step_{step}" / "config.json").is_file() for step in validated)
     rates = [m["sft/lr"] for m in metrics if "sft/step" in m]  # cosine over the warm-up's own 5 steps, from the peak
     assert rates[0] == 0.001 and all(a > b > 0 for a, b in zip(rates, rates[1:])) and rates[-1] < 0.0001
     assert [m["step"] for m in metrics if "sft/step" not in m] == [0]  # the warm start's held-out reward, no GRPO step

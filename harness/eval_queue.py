@@ -28,7 +28,7 @@ def job_specs(task: Task) -> list[SandboxSpec]:
         return []
     method = task.reward_spec.get("method") or kind_of(task).reward
     if method == "swebench":
-        from tasks.grading import grading_spec
+        from tasks.grading.grade import grading_spec
 
         return [task.sandbox, grading_spec(task.metadata["instance"])]
     if task.env_class == REPO_KIND:  # a user's repository: its test command runs in a fresh one

@@ -3,7 +3,7 @@
 `harness tasks mine REPO --since DATE --limit N`: the commits of the main line (first parents
 from HEAD) since DATE (and up to `--until`) are scanned; a merge, a squash merge or a direct commit whose change (against
 its first parent) touches both Python code and Python tests is a candidate, newest first, up to
-N. Each candidate is mined as a merged pull request is (`tasks.mine`: the environment built
+N. Each candidate is mined as a merged pull request is (`tasks.mining.mine`: the environment built
 offline with the image holding the base commit alone, the tests run without and with the fix,
 twice). The funnel counts how many got how far, with the reasons of those that stopped:
 
@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from .mine import STAGES, MineError, Mined, local_clone, reason_key, record_of, repo_name
-from .patch_policy import is_test_path
-from .repos import git
+from ..grading.patch_policy import is_test_path
+from ..repos import git
 
 FUNNEL = ("commits scanned", *STAGES)
 

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Callable
 
+from .patch_policy import parse_patch, test_list
+
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 PASSING = ("PASSED", "XFAIL")
 FAILING = ("FAILED", "ERROR")
@@ -152,7 +154,7 @@ class Pytest(Runner):
         return Check("summary_counts", "applied", "verbose result lines")
 
     def canary_plant(self, instance, canary):
-        for test in _tests(instance.get("FAIL_TO_PASS")):
+        for test in test_list(instance.get("FAIL_TO_PASS")):
             path = test.split("::", 1)[0]
             if "::" in test and path.endswith(".py"):
                 return path, f"\n\ndef {canary}():\n    assert False, \"grading canary: this test must fail\"\n"
@@ -225,7 +227,7 @@ class Django(Runner):
     def canary_plant(self, instance, canary):
         # The official parser names a test with a docstring by the docstring's first line: when every
         # FAIL_TO_PASS test is so named, the class of a PASS_TO_PASS test (it runs and passes too).
-        for test in _tests(instance.get("FAIL_TO_PASS")) + _tests(instance.get("PASS_TO_PASS")):
+        for test in test_list(instance.get("FAIL_TO_PASS")) + test_list(instance.get("PASS_TO_PASS")):
             match = re.fullmatch(r"(\w+) \(([\w.]+)\)", test.strip())
             if not match:
                 continue
@@ -344,16 +346,8 @@ def _verdicts_from(lines: list[str], status_map: dict[str, str], matter: list[st
     return Check("verdicts_from_runner", "applied", f"{sum(t in status_map for t in matter)} tests checked against {where}")
 
 
-def _tests(value) -> list[str]:
-    import json
-
-    return json.loads(value) if isinstance(value, str) else list(value or [])
-
-
 def _test_files(instance: dict) -> list[str]:
     """Test files the instance runs: those its test patch touches, else the eval script's arguments."""
-    from .patch_policy import parse_patch
-
     files = [f.path for f in parse_patch(instance.get("test_patch") or "") if f.path.endswith(".py")]
     if files:
         return files

@@ -1,6 +1,6 @@
 """Sandbox runtime benchmark: our persistent session against the ways peers run commands.
 
-    python -m bench.sandbox_bench        (or: harness sandbox bench)
+    python -m sandboxes.bench        (or: harness sandbox bench)
 
 Everything is measured in one run on the same image, so the ratios hold on a noisy machine:
 - per-command round trip: our pty session vs a fresh `docker exec` CLI call per command

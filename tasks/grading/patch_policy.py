@@ -30,10 +30,11 @@ submissions: none of the 178 the official harness resolved is refused (docs/grad
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 GradingMode = Literal["default", "strict"]
 GRADING_MODES: tuple[str, ...] = get_args(GradingMode)
@@ -177,10 +178,13 @@ def review_patch(model_patch: str, instance: dict | None = None, mode: str = "de
     return review
 
 
+def test_list(value: Any) -> list[str]:
+    """A FAIL_TO_PASS / PASS_TO_PASS field (a list, or a JSON string of one) as a list."""
+    return json.loads(value) if isinstance(value, str) else list(value or [])
+
+
 def owned_test_files(instance: dict) -> set[str]:
     """The files the FAIL_TO_PASS / PASS_TO_PASS tests live in (for test ids that name a file)."""
-    from .swe import test_list  # swe reads patches with this module
-
     ids = test_list(instance.get("FAIL_TO_PASS")) + test_list(instance.get("PASS_TO_PASS"))
     return {t.split("::", 1)[0] for t in ids if "::" in t}
 

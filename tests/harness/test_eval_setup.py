@@ -1,4 +1,4 @@
-"""`harness.eval_run`: the start of `harness eval` and `harness generate`, usable without the CLI."""
+"""`harness.eval_setup`: the start of `harness eval` and `harness generate`, usable without the CLI."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from harness.eval_run import default_output, prepare_eval
-from tasks.rundir import RunMismatch
+from harness.eval_setup import default_output, prepare_eval
+from infra.rundir import RunMismatch
 
 
 def test_an_eval_run_from_python_reports_and_refuses_a_second_run_in_its_folder(tmp_path):

@@ -36,10 +36,11 @@ from typing import Any
 
 from sandboxes import Backend, SandboxError, SandboxSpec
 
-from .errors import TaskError
-from .patch_policy import GRADING_MODES, parse_patch, review_patch
+from ..errors import TaskError
+from .patch_policy import GRADING_MODES, parse_patch, review_patch, test_list
 from .runners import Check, region, runner_for
-from .swe import WORKDIR, test_list
+from ..shared_env import inject_repo, is_shared
+from ..swe import WORKDIR
 
 APPLY_COMMANDS = [
     "git apply --verbose {p}",
@@ -206,8 +207,6 @@ def run_eval(instance: dict, patch: str, backend: Backend, timeout: float = 900.
 def run_setup(sb, instance: dict, timeout: float = 300.0) -> None:
     """Put the instance's repository into `sb` if it runs from a shared environment image
     (`tasks.shared_env`), then run its `setup_script` (if any: it builds the repository in a shared image)."""
-    from .shared_env import inject_repo, is_shared
-
     if is_shared(instance):
         inject_repo(sb, instance, timeout)
     script = instance.get("setup_script")

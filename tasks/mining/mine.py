@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import shutil
 import subprocess
 import tarfile
 import tempfile
@@ -34,15 +33,15 @@ from typing import Any
 from sandboxes import Backend
 from sandboxes.images import cache_dir
 
-from .errors import TaskError
-from .grading import parse_log, run_eval
-from .patch_policy import is_test_path, parse_patch
-from .repos import git
-from .shared_env import REPO_ARCHIVE, share
-from .swe import TEST_COMMAND, WORKDIR, make_eval_script
-from .synth.errors import SynthError
-from .synth.project_image import timed
-from .synth.source import Project, normalise
+from ..errors import TaskError
+from ..grading.grade import parse_log, run_eval
+from ..grading.patch_policy import is_test_path, parse_patch
+from ..repos import base_only_git, git, tree_at
+from ..shared_env import REPO_ARCHIVE, archive_path, repo_archive, share
+from ..swe import TEST_COMMAND, WORKDIR, make_eval_script
+from ..synth.errors import SynthError
+from ..synth.project_image import build_image, build_project_image, image_exists, timed
+from ..synth.source import Project, normalise
 
 IMAGE_REPOSITORY = "harness-mined"
 _BUILDING = threading.Lock()  # guards _LOCKS
@@ -155,23 +154,6 @@ def _merge_commit(local: Path, pull: str) -> str:
                     f"and squash merges ending in '(#{pull})'); pass the merge commit instead")
 
 
-# ----------------------------------------------------------------------------- the repository at base only
-
-
-def base_only_git(source: Path, base: str, dest: Path) -> Path:
-    """A `.git` holding the base commit and nothing after it: no other ref, reflog or object."""
-    shutil.rmtree(dest, ignore_errors=True)
-    git(dest.parent, "init", "-q", "-b", "main", str(dest))
-    upload = "git -c uploadpack.allowAnySHA1InWant=true upload-pack"
-    git(dest, "fetch", "-q", "--depth", "1", "--no-tags", f"--upload-pack={upload}", f"file://{source}", base)
-    git(dest, "update-ref", "--no-deref", "refs/heads/main", base)
-    git(dest, "symbolic-ref", "HEAD", "refs/heads/main")
-    (dest / ".git" / "FETCH_HEAD").unlink(missing_ok=True)
-    shutil.rmtree(dest / ".git" / "logs", ignore_errors=True)
-    git(dest, "gc", "-q", "--prune=now")
-    return dest / ".git"
-
-
 def _checkout_source(record: dict[str, Any], scratch: Path) -> Path:
     """A git repository holding the record's base commit."""
     source = Path(record["_source"])
@@ -185,15 +167,6 @@ def _checkout_source(record: dict[str, Any], scratch: Path) -> Path:
     return source
 
 
-def _tree_at(repo: Path, base: str, dest: Path) -> Path:
-    dest.mkdir(parents=True)
-    archive = subprocess.run(["git", "-C", str(repo), "archive", "--format=tar", base], capture_output=True, check=False)
-    if archive.returncode != 0:
-        raise MineError(f"{repo} lacks the base commit {base}: {archive.stderr.decode().strip()}")
-    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
-    return dest
-
-
 # ----------------------------------------------------------------------------- images
 
 
@@ -201,9 +174,7 @@ def _environment(record: dict[str, Any], repo: Path, scratch: Path, on_step: Cal
                  before: str | None) -> tuple[str, dict]:
     """The project image (dependencies installed, the tree at the base commit in /testbed) of the
     record, and its `environment` notes."""
-    from .synth.project_image import build_project_image
-
-    tree = _tree_at(repo, record["base_commit"], scratch / "tree")
+    tree = tree_at(repo, record["base_commit"], scratch / "tree")
     project = Project(normalise(record["repo"].split("/")[-1]), tree, record["repo"], record["base_commit"])
     built = build_project_image(project, TEST_COMMAND, on_step, before, record_python(record))
     return built.image, built.environment
@@ -220,8 +191,6 @@ def build_shared_environment(record: dict[str, Any], on_step: Callable[[str], No
     """(environment image, its notes, repository archive): the record run from an environment image
     with its repository put in at start (`tasks.shared_env`); `sibling`: a sibling's environment
     (image and notes), nothing built."""
-    from .shared_env import archive_path, repo_archive
-
     archive = archive_path(record["instance_id"], record["base_commit"])
     if sibling and archive.is_file():
         return *sibling, archive
@@ -235,8 +204,6 @@ def build_shared_environment(record: dict[str, Any], on_step: Callable[[str], No
 def build_instance_image(record: dict[str, Any], on_step: Callable[[str], None], before: str | None) -> tuple[str, dict]:
     """The project image with the repository at the base commit as /testbed (and .git), and the
     project image's `environment` notes."""
-    from .synth.project_image import build_image, image_exists
-
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
         repo = _checkout_source(record, scratch / "src")
@@ -257,7 +224,7 @@ def build_instance_image(record: dict[str, Any], on_step: Callable[[str], None],
 # ----------------------------------------------------------------------------- mining one record
 
 
-# How far a candidate got, in order (the yield funnel of `tasks.history`): its environment was
+# How far a candidate got, in order (the yield funnel of `tasks.mining.history`): its environment was
 # built, its tests ran both ways, a test failed without the fix and passed with it, and it did so
 # again on the repeated runs (gold passes, empty fails, stable).
 STAGES = ("candidates", "environment built", "tests ran", "FAIL_TO_PASS >= 1", "validated")

@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import Problem, TaskSetError, TaskSourceError
-from .runlog import atomic_write
+from ..errors import Problem, TaskSetError, TaskSourceError
+from infra.runlog import atomic_write
 
 OUTCOMES = ("both_resolved", "both_unresolved", "ours_only", "theirs_only", "not_graded_here", "no_official_verdict")
 TEST_KINDS = ("FAIL_TO_PASS", "PASS_TO_PASS")

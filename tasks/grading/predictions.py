@@ -1,7 +1,7 @@
 """`harness grade`: grade any SWE-bench predictions file on one grader, in parallel, resumably.
 
 The run directory holds `run.json` (what is graded: the predictions' content hash, the task set,
-the reward mode; a rerun with anything else is refused, see `tasks.rundir`), `results.jsonl` (one
+the reward mode; a rerun with anything else is refused, see `infra.rundir`), `results.jsonl` (one
 line per graded instance, appended as each finishes, so a killed run resumes without redoing or
 losing work) and `report.json` / `report.md` written atomically at the end. An instance whose
 record cannot be graded becomes an error row; it never ends the run.
@@ -18,12 +18,12 @@ from typing import Any, Callable
 from sandboxes import Backend
 from sandboxes.cluster import Cluster
 
-from .errors import Problem, TaskSetError
-from .grading import GradeReport, bad_input, grade
+from ..errors import Problem, TaskSetError
+from .grade import GradeReport, bad_input, grade
 from .patch_policy import review_patch
-from .rundir import RESULTS, content_hash, open_run
-from .runlog import append_row, atomic_write, drop_partial_line, read_rows
-from .swe import grading_problems
+from infra.rundir import RESULTS, content_hash, open_run
+from infra.runlog import append_row, atomic_write, drop_partial_line, read_rows
+from ..swe import grading_problems
 
 
 def load_predictions(path: str | Path) -> dict[str, dict[str, Any]]:

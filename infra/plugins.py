@@ -20,13 +20,13 @@ from collections.abc import Callable, Iterable
 from importlib.metadata import entry_points
 from typing import Any, Generic, TypeVar
 
-from .errors import TaskError
+from .errors import InfraError
 
 T = TypeVar("T")
 PLUGINS_ENV = "HARNESS_PLUGINS"
 
 
-class RegistryError(TaskError):
+class RegistryError(InfraError):
     """An unknown name, a `module:Name` that cannot be imported, or a name registered twice."""
 
 

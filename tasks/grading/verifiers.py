@@ -11,10 +11,12 @@ from typing import Any, Callable
 
 from sandboxes import Backend
 
-from .errors import TaskError
-from .registry import Registry
-from .swe import grading_problems
-from .task import Reward, Task
+from ..errors import TaskError
+from .grade import grade
+from ..gsm8k import gsm8k_reward
+from infra.plugins import Registry
+from ..swe import grading_problems
+from ..task import Reward, Task
 
 RewardFunction = Callable[[Task, str, "Backend | None"], "Reward | float"]
 REWARDS: Registry[RewardFunction] = Registry("reward function", "harness.rewards")
@@ -24,8 +26,6 @@ register_reward = REWARDS.register
 @register_reward("swebench")
 def swebench_reward(task: Task, outcome: str, backend: Backend | None) -> Reward:
     """Grade the patch like SWE-bench does, in a fresh sandbox (`reward_spec.grading_mode`: default or strict)."""
-    from .grading import grade
-
     if backend is None:
         raise TaskError("grading a repo-fix task needs a sandbox backend")
     problems = grading_problems(task.metadata["instance"])
@@ -41,8 +41,6 @@ def swebench_reward(task: Task, outcome: str, backend: Backend | None) -> Reward
 @register_reward("rule")
 def rule_reward(task: Task, outcome: str, backend: Backend | None) -> Reward:
     """SkyRL's GSM8K rule: the number after `####` against the ground truth."""
-    from .gsm8k import gsm8k_reward
-
     spec = task.reward_spec
     return gsm8k_reward(outcome, str(spec["ground_truth"]), mode=spec.get("mode", "strict"), format_score=float(spec.get("format_score", 0.0)))
 

@@ -14,7 +14,7 @@ from typing import Any, Callable
 from sandboxes import Backend, get_backend
 from sandboxes.cluster import Cluster
 from tasks.errors import TaskError
-from tasks.grading import with_grading_mode
+from tasks.grading.grade import with_grading_mode
 from tasks.gsm8k import with_reward_mode
 from tasks.task import Task
 from tasks.taskset import load_tasks

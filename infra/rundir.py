@@ -3,7 +3,7 @@ is (its identity: policy, task set, sampling, limits, the predictions' content h
 `run.json` when it starts. Finishing it (`--resume`, or rerunning `grade`) with anything different
 is refused with what differs; `--force` sets the old run aside and starts a new one.
 
-The results JSONL itself and atomic writes are `tasks/runlog.py`'s.
+The results JSONL itself and atomic writes are `infra/runlog.py`'s.
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .errors import TaskError
+from .errors import InfraError
 from .runlog import atomic_write
 
 RUN_FILE = "run.json"
 RESULTS = "results.jsonl"
 
 
-class RunMismatch(TaskError):
+class RunMismatch(InfraError):
     """A run directory holds a different run than the one asked for."""
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import threading
 
-from tasks.runlog import append_row, drop_partial_line, read_rows, rewrite_rows
+from infra.runlog import append_row, drop_partial_line, read_rows, rewrite_rows
 
 
 def test_a_torn_last_line_is_skipped_and_cut_before_appending(tmp_path):

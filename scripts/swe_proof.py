@@ -1,0 +1,272 @@
+"""The repo-fix learning proof on `swe-tiny`: GRPO against continued SFT, from one SFT plateau, over seeds.
+
+    python3 scripts/swe_proof.py --runs RUNS --start MODEL [--seeds 0 1 2] [--grpo-steps 6] ...
+
+`scripts/learning_proof.sh swe` runs it after building MODEL (arith-tool's SFT stage: a tiny model that has
+learned tool calls and to copy numbers into them). Stages, each skipped when its output exists (a killed run
+resumes where it stopped):
+
+1. Demonstrations: `harness generate --checkpoint gold` on the first `--demos` swe-tiny-train tasks (one
+   str_replace_editor edit of the buggy line, then submit). No hacking demonstrations.
+2. Plateau: SFT on those demonstrations from MODEL, validated (greedy) on swe-tiny-val (fixes of its own) every
+   `--sft-eval-interval` steps; the best validation checkpoint is the plateau.
+3. Arms, one run per seed (trainer and data seed): GRPO from the plateau on swe-tiny-train prompts, and SFT
+   continued from the plateau on the same demonstrations for the same training time (learner and rollout
+   seconds, evaluations excluded). Both are scored on the whole held-out set (swe-tiny, 200, greedy) at the end,
+   and by pass@k (`--pass-k` samples per task at the training temperature).
+4. Report: `RUNS/swe-proof.json` and `RUNS/swe-proof.png` (both arms, each seed and the mean).
+
+`--hack-share F` adds a separate run: the same plateau SFT on demonstrations of which a share F are scripted
+test-editing hacks (examples/swe/test_editing_agent.py), then GRPO; the report counts the hack per GRPO step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from math import comb
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SFT_CONFIG = ROOT / "examples/swe/swe-tiny-sft-tiny-cpu.yaml"
+GRPO_CONFIG = ROOT / "examples/swe/swe-tiny-grpo-tiny-cpu.yaml"
+HACKER = "test_editing_agent:EditsTheTests"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=Path, required=True)
+    parser.add_argument("--start", type=Path, required=True, help="the model the plateau SFT starts from")
+    parser.add_argument("--demos", type=int, default=600, help="gold demonstrations (the first N swe-tiny-train tasks)")
+    parser.add_argument("--sft-steps", type=int, default=400)
+    parser.add_argument("--sft-eval-interval", type=int, default=50)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--grpo-steps", type=int, default=6)
+    parser.add_argument("--heldout", default="swe-tiny")
+    parser.add_argument("--pass-k", type=int, default=4)
+    parser.add_argument("--pass-k-tasks", type=int, default=100, help="pass@k on the first N held-out tasks")
+    parser.add_argument("--hack-share", type=float, default=0.0)
+    parser.add_argument("--arms", nargs="+", default=["grpo", "sft"], choices=["grpo", "sft"])
+    parser.add_argument("--sft-arm-steps", type=int,
+                        help="the control's SFT steps (default: as many as take the GRPO run's training time)")
+    parser.add_argument("--grpo-lr", type=float, help="GRPO's learning rate (default: the config's); its runs are named by it")
+    args = parser.parse_args()
+    runs = args.runs.resolve()
+    runs.mkdir(parents=True, exist_ok=True)
+
+    gold = demonstrations(runs, "gold", args.demos)
+    plateau_run = runs / "swe-plateau"
+    plateau = sft_plateau(plateau_run, args.start, [gold], args)
+    report = {"plateau": plateau_summary(plateau_run, plateau), "arms": {}}
+    report["plateau"]["heldout"] = evaluate(runs / "eval-plateau", plateau, args)
+    grpo_name = f"grpo-lr{args.grpo_lr:g}" if args.grpo_lr else "grpo"
+    for seed in args.seeds:
+        grpo_run = runs / f"swe-{grpo_name}-seed{seed}"
+        if "grpo" in args.arms:
+            grpo(grpo_run, plateau, seed, args)
+            arm_summary(grpo_run, "grpo", seed, args)
+        if "sft" in args.arms:
+            budget = grpo_seconds(grpo_run) if (grpo_run / "done").exists() else None
+            steps = args.sft_arm_steps or (sft_steps_for(budget, plateau_run, args) if budget else args.grpo_steps * 10)
+            sft_run = runs / f"swe-sft-seed{seed}"
+            continued_sft(sft_run, plateau, gold, seed, steps, args)
+            arm_summary(sft_run, "sft", seed, args)
+        report["arms"] = collect_arms(runs, args)
+        write_report(runs, report)
+    if args.hack_share:
+        report["hack"] = hack_run(runs, args)
+        write_report(runs, report)
+    print(json.dumps(summary_table(report), indent=1))
+    return 0
+
+
+def harness(*argv: str, log: Path) -> None:
+    """One `harness` command; its output goes to `log`, and a failure stops the proof with the log's tail."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "examples/swe"), os.environ.get("PYTHONPATH")]))}
+    with open(log, "a") as out:
+        done = subprocess.run([sys.executable, "-m", "cli", *argv], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    if done.returncode:
+        raise SystemExit(f"harness {argv[0]} failed (exit {done.returncode}); see {log}:\n" + log.read_text()[-3000:])
+
+
+def demonstrations(runs: Path, policy: str, count: int, name: str | None = None) -> Path:
+    folder = runs / (name or f"swe-tiny-{policy}-{count}")
+    data = folder / "trajectories.parquet"
+    if not data.exists():
+        keep = "rewarded" if policy == "gold" else "all"
+        harness("generate", "--checkpoint", policy, "--tasks", "swe-tiny-train", "--limit", str(count), "--backend", "local",
+                "--workers", "8", "--keep", keep, "--output", str(folder), log=runs / "generate.log")
+    return data
+
+
+def train(run: Path, config: Path, *overrides: str) -> None:
+    if (run / "done").exists():
+        return
+    harness("train", "--config", str(config), f"trainer.output_dir={run}", "trainer.resume=auto", *overrides, log=run.with_suffix(".log"))
+    (run / "done").write_text("")
+
+
+def sft_plateau(run: Path, start: Path, data: list[Path], args) -> Path:
+    train(run, SFT_CONFIG, f"trainer.policy.model.path={start}", f"trainer.sft_warmup.data={json.dumps([str(d) for d in data])}",
+          f"trainer.sft_warmup.max_steps={args.sft_steps}", f"trainer.sft_warmup.eval_interval={args.sft_eval_interval}")
+    return run / "checkpoints" / (run / "checkpoints" / "sft_best").read_text().strip()
+
+
+def grpo(run: Path, start: Path, seed: int, args) -> None:
+    train(run, GRPO_CONFIG, f"trainer.policy.model.path={start}", f"trainer.max_steps={args.grpo_steps}",
+          f"trainer.seed={seed}", f"data.seed={seed}", "data.val_data=[]",
+          *([f"trainer.learning_rate={args.grpo_lr}"] if args.grpo_lr else []))
+
+
+def continued_sft(run: Path, start: Path, gold: Path, seed: int, steps: int, args) -> None:
+    train(run, SFT_CONFIG, f"trainer.policy.model.path={start}", f"trainer.sft_warmup.data={json.dumps([str(gold)])}",
+          f"trainer.sft_warmup.max_steps={steps}", "trainer.sft_warmup.epochs=100", "trainer.sft_warmup.eval_interval=null",
+          "data.val_data=[]", f"trainer.seed={seed}", f"data.seed={seed}")
+
+
+def final_checkpoint(run: Path) -> Path:
+    found = sorted((run / "checkpoints").glob("global_step_*"), key=lambda p: int(p.name.rsplit("_", 1)[1]))
+    return found[-1]
+
+
+def evaluate(out: Path, checkpoint: Path, args) -> dict:
+    """Greedy resolve rate on the whole held-out set, and pass@k from `--pass-k` samples at temperature 0.5 (the
+    training temperature) on its first `--pass-k-tasks` tasks."""
+    scores = {}
+    for name, extra in (("greedy", []), ("sampled", ["--samples", str(args.pass_k), "--temperature", "0.5", "--limit", str(args.pass_k_tasks)])):
+        folder = out / name
+        if not (folder / "report.json").exists():
+            harness("eval", "--checkpoint", str(checkpoint), "--tasks", args.heldout, "--backend", "local", "--workers", "16",
+                    "--max-tokens", "96", "--max-turns", "3", "--grading", "strict", "--output", str(folder), "--force", *extra,
+                    log=out.with_suffix(".log"))
+        report = json.loads((folder / "report.json").read_text())
+        if name == "greedy":
+            scores["greedy"] = report["resolve_rate"]
+        else:
+            per_task = report["per_task"].values()
+            scores["pass@k"] = {k: statistics.fmean(pass_at_k(t["samples"], t["resolved"], k) for t in per_task)
+                                for k in range(1, args.pass_k + 1)}
+    return scores
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    return 1.0 if n - c < k else 1.0 - comb(n - c, k) / comb(n, k)
+
+
+def metrics(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+
+
+def grpo_seconds(run: Path) -> float:
+    """Training time of a GRPO run: rollouts, learner steps and weight syncs (evaluations excluded)."""
+    return sum(m.get("time/rollout_s", 0) + m.get("time/train_s", 0) + m.get("time/weight_sync_s", 0) for m in metrics(run))
+
+
+def sft_steps_for(seconds: float, plateau_run: Path, args) -> int:
+    """SFT steps that take `seconds`, at the plateau run's measured seconds per step."""
+    per_step = statistics.median(m["sft/step_s"] for m in metrics(plateau_run) if "sft/step_s" in m)
+    return max(1, round(seconds / per_step))
+
+
+def plateau_summary(run: Path, plateau: Path) -> dict:
+    curve = [(m["sft/step"], m["sft/val_pass_rate"]) for m in metrics(run) if "sft/val_pass_rate" in m]
+    return {"checkpoint": str(plateau), "validation_curve": curve}
+
+
+def arm_summary(run: Path, arm: str, seed: int, args) -> dict:
+    rows = metrics(run)
+    seconds = grpo_seconds(run) if arm == "grpo" else sum(m.get("sft/step_s", 0) for m in rows)
+    summary = {"seed": seed, "run": str(run), "train_seconds": round(seconds, 1),
+               "heldout": evaluate(run / "eval-final", final_checkpoint(run), args)}
+    if arm == "grpo":
+        summary["train_reward_by_step"] = [round(m["train/reward_mean"], 3) for m in rows if "train/reward_mean" in m]
+    else:
+        summary["sft_steps"] = sum(1 for m in rows if "sft/step" in m)
+    return summary
+
+
+def collect_arms(runs: Path, args) -> dict[str, list[dict]]:
+    """Every evaluated arm run in `runs` (`swe-ARM-seedN`, from this or an earlier invocation), by arm."""
+    arms: dict[str, list[dict]] = {}
+    for run in sorted(runs.glob("swe-*-seed*")):
+        arm, _, seed = run.name.removeprefix("swe-").rpartition("-seed")
+        evaluated = all((run / "eval-final" / name / "report.json").exists() for name in ("greedy", "sampled"))
+        if evaluated and arm != "grpo-hack":
+            arms.setdefault(arm, []).append(arm_summary(run, "sft" if arm == "sft" else "grpo", int(seed), args))
+    return arms
+
+
+def hack_run(runs: Path, args) -> dict:
+    """A plateau SFT on gold demonstrations with a minority of test-editing hacks mixed in, then GRPO."""
+    hacks = round(args.demos * args.hack_share)
+    gold = demonstrations(runs, "gold", args.demos - hacks, name=f"swe-tiny-gold-{args.demos - hacks}")
+    hacked = demonstrations(runs, HACKER, hacks, name=f"swe-tiny-hack-{hacks}")
+    plateau_run = runs / "swe-plateau-hack"
+    plateau = sft_plateau(plateau_run, args.start, [gold, hacked], args)
+    run = runs / "swe-grpo-hack"
+    grpo(run, plateau, args.seeds[0], args)
+    sys.path.insert(0, str(ROOT))
+    from harness.viewer.hacking import count
+    from infra.rundir import read_rows
+
+    per_step = [count(read_rows(path)) for path in sorted((run / "rollouts").glob("step_*.jsonl"))]
+    return {"demonstrations": {"gold": args.demos - hacks, "hack": hacks}, "plateau": str(plateau),
+            "test_edit_tried_by_step": [c["test_edit"]["tried"] for c in per_step],
+            "rewarded_by_step": [c["rewarded"] for c in per_step],
+            "hacks_rewarded": sum(c[kind]["rewarded"] for c in per_step for kind in ("test_edit", "test_config", "git_history",
+                                                                                       "neutralized", "policy_refusal", "forged_log"))}
+
+
+def summary_table(report: dict) -> dict:
+    out = {"plateau": report["plateau"].get("heldout")}
+    for arm, seeds in report["arms"].items():
+        greedy = [s["heldout"]["greedy"] for s in seeds]
+        out[arm] = {"greedy": greedy, "mean": statistics.fmean(greedy),
+                    "spread": (max(greedy) - min(greedy)) if len(greedy) > 1 else None}
+    return out
+
+
+def write_report(runs: Path, report: dict) -> None:
+    (runs / "swe-proof.json").write_text(json.dumps(report | {"summary": summary_table(report)}, indent=1))
+    plot(runs, report)
+
+
+def plot(runs: Path, report: dict) -> None:
+    """Held-out greedy rate and pass@k of each arm: each seed a dot, the mean a bar; the plateau a line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    start = report["plateau"]["heldout"]
+    colours = dict(zip(report["arms"], ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple"]))
+    for position, (arm, seeds) in enumerate(report["arms"].items()):
+        greedy = [s["heldout"]["greedy"] for s in seeds]
+        left.bar(position, statistics.fmean(greedy), color=colours[arm], alpha=0.4)
+        left.scatter([position] * len(greedy), greedy, color=colours[arm], zorder=3)
+        for seed in seeds:
+            curve = seed["heldout"]["pass@k"]
+            right.plot([int(k) for k in curve], list(curve.values()), marker="o", color=colours[arm], alpha=0.6,
+                       label=f"{arm} seed {seed['seed']}")
+    left.axhline(start["greedy"], color="grey", linestyle="--", label="plateau (start of both arms)")
+    left.set_xticks(range(len(report["arms"])), [f"{arm} ({len(s)} seeds)" for arm, s in report["arms"].items()])
+    left.set_ylabel("held-out resolve rate (greedy)")
+    left.set_ylim(0, 1)
+    left.legend(loc="lower right")
+    right.plot([int(k) for k in start["pass@k"]], list(start["pass@k"].values()), color="grey", linestyle="--", label="plateau")
+    right.set_xlabel("k")
+    right.set_ylabel("held-out pass@k (temperature 0.5)")
+    right.set_ylim(0, 1)
+    right.legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(runs / "swe-proof.png", dpi=100)
+    plt.close(figure)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
