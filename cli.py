@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sandboxes import SandboxError, SandboxSpec, get_backend, install_signal_handlers
-from sandboxes.images import BASE_IMAGE
+from sandboxes.images import BASE_IMAGE, DEFAULT_PYTHON
 from harness.errors import HarnessError
 from infra.errors import InfraError
 from trainer.errors import TrainerError
@@ -30,6 +30,8 @@ app.add_typer(data_app, name="data")
 app.add_typer(tasks_app, name="tasks")
 console = Console()
 BackendOption = typer.Option("auto", "--backend", help="docker, local (bubblewrap, base image only), overlay (bubblewrap, any image), podman or auto.")
+PythonOption = typer.Option(None, "--python", help="The base's Python (3.9, 3.11, 3.13); default: chosen from the project's "
+                            "declared range (requires-python, python_requires, classifiers) and its dependencies' date.")
 RayAddressOption = typer.Option(None, "--ray-address", help="Run on the nodes of this Ray cluster (auto, HOST:PORT): each node runs "
                                 "as many sandboxes at once as its `sandbox` resource says, on its own engine.")
 ScaffoldOption = typer.Option("harness", "--scaffold", help="What drives the turns: harness (our own loop), mini-swe-agent, "
@@ -82,16 +84,18 @@ def main(
 @friendly_errors
 def sandbox_build_base(
     rootfs_only: bool = typer.Option(False, help="Only debootstrap the root filesystem (for the local backend)."),
+    python: str = typer.Option(DEFAULT_PYTHON, help="The base's Python: 3.9 (bullseye), 3.11 (bookworm) or 3.13 (trixie)."),
 ):
-    """Build the default base image locally (debootstrap + docker import); a no-op when up to date."""
-    from sandboxes.images import base_rootfs, build_base_image, build_rootfs
+    """Build a base image locally (debootstrap + docker import); a no-op when up to date."""
+    from sandboxes.images import base_of, base_rootfs, build_base_image, build_rootfs
 
-    with console.status("building the base image (debootstrap takes about a minute)") as status:
+    recipe = base_of(python).recipe
+    with console.status(f"building the Python {python} base (debootstrap takes minutes)") as status:
         show = lambda line: status.update(f"[dim]{line[:100]}")  # noqa: E731
         if rootfs_only:
-            console.print(f"root filesystem: {build_rootfs(on_line=show)}")
+            console.print(f"root filesystem: {build_rootfs(recipe, on_line=show)}")
         else:
-            console.print(f"image: {build_base_image(on_line=show)} (also tagged {BASE_IMAGE}); root filesystem: {base_rootfs()}")
+            console.print(f"image: {build_base_image(recipe, on_line=show)}; root filesystem: {base_rootfs(recipe)}")
 
 
 @sandbox_app.command("exec")
@@ -679,6 +683,7 @@ def tasks_synth(
     test_command: Optional[str] = typer.Option(None, help="Override the detected test command (pytest by default)."),
     max_candidates: Optional[int] = typer.Option(None, help="Judge at most this many candidates."),
     early_stop: int = typer.Option(20, help="Stop when this many candidates in a row are all rejected for one systemic reason (0: never)."),
+    python: Optional[str] = PythonOption,
     backend: str = BackendOption,
 ):
     """Synthesize validated repo-fix tasks from a real Python project by planting bugs (AST mutations)."""
@@ -696,7 +701,7 @@ def tasks_synth(
                 progress.console.print(f"[dim]{event.stage}: {event.message}", highlight=False)
 
         summary = synthesize(repo, output, max_tasks=max_tasks, seed=seed, workers=workers, test_command=test_command,
-                             backend=get_backend(backend), on_event=show, max_candidates=max_candidates, early_stop=early_stop)
+                             backend=get_backend(backend), on_event=show, max_candidates=max_candidates, early_stop=early_stop, python=python)
     console.print(f"kept {summary.kept} of {summary.decided} candidates ({summary.flaky} flaky); rejected: {summary.rejected}")
     console.print(f"disk: environment image {summary.disk['environment_mb']} MB (shared), "
                   f"{summary.disk['per_task_mb']} MB more per task; {summary.duration:.0f}s")
@@ -718,6 +723,7 @@ def tasks_mine(
     timeout: float = typer.Option(900.0, help="Seconds per test run."),
     share_env: bool = typer.Option(False, "--share-env", help="One environment image per repository where its tests pass: "
                                    "no instance image, the repository (base commit only) put into each sandbox at start."),
+    python: Optional[str] = PythonOption,
     backend: str = BackendOption,
 ):
     """SWE-bench instances from real merged pull requests: base = first parent, FAIL_TO_PASS/PASS_TO_PASS by running the tests."""
@@ -732,6 +738,8 @@ def tasks_mine(
     else:
         records, funnel = candidates(source, since, limit, until)
         console.print(f"{len(records)} candidates in {funnel.counts['commits scanned']} commits", highlight=False)
+    if python:
+        records = [{**record, "python": python} for record in records]
 
     def show(mined):
         note = f"{len(mined.instance['FAIL_TO_PASS'])} FAIL_TO_PASS, {len(mined.instance['PASS_TO_PASS'])} PASS_TO_PASS, " \

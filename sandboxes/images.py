@@ -1,7 +1,9 @@
-"""The default base image, built without a registry: debootstrap a Debian root, then import it.
+"""The base images, built without a registry: debootstrap a Debian root, then import it.
 
-The image tag is a hash of the recipe, so building twice is a no-op. The same root filesystem
-directory serves the local (bubblewrap) backend.
+One base per Python: Debian bullseye (3.9), bookworm (3.11, the default) and trixie (3.13), each
+with the suite's own python3, pytest, pip and git. The image tag is a hash of the recipe, so
+building twice is a no-op; the root filesystem is kept at `<cache>/rootfs/<hash>`, where the local
+(bubblewrap) backend runs it and from where the Docker image is imported.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import os
 import shutil
 import subprocess
 import tarfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -30,6 +33,30 @@ BASE_RECIPE = {
     "workdir": "/workspace",
     "recipe": 1,  # bump when the steps below change
 }
+
+
+@dataclass(frozen=True)
+class Base:
+    """A base: its Python, the day that Python was first released, and its recipe."""
+
+    python: str
+    released: str  # ISO date of the interpreter's first release
+    recipe: dict
+    pip: str = ""  # where the suite's pip will not do: the pip project images install first (a requirement)
+
+    @property
+    def tag(self) -> str:
+        return f"{BASE_REPOSITORY}:{recipe_hash(self.recipe)}"
+
+
+DEFAULT_PYTHON = "3.11"
+BASES = {base.python: base for base in (
+    # bullseye's pip 20.3 cannot make PEP 660 editable installs (pip 21.3 can); pip 25.3 dropped
+    # `setup.py develop`, which old setuptools projects need: what bookworm's pip 23 does, both.
+    Base("3.9", "2020-10-05", {**BASE_RECIPE, "suite": "bullseye"}, pip="pip>=21.3,<25.3"),
+    Base(DEFAULT_PYTHON, "2022-10-24", BASE_RECIPE),
+    Base("3.13", "2024-10-07", {**BASE_RECIPE, "suite": "trixie"}),
+)}
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -41,9 +68,22 @@ def recipe_hash(recipe: dict = BASE_RECIPE) -> str:
     return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:12]
 
 
+def base_of(python: str) -> Base:
+    """The base for `python` ("3.9", "3.11", "3.13"); another version is a clear error."""
+    if python not in BASES:
+        raise SandboxError(f"no base for Python {python!r}: the bases are Python {', '.join(BASES)}")
+    return BASES[python]
+
+
 def base_rootfs(recipe: dict = BASE_RECIPE) -> Path:
     """Where the base root filesystem lives (built by `build_rootfs`)."""
     return cache_dir() / "rootfs" / recipe_hash(recipe)
+
+
+def rootfs_of_image(image: str) -> Path:
+    """The root filesystem of a base image name: `harness-base:latest` (the default) or `harness-base:<hash>`."""
+    tag = image.partition(":")[2] or "latest"
+    return base_rootfs() if tag == "latest" else cache_dir() / "rootfs" / tag
 
 
 def build_rootfs(recipe: dict = BASE_RECIPE, on_line: Callable[[str], None] = log.info) -> Path:
@@ -94,7 +134,8 @@ def _finish_rootfs(root: Path, recipe: dict) -> None:
 
 
 def build_base_image(recipe: dict = BASE_RECIPE, on_line: Callable[[str], None] = log.info) -> str:
-    """Build (or find) the base image in the local Docker engine; returns its tag."""
+    """Build (or find) the base image in the local Docker engine; returns its tag (the default recipe's is
+    also tagged `latest`)."""
     from .docker_backend import docker_client
 
     client = docker_client()
@@ -104,7 +145,8 @@ def build_base_image(recipe: dict = BASE_RECIPE, on_line: Callable[[str], None] 
         with cache_lock(root, "import"):
             if not image_exists(tag):
                 _import_rootfs(client, root, recipe, on_line)
-    client.api.tag(tag, BASE_REPOSITORY, "latest")
+    if recipe == BASE_RECIPE:
+        client.api.tag(tag, BASE_REPOSITORY, "latest")
     return tag
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..base import LABEL_OWNER, Backend, Sandbox, Snapshot, labels, owner_alive
 from ..errors import ImageNotFound, SandboxClosed, SandboxError
-from ..images import base_rootfs, cache_dir
+from ..images import cache_dir, rootfs_of_image
 from ..shell import ShellSession
 from ..spec import SandboxSpec
 from .cgroups import Hierarchy, SandboxCgroups, host_hierarchies, remove_groups
@@ -224,10 +224,11 @@ class LocalBackend(Backend):
         self.cgroups = cgroups
 
     def create(self, spec: SandboxSpec) -> LocalSandbox:
-        """`spec.image`: the base image name, a root filesystem directory, or a snapshot's directory."""
+        """`spec.image`: a base image name (`harness-base:latest`, `harness-base:<hash>`), a root filesystem
+        directory, or a snapshot's directory."""
         image = spec.image
         if image.startswith("harness-base"):
-            return self._sandbox(spec, self._base_root(), spec.workdir)
+            return self._sandbox(spec, self._base_root(image), spec.workdir)
         folder = Path(image)
         if not folder.is_absolute() or not folder.is_dir():
             raise ImageNotFound(
@@ -242,10 +243,11 @@ class LocalBackend(Backend):
     def _sandbox(self, spec: SandboxSpec, root: Path, mount_point: str, seed: Path | None = None) -> LocalSandbox:
         return LocalSandbox(spec, root, mount_point, seed, self.output_cap, self.cgroups)
 
-    def _base_root(self) -> Path:
-        root = self.rootfs or base_rootfs()
+    def _base_root(self, image: str) -> Path:
+        root = self.rootfs or rootfs_of_image(image)
         if self.rootfs is None and not (root / ".harness-complete").exists():
-            raise ImageNotFound(f"the base root filesystem is not built ({root}): run `harness sandbox build-base`")
+            raise ImageNotFound(f"the root filesystem of {image} is not built ({root}): run `harness sandbox build-base` "
+                                "(with the base's `--python`)")
         if not root.is_dir():
             raise ImageNotFound(f"the root filesystem {root} does not exist")
         return root

@@ -176,8 +176,14 @@ def _environment(record: dict[str, Any], repo: Path, scratch: Path, on_step: Cal
     record, and its `environment` notes."""
     tree = tree_at(repo, record["base_commit"], scratch / "tree")
     project = Project(normalise(record["repo"].split("/")[-1]), tree, record["repo"], record["base_commit"])
-    built = build_project_image(project, TEST_COMMAND, on_step, before)
+    built = build_project_image(project, TEST_COMMAND, on_step, before, record_python(record))
     return built.image, built.environment
+
+
+def record_python(record: dict[str, Any]) -> str | None:
+    """The base's Python a record asks for (`python`, or the `environment` notes of an instance it was
+    mined into, so that a rebuild is identical); None: chosen from the project."""
+    return record.get("python") or record.get("environment", {}).get("python")
 
 
 def build_shared_environment(record: dict[str, Any], on_step: Callable[[str], None], before: str | None,

@@ -89,6 +89,7 @@ def synthesize(
     max_candidates: int | None = None,
     test_timeout: float | None = None,
     early_stop: int = EARLY_STOP,
+    python: str | None = None,
 ) -> SynthSummary:
     """Plant bugs in `repo` (a git repository path, a git URL or a PyPI name) and write up to
     `max_tasks` validated SWE-bench instances to `output` (JSONL).
@@ -99,7 +100,8 @@ def synthesize(
     `max_candidates` bounds how many candidates are judged in all; `test_timeout` (seconds)
     bounds one test run (default: 3x the slower baseline run, at least 30 s). When the first
     `early_stop` judged candidates are all rejected for one systemic reason (`validate.SYSTEMIC`),
-    the run stops with a SynthError naming it (0 never stops).
+    the run stops with a SynthError naming it (0 never stops). `python` picks the base ("3.9", "3.11",
+    "3.13"); by default `python_base.choose_python` does.
     """
     started = time.monotonic()
     output = Path(output)
@@ -112,7 +114,7 @@ def synthesize(
     emit(SynthEvent("source", f"fetching {repo}"))
     project = fetch_project(repo, work)
     emit(SynthEvent("image", f"{project.name} at {project.commit[:12]}: preparing the project image"))
-    env = _project_image(project, test_command, emit)
+    env = _project_image(project, test_command, emit, python)
     commands = tuple(pin_test_ids(c) for c in env.test_commands)
     worklog = WorkLog(work, _hash(env.image, *commands))
     baseline = worklog.baseline()
@@ -139,17 +141,17 @@ def synthesize(
     return summary
 
 
-def _project_image(project, test_command: str | None, emit) -> ProjectImage:
+def _project_image(project, test_command: str | None, emit, python: str | None = None) -> ProjectImage:
     """The project image with the newest dependencies, else with those released before the project's date."""
     step = lambda message: emit(SynthEvent("image", message))  # noqa: E731
     try:
-        return build_project_image(project, test_command, step)
+        return build_project_image(project, test_command, step, python=python)
     except SynthError as err:
         if not project.date:
             raise
         emit(SynthEvent("image", f"the newest dependencies failed ({str(err)[:400]}); "
                                  f"trying those released before {project.date}"))
-        return build_project_image(project, test_command, step, before=project.date)
+        return build_project_image(project, test_command, step, before=project.date, python=python)
 
 
 class _Run:

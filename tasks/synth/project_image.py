@@ -20,7 +20,6 @@ another set of dependencies, not this image's, and are left out.
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import json
 import logging
@@ -30,20 +29,20 @@ import subprocess
 import sys
 import tempfile
 import time
-import tomllib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from configparser import ConfigParser
-from configparser import Error as ConfigError
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from sandboxes import SandboxError, images
-from sandboxes.images import build_base_image, cache_dir, image_exists
+from sandboxes.images import DEFAULT_PYTHON, Base, base_of, build_base_image, cache_dir, image_exists
 
 from ..swe import TEST_COMMAND, WORKDIR
 from .build_backend import DEFAULT_BUILD_REQUIRES, BackendNeeds, ask_backend, declared_backend, scm_env
 from .errors import SynthError
+from .metadata import read_ini, read_pyproject, setup_py_literals
+from .python_base import choose_python
 from .source import Project
 
 log = logging.getLogger(__name__)
@@ -51,7 +50,6 @@ IMAGE_REPOSITORY = "harness-synth"
 TEST_NAME = re.compile(r"test", re.IGNORECASE)
 DEV_NAME = re.compile(r"(^|[-_.])dev([-_.]|$)", re.IGNORECASE)
 MIN_VERSIONS_NAME = re.compile(r"(^|[-_.])(min|minimum|minimal|lowest|oldest)([-_.]|$)", re.IGNORECASE)
-IMAGE_PYTHON = "3.11"  # the base image's interpreter (Debian bookworm)
 # In a dev dependency group or requirements file (taken where nothing names tests): what only builds
 # docs, lints or publishes, left out.
 NOT_FOR_TESTS = re.compile(r"^(sphinx|mkdocs|furo|myst|pydata-sphinx|coveralls|codecov|pre-commit|tox|nox|twine|build"
@@ -72,36 +70,46 @@ class ProjectImage:
 
 
 def build_project_image(project: Project, test_command: str | None = None,
-                        on_step: Callable[[str], None] = log.info, before: str | None = None) -> ProjectImage:
+                        on_step: Callable[[str], None] = log.info, before: str | None = None,
+                        python: str | None = None) -> ProjectImage:
     """The project image (built once per content hash) and its test command(s).
 
-    With `before` (an ISO date), dependencies are those released before it."""
+    With `before` (an ISO date), dependencies are those released before it. The base is `python`
+    where given, else the one `choose_python` picks for the project as of `before` (the Python of
+    the dependencies' day; the newest dependencies get today's choice)."""
     commands = (test_command,) if test_command else detect_test_commands(project.root)
+    choice = choose_python(project.root, before, python)
+    base = base_of(choice.python)
+    on_step(f"{project.name}: Python {choice.python} ({choice.reason})")
     with timed(on_step, f"{project.name}: the version a checkout without .git claims"):
-        version = pretend_version(project.root, before)
-    wheelhouse = fetch_wheelhouse(project, on_step, before, version)
+        version = pretend_version(project.root, before, base.python)
+    wheelhouse = fetch_wheelhouse(project, on_step, before, version, base)
     needs = BackendNeeds(**json.loads((wheelhouse / PLAN).read_text()))
-    install = install_command(project.root, version, needs.editable)
+    install = install_command(project.root, version, needs.editable, base)
+    with timed(on_step, f"the Python {base.python} base image"):
+        base_image = build_base_image(base.recipe, on_step)
     digest = _hash(_tree_digest(project.root), "\n".join(sorted(p.name for p in wheelhouse.iterdir())), install,
-                   _base_image())
+                   base_image)
     image = f"{IMAGE_REPOSITORY}/{project.name}-env:{digest}"
     if not image_exists(image):
         on_step(f"building the project image {image}")
-        dockerfile = (f"FROM {_base_image()}\nCOPY wheelhouse /tmp/wheelhouse\nCOPY {SOURCE_ON_PATH.name} /tmp/\n"
+        dockerfile = (f"FROM {base_image}\nCOPY wheelhouse /tmp/wheelhouse\nCOPY {SOURCE_ON_PATH.name} /tmp/\n"
                       f"COPY testbed {WORKDIR}\nWORKDIR {WORKDIR}\n"
                       f"RUN {install} && rm -rf /tmp/wheelhouse /tmp/{SOURCE_ON_PATH.name}\n")
         with timed(on_step, f"{project.name}: docker build of the project image"):
             build_image(image, dockerfile, {"wheelhouse": wheelhouse, "testbed": project.root,
                                             SOURCE_ON_PATH.name: SOURCE_ON_PATH},
                         what=f"installing {project.name} and its test dependencies")
-    return ProjectImage(project, image, commands, environment_notes(project.root, wheelhouse, needs, install, before))
+    notes = environment_notes(project.root, wheelhouse, needs, install, before)
+    return ProjectImage(project, image, commands, {"python": base.python, "python_chosen": choice.reason,
+                                                   "base_image": base_image, **notes})
 
 
 def environment_notes(root: Path, wheelhouse: Path, needs: BackendNeeds, install: str, before: str | None) -> dict:
-    """What the image holds and how it was made: enough to build the same one again."""
+    """What the image holds and how it was made: enough to build the same one again (with its base's
+    Python, which `build_project_image` adds)."""
     extras, requirements, files = declared_test_dependencies(root)
     return {
-        "python": IMAGE_PYTHON, "base_image": _base_image(),
         "build_backend": needs.backend, "build_requires": needs.requires, "backend_asked": needs.asked,
         "install": "editable" if needs.editable else "source on the path",
         **({"backend_problem": needs.problem} if needs.problem else {}),
@@ -128,11 +136,11 @@ def _is_test_file(path: Path) -> bool:
 
 
 def _has_testpaths(root: Path) -> bool:
-    pyproject = _pyproject(root)
+    pyproject = read_pyproject(root)
     if "testpaths" in pyproject.get("tool", {}).get("pytest", {}).get("ini_options", {}):
         return True
     for name, section in (("pytest.ini", "pytest"), ("tox.ini", "pytest"), ("setup.cfg", "tool:pytest")):
-        config = _ini(root / name)
+        config = read_ini(root / name)
         if config.has_option(section, "testpaths"):
             return True
     return False
@@ -144,9 +152,9 @@ def declared_test_dependencies(root: Path) -> tuple[list[str], list[str], list[s
     Groups are PEP 735 `[dependency-groups]`, Poetry's groups and dev-dependencies, PDM's
     dev-dependencies and Hatch's environments; those named for tests, else the dev ones (less
     what only builds docs or lints)."""
-    pyproject = _pyproject(root)
+    pyproject = read_pyproject(root)
     extras = list(pyproject.get("project", {}).get("optional-dependencies", {}))
-    setup_cfg = _ini(root / "setup.cfg")
+    setup_cfg = read_ini(root / "setup.cfg")
     if setup_cfg.has_section("options.extras_require"):
         extras += setup_cfg.options("options.extras_require")
     groups = _dependency_groups(pyproject)
@@ -200,28 +208,10 @@ def requirement_file_lines(root: Path, name: str, seen: frozenset = frozenset())
 
 def _setup_py_keywords(root: Path) -> tuple[list[str], list[str]]:
     """(extras, tests_require) a setup.py passes to `setup()` as literals (or names bound to literals)."""
-    path = root / "setup.py"
-    try:
-        tree = ast.parse(path.read_text(errors="replace")) if path.exists() else ast.Module(body=[], type_ignores=[])
-    except SyntaxError:
-        return [], []
-    bound = {t.id: node.value for node in tree.body if isinstance(node, ast.Assign) for t in node.targets
-             if isinstance(t, ast.Name)}
-    extras, tests = [], []
-    for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
-        if getattr(call.func, "id", getattr(call.func, "attr", "")) != "setup":
-            continue
-        for keyword in call.keywords:
-            value = bound.get(keyword.value.id, keyword.value) if isinstance(keyword.value, ast.Name) else keyword.value
-            try:
-                literal = ast.literal_eval(value)
-            except (ValueError, TypeError, SyntaxError):
-                continue
-            if keyword.arg == "extras_require" and isinstance(literal, dict):
-                extras += [k for k in literal if isinstance(k, str)]
-            elif keyword.arg == "tests_require" and isinstance(literal, (list, tuple)):
-                tests += [r for r in literal if isinstance(r, str)]
-    return extras, tests
+    literals = setup_py_literals(root)
+    extras, tests = literals.get("extras_require"), literals.get("tests_require")
+    return ([k for k in extras if isinstance(k, str)] if isinstance(extras, dict) else [],
+            [r for r in tests if isinstance(r, str)] if isinstance(tests, (list, tuple)) else [])
 
 
 def _ini_list(config: ConfigParser, section: str, option: str) -> list[str]:
@@ -261,35 +251,38 @@ def _group(groups: dict, name: str) -> list[str]:
 
 
 def _installable(root: Path) -> bool:
-    return (root / "setup.py").exists() or bool(_pyproject(root).get("build-system") or _pyproject(root).get("project"))
+    return (root / "setup.py").exists() or bool(read_pyproject(root).get("build-system") or read_pyproject(root).get("project"))
 
 
-def pretend_version(root: Path, before: str | None = None) -> str:
+def pretend_version(root: Path, before: str | None = None, python: str = DEFAULT_PYTHON) -> str:
     """The version a git checkout without `.git` claims (setuptools-scm cannot see one): none for an
     sdist; with `before`, the project's last release before that date; else 0.0.0."""
     if (root / "PKG-INFO").exists():
         return ""
-    name = _pyproject(root).get("project", {}).get("name") or _ini(root / "setup.cfg").get("metadata", "name", fallback="")
+    name = read_pyproject(root).get("project", {}).get("name") or read_ini(root / "setup.cfg").get("metadata", "name", fallback="")
     if before and name:
         with tempfile.TemporaryDirectory() as scratch:
             (Path(scratch) / "wanted.in").write_text(name + "\n")
-            done = _uv_compile(Path(scratch), "wanted.in", before, "--no-deps")
+            done = _uv_compile(Path(scratch), "wanted.in", before, python, "--no-deps")
         pins = [line.split("==", 1)[1].strip() for line in done.stdout.splitlines() if "==" in line]
         if done.returncode == 0 and pins:
             return pins[0]
     return "0.0.0"
 
 
-def install_command(root: Path, version: str | None = None, editable: bool = True) -> str:
+def install_command(root: Path, version: str | None = None, editable: bool = True, base: Base | None = None) -> str:
     """The offline install run inside the image build: editable, or (where the backend cannot make an
-    editable install) regular with the source put on the path afterwards."""
+    editable install) regular with the source put on the path afterwards. On a base whose own pip will
+    not do (`Base.pip`), that pip is installed from the wheelhouse first."""
     extras, requirements, files = declared_test_dependencies(root)
     project = f"'.[{','.join(extras)}]'" if extras else "."
     targets = [f"-e {project}" if editable else project] if _installable(root) else []
     targets += [_quote(r) for r in _test_requirements(root, requirements, files)]
     version = pretend_version(root) if version is None else version
     pretend = f"SETUPTOOLS_SCM_PRETEND_VERSION={version} " if version else ""
-    command = (f"{pretend}python3 -m pip install -q --break-system-packages --no-cache-dir --no-index "
+    command = (f"python3 -m pip install -q --no-index --find-links /tmp/wheelhouse {_quote(base.pip)} && "
+               if base is not None and base.pip else "")
+    command += (f"{pretend}python3 -m pip install -q --break-system-packages --no-cache-dir --no-index "
                f"--find-links /tmp/wheelhouse {' '.join(targets) or 'pip'}")
     if not editable and _installable(root):
         command += f" && python3 /tmp/{SOURCE_ON_PATH.name} {_quote(distribution_name(root))} {WORKDIR}"
@@ -298,52 +291,61 @@ def install_command(root: Path, version: str | None = None, editable: bool = Tru
 
 def distribution_name(root: Path) -> str:
     """The project's distribution name as its metadata declares it (PEP 621, Poetry, flit, setup.cfg)."""
-    pyproject = _pyproject(root)
+    pyproject = read_pyproject(root)
     tool = pyproject.get("tool", {})
     flit = tool.get("flit", {}).get("metadata", {})
     return (pyproject.get("project", {}).get("name") or tool.get("poetry", {}).get("name")
             or flit.get("dist-name") or flit.get("module")
-            or _ini(root / "setup.cfg").get("metadata", "name", fallback="") or root.name)
+            or read_ini(root / "setup.cfg").get("metadata", "name", fallback="") or root.name)
 
 
 def fetch_wheelhouse(project: Project, on_step: Callable[[str], None] = log.info, before: str | None = None,
-                     version: str | None = None) -> Path:
-    """Everything the install needs, as wheels, in a folder cached by what declares it.
+                     version: str | None = None, base: Base | None = None) -> Path:
+    """Everything the install needs, as wheels for the base's Python, in a folder cached by what declares it.
 
-    With `before`, the versions are those uv resolves from releases published before that date.
-    `version`: what `pretend_version` says (computed here when not given)."""
+    With `before`, the versions are those uv resolves from releases published before that date; for a
+    base whose Python is not the host's, uv resolves for that Python and exactly those pins are
+    downloaded (`pip download --python-version`). `version`: what `pretend_version` says (computed
+    here when not given)."""
     root = project.root
+    base = base or base_of(DEFAULT_PYTHON)
+    python = base.python
     declared = [p for name in ("pyproject.toml", "setup.py", "setup.cfg", "PKG-INFO") if (p := root / name).exists()]
     extras, requirements, files = declared_test_dependencies(root)
     declared += [root / f for f in files]
     wanted = _test_requirements(root, requirements, files)  # what is read from the files counts too
-    digest = _hash(PLAN, sys.version.split()[0], before or "", *extras, *wanted,
+    digest = _hash(PLAN, sys.version.split()[0], python, base.pip, before or "", *extras, *wanted,
                    *(p.name + "\0" + p.read_text(errors="replace") for p in declared))
     wheelhouse = cache_dir() / "synth" / "wheelhouse" / digest
     if (wheelhouse / ".complete").exists():
         return wheelhouse
-    on_step(f"downloading the dependencies of {project.name} into {wheelhouse}")
+    on_step(f"downloading the dependencies of {project.name} for Python {python} into {wheelhouse}")
     wheelhouse.mkdir(parents=True, exist_ok=True)
-    system = _pyproject(root).get("build-system", {})
+    system = read_pyproject(root).get("build-system", {})
     build_requires = declared_backend(system)[1]
     targets = [f".[{','.join(extras)}]" if extras else "."] if _installable(root) else []
     targets += wanted
-    version = pretend_version(root, before) if version is None else version
+    version = pretend_version(root, before, python) if version is None else version
     name = project.name
+    pinned = bool(before) or python != _host_python()
     with tempfile.TemporaryDirectory() as scratch:  # pip writes build metadata into the project
         copy = shutil.copytree(root, Path(scratch) / "project")
-        if before:
-            with timed(on_step, f"{name}: resolving the dependencies as of {before} (uv)"):
-                build_requires = _pinned_as_of(copy, [*build_requires, *DEFAULT_BUILD_REQUIRES], before, version)
-                targets = _pinned_as_of(copy, targets, before, version) if targets else []
+        if pinned:
+            with timed(on_step, f"{name}: resolving the dependencies for Python {python}"
+                                + (f" as of {before}" if before else "") + " (uv)"):
+                build_requires = _pinned(copy, [*build_requires, *DEFAULT_BUILD_REQUIRES], before, python, version)
+                targets = _pinned(copy, targets, before, python, version) if targets else []
             with timed(on_step, f"{name}: pip download of {len(build_requires) + len(targets)} pins"):
-                _pip(copy, "download", "--no-deps", "-d", wheelhouse, *build_requires, *targets, version=version)
+                _pip(copy, "download", "--no-deps", *_for(python), "-d", wheelhouse, *build_requires, *targets,
+                     version=version)
         else:
             with timed(on_step, f"{name}: pip download of the newest dependencies"):
                 _pip(copy, "download", "-d", wheelhouse, *build_requires, *DEFAULT_BUILD_REQUIRES, version=version)
                 if targets:
                     _pip(copy, "download", "-d", wheelhouse, *targets, version=version)
-        needs = _backend_needs(copy, system, wheelhouse, before, version, on_step)
+        if base.pip:  # the installer, not a dependency: the newest that fits, whatever the date
+            _pip(copy, "download", "--no-deps", *_for(python), "-d", wheelhouse, base.pip, version=version)
+        needs = _backend_needs(copy, system, wheelhouse, before, python, version, on_step)
         sdists = [p for p in wheelhouse.iterdir() if p.name.endswith(SDIST_SUFFIXES)]
         unbuilt = [p for p in sdists if not _reuse_built_wheel(p, wheelhouse)]
         if unbuilt:  # one pip run: the build backends are fetched once
@@ -357,7 +359,7 @@ def fetch_wheelhouse(project: Project, on_step: Callable[[str], None] = log.info
     return wheelhouse
 
 
-def _backend_needs(project: Path, system: dict, wheelhouse: Path, before: str | None, version: str,
+def _backend_needs(project: Path, system: dict, wheelhouse: Path, before: str | None, python: str, version: str,
                    on_step: Callable[[str], None]) -> BackendNeeds:
     """Ask the backend what else it needs (`build_backend.ask_backend`) and download that too."""
     with timed(on_step, f"asking the build backend ({declared_backend(system)[0]}) what it needs"):
@@ -365,9 +367,21 @@ def _backend_needs(project: Path, system: dict, wheelhouse: Path, before: str | 
     if needs.problem:
         on_step(f"the build backend could not be asked (the install will show what is missing): {needs.problem}")
     elif needs.asked:
-        wanted = _pinned_as_of(project, needs.asked, before, version) if before else needs.asked
-        _pip(project, "download", *(["--no-deps"] if before else []), "-d", wheelhouse, *wanted, version=version)
+        if before or python != _host_python():
+            _pip(project, "download", "--no-deps", *_for(python), "-d", wheelhouse,
+                 *_pinned(project, needs.asked, before, python, version), version=version)
+        else:
+            _pip(project, "download", "-d", wheelhouse, *needs.asked, version=version)
     return needs
+
+
+def _host_python() -> str:
+    return f"{sys.version_info[0]}.{sys.version_info[1]}"
+
+
+def _for(python: str) -> list[str]:
+    """pip's options to download for the base's Python rather than the host's (nothing when they are the same)."""
+    return [] if python == _host_python() else ["--python-version", python]
 
 
 SDIST_SUFFIXES = (".tar.gz", ".zip", ".tar.bz2")
@@ -403,21 +417,26 @@ def _keep_built_wheels(sdists: list[Path], wheelhouse: Path) -> None:
             shutil.copy2(wheel, folder / wheel.name)
 
 
-def _pinned_as_of(project: Path, targets: list[str], before: str, version: str = "") -> list[str]:
-    """`targets` (requirements, `.` for the project) resolved to exact pins as of `before`, the project itself left out."""
+def _pinned(project: Path, targets: list[str], before: str | None, python: str, version: str = "") -> list[str]:
+    """`targets` (requirements, `.` for the project) resolved to exact pins for `python` (as of `before`, where
+    given), the project itself left out."""
     wanted = project / ".harness-requirements.in"
     wanted.write_text("\n".join(targets) + "\n")
-    done = _uv_compile(project, wanted.name, before, version=version)
+    done = _uv_compile(project, wanted.name, before, python, version=version)
     wanted.unlink()
     if done.returncode != 0:
-        raise SynthError(f"resolving the dependencies as of {before} failed (uv pip compile): {done.stderr.strip()[-1500:]}")
+        when = f" as of {before}" if before else ""
+        raise SynthError(f"resolving the dependencies for Python {python}{when} failed (uv pip compile): "
+                         f"{done.stderr.strip()[-1500:]}")
     pins = [line.split(";")[0].strip() for line in done.stdout.splitlines()]
     return [pin for pin in pins if "==" in pin]
 
 
-def _uv_compile(cwd: Path, wanted: str, before: str, *options: str, version: str = "") -> subprocess.CompletedProcess:
+def _uv_compile(cwd: Path, wanted: str, before: str | None, python: str, *options: str,
+                version: str = "") -> subprocess.CompletedProcess:
+    newer = ["--exclude-newer", before] if before else []
     return subprocess.run([sys.executable, "-m", "uv", "pip", "compile", "--quiet", "--no-header", "--no-annotate",
-                           "--exclude-newer", before, "--python-version", IMAGE_PYTHON, *options, wanted],
+                           *newer, "--python-version", python, *options, wanted],
                           cwd=cwd, capture_output=True, text=True, check=False, env=scm_env(version))
 
 
@@ -439,10 +458,6 @@ def build_image(tag: str, dockerfile: str, files: dict[str, Path], what: str) ->
         raise SynthError(f"{what} failed: {err}") from None
 
 
-def _base_image() -> str:
-    return build_base_image()
-
-
 # ----------------------------------------------------------------------------- helpers
 
 
@@ -454,24 +469,6 @@ def timed(on_step: Callable[[str], None], what: str) -> Iterator[None]:
         yield
     finally:
         on_step(f"{what}: {time.monotonic() - started:.0f}s")
-
-
-def _pyproject(root: Path) -> dict:
-    path = root / "pyproject.toml"
-    try:
-        return tomllib.loads(path.read_text()) if path.exists() else {}
-    except tomllib.TOMLDecodeError as err:
-        raise SynthError(f"{path} is not valid TOML: {err}") from None
-
-
-def _ini(path: Path) -> ConfigParser:
-    config = ConfigParser(interpolation=None)
-    if path.exists():
-        try:
-            config.read(path)
-        except (ConfigError, UnicodeDecodeError) as err:  # a broken file is just skipped
-            log.warning("cannot read %s: %s", path, err)
-    return config
 
 
 def _quote(text: str) -> str:

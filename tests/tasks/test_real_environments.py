@@ -4,6 +4,9 @@
   `get_requires_for_build_editable` names): synthesized, graded gold all / empty none.
 - A backend that cannot make an editable install (flit-core 3.2, before PEP 660): the project is
   installed, then its source folder put on the path in place of the installed modules.
+- A project that needs Python 3.9 (`requires-python = "<3.10"`, an import Python 3.10 removed):
+  built on the bullseye base, its pytest from the wheelhouse, synthesized and graded; the same
+  base's root filesystem runs under the local backend.
 - itsdangerous's history (../shared/git-history): `harness tasks mine --since --until` scans
   its main line, mines the one candidate and prints the funnel; the image holds the base
   commit alone.
@@ -71,6 +74,93 @@ def test_a_backend_without_editable_installs_gets_the_source_on_the_path(tmp_pat
     with docker_backend.create(SandboxSpec(image=built.image, workdir="/testbed")) as sandbox:
         result = sandbox.exec(f"python3 -c \"{check}\"", timeout=60)
     assert result.output.split() == ["/testbed/minicalc/__init__.py", "0.1.0"], result.output
+
+
+OLD_PYTHON_PACKAGE = {
+    "pyproject.toml": '''\
+        [build-system]
+        requires = ["setuptools>=61"]
+        build-backend = "setuptools.build_meta"
+
+        [project]
+        name = "oldmap"
+        version = "0.1.0"
+        requires-python = "<3.10"
+
+        [project.optional-dependencies]
+        test = ["pytest>=8"]  # bullseye's own is 6.0.2: this one comes from the wheelhouse
+
+        [tool.setuptools]
+        packages = ["oldmap"]
+    ''',
+    "oldmap/__init__.py": '''\
+        from collections import Mapping  # an alias Python 3.10 removed
+
+
+        def depth(value):
+            if not isinstance(value, Mapping) or not value:
+                return 0
+            return 1 + max(depth(item) for item in value.values())
+
+
+        def flatten(value, prefix=""):
+            out = {}
+            for key, item in value.items():
+                name = f"{prefix}.{key}" if prefix else key
+                if isinstance(item, Mapping):
+                    out.update(flatten(item, name))
+                else:
+                    out[name] = item
+            return out
+    ''',
+    "tests/test_oldmap.py": '''\
+        import sys
+
+        from oldmap import depth, flatten
+
+
+        def test_depth_of_a_scalar():
+            assert depth(3) == 0
+
+        def test_depth_of_nested_mappings():
+            assert depth({"a": {"b": 1}, "c": 2}) == 2
+
+        def test_depth_of_an_empty_mapping():
+            assert depth({}) == 0
+
+        def test_flatten_joins_keys():
+            assert flatten({"a": {"b": 1, "c": {"d": 2}}, "e": 3}) == {"a.b": 1, "a.c.d": 2, "e": 3}
+
+        def test_runs_on_python_3_9():
+            assert sys.version_info[:2] == (3, 9)
+    ''',
+}
+
+
+@pytest.mark.timeout(1500)  # the first test on a fresh machine debootstraps the bullseye base
+def test_a_project_that_needs_python_3_9_is_built_on_its_base(tmp_path, docker_backend, local_backend):
+    from sandboxes import SandboxSpec
+    from sandboxes.images import base_of
+    from tasks.grading.grade import grade
+    from tasks.synth import synthesize
+
+    output = tmp_path / "oldmap.jsonl"
+    summary = synthesize(str(make_package(tmp_path / "oldmap", OLD_PYTHON_PACKAGE)), output, max_tasks=1,
+                         max_candidates=4, seed=0, workers=2, backend=docker_backend)
+    rows = rows_of(output)
+    assert summary.kept == len(rows) == 1
+    notes = rows[0]["environment"]
+    assert notes["python"] == "3.9" and notes["python_chosen"] == "requires-python <3.10; the newest that fits"
+    assert notes["base_image"] == base_of("3.9").tag and notes["install"] == "editable"
+    assert any(w.startswith("pytest-8.") for w in notes["wheels"]) and any(w.startswith("pip-") for w in notes["wheels"])
+    with docker_backend.create(SandboxSpec(image=rows[0]["image"], workdir="/testbed")) as sandbox:
+        found = sandbox.exec("python3 -c 'import pytest, sys; print(sys.version_info[:2], pytest.__version__)'", timeout=60)
+    assert found.output.split(")")[0] == "(3, 9" and found.output.split()[-1].startswith("8."), found.output
+    assert grade(rows[0], rows[0]["patch"], docker_backend).resolved
+    assert not grade(rows[0], "", docker_backend).resolved
+    # The root filesystem the image was imported from runs under the local backend as the same base.
+    with local_backend.create(SandboxSpec(image=base_of("3.9").tag)) as sandbox:
+        assert sandbox.exec("python3 --version", timeout=60).output.strip() == "Python 3.9.2"
 
 
 def test_mining_a_real_history_prints_the_funnel(tmp_path, docker_backend):
