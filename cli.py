@@ -21,7 +21,9 @@ from infra.errors import InfraError
 from trainer.errors import TrainerError
 from tasks.errors import TaskError
 
-app = typer.Typer(help="Agentic coding harness: sandboxes, verifiable rewards, eval, RL training.", no_args_is_help=True)
+app = typer.Typer(
+    help="Agentic coding harness: sandboxes, verifiable rewards, eval, RL training.", no_args_is_help=True
+)
 sandbox_app = typer.Typer(help="Create, use and clean up sandboxes.", no_args_is_help=True)
 data_app = typer.Typer(help="Prepare datasets in the SkyRL-compatible Parquet schema.", no_args_is_help=True)
 tasks_app = typer.Typer(help="List, inspect and validate task sets.", no_args_is_help=True)
@@ -29,16 +31,40 @@ app.add_typer(sandbox_app, name="sandbox")
 app.add_typer(data_app, name="data")
 app.add_typer(tasks_app, name="tasks")
 console = Console()
-BackendOption = typer.Option("auto", "--backend", help="docker, local (bubblewrap, base image only), overlay (bubblewrap, any image), podman or auto.")
-PythonOption = typer.Option(None, "--python", help="The base's Python (3.9, 3.11, 3.13); default: chosen from the project's "
-                            "declared range (requires-python, python_requires, classifiers) and its dependencies' date.")
-RayAddressOption = typer.Option(None, "--ray-address", help="Run on the nodes of this Ray cluster (auto, HOST:PORT): each node runs "
-                                "as many sandboxes at once as its `sandbox` resource says, on its own engine.")
-ScaffoldOption = typer.Option("harness", "--scaffold", help="What drives the turns: harness (our own loop), mini-swe-agent, "
-                              "or a registered scaffold / module:Name (docs/scaffolds.md).")
-GradingOption = typer.Option(None, "--grading", help="SWE-bench grading: default (edits to test files and runner "
-                             "configuration are neutralized, as the official harness does) or strict (any such edit scores 0).")
-EngineOption = typer.Option("auto", "--engine", help="What samples a checkpoint folder: transformers, vllm, or auto (vLLM on a GPU when installed).")
+BackendOption = typer.Option(
+    "auto",
+    "--backend",
+    help="docker, local (bubblewrap, base image only), overlay (bubblewrap, any image), podman or auto.",
+)
+PythonOption = typer.Option(
+    None,
+    "--python",
+    help="The base's Python (3.9, 3.11, 3.13); default: chosen from the project's "
+    "declared range (requires-python, python_requires, classifiers) and its dependencies' date.",
+)
+RayAddressOption = typer.Option(
+    None,
+    "--ray-address",
+    help="Run on the nodes of this Ray cluster (auto, HOST:PORT): each node runs "
+    "as many sandboxes at once as its `sandbox` resource says, on its own engine.",
+)
+ScaffoldOption = typer.Option(
+    "harness",
+    "--scaffold",
+    help="What drives the turns: harness (our own loop), mini-swe-agent, "
+    "or a registered scaffold / module:Name (docs/scaffolds.md).",
+)
+GradingOption = typer.Option(
+    None,
+    "--grading",
+    help="SWE-bench grading: default (edits to test files and runner "
+    "configuration are neutralized, as the official harness does) or strict (any such edit scores 0).",
+)
+EngineOption = typer.Option(
+    "auto",
+    "--engine",
+    help="What samples a checkpoint folder: transformers, vllm, or auto (vLLM on a GPU when installed).",
+)
 
 
 def friendly_errors(command):
@@ -62,12 +88,19 @@ def friendly_errors(command):
 @app.callback()
 def main(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Log diagnostics to stderr."),
-    plugin: list[str] = typer.Option([], "--plugin", metavar="MODULE", help="Import MODULE first, for the task kinds, tools, rewards, "
-                                     "policies or advantage estimators it registers (repeatable)."),
+    plugin: list[str] = typer.Option(
+        [],
+        "--plugin",
+        metavar="MODULE",
+        help="Import MODULE first, for the task kinds, tools, rewards, "
+        "policies or advantage estimators it registers (repeatable).",
+    ),
 ):
     from infra.plugins import RegistryError, load_env_plugins, load_plugins
 
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
     sys.path.insert(0, os.getcwd())  # `--plugin my_module` and `module:Name` paths find the user's own files
     try:
         load_env_plugins()
@@ -84,7 +117,9 @@ def main(
 @friendly_errors
 def sandbox_build_base(
     rootfs_only: bool = typer.Option(False, help="Only debootstrap the root filesystem (for the local backend)."),
-    python: str = typer.Option(DEFAULT_PYTHON, help="The base's Python: 3.9 (bullseye), 3.11 (bookworm) or 3.13 (trixie)."),
+    python: str = typer.Option(
+        DEFAULT_PYTHON, help="The base's Python: 3.9 (bullseye), 3.11 (bookworm) or 3.13 (trixie)."
+    ),
 ):
     """Build a base image locally (debootstrap + docker import); a no-op when up to date."""
     from sandboxes.images import base_of, base_rootfs, build_base_image, build_rootfs
@@ -147,7 +182,13 @@ def sandbox_ls(backend: str = BackendOption):
     rows = get_backend(backend).list()
     table = Table("id", "status", "image", "owner", "run id")
     for row in rows:
-        table.add_row(row["id"], row.get("status", ""), row.get("image", ""), row.get("harness.owner", ""), row.get("harness.run_id", ""))
+        table.add_row(
+            row["id"],
+            row.get("status", ""),
+            row.get("image", ""),
+            row.get("harness.owner", ""),
+            row.get("harness.run_id", ""),
+        )
     console.print(table if rows else "no sandboxes")
 
 
@@ -179,9 +220,15 @@ def sandbox_bench():
 @app.command("eval")
 @friendly_errors
 def eval_command(
-    checkpoint: str = typer.Option("gold", help="gold, gold-no-tools, empty, replay:PATH, a checkpoint folder or GGUF file, or endpoint:MODEL."),
-    tasks: str = typer.Option("swe-demo", "--tasks", help="Task set: built-in name (swe-demo, gsm8k, gsm8k-tool) or path."),
-    max_turns: Optional[int] = typer.Option(None, min=1, help="A cap on the turns per episode: a task's own limit (30 for repo tasks) applies if lower."),
+    checkpoint: str = typer.Option(
+        "gold", help="gold, gold-no-tools, empty, replay:PATH, a checkpoint folder or GGUF file, or endpoint:MODEL."
+    ),
+    tasks: str = typer.Option(
+        "swe-demo", "--tasks", help="Task set: built-in name (swe-demo, gsm8k, gsm8k-tool) or path."
+    ),
+    max_turns: Optional[int] = typer.Option(
+        None, min=1, help="A cap on the turns per episode: a task's own limit (30 for repo tasks) applies if lower."
+    ),
     workers: int = typer.Option(4, min=1, max=1024, help="Episodes run at once."),
     samples: int = typer.Option(1, min=1, help="Attempts per task (k of pass@k)."),
     temperature: float = typer.Option(0.0, min=0.0, max=10.0, help="Sampling temperature (0 = greedy)."),
@@ -189,22 +236,44 @@ def eval_command(
     limit: Optional[int] = typer.Option(None, min=1, help="Only the first N tasks of the set."),
     output: Optional[Path] = typer.Option(None, help="Run directory (default runs/eval-<checkpoint>-<tasks>)."),
     resume: bool = typer.Option(False, help="Finish an interrupted run in --output without redoing its episodes."),
-    force: bool = typer.Option(False, "--force", help="--output holds another run: set it aside (renamed .old-<time>) and start anew."),
+    force: bool = typer.Option(
+        False, "--force", help="--output holds another run: set it aside (renamed .old-<time>) and start anew."
+    ),
     base_url: Optional[str] = typer.Option(None, help="Endpoint base URL for endpoint:MODEL (else $OPENAI_BASE_URL)."),
-    config: Optional[Path] = typer.Option(None, "--config", help="YAML with `endpoint:` (connect_timeout, read_timeout, retries, turn_timeout, backoff) and `episode_timeout`; flags win."),
+    config: Optional[Path] = typer.Option(
+        None,
+        "--config",
+        help="YAML with `endpoint:` (connect_timeout, read_timeout, retries, turn_timeout, backoff) and `episode_timeout`; flags win.",
+    ),
     connect_timeout: Optional[float] = typer.Option(None, min=0.001, help="Endpoint: seconds to connect [default 10]."),
-    read_timeout: Optional[float] = typer.Option(None, min=0.001, help="Endpoint: seconds one try waits for the answer [default 40]."),
-    retries: Optional[int] = typer.Option(None, min=0, max=20, help="Endpoint: tries after the first, for timeouts, 429 and 5xx only [default 2]."),
-    turn_timeout: Optional[float] = typer.Option(None, min=0.001, help="Endpoint: seconds for one turn, all tries included [default 55]."),
-    episode_timeout: Optional[float] = typer.Option(None, min=0.001, help="Seconds per episode, checked between turns [default 1800]."),
+    read_timeout: Optional[float] = typer.Option(
+        None, min=0.001, help="Endpoint: seconds one try waits for the answer [default 40]."
+    ),
+    retries: Optional[int] = typer.Option(
+        None, min=0, max=20, help="Endpoint: tries after the first, for timeouts, 429 and 5xx only [default 2]."
+    ),
+    turn_timeout: Optional[float] = typer.Option(
+        None, min=0.001, help="Endpoint: seconds for one turn, all tries included [default 55]."
+    ),
+    episode_timeout: Optional[float] = typer.Option(
+        None, min=0.001, help="Seconds per episode, checked between turns [default 1800]."
+    ),
     backend: str = BackendOption,
-    reward_mode: Optional[str] = typer.Option(None, "--reward-mode", help="GSM8K rule: strict or flexible (numbers), or "
-                                              "skyrl (SkyRL's exact string rule); default: each task's own."),
+    reward_mode: Optional[str] = typer.Option(
+        None,
+        "--reward-mode",
+        help="GSM8K rule: strict or flexible (numbers), or "
+        "skyrl (SkyRL's exact string rule); default: each task's own.",
+    ),
     grading: Optional[str] = GradingOption,
     ray_address: Optional[str] = RayAddressOption,
     engine: str = EngineOption,
-    prestart: int = typer.Option(0, min=0, max=64, help="Sandboxes per image started ahead of the queue, grading "
-                                 "overlapped with the next episodes (0: off)."),
+    prestart: int = typer.Option(
+        0,
+        min=0,
+        max=64,
+        help="Sandboxes per image started ahead of the queue, grading overlapped with the next episodes (0: off).",
+    ),
     scaffold: str = ScaffoldOption,
 ):
     """Evaluate a checkpoint, endpoint or scripted policy on a task set; writes a report."""
@@ -213,13 +282,32 @@ def eval_command(
 
     settings = load_eval_settings(config)
     flags = dict(connect_timeout=connect_timeout, read_timeout=read_timeout, retries=retries, turn_timeout=turn_timeout)
-    endpoint_limits = EndpointLimits.from_dict({**settings.get("endpoint", {}), **{k: v for k, v in flags.items() if v is not None}})
-    _run_eval(checkpoint, tasks, output, samples=samples, workers=workers, max_turns=max_turns,
-              temperature=temperature, max_tokens=max_tokens, limit=limit, resume=resume, force=force,
-              base_url=base_url, backend=backend, ray_address=ray_address, engine=engine,
-              endpoint_limits=endpoint_limits, episode_timeout=episode_timeout or settings.get("episode_timeout"),
-              reward_mode=reward_mode, grading_mode=grading or settings.get("grading", {}).get("mode"), prestart=prestart,
-              scaffold=scaffold)
+    endpoint_limits = EndpointLimits.from_dict(
+        {**settings.get("endpoint", {}), **{k: v for k, v in flags.items() if v is not None}}
+    )
+    _run_eval(
+        checkpoint,
+        tasks,
+        output,
+        samples=samples,
+        workers=workers,
+        max_turns=max_turns,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        limit=limit,
+        resume=resume,
+        force=force,
+        base_url=base_url,
+        backend=backend,
+        ray_address=ray_address,
+        engine=engine,
+        endpoint_limits=endpoint_limits,
+        episode_timeout=episode_timeout or settings.get("episode_timeout"),
+        reward_mode=reward_mode,
+        grading_mode=grading or settings.get("grading", {}).get("mode"),
+        prestart=prestart,
+        scaffold=scaffold,
+    )
 
 
 def _run_eval(checkpoint: str, tasks: str, output: Optional[Path], **settings):
@@ -229,9 +317,17 @@ def _run_eval(checkpoint: str, tasks: str, output: Optional[Path], **settings):
     from harness.eval_setup import prepare_eval
 
     with console.status(f"loading {tasks}"):
-        run = prepare_eval(checkpoint, tasks, output, note=lambda message: console.print(f"[yellow]{message}[/]"), **settings)
+        run = prepare_eval(
+            checkpoint, tasks, output, note=lambda message: console.print(f"[yellow]{message}[/]"), **settings
+        )
     stats = {"resolved": 0, "errors": 0}
-    columns = [TextColumn("episodes"), BarColumn(), MofNCompleteColumn(), TextColumn("resolved {task.fields[resolved]} errors {task.fields[errors]}"), TimeElapsedColumn()]
+    columns = [
+        TextColumn("episodes"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("resolved {task.fields[resolved]} errors {task.fields[errors]}"),
+        TimeElapsedColumn(),
+    ]
     with Progress(*columns, console=console) as progress:
         bar = progress.add_task("eval", total=run.episodes, resolved=0, errors=0)
 
@@ -244,7 +340,10 @@ def _run_eval(checkpoint: str, tasks: str, output: Optional[Path], **settings):
     console.print((run.output / "report.md").read_text(), highlight=False)
     console.print(f"run directory: {run.output}")
     if report["all_failed"]:
-        console.print(f"[bold red]error:[/] every episode failed ({report['errors_by_kind']}); see {run.output / 'report.md'}", highlight=False)
+        console.print(
+            f"[bold red]error:[/] every episode failed ({report['errors_by_kind']}); see {run.output / 'report.md'}",
+            highlight=False,
+        )
         raise typer.Exit(1)
     return run
 
@@ -252,14 +351,18 @@ def _run_eval(checkpoint: str, tasks: str, output: Optional[Path], **settings):
 @app.command("generate")
 @friendly_errors
 def generate_command(
-    checkpoint: str = typer.Option(..., help="gold, gold-no-tools, empty, replay:PATH, a checkpoint folder or GGUF file, or endpoint:MODEL."),
+    checkpoint: str = typer.Option(
+        ..., help="gold, gold-no-tools, empty, replay:PATH, a checkpoint folder or GGUF file, or endpoint:MODEL."
+    ),
     tasks: str = typer.Option("swe-demo", "--tasks", help="Task set: built-in name or path."),
     output: Path = typer.Option(..., help="Dataset directory (trajectories.parquet, README.md, dataset_card.json)."),
     samples: int = typer.Option(1, min=1, help="Trajectories per task."),
     keep: str = typer.Option("all", help="all, or rewarded (reward >= --min-reward)."),
     min_reward: float = typer.Option(1.0, min=0.0, help="Threshold for --keep rewarded."),
     temperature: float = typer.Option(1.0, min=0.0, max=10.0, help="Sampling temperature."),
-    max_turns: Optional[int] = typer.Option(None, min=1, help="A cap on the turns per episode: a task's own limit applies if lower."),
+    max_turns: Optional[int] = typer.Option(
+        None, min=1, help="A cap on the turns per episode: a task's own limit applies if lower."
+    ),
     max_tokens: int = typer.Option(1024, min=1, help="Tokens per assistant turn."),
     workers: int = typer.Option(4, min=1, max=1024, help="Episodes run at once."),
     limit: Optional[int] = typer.Option(None, min=1, help="Only the first N tasks."),
@@ -275,9 +378,23 @@ def generate_command(
 
     if keep not in ("all", "rewarded"):
         raise HarnessError(f"--keep must be all or rewarded, not {keep!r}")
-    run = _run_eval(checkpoint, tasks, output / "run", samples=samples, workers=workers, max_turns=max_turns,
-                    temperature=temperature, max_tokens=max_tokens, limit=limit, resume=resume, base_url=base_url,
-                    backend=backend, ray_address=ray_address, engine=engine, scaffold=scaffold)
+    run = _run_eval(
+        checkpoint,
+        tasks,
+        output / "run",
+        samples=samples,
+        workers=workers,
+        max_turns=max_turns,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        limit=limit,
+        resume=resume,
+        base_url=base_url,
+        backend=backend,
+        ray_address=ray_address,
+        engine=engine,
+        scaffold=scaffold,
+    )
     card = write_dataset(run.output, output, run.config, keep=keep, min_reward=min_reward)
     console.print(f"kept {card['kept']} of {card['generated']} trajectories: {output / 'trajectories.parquet'}")
 
@@ -300,7 +417,9 @@ def serve_command(
     try:
         folder = resolve_checkpoint(checkpoint)
         if not (Path(folder) / "config.json").is_file():
-            raise HarnessError(f"--checkpoint {checkpoint}: not a Hugging Face checkpoint folder (config.json is missing)")
+            raise HarnessError(
+                f"--checkpoint {checkpoint}: not a Hugging Face checkpoint folder (config.json is missing)"
+            )
         name = model_name or Path(checkpoint).name
         policy = make_policy(folder, engine=engine)
         for warning in template_warnings(policy.tokenizer):
@@ -327,12 +446,20 @@ def model_init_tiny(
     output_dir: Path = typer.Argument(..., help="Where the checkpoint goes."),
     hidden_size: int = typer.Option(64, "--hidden-size", min=8, help="Model width (heads: 4, key/value heads: 2)."),
     layers: int = typer.Option(2, "--layers", min=1, help="Transformer layers."),
-    vocab_size: int = typer.Option(2048, "--vocab-size", min=512, help="Tokens, BPE merges and special tokens included."),
+    vocab_size: int = typer.Option(
+        2048, "--vocab-size", min=512, help="Tokens, BPE merges and special tokens included."
+    ),
     seed: int = typer.Option(0, "--seed", help="Fixes the tokenizer's corpus and the weights."),
-    tool_use: bool = typer.Option(False, "--tool-use", help="Fit the tokenizer to tool-calling turns (shorter agent prompts)."),
-    tokenizer: Path = typer.Option(None, "--tokenizer", help="A real tokenizer folder (tokenizer.json, tokenizer_config.json, "
-                                   "optionally a .jinja chat template beside them): random Llama-architecture weights on it "
-                                   "instead of a trained tokenizer (--vocab-size and --tool-use do not apply)."),
+    tool_use: bool = typer.Option(
+        False, "--tool-use", help="Fit the tokenizer to tool-calling turns (shorter agent prompts)."
+    ),
+    tokenizer: Path = typer.Option(
+        None,
+        "--tokenizer",
+        help="A real tokenizer folder (tokenizer.json, tokenizer_config.json, "
+        "optionally a .jinja chat template beside them): random Llama-architecture weights on it "
+        "instead of a trained tokenizer (--vocab-size and --tool-use do not apply).",
+    ),
     chat_template: Path = typer.Option(None, "--chat-template", help="With --tokenizer: this .jinja chat template."),
 ):
     """Build a tiny random checkpoint (tests, CPU runs): a Qwen2 architecture with a locally trained tokenizer, or a Llama
@@ -340,18 +467,24 @@ def model_init_tiny(
     from harness.tiny_model import init_tiny, init_tiny_on_tokenizer
 
     if tokenizer is not None:
-        path = init_tiny_on_tokenizer(output_dir, tokenizer, chat_template, seed=seed, hidden_size=hidden_size, layers=layers)
+        path = init_tiny_on_tokenizer(
+            output_dir, tokenizer, chat_template, seed=seed, hidden_size=hidden_size, layers=layers
+        )
     elif chat_template is not None:
         raise HarnessError("--chat-template goes with --tokenizer (the trained tokenizer has its own template)")
     else:
-        path = init_tiny(output_dir, vocab_size=vocab_size, seed=seed, hidden_size=hidden_size, layers=layers, tool_use=tool_use)
+        path = init_tiny(
+            output_dir, vocab_size=vocab_size, seed=seed, hidden_size=hidden_size, layers=layers, tool_use=tool_use
+        )
     console.print(f"tiny checkpoint: {path}")
 
 
 @model_app.command("check-template")
 @friendly_errors
 def model_check_template(
-    checkpoint: Path = typer.Argument(..., help="A checkpoint folder (or any folder a tokenizer with a chat template loads from)."),
+    checkpoint: Path = typer.Argument(
+        ..., help="A checkpoint folder (or any folder a tokenizer with a chat template loads from)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ):
     """Run a multi-turn tool conversation through the checkpoint's chat template, check by check; exit 1 when the
@@ -367,7 +500,11 @@ def model_check_template(
         for check in report.checks:
             console.print(f"  [{styles[check.status]}]{check.status:4}[/] {check.name}: ", end="")
             console.print(check.detail, highlight=False, markup=False)
-        verdict = "usable for exact multi-turn RL" if report.usable else f"not usable for exact multi-turn RL: {report.reason}"
+        verdict = (
+            "usable for exact multi-turn RL"
+            if report.usable
+            else f"not usable for exact multi-turn RL: {report.reason}"
+        )
         console.print(f"[bold]verdict:[/] {verdict}", highlight=False)
     if not report.usable:
         raise typer.Exit(1)
@@ -397,14 +534,16 @@ def _show_message(message: dict, limit: int = 1500) -> None:
     role = message["role"]
     text = (message.get("content") or "").strip()
     if len(text) > limit:
-        text = text[: limit // 2] + f"\n... ({len(text) - limit} characters) ...\n" + text[-limit // 2:]
+        text = text[: limit // 2] + f"\n... ({len(text) - limit} characters) ...\n" + text[-limit // 2 :]
     style = {"user": "bold cyan", "assistant": "bold green", "tool": "bold yellow"}.get(role, "bold")
     label = f"{role} ({message.get('name')})" if role == "tool" else role
     console.print(f"[{style}]── {label}[/]")
     if text:
         console.print(text, highlight=False, markup=False)
     for call in message.get("tool_calls") or []:
-        console.print(f"[green]→ {call['function']['name']}[/] {call['function']['arguments'][:limit]}", highlight=False)
+        console.print(
+            f"[green]→ {call['function']['name']}[/] {call['function']['arguments'][:limit]}", highlight=False
+        )
 
 
 @app.command("run")
@@ -414,9 +553,17 @@ def run_command(
     checkpoint: str = typer.Option(..., help="A checkpoint folder or GGUF file, endpoint:MODEL, empty or replay:PATH."),
     repo: Path = typer.Option(..., "--repo", help="Your repository (copied into the sandbox, never mounted)."),
     max_turns: int = typer.Option(30, "--max-turns", min=1, help="Turn limit."),
-    test: Optional[str] = typer.Option(None, "--test", help='Judge the patch with this command in a fresh sandbox, '
-                                       'e.g. "python3 -m pytest -q tests/test_x.py" (exit 0 = success).'),
-    backend: str = typer.Option("docker", "--backend", help="docker, local (bubblewrap, base image), overlay (bubblewrap, any image), podman or auto."),
+    test: Optional[str] = typer.Option(
+        None,
+        "--test",
+        help="Judge the patch with this command in a fresh sandbox, "
+        'e.g. "python3 -m pytest -q tests/test_x.py" (exit 0 = success).',
+    ),
+    backend: str = typer.Option(
+        "docker",
+        "--backend",
+        help="docker, local (bubblewrap, base image), overlay (bubblewrap, any image), podman or auto.",
+    ),
     runtime: Optional[str] = typer.Option(None, "--runtime", hidden=True, help="Former name of --backend."),
     scaffold: str = ScaffoldOption,
     patch_out: Optional[Path] = typer.Option(None, "--patch-out", help="Write the agent's patch to this file."),
@@ -430,23 +577,30 @@ def run_command(
     from harness.agent import Agent
 
     if runtime is not None:
-        console.print("[yellow]--runtime is deprecated: use --backend (the same choice `harness eval` takes)[/]", highlight=False)
+        console.print(
+            "[yellow]--runtime is deprecated: use --backend (the same choice `harness eval` takes)[/]", highlight=False
+        )
         backend = runtime
     output = output or Path("runs") / f"run-{repo.expanduser().resolve().name}"
     with Agent.from_checkpoint(checkpoint, base_url=base_url, temperature=temperature, max_tokens=max_tokens) as agent:
-        result = agent.run_task(request, repo, max_turns=max_turns, runtime=backend, test=test, scaffold=scaffold,
-                                on_message=_show_message)
+        result = agent.run_task(
+            request, repo, max_turns=max_turns, runtime=backend, test=test, scaffold=scaffold, on_message=_show_message
+        )
     result.trajectory.save(output / "trajectory.json")
     result.write_patch(output / "model.patch")
     if patch_out is not None:
         console.print(f"patch: {result.write_patch(patch_out)}")
     if branch is not None:
         console.print(f"branch {branch}: commit {result.apply_to_branch(branch)[:12]}")
-    verdict = {True: "[green]tests pass[/]", False: "[red]tests fail[/]", None: "not judged (no --test)"}[result.success]
+    verdict = {True: "[green]tests pass[/]", False: "[red]tests fail[/]", None: "not judged (no --test)"}[
+        result.success
+    ]
     files = sum(line.startswith("diff --git") for line in result.patch.splitlines())
     changed = f"{files} file(s) changed" if files else "no changes"
-    console.print(f"exit status: {result.exit_status}; {changed}; {verdict}; trajectory: {output / 'trajectory.json'}",
-                  soft_wrap=True)
+    console.print(
+        f"exit status: {result.exit_status}; {changed}; {verdict}; trajectory: {output / 'trajectory.json'}",
+        soft_wrap=True,
+    )
     if result.trajectory.error:
         console.print(f"[yellow]{result.trajectory.error}", highlight=False)
     if result.success is False:
@@ -460,8 +614,12 @@ def run_command(
 @friendly_errors
 def train_command(
     ctx: typer.Context,
-    config: Optional[Path] = typer.Option(None, "--config", help="YAML config (see examples/; SkyRL's keys are read too); "
-                                          "or give it first without --config. Dotted overrides follow, e.g. trainer.epochs=5."),
+    config: Optional[Path] = typer.Option(
+        None,
+        "--config",
+        help="YAML config (see examples/; SkyRL's keys are read too); "
+        "or give it first without --config. Dotted overrides follow, e.g. trainer.epochs=5.",
+    ),
 ):
     """GRPO on Ray with transformers (CPU/GPU) or vLLM (GPU) rollouts; resumes from the last checkpoint."""
     from trainer.config import load_config
@@ -470,7 +628,9 @@ def train_command(
     overrides = list(ctx.args)
     if overrides and "=" not in overrides[0]:  # `harness train X k=v`: the config file comes first
         if config is not None:
-            raise TrainerError(f"two configs: --config {config} and {overrides[0]}; give one (then key=value overrides)")
+            raise TrainerError(
+                f"two configs: --config {config} and {overrides[0]}; give one (then key=value overrides)"
+            )
         config = Path(overrides.pop(0))
     cfg = load_config(str(config) if config else None, overrides)
     for note in cfg.skyrl_aliases:
@@ -478,7 +638,12 @@ def train_command(
     console.print(f"run directory: {cfg.trainer.output_dir}")
 
     def show(step, metrics):
-        labels = {"train/reward_mean": "reward", "val/reward_mean": "held-out reward", "train/loss": "loss", "time/rollout_s": "rollout_s"}
+        labels = {
+            "train/reward_mean": "reward",
+            "val/reward_mean": "held-out reward",
+            "train/loss": "loss",
+            "time/rollout_s": "rollout_s",
+        }
         parts = [f"step {step}"] + [f"{label} {metrics[k]:.3f}" for k, label in labels.items() if k in metrics]
         console.print("  ".join(parts), highlight=False)
 
@@ -506,8 +671,12 @@ def view_command(
     started = time.monotonic()
     rows = index_runs(runs)
     server = make_server(runs, host, port)
-    console.print(f"harness view: http://{host}:{server.server_address[1]}/ ({len(runs)} runs, {rows} rows indexed in "
-                  f"{time.monotonic() - started:.1f}s; Ctrl-C stops)", highlight=False, soft_wrap=True)
+    console.print(
+        f"harness view: http://{host}:{server.server_address[1]}/ ({len(runs)} runs, {rows} rows indexed in "
+        f"{time.monotonic() - started:.1f}s; Ctrl-C stops)",
+        highlight=False,
+        soft_wrap=True,
+    )
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -523,25 +692,45 @@ def view_command(
 @friendly_errors
 def grade_command(
     predictions: str = typer.Option(..., help="SWE-bench predictions (.jsonl/.json), or `gold` / `empty`."),
-    tasks: Optional[str] = typer.Option(None, "--tasks", help="Task set: built-in name or path of SWE-bench instances "
-                                        "[default: swe-demo; with --check-only: none, each patch judged on its own]."),
+    tasks: Optional[str] = typer.Option(
+        None,
+        "--tasks",
+        help="Task set: built-in name or path of SWE-bench instances "
+        "[default: swe-demo; with --check-only: none, each patch judged on its own].",
+    ),
     output: Path = typer.Option(Path("runs/grade"), help="Run directory (results.jsonl, report.json, report.md)."),
     workers: int = typer.Option(2, min=1, max=256, help="Instances graded at once."),
     fractional: bool = typer.Option(False, help="Reward the share of FAIL_TO_PASS fixed (0 if a PASS_TO_PASS breaks)."),
-    force: bool = typer.Option(False, "--force", help="--output holds another grading run: set it aside (renamed .old-<time>) and start anew."),
+    force: bool = typer.Option(
+        False, "--force", help="--output holds another grading run: set it aside (renamed .old-<time>) and start anew."
+    ),
     grading: Optional[str] = GradingOption,
-    check_only: bool = typer.Option(False, "--check-only", help="Only the static review, no sandbox: which predictions "
-                                    "would be neutralized or refused, and why (writes check.json / check.md in --output)."),
+    check_only: bool = typer.Option(
+        False,
+        "--check-only",
+        help="Only the static review, no sandbox: which predictions "
+        "would be neutralized or refused, and why (writes check.json / check.md in --output).",
+    ),
     backend: str = BackendOption,
     ray_address: Optional[str] = RayAddressOption,
     compare_official: Optional[Path] = typer.Option(
-        None, "--compare-official", help="Official verdicts (run_evaluation's report.json folder or run summary, or a JSONL): "
-        "write per-instance agreement with reasons to parity.json / parity.md."),
+        None,
+        "--compare-official",
+        help="Official verdicts (run_evaluation's report.json folder or run summary, or a JSONL): "
+        "write per-instance agreement with reasons to parity.json / parity.md.",
+    ),
 ):
     """Grade predictions like SWE-bench does, in fresh sandboxes; resumable (rerun to finish)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from tasks.grading.predictions import grade_identity, grade_predictions, load_predictions, row_note, scripted_predictions, summarize
+    from tasks.grading.predictions import (
+        grade_identity,
+        grade_predictions,
+        load_predictions,
+        row_note,
+        scripted_predictions,
+        summarize,
+    )
     from tasks.grading.patch_policy import GRADING_MODES
     from tasks.grading.parity import compare, load_official
     from tasks.taskset import load_tasks
@@ -556,11 +745,21 @@ def grade_command(
         instances = [t.metadata["instance"] for t in load_tasks(tasks) if "instance" in t.metadata]
     if not instances:
         raise TaskError(f"{tasks} holds no SWE-bench instances")
-    preds = scripted_predictions(instances, predictions) if predictions in ("gold", "empty") else load_predictions(predictions)
+    preds = (
+        scripted_predictions(instances, predictions)
+        if predictions in ("gold", "empty")
+        else load_predictions(predictions)
+    )
     official = load_official(compare_official) if compare_official else None  # malformed: refused before any grading
     identity = grade_identity(preds, instances, fractional, predictions_source=predictions, tasks=tasks, mode=mode)
     counts = {"resolved": 0, "done": 0}
-    columns = [TextColumn("grading"), BarColumn(), MofNCompleteColumn(), TextColumn("resolved {task.fields[resolved]}"), TimeElapsedColumn()]
+    columns = [
+        TextColumn("grading"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("resolved {task.fields[resolved]}"),
+        TimeElapsedColumn(),
+    ]
     with Progress(*columns, console=console) as progress:
         bar = progress.add_task("grade", total=len(preds), resolved=0)
 
@@ -573,15 +772,30 @@ def grade_command(
             from sandboxes.cluster import Cluster
 
             cluster = Cluster(ray_address, backend=backend)
-        results = grade_predictions(instances, preds, None if cluster else get_backend(backend), output, workers, fractional,
-                                    advance, identity=identity, force=force, cluster=cluster, mode=mode)
+        results = grade_predictions(
+            instances,
+            preds,
+            None if cluster else get_backend(backend),
+            output,
+            workers,
+            fractional,
+            advance,
+            identity=identity,
+            force=force,
+            cluster=cluster,
+            mode=mode,
+        )
     summary = summarize(results)
     table = Table("instance", "verdict", "resolution", "reward", "note")
     for row in results:
-        table.add_row(row["instance_id"], row.get("verdict", ""), row["resolution"], f"{row['reward']:.2f}", row_note(row)[:100])
+        table.add_row(
+            row["instance_id"], row.get("verdict", ""), row["resolution"], f"{row['reward']:.2f}", row_note(row)[:100]
+        )
     console.print(table)
-    console.print(f"resolved {summary['resolved']}/{summary['total']} ({summary['resolve_rate']:.1%}), grading mode {mode}, "
-                  f"neutralized {summary['neutralized']}, refused {summary['rejected']}; report: {output / 'report.md'}")
+    console.print(
+        f"resolved {summary['resolved']}/{summary['total']} ({summary['resolve_rate']:.1%}), grading mode {mode}, "
+        f"neutralized {summary['neutralized']}, refused {summary['rejected']}; report: {output / 'report.md'}"
+    )
     if official is not None:
         _print_parity(compare(results, official), output, str(compare_official))
     if results and summary["errors"] == summary["total"]:
@@ -599,9 +813,11 @@ def _print_parity(agreements, output: Path, source: str) -> None:
         for a in disagreements:
             table.add_row(a.instance_id, str(a.ours), str(a.theirs), a.reason[:160])
         console.print(table)
-    console.print(f"agreement with the official verdicts: {summary['agreement']:.1%} of {summary['compared']} "
-                  f"(resolved here only {summary['ours_only']}, officially only {summary['theirs_only']}, "
-                  f"not graded here {summary['not_graded_here']}); {output / 'parity.md'}")
+    console.print(
+        f"agreement with the official verdicts: {summary['agreement']:.1%} of {summary['compared']} "
+        f"(resolved here only {summary['ours_only']}, officially only {summary['theirs_only']}, "
+        f"not graded here {summary['not_graded_here']}); {output / 'parity.md'}"
+    )
 
 
 def _check_only(predictions: str, tasks: Optional[str], output: Path, mode: str) -> None:
@@ -617,8 +833,11 @@ def _check_only(predictions: str, tasks: Optional[str], output: Path, mode: str)
         if row["verdict"] != "clean":
             table.add_row(row["instance_id"], row["verdict"], "; ".join(row["refused"] or row["neutralized"])[:120])
     console.print(table)
-    console.print(f"{len(rows)} predictions, grading mode {mode}: " + ", ".join(f"{k} {v}" for k, v in counts.items())
-                  + f"; details: {output / 'check.md'}")
+    console.print(
+        f"{len(rows)} predictions, grading mode {mode}: "
+        + ", ".join(f"{k} {v}" for k, v in counts.items())
+        + f"; details: {output / 'check.md'}"
+    )
 
 
 # -- data and tasks ------------------------------------------------------------------------------
@@ -628,8 +847,11 @@ def _check_only(predictions: str, tasks: Optional[str], output: Path, mode: str)
 @friendly_errors
 def data_gsm8k(
     output_dir: Path = typer.Option(..., "--output-dir", help="Where train.parquet and validation.parquet go."),
-    source: Optional[str] = typer.Option(None, help="'hf' (openai/gsm8k on the hub) or a local folder/file of the JSONL or "
-                                         "Parquet; default: $HARNESS_GSM8K_PATH, else 'hf'."),
+    source: Optional[str] = typer.Option(
+        None,
+        help="'hf' (openai/gsm8k on the hub) or a local folder/file of the JSONL or "
+        "Parquet; default: $HARNESS_GSM8K_PATH, else 'hf'.",
+    ),
 ):
     """Write GSM8K as train/validation Parquet in the SkyRL schema."""
     from tasks.gsm8k import default_gsm8k_source, prepare_gsm8k
@@ -682,7 +904,9 @@ def tasks_synth(
     workers: int = typer.Option(2, min=1, max=256, help="Candidates validated at once (each in its own sandbox)."),
     test_command: Optional[str] = typer.Option(None, help="Override the detected test command (pytest by default)."),
     max_candidates: Optional[int] = typer.Option(None, help="Judge at most this many candidates."),
-    early_stop: int = typer.Option(20, help="Stop when this many candidates in a row are all rejected for one systemic reason (0: never)."),
+    early_stop: int = typer.Option(
+        20, help="Stop when this many candidates in a row are all rejected for one systemic reason (0: never)."
+    ),
     python: Optional[str] = PythonOption,
     backend: str = BackendOption,
 ):
@@ -691,38 +915,77 @@ def tasks_synth(
 
     from tasks.synth.pipeline import synthesize
 
-    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("kept {task.fields[kept]}"), TimeElapsedColumn()]
+    columns = [
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("kept {task.fields[kept]}"),
+        TimeElapsedColumn(),
+    ]
     with Progress(*columns, console=console) as progress:
         bar = progress.add_task("preparing", total=None, kept=0)
 
         def show(event):
-            progress.update(bar, description=event.stage, completed=event.decided, total=event.planned or None, kept=event.kept)
+            progress.update(
+                bar, description=event.stage, completed=event.decided, total=event.planned or None, kept=event.kept
+            )
             if event.stage != "candidate":
                 progress.console.print(f"[dim]{event.stage}: {event.message}", highlight=False)
 
-        summary = synthesize(repo, output, max_tasks=max_tasks, seed=seed, workers=workers, test_command=test_command,
-                             backend=get_backend(backend), on_event=show, max_candidates=max_candidates, early_stop=early_stop, python=python)
-    console.print(f"kept {summary.kept} of {summary.decided} candidates ({summary.flaky} flaky); rejected: {summary.rejected}")
-    console.print(f"disk: environment image {summary.disk['environment_mb']} MB (shared), "
-                  f"{summary.disk['per_task_mb']} MB more per task; {summary.duration:.0f}s")
+        summary = synthesize(
+            repo,
+            output,
+            max_tasks=max_tasks,
+            seed=seed,
+            workers=workers,
+            test_command=test_command,
+            backend=get_backend(backend),
+            on_event=show,
+            max_candidates=max_candidates,
+            early_stop=early_stop,
+            python=python,
+        )
+    console.print(
+        f"kept {summary.kept} of {summary.decided} candidates ({summary.flaky} flaky); rejected: {summary.rejected}"
+    )
+    console.print(
+        f"disk: environment image {summary.disk['environment_mb']} MB (shared), "
+        f"{summary.disk['per_task_mb']} MB more per task; {summary.duration:.0f}s"
+    )
     console.print(f"tasks: {output}; summary: {output}.summary.json")
 
 
 @tasks_app.command("mine")
 @friendly_errors
 def tasks_mine(
-    source: str = typer.Argument(..., help="A git repository (path, URL or git bundle), or a JSONL of raw SWE-bench-style records with repos/<instance_id>.tar.gz beside it."),
-    pulls: Optional[list[str]] = typer.Argument(None, help="Merged pull requests of the repository: numbers or merge commits. "
-                                                "None: candidates are found in the repository's history (--since, --limit)."),
-    output: Path = typer.Option(..., help="JSONL of validated SWE-bench instances (appended; a rerun finishes an interrupted one)."),
-    since: Optional[str] = typer.Option(None, help="History: scan the main line's commits since this date (YYYY-MM-DD)."),
+    source: str = typer.Argument(
+        ...,
+        help="A git repository (path, URL or git bundle), or a JSONL of raw SWE-bench-style records with repos/<instance_id>.tar.gz beside it.",
+    ),
+    pulls: Optional[list[str]] = typer.Argument(
+        None,
+        help="Merged pull requests of the repository: numbers or merge commits. "
+        "None: candidates are found in the repository's history (--since, --limit).",
+    ),
+    output: Path = typer.Option(
+        ..., help="JSONL of validated SWE-bench instances (appended; a rerun finishes an interrupted one)."
+    ),
+    since: Optional[str] = typer.Option(
+        None, help="History: scan the main line's commits since this date (YYYY-MM-DD)."
+    ),
     until: Optional[str] = typer.Option(None, help="History: and up to this date."),
     limit: Optional[int] = typer.Option(None, min=1, help="History: mine at most this many candidates, newest first."),
-    early_stop: int = typer.Option(5, help="History: stop when this many first candidates all fail for one reason (0: never)."),
+    early_stop: int = typer.Option(
+        5, help="History: stop when this many first candidates all fail for one reason (0: never)."
+    ),
     workers: int = typer.Option(2, help="Pull requests validated at once."),
     timeout: float = typer.Option(900.0, help="Seconds per test run."),
-    share_env: bool = typer.Option(False, "--share-env", help="One environment image per repository where its tests pass: "
-                                   "no instance image, the repository (base commit only) put into each sandbox at start."),
+    share_env: bool = typer.Option(
+        False,
+        "--share-env",
+        help="One environment image per repository where its tests pass: "
+        "no instance image, the repository (base commit only) put into each sandbox at start.",
+    ),
     python: Optional[str] = PythonOption,
     backend: str = BackendOption,
 ):
@@ -742,16 +1005,28 @@ def tasks_mine(
         records = [{**record, "python": python} for record in records]
 
     def show(mined):
-        note = f"{len(mined.instance['FAIL_TO_PASS'])} FAIL_TO_PASS, {len(mined.instance['PASS_TO_PASS'])} PASS_TO_PASS, " \
-               f"{len(mined.flaky)} flaky, dependencies {mined.dependencies}" if mined.instance else f"[red]skipped: {mined.reason[:300]}"
+        note = (
+            f"{len(mined.instance['FAIL_TO_PASS'])} FAIL_TO_PASS, {len(mined.instance['PASS_TO_PASS'])} PASS_TO_PASS, "
+            f"{len(mined.flaky)} flaky, dependencies {mined.dependencies}"
+            if mined.instance
+            else f"[red]skipped: {mined.reason[:300]}"
+        )
         console.print(f"{mined.instance_id}: {note} ({mined.duration:.0f}s)", highlight=False)
 
     earlier = kept_ids(output)
     stopped = None
     try:
-        results = mine(records, output, get_backend(backend), workers, on_result=show,
-                       on_step=lambda text: console.print(f"[dim]{text}", highlight=False), timeout=timeout,
-                       share_env=share_env, early_stop=early_stop if funnel else 0)
+        results = mine(
+            records,
+            output,
+            get_backend(backend),
+            workers,
+            on_result=show,
+            on_step=lambda text: console.print(f"[dim]{text}", highlight=False),
+            timeout=timeout,
+            share_env=share_env,
+            early_stop=early_stop if funnel else 0,
+        )
     except MiningStopped as err:
         stopped, results = err, err.results
     if funnel is not None:
@@ -779,7 +1054,9 @@ def tasks_pull(source: str = typer.Argument(..., help="A task set (built-in name
                 bars[p.image] = progress.add_task(p.image, total=None)
             progress.update(bars[p.image], completed=p.done, total=p.total or None)
 
-        images = pull_task_images(source, show, lambda image, id_: console.print(f"{image}: {id_[:19]}", highlight=False))
+        images = pull_task_images(
+            source, show, lambda image, id_: console.print(f"{image}: {id_[:19]}", highlight=False)
+        )
     console.print(f"{len(images)} image(s) of {source} present")
 
 

@@ -61,8 +61,12 @@ TEST_TIMEOUT = 1800  # SWE-bench's default per instance
 CLOCK = 'echo "HARNESS_BENCH_CLOCK $(date +%s.%N)"'
 _CLOCK_LINE = re.compile(r"^HARNESS_BENCH_CLOCK (\d+\.\d+)$", re.MULTILINE)
 # What run_instance runs, in its order (swebench.harness.run_evaluation.GIT_APPLY_CMDS).
-GIT_APPLY_CMDS = ["git apply --verbose", "git apply --verbose --3way", "git apply --verbose --reject",
-                  "patch --batch --forward --fuzz=5 -p1 -i"]
+GIT_APPLY_CMDS = [
+    "git apply --verbose",
+    "git apply --verbose --3way",
+    "git apply --verbose --reject",
+    "patch --batch --forward --fuzz=5 -p1 -i",
+]
 CONTAINER_PATCH_FILE = "/tmp/patch.diff"
 CONTAINER_WORKDIR = "/testbed"
 
@@ -126,7 +130,9 @@ def grade_ours(instance: dict, backend: LogKeepingBackend) -> Sample:
     report = grade(instance, instance["patch"], backend, timeout=TEST_TIMEOUT)
     total = time.perf_counter() - started
     if not report.resolved:
-        raise BenchError(f"our grader did not resolve {instance['instance_id']} with its gold patch: {report.to_dict()}")
+        raise BenchError(
+            f"our grader did not resolve {instance['instance_id']} with its gold patch: {report.to_dict()}"
+        )
     return Sample(total, seconds_of_tests(backend.last_read.decode("utf-8", errors="replace")))
 
 
@@ -182,8 +188,15 @@ def grade_peer(instance: dict, client, log_root: Path, run_id: str) -> Sample:
         client.containers.get(name).remove(force=True)
     except docker.errors.NotFound:
         pass
-    container = client.containers.create(image=spec.image, name=name, user="root", detach=True,
-                                         command="tail -f /dev/null", network_mode="none", labels=labels())
+    container = client.containers.create(
+        image=spec.image,
+        name=name,
+        user="root",
+        detach=True,
+        command="tail -f /dev/null",
+        network_mode="none",
+        labels=labels(),
+    )
     try:
         container.start()
         patch_file = log_dir / "patch.diff"
@@ -191,8 +204,15 @@ def grade_peer(instance: dict, client, log_root: Path, run_id: str) -> Sample:
         copy_to_container(container, patch_file, PurePosixPath(CONTAINER_PATCH_FILE))
         for attempt, command in enumerate(GIT_APPLY_CMDS):
             if attempt:
-                container.exec_run(["/bin/bash", "-c", "git checkout -- . ; git clean -fd"], workdir=CONTAINER_WORKDIR, user="root")
-            if container.exec_run(f"{command} {CONTAINER_PATCH_FILE}", workdir=CONTAINER_WORKDIR, user="root").exit_code == 0:
+                container.exec_run(
+                    ["/bin/bash", "-c", "git checkout -- . ; git clean -fd"], workdir=CONTAINER_WORKDIR, user="root"
+                )
+            if (
+                container.exec_run(
+                    f"{command} {CONTAINER_PATCH_FILE}", workdir=CONTAINER_WORKDIR, user="root"
+                ).exit_code
+                == 0
+            ):
                 break
         else:
             raise BenchError(f"the peer could not apply the gold patch of {spec.instance_id}")
@@ -250,10 +270,23 @@ def main(argv: list[str] | None = None) -> dict:
     result = {
         "instances": len(instances),
         "rounds": args.rounds,
-        "ours": {"total_s": median(ours, "total"), "tests_s": median(ours, "tests"), "overhead_s": median(ours, "overhead")},
-        "ahead": {"total_s": median(ahead, "total"), "tests_s": median(ahead, "tests"), "overhead_s": median(ahead, "overhead")},
-        "peer": {"total_s": median(peer, "total"), "tests_s": median(peer, "tests"), "overhead_s": median(peer, "overhead"),
-                 "stop_s": median(peer, "stop"), "overhead_without_stop_s": median(peer, "overhead_without_stop")},
+        "ours": {
+            "total_s": median(ours, "total"),
+            "tests_s": median(ours, "tests"),
+            "overhead_s": median(ours, "overhead"),
+        },
+        "ahead": {
+            "total_s": median(ahead, "total"),
+            "tests_s": median(ahead, "tests"),
+            "overhead_s": median(ahead, "overhead"),
+        },
+        "peer": {
+            "total_s": median(peer, "total"),
+            "tests_s": median(peer, "tests"),
+            "overhead_s": median(peer, "overhead"),
+            "stop_s": median(peer, "stop"),
+            "overhead_without_stop_s": median(peer, "overhead_without_stop"),
+        },
     }
     result["ratio"] = result["ours"]["overhead_s"] / result["peer"]["overhead_without_stop_s"]
     result["ratio_with_stop"] = result["ours"]["overhead_s"] / result["peer"]["overhead_s"]
@@ -261,19 +294,34 @@ def main(argv: list[str] | None = None) -> dict:
     result["target"] = TARGET
 
     o, p = result["ours"], result["peer"]
-    table = Table(title=f"grading per instance ({len(instances)} instances x {args.rounds} rounds, medians; ratios are ours / peer)")
+    table = Table(
+        title=f"grading per instance ({len(instances)} instances x {args.rounds} rounds, medians; ratios are ours / peer)"
+    )
     table.add_column("measure")
     table.add_column("ours", justify="right")
     table.add_column("SWE-bench steps", justify="right")
     table.add_column("ratio", justify="right")
     table.add_row("total", f"{o['total_s']:.2f} s", f"{p['total_s']:.2f} s", f"{o['total_s'] / p['total_s']:.2f}")
     table.add_row("  of which the tests", f"{o['tests_s']:.2f} s", f"{p['tests_s']:.2f} s", "")
-    table.add_row("overhead (peer without its 15 s stop)", f"{o['overhead_s']:.2f} s", f"{p['overhead_without_stop_s']:.2f} s",
-                  f"{result['ratio']:.2f} (target <= {TARGET})")
+    table.add_row(
+        "overhead (peer without its 15 s stop)",
+        f"{o['overhead_s']:.2f} s",
+        f"{p['overhead_without_stop_s']:.2f} s",
+        f"{result['ratio']:.2f} (target <= {TARGET})",
+    )
     a = result["ahead"]
-    table.add_row("overhead, ours pre-started (as in eval --prestart)", f"{a['overhead_s']:.2f} s", f"{p['overhead_without_stop_s']:.2f} s",
-                  f"{result['ratio_prestarted']:.2f} (target <= {TARGET})")
-    table.add_row("overhead (peer with its stop)", f"{o['overhead_s']:.2f} s", f"{p['overhead_s']:.2f} s", f"{result['ratio_with_stop']:.2f}")
+    table.add_row(
+        "overhead, ours pre-started (as in eval --prestart)",
+        f"{a['overhead_s']:.2f} s",
+        f"{p['overhead_without_stop_s']:.2f} s",
+        f"{result['ratio_prestarted']:.2f} (target <= {TARGET})",
+    )
+    table.add_row(
+        "overhead (peer with its stop)",
+        f"{o['overhead_s']:.2f} s",
+        f"{p['overhead_s']:.2f} s",
+        f"{result['ratio_with_stop']:.2f}",
+    )
     console.print(table)
     return result
 

@@ -86,19 +86,29 @@ def agent_style(instance: dict[str, Any], kind: str, read_base) -> str:
     writes it (`gold-binary`), or all four (`agent-style`)."""
     extras = []
     if kind in ("gold-new-test", "agent-style"):
-        extras.append(new_file_patch("test_harness_agent_repro.py", "def test_reproduces_the_report():\n    assert 1 + 1 == 2\n"))
+        extras.append(
+            new_file_patch("test_harness_agent_repro.py", "def test_reproduces_the_report():\n    assert 1 + 1 == 2\n")
+        )
     if kind in ("gold-test-edit", "agent-style"):
-        path = next((f.path for f in parse_patch(instance["test_patch"]) if not f.is_new and f.path.endswith(".py")), None)
+        path = next(
+            (f.path for f in parse_patch(instance["test_patch"]) if not f.is_new and f.path.endswith(".py")), None
+        )
         if path is not None:
             before = read_base(path) or ""
-            extras.append(edit_patch(path, before, before + "\n\ndef test_harness_agent_regression():\n    assert True\n"))
+            extras.append(
+                edit_patch(path, before, before + "\n\ndef test_harness_agent_regression():\n    assert True\n")
+            )
     if kind in ("gold-tox", "agent-style"):  # a hunk in the tracked runner configuration (`git diff` shows no other)
-        config = next(((path, text) for path in ("tox.ini", "setup.cfg") if (text := read_base(path)) is not None), None)
+        config = next(
+            ((path, text) for path in ("tox.ini", "setup.cfg") if (text := read_base(path)) is not None), None
+        )
         if config is not None:
             extras.append(edit_patch(config[0], config[1], config[1] + "# run with -rA for the report\n"))
     if kind in ("gold-binary", "agent-style"):
-        extras.append("diff --git a/harness_fixture.png b/harness_fixture.png\nnew file mode 100644\n"
-                      "index 0000000000..6d1e8a0f3b\nBinary files /dev/null and b/harness_fixture.png differ\n")
+        extras.append(
+            "diff --git a/harness_fixture.png b/harness_fixture.png\nnew file mode 100644\n"
+            "index 0000000000..6d1e8a0f3b\nBinary files /dev/null and b/harness_fixture.png differ\n"
+        )
     return instance["patch"].rstrip("\n") + "\n" + "".join(extras)
 
 
@@ -120,7 +130,9 @@ def failing_test_file(instance: dict[str, Any]) -> str:
 
 def edit_patch(path: str, before: str, after: str) -> str:
     """A git-appliable diff that turns `path` from `before` into `after`."""
-    lines = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{path}", f"b/{path}")
+    lines = difflib.unified_diff(
+        before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{path}", f"b/{path}"
+    )
     return f"diff --git a/{path} b/{path}\n" + "".join(lines)
 
 
@@ -138,8 +150,14 @@ def base_reader(instance: dict[str, Any]):
 
 
 def predictions_of(instances: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
-    return {i["instance_id"]: {"instance_id": i["instance_id"], "model_name_or_path": kind, "model_patch": prediction(i, kind)}
-            for i in instances}
+    return {
+        i["instance_id"]: {
+            "instance_id": i["instance_id"],
+            "model_name_or_path": kind,
+            "model_patch": prediction(i, kind),
+        }
+        for i in instances
+    }
 
 
 def grade_ours(instances, preds, output: Path, workers: int) -> dict[str, dict[str, Any]]:
@@ -147,7 +165,9 @@ def grade_ours(instances, preds, output: Path, workers: int) -> dict[str, dict[s
     return {r["instance_id"]: {"resolved": bool(r["resolved"]), "seconds": r["duration"]} for r in rows}
 
 
-def grade_theirs(instances_file: Path, preds, output: Path, workers: int, timeout: int = 1800) -> dict[str, dict[str, Any]]:
+def grade_theirs(
+    instances_file: Path, preds, output: Path, workers: int, timeout: int = 1800
+) -> dict[str, dict[str, Any]]:
     """swebench.harness.run_evaluation.main on local images; per-instance verdicts from its report.json files."""
     from swebench.harness.run_evaluation import main
 
@@ -157,9 +177,19 @@ def grade_theirs(instances_file: Path, preds, output: Path, workers: int, timeou
     preds_file.write_text("".join(json.dumps(p) + "\n" for p in preds.values()))
     started = time.monotonic()
     with _cwd(output):  # it writes logs/run_evaluation/<run id>/... under the working directory
-        main(dataset_name=str(instances_file.resolve()), split="test", instance_ids=[], predictions_path=str(preds_file.resolve()),
-             max_workers=workers, open_file_limit=4096, run_id=f"parity-{kind}", timeout=timeout,
-             rewrite_reports=False, modal=False, report_dir=".")
+        main(
+            dataset_name=str(instances_file.resolve()),
+            split="test",
+            instance_ids=[],
+            predictions_path=str(preds_file.resolve()),
+            max_workers=workers,
+            open_file_limit=4096,
+            run_id=f"parity-{kind}",
+            timeout=timeout,
+            rewrite_reports=False,
+            modal=False,
+            report_dir=".",
+        )
     ran = [p for p in preds.values() if p["model_patch"]]
     per_instance = (time.monotonic() - started) * min(workers, len(ran) or 1) / max(len(ran), 1)
     verdicts = {}
@@ -168,8 +198,11 @@ def grade_theirs(instances_file: Path, preds, output: Path, workers: int, timeou
         resolved = json.loads(report.read_text())[instance_id]["resolved"] if report.exists() else False
         # It skips empty patches (reported unresolved, never run); any other missing report is an error.
         error = not report.exists() and bool(preds[instance_id]["model_patch"])
-        verdicts[instance_id] = {"resolved": bool(resolved), "seconds": per_instance if preds[instance_id]["model_patch"] else 0.0,
-                                 "error": error}
+        verdicts[instance_id] = {
+            "resolved": bool(resolved),
+            "seconds": per_instance if preds[instance_id]["model_patch"] else 0.0,
+            "error": error,
+        }
     return verdicts
 
 
@@ -193,18 +226,31 @@ def run_parity(instances_file: Path, output: Path, workers: int = 2, kinds=KINDS
         theirs = grade_theirs(instances_file, preds, output / "theirs" / kind, workers)
         for instance in instances:
             iid = instance["instance_id"]
-            rows.append({"kind": kind, "instance_id": iid, "ours": ours[iid]["resolved"], "theirs": theirs[iid]["resolved"],
-                         "theirs_error": theirs[iid]["error"], "ours_s": ours[iid]["seconds"], "theirs_s": theirs[iid]["seconds"]})
+            rows.append(
+                {
+                    "kind": kind,
+                    "instance_id": iid,
+                    "ours": ours[iid]["resolved"],
+                    "theirs": theirs[iid]["resolved"],
+                    "theirs_error": theirs[iid]["error"],
+                    "ours_s": ours[iid]["seconds"],
+                    "theirs_s": theirs[iid]["seconds"],
+                }
+            )
     (output / "parity.json").write_text(json.dumps(rows, indent=1))
     return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--instances", type=Path, required=True, help="Mined instances (JSONL with image, eval_script, ...).")
+    parser.add_argument(
+        "--instances", type=Path, required=True, help="Mined instances (JSONL with image, eval_script, ...)."
+    )
     parser.add_argument("--output", type=Path, default=Path("runs/parity"))
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--kinds", default=",".join(KINDS), help=f"Comma-separated, of {', '.join(KINDS + AGENT_KINDS)}.")
+    parser.add_argument(
+        "--kinds", default=",".join(KINDS), help=f"Comma-separated, of {', '.join(KINDS + AGENT_KINDS)}."
+    )
     args = parser.parse_args()
     kinds = tuple(k for k in args.kinds.split(",") if k)
     rows = run_parity(args.instances, args.output, args.workers, kinds)
@@ -213,13 +259,21 @@ def main() -> None:
         mine = [r for r in rows if r["kind"] == kind]
         ours_s = sum(r["ours_s"] for r in mine) / len(mine)
         theirs_s = sum(r["theirs_s"] for r in mine) / len(mine)
-        table.add_row(kind, f"{sum(r['ours'] for r in mine)}/{len(mine)}", f"{sum(r['theirs'] for r in mine)}/{len(mine)}",
-                      f"{sum(r['ours'] == r['theirs'] for r in mine)}/{len(mine)}", f"{ours_s:.1f}", f"{theirs_s:.1f}",
-                      f"{ours_s / theirs_s:.2f}" if theirs_s else "-")
+        table.add_row(
+            kind,
+            f"{sum(r['ours'] for r in mine)}/{len(mine)}",
+            f"{sum(r['theirs'] for r in mine)}/{len(mine)}",
+            f"{sum(r['ours'] == r['theirs'] for r in mine)}/{len(mine)}",
+            f"{ours_s:.1f}",
+            f"{theirs_s:.1f}",
+            f"{ours_s / theirs_s:.2f}" if theirs_s else "-",
+        )
     console = Console()
     console.print(table)
     disagree = [r for r in rows if r["ours"] != r["theirs"]]
-    console.print(f"verdicts identical on {len(rows) - len(disagree)} of {len(rows)}; details: {args.output / 'parity.json'}")
+    console.print(
+        f"verdicts identical on {len(rows) - len(disagree)} of {len(rows)}; details: {args.output / 'parity.json'}"
+    )
     for r in disagree:
         console.print(f"  differs: {r['kind']} {r['instance_id']}: ours {r['ours']}, theirs {r['theirs']}")
 

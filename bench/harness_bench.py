@@ -176,10 +176,13 @@ def episode_only(task: Task) -> list[SandboxSpec]:
 
 # -- the actions ------------------------------------------------------------------------------
 
+
 def gold_commands(instance: dict) -> list[str]:
     """The gold policy's actions as shell commands (the peer's side of `gold`)."""
-    return [f"cat > /tmp/gold.patch <<'EOF_GOLD_PATCH'\n{instance['patch']}EOF_GOLD_PATCH",
-            f"cd {instance['workdir']} && git apply /tmp/gold.patch && rm /tmp/gold.patch && git status --short"]
+    return [
+        f"cat > /tmp/gold.patch <<'EOF_GOLD_PATCH'\n{instance['patch']}EOF_GOLD_PATCH",
+        f"cd {instance['workdir']} && git apply /tmp/gold.patch && rm /tmp/gold.patch && git status --short",
+    ]
 
 
 def agent_commands(instance: dict, low: int = 20, high: int = 40) -> list[str]:
@@ -187,13 +190,26 @@ def agent_commands(instance: dict, low: int = 20, high: int = 40) -> list[str]:
     rng = random.Random(f"harness-bench:{instance['instance_id']}")
     workdir = instance["workdir"]
     files = re.findall(r"^diff --git a/(\S+) ", instance["patch"], flags=re.MULTILINE)
-    names = sorted({n for n in re.findall(r"^[-+ ].*?\b([A-Za-z_][A-Za-z0-9_]{3,})\b", instance["patch"], flags=re.MULTILINE)
-                    if n not in {"self", "return", "None", "True", "False", "import", "from", "def", "class"}})
+    names = sorted(
+        {
+            n
+            for n in re.findall(r"^[-+ ].*?\b([A-Za-z_][A-Za-z0-9_]{3,})\b", instance["patch"], flags=re.MULTILINE)
+            if n not in {"self", "return", "None", "True", "False", "import", "from", "def", "class"}
+        }
+    )
     tests = f"cd {workdir} && PYTHONDONTWRITEBYTECODE=1 timeout 120 python -m pytest -q -p no:cacheprovider -x 2>&1 | tail -15"
-    opening = [f"ls -la {workdir}", f"cd {workdir} && git status --short && git log --oneline -3",
-               f"find {workdir} -name '*.py' -not -path '*/.git/*' | sort | head -50", tests]
-    closing = gold_commands(instance)[:1] + [f"cd {workdir} && git apply /tmp/gold.patch && rm /tmp/gold.patch",
-                                             f"cd {workdir} && git diff", tests, f"cd {workdir} && git status --short"]
+    opening = [
+        f"ls -la {workdir}",
+        f"cd {workdir} && git status --short && git log --oneline -3",
+        f"find {workdir} -name '*.py' -not -path '*/.git/*' | sort | head -50",
+        tests,
+    ]
+    closing = gold_commands(instance)[:1] + [
+        f"cd {workdir} && git apply /tmp/gold.patch && rm /tmp/gold.patch",
+        f"cd {workdir} && git diff",
+        tests,
+        f"cd {workdir} && git status --short",
+    ]
     reading = [f"cat -n {workdir}/{f}" for f in files] + [f"wc -l {workdir}/{f}" for f in files]
     pool = reading + [f"grep -rn {shlex.quote(n)} {workdir} --include='*.py' | head -20" for n in names]
     pool += [f"sed -n '{start},{start + 30}p' {workdir}/{rng.choice(files)}" for start in range(1, 200, 20)]
@@ -205,8 +221,12 @@ def agent_commands(instance: dict, low: int = 20, high: int = 40) -> list[str]:
 def write_replays(tasks: list[Task], folder: Path) -> Path:
     """The trajectories `ReplayPolicy` plays: per task, one bash call per command, then submit."""
     for task in tasks:
-        turns = [tool_turn("bash", command=c) for c in agent_commands(task.metadata["instance"])] + [tool_turn("submit")]
-        messages = [{"role": "assistant", "content": "", "tool_calls": [c.to_openai() for c in t.tool_calls]} for t in turns]
+        turns = [tool_turn("bash", command=c) for c in agent_commands(task.metadata["instance"])] + [
+            tool_turn("submit")
+        ]
+        messages = [
+            {"role": "assistant", "content": "", "tool_calls": [c.to_openai() for c in t.tool_calls]} for t in turns
+        ]
         Trajectory(task_id=task.id, messages=messages).save(folder / f"{task.id}.json")
     return folder
 
@@ -217,12 +237,23 @@ def commands_for(policy: str, instance: dict) -> list[str]:
 
 # -- the sides --------------------------------------------------------------------------------
 
+
 def run_ours(tasks: list[Task], workers: int, backend: Backend, policy: Policy, prestart: int) -> Batch:
     """Our eval driver over the episodes; (the batch) from its results."""
-    with tempfile.TemporaryDirectory(prefix="harness-bench-") as out, \
-            mock.patch("harness.environments.verify", no_grading), mock.patch("harness.eval_queue.job_specs", episode_only), \
-            mock.patch("harness.evaluate.job_specs", episode_only):
-        config = EvalConfig(tasks="swe-demo", checkpoint=policy.name, output=out, workers=workers, max_turns=MAX_TURNS, prestart=prestart)
+    with (
+        tempfile.TemporaryDirectory(prefix="harness-bench-") as out,
+        mock.patch("harness.environments.verify", no_grading),
+        mock.patch("harness.eval_queue.job_specs", episode_only),
+        mock.patch("harness.evaluate.job_specs", episode_only),
+    ):
+        config = EvalConfig(
+            tasks="swe-demo",
+            checkpoint=policy.name,
+            output=out,
+            workers=workers,
+            max_turns=MAX_TURNS,
+            prestart=prestart,
+        )
         started = time.perf_counter()
         evaluate(tasks, policy, config, backend)
         wall = time.perf_counter() - started
@@ -230,7 +261,9 @@ def run_ours(tasks: list[Task], workers: int, backend: Backend, policy: Policy, 
     gold = {t.id: t.metadata["instance"]["patch"] for t in tasks}
     for row in rows:
         if row["exit_status"] != "submitted" or row["model_patch"] != gold[row["task_id"]]:
-            raise BenchError(f"our episode on {row['task_id']} ended {row['exit_status']!r} without the gold patch: {row['error']}")
+            raise BenchError(
+                f"our episode on {row['task_id']} ended {row['exit_status']!r} without the gold patch: {row['error']}"
+            )
     if len(rows) != len(tasks):
         raise BenchError(f"our driver recorded {len(rows)} of {len(tasks)} episodes")
     return Batch(wall, [row["wall_s"] for row in rows])
@@ -238,8 +271,17 @@ def run_ours(tasks: list[Task], workers: int, backend: Backend, policy: Policy, 
 
 def peer_run_args(task: Task, label: str) -> list[str]:
     spec = task.sandbox  # every swe-demo task has the same limits
-    return ["--rm", "--init", "--network=none", "--pull=never", f"--cpus={spec.cpus}", f"--memory={spec.memory}",
-            f"--memory-swap={spec.memory}", f"--pids-limit={spec.pids}", f"--label={label}"]
+    return [
+        "--rm",
+        "--init",
+        "--network=none",
+        "--pull=never",
+        f"--cpus={spec.cpus}",
+        f"--memory={spec.memory}",
+        f"--memory-swap={spec.memory}",
+        f"--pids-limit={spec.pids}",
+        f"--label={label}",
+    ]
 
 
 def run_peer(python: Path, tasks: list[Task], workers: int, policy: str) -> tuple[Batch, str]:
@@ -250,12 +292,26 @@ def run_peer(python: Path, tasks: list[Task], workers: int, policy: str) -> tupl
         "workers": workers,
         "label": label,
         "run_args": peer_run_args(tasks[0], label),
-        "episodes": [{"image": i["image"], "workdir": i["workdir"], "commands": commands_for(policy, i), "base_commit": i["base_commit"]}
-                     for i in instances],
+        "episodes": [
+            {
+                "image": i["image"],
+                "workdir": i["workdir"],
+                "commands": commands_for(policy, i),
+                "base_commit": i["base_commit"],
+            }
+            for i in instances
+        ],
     }
     try:
-        done = subprocess.run([str(python), "-c", PEER_DRIVER], input=json.dumps(job), capture_output=True, text=True,
-                              env=_quiet(), timeout=300 + 60 * len(tasks), check=False)
+        done = subprocess.run(
+            [str(python), "-c", PEER_DRIVER],
+            input=json.dumps(job),
+            capture_output=True,
+            text=True,
+            env=_quiet(),
+            timeout=300 + 60 * len(tasks),
+            check=False,
+        )
     finally:
         for container in docker_client().containers.list(all=True, filters={"label": label}, ignore_removed=True):
             try:
@@ -276,6 +332,7 @@ def run_floor(tasks: list[Task], workers: int, backend: Backend) -> Batch:
     """The engine's floor: per episode only a container created, started and killed (no shell, no
     command), with our sandbox's options and the same concurrency. No driver that starts a fresh
     container per episode can run more episodes per minute than this on the machine."""
+
     def cycle(task: Task) -> float:
         started = time.perf_counter()
         container = backend._create_and_start(backend._container_options(task.sandbox))
@@ -310,7 +367,9 @@ OTHER_BACKENDS = ("overlay", "podman")  # sides of our driver on another backend
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--policy", choices=("gold", "replay"), default="replay", help="the actions played (default replay)")
+    parser.add_argument(
+        "--policy", choices=("gold", "replay"), default="replay", help="the actions played (default replay)"
+    )
     parser.add_argument("--episodes", type=int, default=16, help="episodes per side and round (default 16)")
     parser.add_argument("--workers", type=int, default=4, help="episodes run concurrently (default 4)")
     parser.add_argument("--rounds", type=int, default=2, help="batches per side, rotating which goes first (default 2)")
@@ -341,8 +400,10 @@ def main(argv: list[str] | None = None) -> dict:
     with tempfile.TemporaryDirectory(prefix="harness-bench-replays-") as folder:
         policy = GoldPolicy() if args.policy == "gold" else ReplayPolicy(write_replays(swe_demo, Path(folder)))
         for round_number in range(args.rounds):
-            for side in sides[round_number % len(sides):] + sides[: round_number % len(sides)]:
-                console.print(f"round {round_number + 1}/{args.rounds}: {side}, {args.episodes} {args.policy} episodes x {args.workers} workers")
+            for side in sides[round_number % len(sides) :] + sides[: round_number % len(sides)]:
+                console.print(
+                    f"round {round_number + 1}/{args.rounds}: {side}, {args.episodes} {args.policy} episodes x {args.workers} workers"
+                )
                 if side == "peer":
                     batch, version = run_peer(python, tasks, args.workers, args.policy)
                 elif side == "floor":
@@ -355,13 +416,27 @@ def main(argv: list[str] | None = None) -> dict:
 
     def summary(side: str) -> dict:
         done = batches[side]
-        return {"episodes_per_minute": per_minute(done), "episode_s": statistics.median(s for b in done for s in b.episode_s),
-                "wall_s": statistics.median(b.wall_s for b in done)}
+        return {
+            "episodes_per_minute": per_minute(done),
+            "episode_s": statistics.median(s for b in done for s in b.episode_s),
+            "wall_s": statistics.median(b.wall_s for b in done),
+        }
 
-    result = {"policy": args.policy, "commands_per_episode": statistics.median(len(commands_for(args.policy, t.metadata["instance"])) + 1 for t in tasks),
-              "episodes": args.episodes, "workers": args.workers, "rounds": args.rounds, "prestart": args.prestart,
-              "grading": "excluded on both sides", "mini_swe_agent": version,
-              **{side: summary(side) for side in sides}, "start_s": starts, "target": TARGET}
+    result = {
+        "policy": args.policy,
+        "commands_per_episode": statistics.median(
+            len(commands_for(args.policy, t.metadata["instance"])) + 1 for t in tasks
+        ),
+        "episodes": args.episodes,
+        "workers": args.workers,
+        "rounds": args.rounds,
+        "prestart": args.prestart,
+        "grading": "excluded on both sides",
+        "mini_swe_agent": version,
+        **{side: summary(side) for side in sides},
+        "start_s": starts,
+        "target": TARGET,
+    }
     result["peer"]["drained_s"] = statistics.median(b.drained_s for b in batches["peer"])
     result["ratio"] = result["ours"]["episodes_per_minute"] / result["peer"]["episodes_per_minute"]
     result["ratio_cold"] = result["ours_cold"]["episodes_per_minute"] / result["peer"]["episodes_per_minute"]
@@ -370,22 +445,52 @@ def main(argv: list[str] | None = None) -> dict:
         result[f"ratio_{name}"] = result[name]["episodes_per_minute"] / result["peer"]["episodes_per_minute"]
 
     o, c, p = result["ours"], result["ours_cold"], result["peer"]
-    table = Table(title=f"agent-loop throughput, {args.policy} episodes ({result['commands_per_episode']:.0f} turns median), grading "
-                        f"excluded ({args.episodes} episodes x {args.workers} workers x {args.rounds} rounds; ratios are ours / peer)")
+    table = Table(
+        title=f"agent-loop throughput, {args.policy} episodes ({result['commands_per_episode']:.0f} turns median), grading "
+        f"excluded ({args.episodes} episodes x {args.workers} workers x {args.rounds} rounds; ratios are ours / peer)"
+    )
     for column in ("measure", f"ours (pre-start {args.prestart})", "ours, cold", f"mini-swe-agent {version}", "ratio"):
         table.add_column(column, justify="left" if column == "measure" else "right")
-    table.add_row("episodes per minute", f"{o['episodes_per_minute']:.0f}", f"{c['episodes_per_minute']:.0f}", f"{p['episodes_per_minute']:.0f}",
-                  f"{result['ratio']:.2f} (cold {result['ratio_cold']:.2f}; target >= {TARGET:.0f})")
-    table.add_row("episode p50", f"{o['episode_s']:.2f} s", f"{c['episode_s']:.2f} s", f"{p['episode_s']:.2f} s", f"{o['episode_s'] / p['episode_s']:.2f}")
-    table.add_row("peer batch: episodes done / containers gone", "", "", f"{p['wall_s']:.1f} s / {p['drained_s']:.1f} s", "")
-    table.add_row("engine floor: create + start + kill only", "", "", "", f"{result['floor']['episodes_per_minute']:.0f} /min: "
-                  f"ceiling {result['ratio_ceiling']:.2f}x")
+    table.add_row(
+        "episodes per minute",
+        f"{o['episodes_per_minute']:.0f}",
+        f"{c['episodes_per_minute']:.0f}",
+        f"{p['episodes_per_minute']:.0f}",
+        f"{result['ratio']:.2f} (cold {result['ratio_cold']:.2f}; target >= {TARGET:.0f})",
+    )
+    table.add_row(
+        "episode p50",
+        f"{o['episode_s']:.2f} s",
+        f"{c['episode_s']:.2f} s",
+        f"{p['episode_s']:.2f} s",
+        f"{o['episode_s'] / p['episode_s']:.2f}",
+    )
+    table.add_row(
+        "peer batch: episodes done / containers gone", "", "", f"{p['wall_s']:.1f} s / {p['drained_s']:.1f} s", ""
+    )
+    table.add_row(
+        "engine floor: create + start + kill only",
+        "",
+        "",
+        "",
+        f"{result['floor']['episodes_per_minute']:.0f} /min: ceiling {result['ratio_ceiling']:.2f}x",
+    )
     for name in others:
         v = result[name]
-        table.add_row(f"{name} backend (pre-start): episodes per minute / p50", "", "", "",
-                      f"{v['episodes_per_minute']:.0f} /min, {v['episode_s']:.2f} s: {result[f'ratio_{name}']:.2f}x peer")
-    table.add_row("start p50 (create until a command answered)", "", "", "",
-                  ", ".join(f"{name} {seconds * 1000:.0f} ms" for name, seconds in starts.items()))
+        table.add_row(
+            f"{name} backend (pre-start): episodes per minute / p50",
+            "",
+            "",
+            "",
+            f"{v['episodes_per_minute']:.0f} /min, {v['episode_s']:.2f} s: {result[f'ratio_{name}']:.2f}x peer",
+        )
+    table.add_row(
+        "start p50 (create until a command answered)",
+        "",
+        "",
+        "",
+        ", ".join(f"{name} {seconds * 1000:.0f} ms" for name, seconds in starts.items()),
+    )
     console.print(table)
     return result
 

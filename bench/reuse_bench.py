@@ -60,8 +60,10 @@ def load_instances(args, console: Console) -> list[dict]:
 def per_instance_image(instance: dict, tag: str) -> float:
     """Build the instance's own image (environment + its repository); seconds."""
     workdir = instance.get("workdir", "/testbed")
-    dockerfile = (f"FROM {instance['image']}\nRUN mkdir -p {workdir} && find {workdir} -mindepth 1 -maxdepth 1 -exec rm -rf {{}} +\n"
-                  f"ADD repo.tar {workdir}/\nWORKDIR {workdir}\nRUN git update-index -q --refresh >/dev/null; true\n")
+    dockerfile = (
+        f"FROM {instance['image']}\nRUN mkdir -p {workdir} && find {workdir} -mindepth 1 -maxdepth 1 -exec rm -rf {{}} +\n"
+        f"ADD repo.tar {workdir}/\nWORKDIR {workdir}\nRUN git update-index -q --refresh >/dev/null; true\n"
+    )
     started = time.perf_counter()
     build_image(tag, dockerfile, {"repo.tar": Path(instance[REPO_ARCHIVE])}, labels={"harness.bench": "reuse"})
     return time.perf_counter() - started
@@ -119,8 +121,13 @@ def main(argv: list[str] | None = None) -> dict:
             for index, instance in enumerate(instances):
                 forms = ("prebuilt", "shared") if (round_number + index) % 2 == 0 else ("shared", "prebuilt")
                 for form in forms:
-                    spec = SandboxSpec(image=tags[instance["instance_id"]] if form == "prebuilt" else instance["image"],
-                                       workdir=instance.get("workdir", "/testbed"), memory="2g", pids=512, wall_time=600)
+                    spec = SandboxSpec(
+                        image=tags[instance["instance_id"]] if form == "prebuilt" else instance["image"],
+                        workdir=instance.get("workdir", "/testbed"),
+                        memory="2g",
+                        pids=512,
+                        wall_time=600,
+                    )
                     started = time.perf_counter()
                     sandbox = backend.create(spec)
                     try:
@@ -143,26 +150,47 @@ def main(argv: list[str] | None = None) -> dict:
 
     n = len(instances)
     result = {
-        "tasks": n, "repository": instances[0]["repo"], "environment_images": environments, "rounds": args.rounds,
-        "per_instance": {"images_built": n, "build_s_total": sum(build_s), "build_s_median": statistics.median(build_s),
-                         "disk_added_bytes": sum(added)},
+        "tasks": n,
+        "repository": instances[0]["repo"],
+        "environment_images": environments,
+        "rounds": args.rounds,
+        "per_instance": {
+            "images_built": n,
+            "build_s_total": sum(build_s),
+            "build_s_median": statistics.median(build_s),
+            "disk_added_bytes": sum(added),
+        },
         "shared": {"images_built": 0, "archive_s_total": sum(archive_s), "archive_bytes": sum(archive_bytes)},
         "start_s": {form: statistics.median(times) for form, times in starts.items()},
         "inject_s": statistics.median(inject_s),
     }
     result["start_ratio"] = result["start_s"]["shared"] / result["start_s"]["prebuilt"]
-    mib = 2 ** 20
-    table = Table(title=f"{n} tasks of {result['repository']}: one environment image ({', '.join(environments)}) "
-                        f"vs an image per task; {args.rounds} starts per task and form, alternating")
+    mib = 2**20
+    table = Table(
+        title=f"{n} tasks of {result['repository']}: one environment image ({', '.join(environments)}) "
+        f"vs an image per task; {args.rounds} starts per task and form, alternating"
+    )
     for column in ("measure", "image per task", "shared image + repository put in", "saved / ratio"):
         table.add_column(column, justify="left" if column == "measure" else "right")
     table.add_row("images built", str(n), "0", str(n))
-    table.add_row("time to make them (archives for shared)", f"{sum(build_s):.1f} s", f"{sum(archive_s):.2f} s",
-                  f"{sum(build_s) - sum(archive_s):.1f} s")
-    table.add_row("disk over the environment image", f"{sum(added) / mib:.1f} MiB", f"{sum(archive_bytes) / mib:.1f} MiB (host archives)",
-                  f"{(sum(added) - sum(archive_bytes)) / mib:.1f} MiB")
-    table.add_row("start to ready (p50)", f"{result['start_s']['prebuilt'] * 1000:.0f} ms", f"{result['start_s']['shared'] * 1000:.0f} ms "
-                  f"(put in: {result['inject_s'] * 1000:.0f} ms)", f"{result['start_ratio']:.2f}x")
+    table.add_row(
+        "time to make them (archives for shared)",
+        f"{sum(build_s):.1f} s",
+        f"{sum(archive_s):.2f} s",
+        f"{sum(build_s) - sum(archive_s):.1f} s",
+    )
+    table.add_row(
+        "disk over the environment image",
+        f"{sum(added) / mib:.1f} MiB",
+        f"{sum(archive_bytes) / mib:.1f} MiB (host archives)",
+        f"{(sum(added) - sum(archive_bytes)) / mib:.1f} MiB",
+    )
+    table.add_row(
+        "start to ready (p50)",
+        f"{result['start_s']['prebuilt'] * 1000:.0f} ms",
+        f"{result['start_s']['shared'] * 1000:.0f} ms (put in: {result['inject_s'] * 1000:.0f} ms)",
+        f"{result['start_ratio']:.2f}x",
+    )
     console.print(table)
     console.print_json(json.dumps(result))
     return result

@@ -52,20 +52,35 @@ def episodes(count: int, console: Console) -> dict[str, dict[str, float]]:
         for name in names:
             marks = [time.monotonic()]
             with tempfile.TemporaryDirectory() as folder:
-                trajectory = run_episode(task, GoldPolicy(), Sampling(temperature=0.0), EpisodeLimits(), backend,
-                                         on_agent_done=lambda: marks.append(time.monotonic()),
-                                         scaffold=drivers[name], artifacts=Path(folder) if drivers[name] else None)
+                trajectory = run_episode(
+                    task,
+                    GoldPolicy(),
+                    Sampling(temperature=0.0),
+                    EpisodeLimits(),
+                    backend,
+                    on_agent_done=lambda: marks.append(time.monotonic()),
+                    scaffold=drivers[name],
+                    artifacts=Path(folder) if drivers[name] else None,
+                )
             if trajectory.reward != 1.0:
-                raise RuntimeError(f"{name} on {task.id}: reward {trajectory.reward} ({trajectory.exit_status}: {trajectory.error})")
+                raise RuntimeError(
+                    f"{name} on {task.id}: reward {trajectory.reward} ({trajectory.exit_status}: {trajectory.error})"
+                )
             total_s[name].append(trajectory.timings["total_s"])
             agent_s[name].append(marks[1] - marks[0])
             console.print(f"{task.id} {name}: {trajectory.timings['total_s']:.1f} s, {trajectory.turns} turns")
-    return {name: {"episode_s": statistics.mean(total_s[name]), "agent_s": statistics.mean(agent_s[name])} for name in drivers}
+    return {
+        name: {"episode_s": statistics.mean(total_s[name]), "agent_s": statistics.mean(agent_s[name])}
+        for name in drivers
+    }
 
 
 def _post(url: str, key: str, body: dict) -> dict:
-    request = urllib.request.Request(url, data=json.dumps(body).encode(),
-                                     headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(request, timeout=120) as response:
         return json.loads(response.read())
 
@@ -96,7 +111,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--episodes", type=int, default=4, help="swe-demo tasks per scaffold (default 4)")
     parser.add_argument("--calls", type=int, default=200, help="model calls per interception measurement (default 200)")
-    parser.add_argument("--tiny-model", help="a tiny checkpoint folder (harness model init-tiny) for the token-record latency")
+    parser.add_argument(
+        "--tiny-model", help="a tiny checkpoint folder (harness model init-tiny) for the token-record latency"
+    )
     parser.add_argument("--skip-episodes", action="store_true", help="only the interception latency (no Docker needed)")
     args = parser.parse_args(argv)
     console = Console()
@@ -127,8 +144,13 @@ def main(argv: list[str] | None = None) -> dict:
         for column in ("scaffold", "agent part", "ratio to ours", "whole episode", "ratio to ours"):
             table.add_column(column)
         for name, row in result["episodes"].items():
-            table.add_row(name, f"{row['agent_s']:.2f}", f"{row['agent_s'] / own['agent_s']:.2f}",
-                          f"{row['episode_s']:.2f}", f"{row['episode_s'] / own['episode_s']:.2f}")
+            table.add_row(
+                name,
+                f"{row['agent_s']:.2f}",
+                f"{row['agent_s'] / own['agent_s']:.2f}",
+                f"{row['episode_s']:.2f}",
+                f"{row['episode_s'] / own['episode_s']:.2f}",
+            )
         console.print(table)
     console.print(json.dumps(result))
     return result

@@ -114,12 +114,17 @@ def swerex_python(console: Console) -> Path:
     wanted = SWE_REX.split("==")[1]
     probe = [str(python), "-c", "import importlib.metadata as m; print(m.version('swe-rex'))"]
     probe[-1] += "; import aiohttp"  # its client needs aiohttp, which swe-rex 1.4.0 does not declare
-    ready = python.exists() and subprocess.run(probe, capture_output=True, text=True, check=False).stdout.strip() == wanted
+    ready = (
+        python.exists() and subprocess.run(probe, capture_output=True, text=True, check=False).stdout.strip() == wanted
+    )
     if ready and any(wheels().glob("swe_rex-*.whl")):
         return python
     console.print(f"[bold]installing {SWE_REX} into {venv()} (once)...")
-    for command in ([sys.executable, "-m", "venv", "--clear", str(venv())], [str(python), "-m", "pip", "install", "-q", SWE_REX, "aiohttp"],
-                    [str(python), "-m", "pip", "download", "-q", "-d", str(wheels()), SWE_REX]):
+    for command in (
+        [sys.executable, "-m", "venv", "--clear", str(venv())],
+        [str(python), "-m", "pip", "install", "-q", SWE_REX, "aiohttp"],
+        [str(python), "-m", "pip", "download", "-q", "-d", str(wheels()), SWE_REX],
+    ):
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise PeerUnavailable(f"`{' '.join(command)}` failed: {(done.stderr or done.stdout)[-2000:]}")
@@ -130,28 +135,43 @@ def swerex_image(base: str) -> str:
     """Our base image plus SWE-ReX's server, installed from the downloaded wheels (no network)."""
     tag = f"harness-bench/swerex:{SWE_REX.split('==')[1]}-{base.split(':')[-1]}"
     if not image_exists(tag):
-        dockerfile = (f"FROM {base}\nCOPY wheels /tmp/swerex-wheels\n"
-                      f"RUN python3 -m venv --without-pip /opt/swerex && python3 -m pip --python /opt/swerex/bin/python install -q --no-index "
-                      f"--find-links /tmp/swerex-wheels '{SWE_REX}' "
-                      "&& ln -s /opt/swerex/bin/swerex-remote /usr/local/bin/swerex-remote && rm -rf /tmp/swerex-wheels\n")
+        dockerfile = (
+            f"FROM {base}\nCOPY wheels /tmp/swerex-wheels\n"
+            f"RUN python3 -m venv --without-pip /opt/swerex && python3 -m pip --python /opt/swerex/bin/python install -q --no-index "
+            f"--find-links /tmp/swerex-wheels '{SWE_REX}' "
+            "&& ln -s /opt/swerex/bin/swerex-remote /usr/local/bin/swerex-remote && rm -rf /tmp/swerex-wheels\n"
+        )
         build_image(tag, dockerfile, {"wheels": wheels()}, {"harness.bench": "swerex"})
     return tag
 
 
 def run_swerex(python: Path, image: str, spec: SandboxSpec, starts: int, round_trips: int) -> dict:
     label = f"{BENCH_LABEL}=swerex-{time.time_ns()}"
-    job = {"image": image, "starts": starts, "round_trips": round_trips,
-           "docker_args": [f"--cpus={spec.cpus}", f"--memory={spec.memory}", f"--memory-swap={spec.memory}",
-                           f"--pids-limit={spec.pids}", f"--label={label}", "--network=host"]}
+    job = {
+        "image": image,
+        "starts": starts,
+        "round_trips": round_trips,
+        "docker_args": [
+            f"--cpus={spec.cpus}",
+            f"--memory={spec.memory}",
+            f"--memory-swap={spec.memory}",
+            f"--pids-limit={spec.pids}",
+            f"--label={label}",
+            "--network=host",
+        ],
+    }
     try:
-        done = subprocess.run([str(python), "-c", DRIVER], input=json.dumps(job), capture_output=True, text=True,
-                              timeout=300, check=False)
+        done = subprocess.run(
+            [str(python), "-c", DRIVER], input=json.dumps(job), capture_output=True, text=True, timeout=300, check=False
+        )
     finally:
         for container in docker_client().containers.list(all=True, filters={"label": label}, ignore_removed=True):
             container.remove(force=True)
     if done.returncode != 0:
         raise BenchError(f"the SWE-ReX driver failed:\n{done.stderr[-3000:]}")
-    lines = [line for line in done.stdout.splitlines() if line.startswith("SWEREX_BENCH_RESULT ")]  # it logs to stdout too
+    lines = [
+        line for line in done.stdout.splitlines() if line.startswith("SWEREX_BENCH_RESULT ")
+    ]  # it logs to stdout too
     if not lines:
         raise BenchError(f"the SWE-ReX driver printed no result:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
     return json.loads(lines[-1].split(" ", 1)[1])
@@ -194,19 +214,35 @@ def main(argv: list[str] | None = None) -> dict:
     for round_number in range(args.rounds):
         for side in ("ours", "swerex") if round_number % 2 == 0 else ("swerex", "ours"):
             console.print(f"round {round_number + 1}/{args.rounds}: {side}")
-            got = run_ours(spec, args.starts, args.round_trips) if side == "ours" else run_swerex(python, image, spec, args.starts, args.round_trips)
+            got = (
+                run_ours(spec, args.starts, args.round_trips)
+                if side == "ours"
+                else run_swerex(python, image, spec, args.starts, args.round_trips)
+            )
             version = got.pop("version", version)
             for key, values in got.items():
                 sides[side].setdefault(key, []).extend(values)
-    result = {"swe_rex": version, "starts": args.starts * args.rounds, "round_trips": args.round_trips * args.rounds,
-              **{side: {key: statistics.median(values) for key, values in measures.items()} for side, measures in sides.items()}}
+    result = {
+        "swe_rex": version,
+        "starts": args.starts * args.rounds,
+        "round_trips": args.round_trips * args.rounds,
+        **{
+            side: {key: statistics.median(values) for key, values in measures.items()}
+            for side, measures in sides.items()
+        },
+    }
     o, p = result["ours"], result["swerex"]
-    table = Table(title=f"sandbox start and round trip, same image (medians of {result['starts']} starts, "
-                        f"{result['round_trips']} round trips; ratios are ours / SWE-ReX)")
+    table = Table(
+        title=f"sandbox start and round trip, same image (medians of {result['starts']} starts, "
+        f"{result['round_trips']} round trips; ratios are ours / SWE-ReX)"
+    )
     for column in ("measure", "ours", f"SWE-ReX {version}", "ratio"):
         table.add_column(column, justify="left" if column == "measure" else "right")
-    for name, key, unit in (("start, until a command can run", "start_s", 1), ("removal", "stop_s", 1),
-                            ("round trip (`true` in a bash session)", "round_trip_s", 1000)):
+    for name, key, unit in (
+        ("start, until a command can run", "start_s", 1),
+        ("removal", "stop_s", 1),
+        ("round trip (`true` in a bash session)", "round_trip_s", 1000),
+    ):
         suffix = " ms" if unit == 1000 else " s"
         table.add_row(name, f"{o[key] * unit:.2f}{suffix}", f"{p[key] * unit:.2f}{suffix}", f"{o[key] / p[key]:.3f}")
     console.print(table)

@@ -35,16 +35,27 @@ def run_project(name: str, out: Path, tasks: int, workers: int, console: Console
 
     def show(event: SynthEvent) -> None:
         if event.stage != "candidate" or event.decided % 10 == 0:
-            console.print(f"  [{name}] {event.stage}: {event.message} ({event.decided}/{event.planned}, kept {event.kept})")
+            console.print(
+                f"  [{name}] {event.stage}: {event.message} ({event.decided}/{event.planned}, kept {event.kept})"
+            )
 
     started = time.monotonic()
     summary = synthesize(name, output, max_tasks=tasks, workers=workers, backend=get_backend("docker"), on_event=show)
     seconds = time.monotonic() - started
     judged = summary.decided - summary.rejected.get("does not compile", 0)
-    return {"project": name, "seconds": round(seconds, 1), "kept": summary.kept, "decided": summary.decided,
-            "judged": judged, "kept_share": summary.kept / max(judged, 1), "flaky": summary.flaky,
-            "rejected": summary.rejected, "baseline_passing": summary.baseline_passing,
-            "test_command": summary.test_command, "output": str(output)}
+    return {
+        "project": name,
+        "seconds": round(seconds, 1),
+        "kept": summary.kept,
+        "decided": summary.decided,
+        "judged": judged,
+        "kept_share": summary.kept / max(judged, 1),
+        "flaky": summary.flaky,
+        "rejected": summary.rejected,
+        "baseline_passing": summary.baseline_passing,
+        "test_command": summary.test_command,
+        "output": str(output),
+    }
 
 
 def evaluate(outputs: list[str], workers: int) -> dict:
@@ -57,8 +68,12 @@ def evaluate(outputs: list[str], workers: int) -> dict:
     started = time.monotonic()
     with ThreadPoolExecutor(max_workers=workers) as pool:
         results = list(pool.map(both, records))
-    return {"instances": len(records), "gold_resolved": sum(g for g, _ in results),
-            "empty_resolved": sum(e for _, e in results), "seconds": round(time.monotonic() - started, 1)}
+    return {
+        "instances": len(records),
+        "gold_resolved": sum(g for g, _ in results),
+        "empty_resolved": sum(e for _, e in results),
+        "seconds": round(time.monotonic() - started, 1),
+    }
 
 
 def main() -> dict:
@@ -82,19 +97,46 @@ def main() -> dict:
     for column in ("project", "tests", "judged", "kept", "kept share", "flaky", "time", "tasks/hour"):
         table.add_column(column, justify="left" if column == "project" else "right")
     for row in rows:
-        table.add_row(row["project"], str(row["baseline_passing"]), str(row["judged"]), str(row["kept"]),
-                      f"{row['kept_share']:.0%}", str(row["flaky"]), f"{row['seconds']:.0f} s",
-                      f"{3600 * row['kept'] / row['seconds']:.0f}")
-    kept, seconds, judged = sum(r["kept"] for r in rows), sum(r["seconds"] for r in rows), sum(r["judged"] for r in rows)
-    table.add_row("total", "", str(judged), str(kept), f"{kept / max(judged, 1):.0%}", "", f"{seconds:.0f} s",
-                  f"{3600 * kept / seconds:.0f}")
+        table.add_row(
+            row["project"],
+            str(row["baseline_passing"]),
+            str(row["judged"]),
+            str(row["kept"]),
+            f"{row['kept_share']:.0%}",
+            str(row["flaky"]),
+            f"{row['seconds']:.0f} s",
+            f"{3600 * row['kept'] / row['seconds']:.0f}",
+        )
+    kept, seconds, judged = (
+        sum(r["kept"] for r in rows),
+        sum(r["seconds"] for r in rows),
+        sum(r["judged"] for r in rows),
+    )
+    table.add_row(
+        "total",
+        "",
+        str(judged),
+        str(kept),
+        f"{kept / max(judged, 1):.0%}",
+        "",
+        f"{seconds:.0f} s",
+        f"{3600 * kept / seconds:.0f}",
+    )
     console.print(table)
     n = evaluation["instances"]
-    console.print(f"gold resolves {evaluation['gold_resolved']}/{n} ({evaluation['gold_resolved'] / max(n, 1):.0%}), "
-                  f"empty resolves {evaluation['empty_resolved']}/{n} ({evaluation['empty_resolved'] / max(n, 1):.0%}); "
-                  f"grading took {evaluation['seconds']:.0f} s")
-    report = {"projects": rows, "kept": kept, "seconds": seconds, "tasks_per_hour": 3600 * kept / seconds,
-              "kept_share": kept / max(judged, 1), "evaluation": evaluation}
+    console.print(
+        f"gold resolves {evaluation['gold_resolved']}/{n} ({evaluation['gold_resolved'] / max(n, 1):.0%}), "
+        f"empty resolves {evaluation['empty_resolved']}/{n} ({evaluation['empty_resolved'] / max(n, 1):.0%}); "
+        f"grading took {evaluation['seconds']:.0f} s"
+    )
+    report = {
+        "projects": rows,
+        "kept": kept,
+        "seconds": seconds,
+        "tasks_per_hour": 3600 * kept / seconds,
+        "kept_share": kept / max(judged, 1),
+        "evaluation": evaluation,
+    }
     (args.out / "report.json").write_text(json.dumps(report, indent=1))
     return report
 

@@ -120,8 +120,9 @@ def regular_token_range(tokenizer) -> int:
     return min(tokenizer.convert_tokens_to_ids(t) for t in tokenizer.all_special_tokens)
 
 
-def make_rollout_batch(checkpoint: Path, prompts: int, group: int, prompt_length: int, completion_length: int,
-                       seed: int = 0) -> dict:
+def make_rollout_batch(
+    checkpoint: Path, prompts: int, group: int, prompt_length: int, completion_length: int, seed: int = 0
+) -> dict:
     """One rollout batch in TRL's layout (the dict `_generate_and_score_completions` returns), plus rewards.
 
     Prompts have exactly `prompt_length` tokens (no padding), so TRL's `[prompt | completion]` and our right-padded
@@ -209,9 +210,17 @@ def run_ours(spec: Spec) -> dict:
     from trainer.learner import Learner, LearnerSettings
 
     settings = LearnerSettings(
-        learning_rate=spec.learning_rate, weight_decay=0.0, lr_scheduler="constant", max_grad_norm=1.0,
-        micro_batch_size=spec.micro_batch, clip_low=CLIP_LOW, clip_high=CLIP_HIGH, kl_coef=0.0,
-        loss_aggregation="token_mean", temperature=1.0, total_steps=spec.warmup + spec.steps,
+        learning_rate=spec.learning_rate,
+        weight_decay=0.0,
+        lr_scheduler="constant",
+        max_grad_norm=1.0,
+        micro_batch_size=spec.micro_batch,
+        clip_low=CLIP_LOW,
+        clip_high=CLIP_HIGH,
+        kl_coef=0.0,
+        loss_aggregation="token_mean",
+        temperature=1.0,
+        total_steps=spec.warmup + spec.steps,
     )
     learner = Learner(spec.checkpoint, settings)
     if spec.mode == "learner":
@@ -243,8 +252,13 @@ def run_ours(spec: Spec) -> dict:
             times.append(elapsed)
             cpu_times.append(cpu)
             tokens.append(trained)
-    return {"step_s": times, "step_cpu_s": cpu_times, "tokens": tokens, "first_loss": losses[0],
-            "setup_rss_mb": setup_rss}
+    return {
+        "step_s": times,
+        "step_cpu_s": cpu_times,
+        "tokens": tokens,
+        "first_loss": losses[0],
+        "setup_rss_mb": setup_rss,
+    }
 
 
 def _our_full_step(spec: Spec, learner):
@@ -262,15 +276,22 @@ def _our_full_step(spec: Spec, learner):
 
     def step(index: int) -> tuple[int, float]:
         requests = [p for p in prompts for _ in range(spec.group)]
-        completions = policy.generate_ids_batch(requests, Sampling(temperature=1.0, max_tokens=spec.completion_length,
-                                                                   seed=1000 * index))
+        completions = policy.generate_ids_batch(
+            requests, Sampling(temperature=1.0, max_tokens=spec.completion_length, seed=1000 * index)
+        )
         trajectories = [
-            Trajectory(task_id=str(i // spec.group), sample=i % spec.group, exit_status="submitted",
-                       reward=reward_of(c.text), token_ids=list(prompt) + c.token_ids,
-                       loss_mask=[0] * len(prompt) + [1] * len(c.token_ids), logprobs=[0.0] * len(prompt) + c.logprobs)
+            Trajectory(
+                task_id=str(i // spec.group),
+                sample=i % spec.group,
+                exit_status="submitted",
+                reward=reward_of(c.text),
+                token_ids=list(prompt) + c.token_ids,
+                loss_mask=[0] * len(prompt) + [1] * len(c.token_ids),
+                logprobs=[0.0] * len(prompt) + c.logprobs,
+            )
             for i, (prompt, c) in enumerate(zip(requests, completions))
         ]
-        groups = [trajectories[i:i + spec.group] for i in range(0, len(trajectories), spec.group)]
+        groups = [trajectories[i : i + spec.group] for i in range(0, len(trajectories), spec.group)]
         batch = build_batch(groups, policy.pad_id, "grpo", filter_zero_variance=False, filter_truncated=False)
         metrics = learner.train_step(batch)
         policy.load_weights(learner.weights())
@@ -288,13 +309,32 @@ def run_trl(spec: Spec) -> dict:
     rows = spec.prompts * spec.group
     accumulation = rows // spec.micro_batch
     args = GRPOConfig(
-        output_dir=str(Path(spec.out_dir) / "trl"), use_cpu=True, bf16=False, report_to="none", save_strategy="no",
-        logging_strategy="no", disable_tqdm=True, activation_checkpointing=False, seed=0, dataloader_num_workers=0,
-        per_device_train_batch_size=spec.micro_batch, gradient_accumulation_steps=accumulation,
-        steps_per_generation=accumulation, num_generations=spec.group, max_completion_length=spec.completion_length,
-        loss_type="dapo", beta=0.0, epsilon=CLIP_LOW, epsilon_high=CLIP_HIGH, temperature=1.0,
-        learning_rate=spec.learning_rate, lr_scheduler_type="constant", optim="adamw_torch", weight_decay=0.0,
-        max_grad_norm=1.0, max_steps=spec.warmup + spec.steps,
+        output_dir=str(Path(spec.out_dir) / "trl"),
+        use_cpu=True,
+        bf16=False,
+        report_to="none",
+        save_strategy="no",
+        logging_strategy="no",
+        disable_tqdm=True,
+        activation_checkpointing=False,
+        seed=0,
+        dataloader_num_workers=0,
+        per_device_train_batch_size=spec.micro_batch,
+        gradient_accumulation_steps=accumulation,
+        steps_per_generation=accumulation,
+        num_generations=spec.group,
+        max_completion_length=spec.completion_length,
+        loss_type="dapo",
+        beta=0.0,
+        epsilon=CLIP_LOW,
+        epsilon_high=CLIP_HIGH,
+        temperature=1.0,
+        learning_rate=spec.learning_rate,
+        lr_scheduler_type="constant",
+        optim="adamw_torch",
+        weight_decay=0.0,
+        max_grad_norm=1.0,
+        max_steps=spec.warmup + spec.steps,
     )
     if spec.mode == "learner":
         texts = ["learner step"] * spec.prompts
@@ -322,6 +362,7 @@ def run_trl(spec: Spec) -> dict:
             output = generate(inputs)
             step_tokens.append(int(output["completion_mask"].sum()))
             return output
+
     trainer._generate_and_score_completions = generate_and_score
 
     losses: list[float] = []
@@ -331,6 +372,7 @@ def run_trl(spec: Spec) -> dict:
         loss = compute_loss(*a, **kw)
         losses.append(loss.item())
         return loss
+
     trainer.compute_loss = recorded_loss
 
     class StepTimer(TrainerCallback):
@@ -351,9 +393,9 @@ def run_trl(spec: Spec) -> dict:
     if len(timer.times) != spec.warmup + spec.steps:
         raise BenchError(f"TRL ran {len(timer.times)} optimizer steps, expected {spec.warmup + spec.steps}")
     return {
-        "step_s": timer.times[spec.warmup:],
-        "step_cpu_s": timer.cpu_times[spec.warmup:],
-        "tokens": step_tokens[spec.warmup:],
+        "step_s": timer.times[spec.warmup :],
+        "step_cpu_s": timer.cpu_times[spec.warmup :],
+        "tokens": step_tokens[spec.warmup :],
         "first_loss": sum(losses[:accumulation]),
         "setup_rss_mb": setup_rss,
     }
@@ -372,17 +414,32 @@ def run_worker(spec: Spec, timeout: float = 3600) -> dict:
     """One side in a fresh interpreter; its stdout's tagged line is the result."""
     threads = str(spec.threads)
     python_path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    env = os.environ | {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "HF_HUB_OFFLINE": "1",
-                        "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-                        "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": python_path}
-    done = subprocess.run([sys.executable, "-m", "bench.trainer_bench", "--worker", json.dumps(asdict(spec))],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    env = os.environ | {
+        "OMP_NUM_THREADS": threads,
+        "MKL_NUM_THREADS": threads,
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "CUDA_VISIBLE_DEVICES": "",
+        "PYTHONPATH": python_path,
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.trainer_bench", "--worker", json.dumps(asdict(spec))],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
     lines = [line for line in done.stdout.splitlines() if line.startswith(RESULT_TAG)]
     if done.returncode != 0 or not lines:
-        raise BenchError(f"the {spec.side} worker ({spec.mode}) failed (exit {done.returncode}):\n"
-                         f"{done.stderr[-4000:]}\n{done.stdout[-2000:]}")
-    return json.loads(lines[-1][len(RESULT_TAG):])
-
+        raise BenchError(
+            f"the {spec.side} worker ({spec.mode}) failed (exit {done.returncode}):\n"
+            f"{done.stderr[-4000:]}\n{done.stdout[-2000:]}"
+        )
+    return json.loads(lines[-1][len(RESULT_TAG) :])
 
 
 # ----------------------------------------------------------------------------------------------- the comparison
@@ -428,15 +485,36 @@ def add_rows(table, step: str, result: dict, targets: bool) -> None:
     o, t = result["ours"], result["trl"]
     speed_target = f" (target >= {TARGET_SPEED:.0f})" if targets else ""
     memory_target = f" (target <= {TARGET_MEMORY:.0f})" if targets else ""
-    table.add_row(step, "completion tokens / s", f"{o['tokens_per_s']:,.0f}", f"{t['tokens_per_s']:,.0f}",
-                  f"{result['ratio_tokens_per_s']:.2f}{speed_target}")
+    table.add_row(
+        step,
+        "completion tokens / s",
+        f"{o['tokens_per_s']:,.0f}",
+        f"{t['tokens_per_s']:,.0f}",
+        f"{result['ratio_tokens_per_s']:.2f}{speed_target}",
+    )
     table.add_row("", "step time", f"{o['step_s']:.3f} s", f"{t['step_s']:.3f} s", f"{o['step_s'] / t['step_s']:.2f}")
-    table.add_row("", "completion tokens / CPU-second", f"{o['tokens_per_cpu_s']:,.0f}",
-                  f"{t['tokens_per_cpu_s']:,.0f}", f"{result['ratio_tokens_per_cpu_s']:.2f}")
-    table.add_row("", "peak RSS", f"{o['peak_rss_mb']:,.0f} MB", f"{t['peak_rss_mb']:,.0f} MB",
-                  f"{result['ratio_peak_rss']:.2f}{memory_target}")
-    table.add_row("", "step memory (peak - peak before step 1)", f"{o['step_rss_mb']:,.0f} MB",
-                  f"{t['step_rss_mb']:,.0f} MB", f"{result['ratio_step_rss']:.2f}", end_section=True)
+    table.add_row(
+        "",
+        "completion tokens / CPU-second",
+        f"{o['tokens_per_cpu_s']:,.0f}",
+        f"{t['tokens_per_cpu_s']:,.0f}",
+        f"{result['ratio_tokens_per_cpu_s']:.2f}",
+    )
+    table.add_row(
+        "",
+        "peak RSS",
+        f"{o['peak_rss_mb']:,.0f} MB",
+        f"{t['peak_rss_mb']:,.0f} MB",
+        f"{result['ratio_peak_rss']:.2f}{memory_target}",
+    )
+    table.add_row(
+        "",
+        "step memory (peak - peak before step 1)",
+        f"{o['step_rss_mb']:,.0f} MB",
+        f"{t['step_rss_mb']:,.0f} MB",
+        f"{result['ratio_step_rss']:.2f}",
+        end_section=True,
+    )
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -447,19 +525,36 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--group", type=int, default=8, help="completions per prompt (default 8)")
     parser.add_argument("--prompt-length", type=int, default=64, help="prompt tokens (default 64)")
     parser.add_argument("--completion-length", type=int, default=128, help="longest completion in tokens (default 128)")
-    parser.add_argument("--micro-batch", type=int, default=None,
-                        help="sequences per forward pass on both sides (default: the whole batch)")
+    parser.add_argument(
+        "--micro-batch",
+        type=int,
+        default=None,
+        help="sequences per forward pass on both sides (default: the whole batch)",
+    )
     parser.add_argument("--hidden", type=int, default=128, help="model hidden size (default 128)")
     parser.add_argument("--layers", type=int, default=4, help="model layers (default 4)")
-    parser.add_argument("--vocab", type=int, default=None,
-                        help="grow the model's vocabulary (embedding and LM head) to this size, as real models are "
-                             "(e.g. 151936 for Qwen2.5); default: the tiny tokenizer's (2048)")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch threads on both sides (default 1: steady figures on a shared machine)")
-    parser.add_argument("--rounds", type=int, default=2,
-                        help="runs per side, the order flipping each round (default 2)")
-    parser.add_argument("--full-steps", type=int, default=3,
-                        help="timed full steps (generation + update) per run; 0 skips them (default 3)")
+    parser.add_argument(
+        "--vocab",
+        type=int,
+        default=None,
+        help="grow the model's vocabulary (embedding and LM head) to this size, as real models are "
+        "(e.g. 151936 for Qwen2.5); default: the tiny tokenizer's (2048)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads on both sides (default 1: steady figures on a shared machine)",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=2, help="runs per side, the order flipping each round (default 2)"
+    )
+    parser.add_argument(
+        "--full-steps",
+        type=int,
+        default=3,
+        help="timed full steps (generation + update) per run; 0 skips them (default 3)",
+    )
     parser.add_argument("--learning-rate", type=float, default=1e-5, help=argparse.SUPPRESS)
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -485,20 +580,34 @@ def main(argv: list[str] | None = None) -> dict:
         if args.vocab:
             grow_vocabulary(checkpoint, args.vocab)
         vocab = json.loads((checkpoint / "config.json").read_text())["vocab_size"]
-        console.print(f"[bold]building the rollout batch ({args.prompts} prompts x {args.group} completions, "
-                      f"{args.prompt_length} + up to {args.completion_length} tokens)...")
+        console.print(
+            f"[bold]building the rollout batch ({args.prompts} prompts x {args.group} completions, "
+            f"{args.prompt_length} + up to {args.completion_length} tokens)..."
+        )
         batch_path = Path(tmp) / "batch.pt"
-        torch.save(make_rollout_batch(checkpoint, args.prompts, args.group, args.prompt_length, args.completion_length),
-                   batch_path)
+        torch.save(
+            make_rollout_batch(checkpoint, args.prompts, args.group, args.prompt_length, args.completion_length),
+            batch_path,
+        )
         texts_path = Path(tmp) / "prompts.json"
         texts_path.write_text(json.dumps(prompt_texts(checkpoint, args.prompts, args.prompt_length)))
 
         def spec(side: str, mode: str, steps: int) -> Spec:
-            return Spec(side=side, mode=mode, checkpoint=str(checkpoint),
-                        batch=str(batch_path if mode == "learner" else texts_path), out_dir=tmp, steps=steps,
-                        warmup=args.warmup, prompts=args.prompts, group=args.group,
-                        completion_length=args.completion_length, micro_batch=micro, threads=args.threads,
-                        learning_rate=args.learning_rate)
+            return Spec(
+                side=side,
+                mode=mode,
+                checkpoint=str(checkpoint),
+                batch=str(batch_path if mode == "learner" else texts_path),
+                out_dir=tmp,
+                steps=steps,
+                warmup=args.warmup,
+                prompts=args.prompts,
+                group=args.group,
+                completion_length=args.completion_length,
+                micro_batch=micro,
+                threads=args.threads,
+                learning_rate=args.learning_rate,
+            )
 
         console.print("[bold]learner step (the same prepared batch on both sides)...")
         learner = compare(lambda side: spec(side, "learner", args.steps), args.rounds, console)
@@ -512,12 +621,24 @@ def main(argv: list[str] | None = None) -> dict:
         raise BenchError(f"the runs used {sorted(threads_seen)} torch threads, not the {args.threads} asked for")
     loss_gap = abs(learner["ours"]["first_loss"] - learner["trl"]["first_loss"])
     result = {
-        "config": {"prompts": args.prompts, "group": args.group, "prompt_length": args.prompt_length,
-                   "completion_length": args.completion_length, "micro_batch": micro, "hidden": args.hidden,
-                   "layers": args.layers, "vocab": vocab, "threads": args.threads, "steps": args.steps,
-                   "warmup": args.warmup,
-                   "rounds": args.rounds, "full_steps": args.full_steps, "dtype": "float32",
-                   "loss": "TRL dapo / our token_mean", "optimizer": "torch.optim.AdamW"},
+        "config": {
+            "prompts": args.prompts,
+            "group": args.group,
+            "prompt_length": args.prompt_length,
+            "completion_length": args.completion_length,
+            "micro_batch": micro,
+            "hidden": args.hidden,
+            "layers": args.layers,
+            "vocab": vocab,
+            "threads": args.threads,
+            "steps": args.steps,
+            "warmup": args.warmup,
+            "rounds": args.rounds,
+            "full_steps": args.full_steps,
+            "dtype": "float32",
+            "loss": "TRL dapo / our token_mean",
+            "optimizer": "torch.optim.AdamW",
+        },
         "peer": f"trl {trl.__version__}",
         "learner": learner,
         "full": full,
@@ -528,13 +649,15 @@ def main(argv: list[str] | None = None) -> dict:
         "target": {"tokens_per_s": TARGET_SPEED, "peak_rss": TARGET_MEMORY},
     }
 
-    table = Table(title=f"GRPO step on CPU: ours vs TRL {trl.__version__} GRPOTrainer (medians; ratios are ours / TRL)",
-                  caption=f"{args.prompts} prompts x {args.group} samples, {args.prompt_length} + <= "
-                          f"{args.completion_length} tokens, Qwen2 hidden {args.hidden} x {args.layers} layers, "
-                          f"vocabulary {vocab}, fp32, "
-                          f"micro-batch {micro}, {args.threads} torch thread(s), {args.rounds} runs per side, "
-                          f"{args.steps} learner / {args.full_steps} full steps per run; load average "
-                          f"{load_before:.1f} -> {result['load_average'][1]:.1f}")
+    table = Table(
+        title=f"GRPO step on CPU: ours vs TRL {trl.__version__} GRPOTrainer (medians; ratios are ours / TRL)",
+        caption=f"{args.prompts} prompts x {args.group} samples, {args.prompt_length} + <= "
+        f"{args.completion_length} tokens, Qwen2 hidden {args.hidden} x {args.layers} layers, "
+        f"vocabulary {vocab}, fp32, "
+        f"micro-batch {micro}, {args.threads} torch thread(s), {args.rounds} runs per side, "
+        f"{args.steps} learner / {args.full_steps} full steps per run; load average "
+        f"{load_before:.1f} -> {result['load_average'][1]:.1f}",
+    )
     table.add_column("step")
     table.add_column("measure")
     table.add_column("ours", justify="right")
@@ -543,8 +666,13 @@ def main(argv: list[str] | None = None) -> dict:
     add_rows(table, "learner (same batch)", learner, targets=True)
     if full is not None:
         add_rows(table, "full (generate + update)", full, targets=False)
-    table.add_row("check", "loss at step 1 (same weights, same batch)", f"{learner['ours']['first_loss']:.6f}",
-                  f"{learner['trl']['first_loss']:.6f}", f"|diff| {loss_gap:.1e}")
+    table.add_row(
+        "check",
+        "loss at step 1 (same weights, same batch)",
+        f"{learner['ours']['first_loss']:.6f}",
+        f"{learner['trl']['first_loss']:.6f}",
+        f"|diff| {loss_gap:.1e}",
+    )
     console.print(table)
     return result
 

@@ -109,7 +109,12 @@ def worker(spec: dict) -> dict:
             done = policy.generate_ids_batch(prompts, sampling)
             seconds = time.monotonic() - clock
             tokens = sum(c.completion_tokens for c in done)
-            result["batch"] = {"prompts": len(prompts), "tokens": tokens, "seconds": seconds, "tokens_per_s": tokens / seconds}
+            result["batch"] = {
+                "prompts": len(prompts),
+                "tokens": tokens,
+                "seconds": seconds,
+                "tokens_per_s": tokens / seconds,
+            }
 
             if spec["episodes"]:
                 tool_tasks = load_tasks(spec["episode_tasks"])
@@ -119,9 +124,19 @@ def worker(spec: dict) -> dict:
                 limits = EpisodeLimits(max_context=spec["max_context"])
                 clock = time.monotonic()
                 with ThreadPoolExecutor(len(jobs)) as pool:
-                    trajectories = list(pool.map(
-                        lambda job: run_episode(job[1], shared, Sampling(temperature=1.0, max_tokens=spec["max_tokens"], seed=job[0]),
-                                                limits, backend=backend, sample=job[0]), enumerate(jobs)))
+                    trajectories = list(
+                        pool.map(
+                            lambda job: run_episode(
+                                job[1],
+                                shared,
+                                Sampling(temperature=1.0, max_tokens=spec["max_tokens"], seed=job[0]),
+                                limits,
+                                backend=backend,
+                                sample=job[0],
+                            ),
+                            enumerate(jobs),
+                        )
+                    )
                 seconds = time.monotonic() - clock
                 if shared is not policy:
                     shared.close()
@@ -129,9 +144,15 @@ def worker(spec: dict) -> dict:
                 if errors:
                     raise RuntimeError(f"{len(errors)} episodes failed: {errors[0]}")
                 tokens = sum(sum(t.loss_mask) for t in trajectories)
-                result["episodes"] = {"episodes": len(jobs), "turns": sum(t.turns for t in trajectories), "tokens": tokens,
-                                      "seconds": seconds, "episodes_per_s": len(jobs) / seconds, "episodes_per_min": 60 * len(jobs) / seconds,
-                                      "tokens_per_s": tokens / seconds}
+                result["episodes"] = {
+                    "episodes": len(jobs),
+                    "turns": sum(t.turns for t in trajectories),
+                    "tokens": tokens,
+                    "seconds": seconds,
+                    "episodes_per_s": len(jobs) / seconds,
+                    "episodes_per_min": 60 * len(jobs) / seconds,
+                    "tokens_per_s": tokens / seconds,
+                }
         finally:
             policy.close()
     result["peak_rss_mb"] = memory.peak
@@ -139,22 +160,50 @@ def worker(spec: dict) -> dict:
 
 
 def run_worker(spec: dict, timeout: float = 3600) -> dict:
-    env = os.environ | {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-                        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run([sys.executable, "-m", "bench.vllm_bench", "--worker", json.dumps(spec)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout, check=False)
+    env = os.environ | {
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.vllm_bench", "--worker", json.dumps(spec)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
     lines = [line for line in done.stdout.splitlines() if line.startswith(RESULT_TAG)]
     if done.returncode != 0 or not lines:
-        raise RuntimeError(f"the {spec['engine']} worker failed (exit {done.returncode}):\n{done.stderr[-4000:]}\n{done.stdout[-2000:]}")
-    return json.loads(lines[-1][len(RESULT_TAG):])
+        raise RuntimeError(
+            f"the {spec['engine']} worker failed (exit {done.returncode}):\n{done.stderr[-4000:]}\n{done.stdout[-2000:]}"
+        )
+    return json.loads(lines[-1][len(RESULT_TAG) :])
 
 
 def grpo_steps(engine: str, model: str, steps: int, run_dir: Path) -> dict:
     """`harness train` on arith with this engine; the median of its steps' times."""
-    args = [sys.executable, "-m", "cli", "train", f"trainer.policy.model.path={model}", f"trainer.output_dir={run_dir}",
-            'data.train_data=["arith-train"]', "trainer.train_batch_size=4", "generator.n_samples_per_prompt=8",
-            "generator.max_tokens=32", "generator.max_context=512", "data.max_prompt_length=256", "trainer.learning_rate=1e-4", "trainer.eval_interval=0",
-            f"trainer.max_steps={steps}", "trainer.ckpt_interval=0", f"inference.backend={engine}"]
+    args = [
+        sys.executable,
+        "-m",
+        "cli",
+        "train",
+        f"trainer.policy.model.path={model}",
+        f"trainer.output_dir={run_dir}",
+        'data.train_data=["arith-train"]',
+        "trainer.train_batch_size=4",
+        "generator.n_samples_per_prompt=8",
+        "generator.max_tokens=32",
+        "generator.max_context=512",
+        "data.max_prompt_length=256",
+        "trainer.learning_rate=1e-4",
+        "trainer.eval_interval=0",
+        f"trainer.max_steps={steps}",
+        "trainer.ckpt_interval=0",
+        f"inference.backend={engine}",
+    ]
     done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=3600, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"harness train with {engine} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
@@ -169,8 +218,10 @@ def grpo_steps(engine: str, model: str, steps: int, run_dir: Path) -> dict:
 
 def ratios(results: dict) -> dict:
     hf, vl = results["transformers"], results["vllm"]
-    out = {"batch_tokens_per_s": vl["batch"]["tokens_per_s"] / hf["batch"]["tokens_per_s"],
-           "peak_rss": vl["peak_rss_mb"] / hf["peak_rss_mb"]}
+    out = {
+        "batch_tokens_per_s": vl["batch"]["tokens_per_s"] / hf["batch"]["tokens_per_s"],
+        "peak_rss": vl["peak_rss_mb"] / hf["peak_rss_mb"],
+    }
     if "episodes" in hf:
         out["episodes_per_s"] = vl["episodes"]["episodes_per_s"] / hf["episodes"]["episodes_per_s"]
         out["episode_tokens_per_s"] = vl["episodes"]["tokens_per_s"] / hf["episodes"]["tokens_per_s"]
@@ -187,7 +238,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--max-tokens", type=int, default=32, help="tokens per turn")
     parser.add_argument("--grpo-steps", type=int, default=2, help="GRPO steps per engine (0: skip)")
     parser.add_argument("--hidden", type=int, default=128, help="tiny model width (4 heads: head_dim = hidden / 4)")
-    parser.add_argument("--model", help="a checkpoint folder or an imported GGUF file (default: a tiny model of --hidden)")
+    parser.add_argument(
+        "--model", help="a checkpoint folder or an imported GGUF file (default: a tiny model of --hidden)"
+    )
     parser.add_argument("--episode-tasks", default="arith-tool", help="task set of the concurrent episodes")
     parser.add_argument("--max-context", type=int, default=2048, help="tokens of an episode's whole conversation")
     parser.add_argument("--backend", default="auto", help="sandboxes of the tool episodes: docker, local or auto")
@@ -204,29 +257,50 @@ def main(argv: list[str] | None = None) -> dict:
 
     console = Console()
     with tempfile.TemporaryDirectory(prefix="vllm-bench-") as scratch:
-        model = resolve_checkpoint(args.model) if args.model else str(init_tiny(Path(scratch) / "model", hidden_size=args.hidden))
+        model = (
+            resolve_checkpoint(args.model)
+            if args.model
+            else str(init_tiny(Path(scratch) / "model", hidden_size=args.hidden))
+        )
         results = {}
         for engine in ENGINES:
-            console.print(f"[bold]{engine}[/]: batch of {args.prompts}, {args.episodes} concurrent {args.episode_tasks} episodes")
-            results[engine] = run_worker({"engine": engine, "model": model, "prompts": args.prompts, "episodes": args.episodes,
-                                          "max_tokens": args.max_tokens, "backend": args.backend,
-                                          "episode_tasks": args.episode_tasks, "max_context": args.max_context})
+            console.print(
+                f"[bold]{engine}[/]: batch of {args.prompts}, {args.episodes} concurrent {args.episode_tasks} episodes"
+            )
+            results[engine] = run_worker(
+                {
+                    "engine": engine,
+                    "model": model,
+                    "prompts": args.prompts,
+                    "episodes": args.episodes,
+                    "max_tokens": args.max_tokens,
+                    "backend": args.backend,
+                    "episode_tasks": args.episode_tasks,
+                    "max_context": args.max_context,
+                }
+            )
             if args.grpo_steps:
                 console.print(f"[bold]{engine}[/]: {args.grpo_steps} GRPO steps")
                 results[engine]["grpo"] = grpo_steps(engine, model, args.grpo_steps, Path(scratch) / f"run-{engine}")
-    summary = {"settings": vars(args) | {"json": str(args.json) if args.json else None}, **results, "ratio_vllm_over_transformers": ratios(results)}
+    summary = {
+        "settings": vars(args) | {"json": str(args.json) if args.json else None},
+        **results,
+        "ratio_vllm_over_transformers": ratios(results),
+    }
     table = Table(title=f"vLLM vs transformers engine on {args.model or 'a tiny model'} (same workload)")
     for column in ("figure", "transformers", "vllm", "vllm / transformers"):
         table.add_column(column, justify="right" if column != "figure" else "left")
-    rows = [("single-turn batch: tokens/s", ("batch", "tokens_per_s"), "batch_tokens_per_s"),
-            ("concurrent episodes: episodes/min", ("episodes", "episodes_per_min"), "episodes_per_s"),
-            ("concurrent episodes: tokens/s", ("episodes", "tokens_per_s"), "episode_tokens_per_s"),
-            ("peak memory, MiB (process tree)", ("peak_rss_mb",), "peak_rss"),
-            ("model load, s", ("load_s",), None),
-            ("GRPO step, s (median)", ("grpo", "step_s"), "grpo_step_s"),
-            ("  of which rollout, s", ("grpo", "rollout_s"), None),
-            ("  of which learner, s", ("grpo", "train_s"), None),
-            ("  of which weight sync, s", ("grpo", "weight_sync_s"), None)]
+    rows = [
+        ("single-turn batch: tokens/s", ("batch", "tokens_per_s"), "batch_tokens_per_s"),
+        ("concurrent episodes: episodes/min", ("episodes", "episodes_per_min"), "episodes_per_s"),
+        ("concurrent episodes: tokens/s", ("episodes", "tokens_per_s"), "episode_tokens_per_s"),
+        ("peak memory, MiB (process tree)", ("peak_rss_mb",), "peak_rss"),
+        ("model load, s", ("load_s",), None),
+        ("GRPO step, s (median)", ("grpo", "step_s"), "grpo_step_s"),
+        ("  of which rollout, s", ("grpo", "rollout_s"), None),
+        ("  of which learner, s", ("grpo", "train_s"), None),
+        ("  of which weight sync, s", ("grpo", "weight_sync_s"), None),
+    ]
     for label, path, ratio in rows:
         values = []
         for engine in ENGINES:

@@ -59,8 +59,14 @@ class AgentResult:
     def apply_to_branch(self, branch: str, message: str | None = None) -> str:
         """Commit the patch on a new branch of the repository (its work tree untouched); returns the commit hash."""
         first_line = self.trajectory.messages[0]["content"] if self.trajectory.messages else ""
-        return apply_to_branch(self.repo, self.patch, branch, message or f"harness agent ({self.trajectory.policy})\n\n"
-                               f"exit status: {self.exit_status}; tests: {self.success}\n\n{first_line[-500:]}")
+        return apply_to_branch(
+            self.repo,
+            self.patch,
+            branch,
+            message
+            or f"harness agent ({self.trajectory.policy})\n\n"
+            f"exit status: {self.exit_status}; tests: {self.success}\n\n{first_line[-500:]}",
+        )
 
 
 class Agent:
@@ -69,8 +75,14 @@ class Agent:
         self.sampling = sampling or Sampling(temperature=0.0, max_tokens=1024)
 
     @classmethod
-    def from_checkpoint(cls, checkpoint: str | Path, base_url: str | None = None, temperature: float = 0.0,
-                        max_tokens: int = 1024, seed: int | None = None) -> "Agent":
+    def from_checkpoint(
+        cls,
+        checkpoint: str | Path,
+        base_url: str | None = None,
+        temperature: float = 0.0,
+        max_tokens: int = 1024,
+        seed: int | None = None,
+    ) -> "Agent":
         """A checkpoint folder, `endpoint:MODEL` (with `base_url` or $OPENAI_BASE_URL), or a scripted policy
         (`empty`, `replay:PATH`)."""
         from .policies.factory import make_policy
@@ -78,21 +90,35 @@ class Agent:
         policy = make_policy(str(checkpoint), base_url=base_url)
         return cls(policy, Sampling(temperature=temperature, max_tokens=max_tokens, seed=seed))
 
-    def run_task(self, prompt: str, repo: str | Path, max_turns: int = 30, runtime: str = "docker",
-                 test: str | None = None, on_message: Callable[[dict[str, Any]], None] | None = None,
-                 image: str = "harness-base:latest", max_context: int = 32_768, wall_time: float = 1800.0,
-                 backend: Backend | None = None, scaffold: str = OWN_LOOP) -> AgentResult:
+    def run_task(
+        self,
+        prompt: str,
+        repo: str | Path,
+        max_turns: int = 30,
+        runtime: str = "docker",
+        test: str | None = None,
+        on_message: Callable[[dict[str, Any]], None] | None = None,
+        image: str = "harness-base:latest",
+        max_context: int = 32_768,
+        wall_time: float = 1800.0,
+        backend: Backend | None = None,
+        scaffold: str = OWN_LOOP,
+    ) -> AgentResult:
         """Carry out `prompt` on a copy of `repo`; `test` (a shell command run in the repository's folder) judges it.
         `scaffold` drives the turns: our own loop, or a registered scaffold such as `mini-swe-agent`;
         `runtime="openhands"` is the OpenHands scaffold in a Docker sandbox (bubblewrap where no engine answers)."""
         if runtime in SCAFFOLD_RUNTIMES:
             if scaffold not in (OWN_LOOP, SCAFFOLD_RUNTIMES[runtime]):
-                raise HarnessError(f"runtime {runtime!r} is the {SCAFFOLD_RUNTIMES[runtime]} scaffold: it cannot run scaffold {scaffold!r}")
+                raise HarnessError(
+                    f"runtime {runtime!r} is the {SCAFFOLD_RUNTIMES[runtime]} scaffold: it cannot run scaffold {scaffold!r}"
+                )
             scaffold, runtime = SCAFFOLD_RUNTIMES[runtime], "auto"
         if runtime not in RUNTIMES:
-            raise HarnessError(f"runtime {runtime!r} is not built: use one of {', '.join([*RUNTIMES, *SCAFFOLD_RUNTIMES])} "
-                               "(docker or podman containers, or bubblewrap sandboxes: local on the base image, overlay on any image; "
-                               "openhands: the OpenHands scaffold)")
+            raise HarnessError(
+                f"runtime {runtime!r} is not built: use one of {', '.join([*RUNTIMES, *SCAFFOLD_RUNTIMES])} "
+                "(docker or podman containers, or bubblewrap sandboxes: local on the base image, overlay on any image; "
+                "openhands: the OpenHands scaffold)"
+            )
         if max_turns < 1:
             raise HarnessError(f"max_turns must be at least 1, not {max_turns}")
         driver = get_scaffold(scaffold)
@@ -100,12 +126,19 @@ class Agent:
         limits = EpisodeLimits(max_turns=max_turns, max_context=max_context, wall_time=wall_time)
         with tempfile.TemporaryDirectory(prefix="harness-repo-") as staging:
             task = repo_task(repo, prompt, Path(staging) / "repo", test_command=test, max_turns=max_turns, image=image)
-            trajectory = run_episode(task, self.policy, self.sampling, limits, backend, on_message=on_message, scaffold=driver)
+            trajectory = run_episode(
+                task, self.policy, self.sampling, limits, backend, on_message=on_message, scaffold=driver
+            )
         details = trajectory.reward_details
         judged = bool(details.get("judged")) and SCORING_FAILED not in trajectory.error
-        return AgentResult(success=trajectory.reward == 1.0 if judged else None, trajectory=trajectory,
-                           patch=trajectory.model_patch, exit_status=trajectory.exit_status,
-                           repo=str(Path(repo).expanduser().resolve()), test_output=details.get("test_output", ""))
+        return AgentResult(
+            success=trajectory.reward == 1.0 if judged else None,
+            trajectory=trajectory,
+            patch=trajectory.model_patch,
+            exit_status=trajectory.exit_status,
+            repo=str(Path(repo).expanduser().resolve()),
+            test_output=details.get("test_output", ""),
+        )
 
     def close(self) -> None:
         self.policy.close()

@@ -73,8 +73,9 @@ class BatchingPolicy(Policy):
         try:
             with self.lock:
                 if hasattr(self.policy, "generate_ids_batch"):
-                    results = self.policy.generate_ids_batch([r[0] for r in requests], requests[0][1],
-                                                             seeds=[r[1].seed for r in requests])
+                    results = self.policy.generate_ids_batch(
+                        [r[0] for r in requests], requests[0][1], seeds=[r[1].seed for r in requests]
+                    )
                 else:
                     results = [self.policy.generate_ids(r[0], r[1]) for r in requests]
             for (_, _, future), result in zip(requests, results):

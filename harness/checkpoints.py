@@ -72,15 +72,22 @@ def import_gguf(source: str | Path, output: str | Path, dtype: str = "float32") 
         from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
 
         if "not supported" in str(err):
-            raise CheckpointError(f"{source}: architecture {architecture!r} is not one transformers loads from GGUF "
-                                  f"(it loads {', '.join(sorted(GGUF_SUPPORTED_ARCHITECTURES))})") from err
+            raise CheckpointError(
+                f"{source}: architecture {architecture!r} is not one transformers loads from GGUF "
+                f"(it loads {', '.join(sorted(GGUF_SUPPORTED_ARCHITECTURES))})"
+            ) from err
         raise CheckpointError(f"{source}: transformers cannot load its {architecture!r} weights: {err}") from err
     try:
         tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
     except Exception as err:  # noqa: BLE001
-        raise CheckpointError(f"{source}: no usable tokenizer in the GGUF file (its tokenizer.ggml.* keys): {err}") from err
+        raise CheckpointError(
+            f"{source}: no usable tokenizer in the GGUF file (its tokenizer.ggml.* keys): {err}"
+        ) from err
     config = loaded.config
-    for key in ("quantization_config", "_pre_quantization_dtype"):  # the GGUF origin, which would make the copy refuse saving
+    for key in (
+        "quantization_config",
+        "_pre_quantization_dtype",
+    ):  # the GGUF origin, which would make the copy refuse saving
         if hasattr(config, key):
             delattr(config, key)
     config.dtype = dtype
@@ -94,8 +101,9 @@ def import_gguf(source: str | Path, output: str | Path, dtype: str = "float32") 
     try:
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
-        (staging / "harness_import.json").write_text(json.dumps(
-            {"source": str(source), "architecture": architecture, "dtype": dtype}, indent=1))
+        (staging / "harness_import.json").write_text(
+            json.dumps({"source": str(source), "architecture": architecture, "dtype": dtype}, indent=1)
+        )
         if output.is_dir():
             output.rmdir()
         os.replace(staging, output)
@@ -138,5 +146,7 @@ def template_warnings(tokenizer) -> list[str]:
     if not getattr(tokenizer, "chat_template", None):
         return ["the checkpoint has no chat template (tokenizer_config.json or chat_template.jinja): add one"]
     if not takes_tools(tokenizer):
-        return ["its chat template takes no tools: the harness's own tool prompt (<tool_call> JSON in the system turn) is used"]
+        return [
+            "its chat template takes no tools: the harness's own tool prompt (<tool_call> JSON in the system turn) is used"
+        ]
     return []

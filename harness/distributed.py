@@ -54,9 +54,13 @@ def run_episodes(
         on_result(row)
 
 
-def _episode(backend: Backend, task: Task, sample: int, source: PolicySource, sampling: Sampling, limits: EpisodeLimits) -> dict:
+def _episode(
+    backend: Backend, task: Task, sample: int, source: PolicySource, sampling: Sampling, limits: EpisodeLimits
+) -> dict:
     """One episode on the node this runs on (called by `Cluster.map_unordered`)."""
-    return run_episode(task, _policy(source), sampling, limits, backend=backend if task.sandbox else None, sample=sample).to_dict()
+    return run_episode(
+        task, _policy(source), sampling, limits, backend=backend if task.sandbox else None, sample=sample
+    ).to_dict()
 
 
 def _policy(source: PolicySource) -> Policy:

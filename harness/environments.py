@@ -39,7 +39,9 @@ class Environment(ABC):
     tools: list[str] = []
     default_reward: str | None = None  # the reward function when the task's reward_spec names none
 
-    def __init__(self, task: Task, backend: Backend | None = None, sandbox: Sandbox | None = None, command_timeout: float = 120.0):
+    def __init__(
+        self, task: Task, backend: Backend | None = None, sandbox: Sandbox | None = None, command_timeout: float = 120.0
+    ):
         self.task = task
         self.backend = backend
         self.command_timeout = command_timeout

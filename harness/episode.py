@@ -116,7 +116,10 @@ def _loop(task, policy, env, sampling, limits, trajectory, ledger, tools, timing
         if time.monotonic() - started > limits.wall_time:
             raise EpisodeEnd("wall_time")
         if ledger is not None and len(ledger.ids) + sampling.max_tokens > limits.max_context:
-            raise EpisodeEnd("context_exceeded", f"{len(ledger.ids)} tokens + {sampling.max_tokens} to generate > {limits.max_context}")
+            raise EpisodeEnd(
+                "context_exceeded",
+                f"{len(ledger.ids)} tokens + {sampling.max_tokens} to generate > {limits.max_context}",
+            )
         clock = time.monotonic()
         completion = _generate(policy, ledger, trajectory.messages, tools, sampling)
         policy_s = time.monotonic() - clock
@@ -132,10 +135,15 @@ def _loop(task, policy, env, sampling, limits, trajectory, ledger, tools, timing
         env_s = time.monotonic() - clock
         timings["env_s"] += env_s
         # per turn, for `harness view`: kept out of the messages so that chat templates never see it
-        trajectory.metadata.setdefault("turn_stats", []).append({
-            "policy_s": round(policy_s, 4), "env_s": round(env_s, 4),
-            "prompt_tokens": completion.prompt_tokens, "completion_tokens": completion.completion_tokens,
-            "finish_reason": completion.finish_reason})  # `length`: cut at max_tokens (the trainer's filter_truncated)
+        trajectory.metadata.setdefault("turn_stats", []).append(
+            {
+                "policy_s": round(policy_s, 4),
+                "env_s": round(env_s, 4),
+                "prompt_tokens": completion.prompt_tokens,
+                "completion_tokens": completion.completion_tokens,
+                "finish_reason": completion.finish_reason,
+            }
+        )  # `length`: cut at max_tokens (the trainer's filter_truncated)
         trajectory.messages += result.observations
         for message in result.observations:
             tell(message)

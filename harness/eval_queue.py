@@ -38,8 +38,12 @@ def job_specs(task: Task) -> list[SandboxSpec]:
 
 def start_ahead(jobs: list[tuple[Task, int]], backend: Backend, per_image: int, workers: int) -> PrestartBackend:
     """At most `per_image` ready or starting per image, and 2 x `workers` (the next round of episodes and gradings) in all."""
-    return PrestartBackend(backend, [spec for task, _ in jobs for spec in job_specs(task)], per_image=per_image,
-                           total=max(2 * workers, per_image))
+    return PrestartBackend(
+        backend,
+        [spec for task, _ in jobs for spec in job_specs(task)],
+        per_image=per_image,
+        total=max(2 * workers, per_image),
+    )
 
 
 class AgentSlots:

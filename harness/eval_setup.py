@@ -51,8 +51,17 @@ class EvalRun:
     def run(self, on_result: Callable[[dict[str, Any]], None] = lambda row: None) -> dict[str, Any]:
         """Run (or finish) every episode; the report (also written to the run directory). Closes the policy."""
         try:
-            return evaluate(self.tasks, self.policy, self.config, self.backend, resume=self.resume, on_result=on_result,
-                            force=self.force, cluster=self.cluster, source=self.source)
+            return evaluate(
+                self.tasks,
+                self.policy,
+                self.config,
+                self.backend,
+                resume=self.resume,
+                on_result=on_result,
+                force=self.force,
+                cluster=self.cluster,
+                source=self.source,
+            )
         finally:
             if self.policy is not None:
                 self.policy.close()
@@ -63,13 +72,31 @@ def default_output(checkpoint: str, tasks: str) -> Path:
     return Path("runs") / f"eval-{name.replace(':', '_')}-{Path(tasks).stem}"
 
 
-def prepare_eval(checkpoint: str, tasks: str, output: Path | None = None, *, samples: int = 1, workers: int = 4,
-                 max_turns: int | None = None, temperature: float = 0.0, max_tokens: int = 1024, limit: int | None = None,
-                 resume: bool = False, force: bool = False, base_url: str | None = None, backend: str = "auto",
-                 ray_address: str | None = None, engine: str = "auto", endpoint_limits: EndpointLimits | None = None,
-                 episode_timeout: float | None = None, reward_mode: str | None = None, grading_mode: str | None = None,
-                 prestart: int = 0,
-                 scaffold: str = OWN_LOOP, note: Callable[[str], None] = lambda message: None) -> EvalRun:
+def prepare_eval(
+    checkpoint: str,
+    tasks: str,
+    output: Path | None = None,
+    *,
+    samples: int = 1,
+    workers: int = 4,
+    max_turns: int | None = None,
+    temperature: float = 0.0,
+    max_tokens: int = 1024,
+    limit: int | None = None,
+    resume: bool = False,
+    force: bool = False,
+    base_url: str | None = None,
+    backend: str = "auto",
+    ray_address: str | None = None,
+    engine: str = "auto",
+    endpoint_limits: EndpointLimits | None = None,
+    episode_timeout: float | None = None,
+    reward_mode: str | None = None,
+    grading_mode: str | None = None,
+    prestart: int = 0,
+    scaffold: str = OWN_LOOP,
+    note: Callable[[str], None] = lambda message: None,
+) -> EvalRun:
     """Everything before the first episode; `note` hears what the user should know (e.g. a fallback backend)."""
     driver = get_scaffold(scaffold)  # an unknown name fails before anything starts
     if driver is not None:
@@ -80,18 +107,40 @@ def prepare_eval(checkpoint: str, tasks: str, output: Path | None = None, *, sam
     if not task_list:
         raise TaskError(f"{tasks} holds no tasks")
     sandbox_backend = get_backend(backend) if any(t.sandbox for t in task_list) and not ray_address else None
-    if backend == "auto" and sandbox_backend is not None and sandbox_backend.name != "docker":  # a fallback, not a choice
+    if (
+        backend == "auto" and sandbox_backend is not None and sandbox_backend.name != "docker"
+    ):  # a fallback, not a choice
         note("no Docker engine answers: episodes run in the local bubblewrap backend")
     output = output or default_output(checkpoint, tasks)
-    config = EvalConfig(tasks=tasks, checkpoint=checkpoint, output=str(output), samples=samples, workers=workers,
-                        max_turns=max_turns, temperature=temperature, max_tokens=max_tokens, backend=backend, limit=limit,
-                        base_url=base_url if checkpoint.startswith("endpoint:") else None,
-                        episode_timeout=float(episode_timeout or EvalConfig.episode_timeout), prestart=prestart,
-                        grading_mode=grading_mode or "default", scaffold=scaffold)
+    config = EvalConfig(
+        tasks=tasks,
+        checkpoint=checkpoint,
+        output=str(output),
+        samples=samples,
+        workers=workers,
+        max_turns=max_turns,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        backend=backend,
+        limit=limit,
+        base_url=base_url if checkpoint.startswith("endpoint:") else None,
+        episode_timeout=float(episode_timeout or EvalConfig.episode_timeout),
+        prestart=prestart,
+        grading_mode=grading_mode or "default",
+        scaffold=scaffold,
+    )
     check_run_dir(task_list, config, resume, force)
     if ray_address:
-        return EvalRun(task_list, config, None, None, Cluster(ray_address, backend=backend),
-                       PolicySource(checkpoint, base_url), resume, force)
+        return EvalRun(
+            task_list,
+            config,
+            None,
+            None,
+            Cluster(ray_address, backend=backend),
+            PolicySource(checkpoint, base_url),
+            resume,
+            force,
+        )
     policy = make_policy(checkpoint, base_url=base_url, engine=engine, endpoint_limits=endpoint_limits)
     if policy.tokenizer is not None and any(task.tools for task in task_list):
         config.notes += template_warnings(policy.tokenizer)

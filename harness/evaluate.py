@@ -36,7 +36,18 @@ from .scaffolds.run import stop_all as stop_scaffolds
 from .trajectory import SCORING_FAILED, result_row, scaffold_folder, trajectory_file
 
 # What makes two runs the same run: these EvalConfig fields, plus the task ids (`identity`).
-IDENTITY_FIELDS = ("checkpoint", "base_url", "tasks", "limit", "samples", "max_turns", "temperature", "max_tokens", "max_context", "seed")
+IDENTITY_FIELDS = (
+    "checkpoint",
+    "base_url",
+    "tasks",
+    "limit",
+    "samples",
+    "max_turns",
+    "temperature",
+    "max_tokens",
+    "max_context",
+    "seed",
+)
 
 
 @dataclass
@@ -57,7 +68,9 @@ class EvalConfig:
     episode_timeout: float = 1800.0  # seconds per episode (checked between turns)
     # Sandboxes of one image started ahead of the queue (0: none); with it, grading overlaps the next episodes.
     prestart: int = 0
-    grading_mode: str = "default"  # SWE-bench grading: default (test and runner-config edits neutralized) or strict (scored 0)
+    grading_mode: str = (
+        "default"  # SWE-bench grading: default (test and runner-config edits neutralized) or strict (scored 0)
+    )
     # What drives the turns: `harness` (our own loop) or a registered scaffold (harness.scaffolds).
     scaffold: str = "harness"
     # What the reader of the report should know about how the episodes ran (e.g. the harness's own tool prompt).
@@ -65,9 +78,11 @@ class EvalConfig:
 
     def identity(self, tasks: list[Task]) -> dict[str, Any]:
         """What this run is; `--resume` must ask for the same."""
-        return {**{k: getattr(self, k) for k in IDENTITY_FIELDS},
-                **({"scaffold": self.scaffold} if self.scaffold != OWN_LOOP else {}),  # runs of our own loop as before
-                "task_ids_sha256": content_hash(json.dumps([t.id for t in tasks]))}
+        return {
+            **{k: getattr(self, k) for k in IDENTITY_FIELDS},
+            **({"scaffold": self.scaffold} if self.scaffold != OWN_LOOP else {}),  # runs of our own loop as before
+            "task_ids_sha256": content_hash(json.dumps([t.id for t in tasks])),
+        }
 
 
 def check_run_dir(tasks: list[Task], config: EvalConfig, resume: bool, force: bool) -> None:
@@ -95,23 +110,45 @@ def evaluate(
     done = {(r["task_id"], r["sample"]) for r in read_results(results_path)}
     jobs = [(t, k) for t in tasks for k in range(config.samples) if (t.id, k) not in done]
     if cluster is not None:  # the episodes run on the nodes of a Ray cluster; `source` builds the policy there
-        limits = EpisodeLimits(max_turns=config.max_turns, max_context=config.max_context, wall_time=config.episode_timeout)
-        run_episodes(jobs, source or PolicySource(config.checkpoint), lambda k: _sampling(config, k), limits, cluster, out, on_result)
+        limits = EpisodeLimits(
+            max_turns=config.max_turns, max_context=config.max_context, wall_time=config.episode_timeout
+        )
+        run_episodes(
+            jobs,
+            source or PolicySource(config.checkpoint),
+            lambda k: _sampling(config, k),
+            limits,
+            cluster,
+            out,
+            on_result,
+        )
         return finish(tasks, config, out)
     # In-process models serve all episodes at once: their turns are batched, not queued one by one.
     shared = shared_policy(policy)
     limits = EpisodeLimits(max_turns=config.max_turns, max_context=config.max_context, wall_time=config.episode_timeout)
 
     scaffold = get_scaffold(config.scaffold)
-    ahead = start_ahead(jobs, backend, config.prestart, config.workers) if config.prestart > 0 and backend is not None else None
+    ahead = (
+        start_ahead(jobs, backend, config.prestart, config.workers)
+        if config.prestart > 0 and backend is not None
+        else None
+    )
     slots = AgentSlots(config.workers)
 
     def one(task: Task, sample: int) -> dict[str, Any]:
         with slots.slot() as agent_done, ahead.job(job_specs(task)) if ahead else nullcontext():
             try:
-                trajectory = run_episode(task, shared, _sampling(config, sample), limits, backend=ahead or backend,
-                                         sample=sample, on_agent_done=agent_done if ahead else None, scaffold=scaffold,
-                                         artifacts=scaffold_folder(out, task.id, sample) if scaffold else None)
+                trajectory = run_episode(
+                    task,
+                    shared,
+                    _sampling(config, sample),
+                    limits,
+                    backend=ahead or backend,
+                    sample=sample,
+                    on_agent_done=agent_done if ahead else None,
+                    scaffold=scaffold,
+                    artifacts=scaffold_folder(out, task.id, sample) if scaffold else None,
+                )
             except Exception as err:  # noqa: BLE001 - a bad record or a policy bug fails one episode, not the run
                 return error_row(task, sample, err, policy.name)
         trajectory.save(trajectory_file(out, task.id, sample))
@@ -157,8 +194,11 @@ def finish(tasks: list[Task], config: EvalConfig, out: Path) -> dict[str, Any]:
 
 
 def _sampling(config: EvalConfig, sample: int) -> Sampling:
-    return Sampling(temperature=config.temperature, max_tokens=config.max_tokens,
-                    seed=None if config.seed is None else config.seed + sample)
+    return Sampling(
+        temperature=config.temperature,
+        max_tokens=config.max_tokens,
+        seed=None if config.seed is None else config.seed + sample,
+    )
 
 
 EVAL_YAML_KEYS = ("endpoint", "episode_timeout", "grading")
@@ -179,7 +219,9 @@ def load_eval_settings(path: str | Path | None) -> dict[str, Any]:
         raise HarnessError(f"eval config {path} must be a mapping with keys {', '.join(EVAL_YAML_KEYS)}")
     unknown = sorted(set(data) - set(EVAL_YAML_KEYS))
     if unknown:
-        raise HarnessError(f"eval config {path}: unknown key(s) {', '.join(unknown)}; known: {', '.join(EVAL_YAML_KEYS)}")
+        raise HarnessError(
+            f"eval config {path}: unknown key(s) {', '.join(unknown)}; known: {', '.join(EVAL_YAML_KEYS)}"
+        )
     if not isinstance(data.get("endpoint", {}), dict):
         raise HarnessError(f"eval config {path}: `endpoint` must be a mapping of timeouts and retries")
     grading = data.get("grading", {})
@@ -191,9 +233,18 @@ def load_eval_settings(path: str | Path | None) -> dict[str, Any]:
 def error_row(task: Task, sample: int, err: Exception, policy_name: str) -> dict[str, Any]:
     """The result of an episode that could not even run (a malformed record, a policy bug)."""
     return {
-        "task_id": task.id, "sample": sample, "reward": 0.0, "resolved": False, "exit_status": "error",
-        "error": f"{type(err).__name__}: {err}", "turns": 0, "prompt_tokens": 0, "completion_tokens": 0,
-        "wall_s": 0.0, "model_patch": "", "policy": policy_name,
+        "task_id": task.id,
+        "sample": sample,
+        "reward": 0.0,
+        "resolved": False,
+        "exit_status": "error",
+        "error": f"{type(err).__name__}: {err}",
+        "turns": 0,
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "wall_s": 0.0,
+        "model_patch": "",
+        "policy": policy_name,
     }
 
 
@@ -224,8 +275,13 @@ def build_report(rows: list[dict[str, Any]], config: EvalConfig) -> dict[str, An
     for row in rows:
         by_task[row["task_id"]].append(row)
     ks = sorted({1, config.samples})
-    pass_k = {f"pass@{k}": mean(pass_at_k(len(r), sum(x["resolved"] for x in r), k) for r in by_task.values()) if by_task else 0.0
-              for k in ks if all(len(r) >= k for r in by_task.values())}
+    pass_k = {
+        f"pass@{k}": mean(pass_at_k(len(r), sum(x["resolved"] for x in r), k) for r in by_task.values())
+        if by_task
+        else 0.0
+        for k in ks
+        if all(len(r) >= k for r in by_task.values())
+    }
     return {
         "checkpoint": config.checkpoint,
         "tasks": config.tasks,
@@ -246,8 +302,14 @@ def build_report(rows: list[dict[str, Any]], config: EvalConfig) -> dict[str, An
         "grading_mode": config.grading_mode,
         "neutralized": sum(bool(r.get("neutralized")) for r in rows),
         "notes": config.notes,
-        "per_task": {t: {"samples": len(r), "resolved": sum(x["resolved"] for x in r), "mean_reward": mean(x["reward"] for x in r)}
-                     for t, r in sorted(by_task.items())},
+        "per_task": {
+            t: {
+                "samples": len(r),
+                "resolved": sum(x["resolved"] for x in r),
+                "mean_reward": mean(x["reward"] for x in r),
+            }
+            for t, r in sorted(by_task.items())
+        },
     }
 
 
@@ -264,23 +326,51 @@ def write_outputs(rows: list[dict], report: dict, tasks: list[Task], out: Path) 
     from .kinds import kind_of
 
     swe = {t.id for t in tasks if kind_of(t).outcome == "patch"}  # their patches are SWE-bench predictions
-    predictions = [json.dumps({"instance_id": row["task_id"], "model_name_or_path": row["policy"], "model_patch": row["model_patch"]})
-                   for row in rows if row["task_id"] in swe and row["sample"] == 0]
+    predictions = [
+        json.dumps(
+            {"instance_id": row["task_id"], "model_name_or_path": row["policy"], "model_patch": row["model_patch"]}
+        )
+        for row in rows
+        if row["task_id"] in swe and row["sample"] == 0
+    ]
     atomic_write(out / "predictions.jsonl", "".join(line + "\n" for line in predictions))
-    errors = [f"- {kind}: {count}" + "".join(f"\n  - `{example}`" for example in report["error_examples"].get(kind, []))
-              for kind, count in sorted(report["errors_by_kind"].items())]
+    errors = [
+        f"- {kind}: {count}" + "".join(f"\n  - `{example}`" for example in report["error_examples"].get(kind, []))
+        for kind, count in sorted(report["errors_by_kind"].items())
+    ]
     lines = [
-        f"# Evaluation of `{report['checkpoint']}` on `{report['tasks']}`", "",
+        f"# Evaluation of `{report['checkpoint']}` on `{report['tasks']}`",
+        "",
         f"- episodes: {report['episodes']} over {report['task_count']} tasks",
         f"- resolve rate: {report['resolve_rate']:.1%}; mean reward {report['mean_reward']:.3f}",
         *[f"- {k}: {v:.3f}" for k, v in report.items() if k.startswith("pass@")],
         f"- mean turns {report['mean_turns']:.1f}; tokens {report['total_prompt_tokens']} prompt / {report['total_completion_tokens']} completion",
         f"- mean wall time per episode {report['mean_wall_s']:.1f}s; exit statuses {report['exit_statuses']}",
-        *([f"- grading mode {report['grading_mode']}; patches with test or runner-config edits neutralized: {report['neutralized']}"]
-          if swe else []),
-        *[f"- note: {note}" for note in report["notes"]], "",
-        *([f"## Errors: {report['errors']} of {report['episodes']} episodes" + (" (every episode failed)" if report["all_failed"] else ""), "", *errors, ""] if errors else []),
-        "| task | samples | resolved | mean reward |", "|---|---|---|---|",
-        *[f"| {t} | {v['samples']} | {v['resolved']} | {v['mean_reward']:.2f} |" for t, v in report["per_task"].items()],
+        *(
+            [
+                f"- grading mode {report['grading_mode']}; patches with test or runner-config edits neutralized: {report['neutralized']}"
+            ]
+            if swe
+            else []
+        ),
+        *[f"- note: {note}" for note in report["notes"]],
+        "",
+        *(
+            [
+                f"## Errors: {report['errors']} of {report['episodes']} episodes"
+                + (" (every episode failed)" if report["all_failed"] else ""),
+                "",
+                *errors,
+                "",
+            ]
+            if errors
+            else []
+        ),
+        "| task | samples | resolved | mean reward |",
+        "|---|---|---|---|",
+        *[
+            f"| {t} | {v['samples']} | {v['resolved']} | {v['mean_reward']:.2f} |"
+            for t, v in report["per_task"].items()
+        ],
     ]
     atomic_write(out / "report.md", "\n".join(lines) + "\n")

@@ -21,21 +21,26 @@ from infra.runlog import atomic_write
 from .evaluate import EvalConfig
 from .trajectory import Trajectory
 
-SCHEMA = pa.schema([
-    ("task_id", pa.string()),
-    ("sample", pa.int32()),
-    ("policy", pa.string()),
-    ("messages", pa.string()),  # OpenAI chat messages with tool calls, as JSON
-    ("tools", pa.string()),  # the OpenAI tool schemas offered, as JSON: the chat template renders them into the prompt
-    ("tool_calls", pa.int32()),
-    ("reward", pa.float64()),
-    ("exit_status", pa.string()),
-    ("turns", pa.int32()),
-    ("token_ids", pa.list_(pa.int32())),  # in-process models: the exact tokens (null otherwise)
-    ("loss_mask", pa.list_(pa.int8())),
-    ("logprobs", pa.list_(pa.float32())),
-    ("metadata", pa.string()),  # JSON: timings, token counts, model patch
-])
+SCHEMA = pa.schema(
+    [
+        ("task_id", pa.string()),
+        ("sample", pa.int32()),
+        ("policy", pa.string()),
+        ("messages", pa.string()),  # OpenAI chat messages with tool calls, as JSON
+        (
+            "tools",
+            pa.string(),
+        ),  # the OpenAI tool schemas offered, as JSON: the chat template renders them into the prompt
+        ("tool_calls", pa.int32()),
+        ("reward", pa.float64()),
+        ("exit_status", pa.string()),
+        ("turns", pa.int32()),
+        ("token_ids", pa.list_(pa.int32())),  # in-process models: the exact tokens (null otherwise)
+        ("loss_mask", pa.list_(pa.int8())),
+        ("logprobs", pa.list_(pa.float32())),
+        ("metadata", pa.string()),  # JSON: timings, token counts, model patch
+    ]
+)
 
 
 def trajectory_row(t: Trajectory) -> dict[str, Any]:
@@ -52,14 +57,25 @@ def trajectory_row(t: Trajectory) -> dict[str, Any]:
         "token_ids": t.token_ids,
         "loss_mask": t.loss_mask,
         "logprobs": t.logprobs,
-        "metadata": json.dumps({"timings": t.timings, "prompt_tokens": t.prompt_tokens, "completion_tokens": t.completion_tokens,
-                                "model_patch": t.model_patch, "error": t.error}),
+        "metadata": json.dumps(
+            {
+                "timings": t.timings,
+                "prompt_tokens": t.prompt_tokens,
+                "completion_tokens": t.completion_tokens,
+                "model_patch": t.model_patch,
+                "error": t.error,
+            }
+        ),
     }
 
 
-def write_dataset(run_dir: Path, output: Path, config: EvalConfig, keep: str = "all", min_reward: float = 1.0) -> dict[str, Any]:
+def write_dataset(
+    run_dir: Path, output: Path, config: EvalConfig, keep: str = "all", min_reward: float = 1.0
+) -> dict[str, Any]:
     """Collect the run's trajectories into Parquet (+ card). `keep`: all | rewarded."""
-    trajectories = [Trajectory.from_dict(json.loads(p.read_text())) for p in sorted((run_dir / "trajectories").glob("*.json"))]
+    trajectories = [
+        Trajectory.from_dict(json.loads(p.read_text())) for p in sorted((run_dir / "trajectories").glob("*.json"))
+    ]
     kept = [t for t in trajectories if keep == "all" or t.reward >= min_reward]
     output.mkdir(parents=True, exist_ok=True)
     table = pa.Table.from_pylist([trajectory_row(t) for t in kept], schema=SCHEMA)
@@ -81,16 +97,23 @@ def write_dataset(run_dir: Path, output: Path, config: EvalConfig, keep: str = "
 
 def _card_markdown(card: dict[str, Any]) -> str:
     config = card["config"]
-    return "\n".join([
-        f"# Trajectories of `{config['checkpoint']}` on `{config['tasks']}`", "",
-        f"{card['kept']} of {card['generated']} generated trajectories kept ({card['keep']}), over {card['tasks']} tasks,",
-        f"{config['samples']} sample(s) per task at temperature {config['temperature']}.", "",
-        f"- reward distribution (all generated): {card['reward_distribution']}",
-        f"- exit statuses: {card['exit_statuses']}",
-        f"- trajectories with exact token ids and loss masks: {card['with_tokens']}", "",
-        "Columns: task_id, sample, policy, messages (OpenAI chat JSON with tool calls), tools (the tool schemas offered,",
-        "JSON), tool_calls, reward,",
-        "exit_status, turns, token_ids / loss_mask / logprobs (in-process models: exactly as generated; the loss",
-        "mask is 1 on policy tokens, 0 on prompt, tool and observation tokens), metadata (JSON).", "",
-        f"Source config: `{json.dumps(config)}`", "",
-    ])
+    return "\n".join(
+        [
+            f"# Trajectories of `{config['checkpoint']}` on `{config['tasks']}`",
+            "",
+            f"{card['kept']} of {card['generated']} generated trajectories kept ({card['keep']}), over {card['tasks']} tasks,",
+            f"{config['samples']} sample(s) per task at temperature {config['temperature']}.",
+            "",
+            f"- reward distribution (all generated): {card['reward_distribution']}",
+            f"- exit statuses: {card['exit_statuses']}",
+            f"- trajectories with exact token ids and loss masks: {card['with_tokens']}",
+            "",
+            "Columns: task_id, sample, policy, messages (OpenAI chat JSON with tool calls), tools (the tool schemas offered,",
+            "JSON), tool_calls, reward,",
+            "exit_status, turns, token_ids / loss_mask / logprobs (in-process models: exactly as generated; the loss",
+            "mask is 1 on policy tokens, 0 on prompt, tool and observation tokens), metadata (JSON).",
+            "",
+            f"Source config: `{json.dumps(config)}`",
+            "",
+        ]
+    )

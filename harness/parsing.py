@@ -93,7 +93,9 @@ class ToolCallFormat:
         if self.arguments_as_object:
             messages = [object_arguments(m) if m.get("tool_calls") else m for m in messages]
         if self.json_tool_results:
-            messages = [{**m, "content": _json_or_text(m["content"])} if m.get("role") == "tool" else m for m in messages]
+            messages = [
+                {**m, "content": _json_or_text(m["content"])} if m.get("role") == "tool" else m for m in messages
+            ]
         return messages
 
 
@@ -230,8 +232,10 @@ def parse_qwen3_xml(text: str, call_prefix: str = "call") -> ParsedTurn:
     for index, block in enumerate(blocks):
         match = _XML_CALL.match(block)
         if not match:
-            turn.errors.append("a tool call must be <tool_call><function=NAME><parameter=KEY>VALUE</parameter>...</function>"
-                               f"</tool_call>: {block[:200]!r}")
+            turn.errors.append(
+                "a tool call must be <tool_call><function=NAME><parameter=KEY>VALUE</parameter>...</function>"
+                f"</tool_call>: {block[:200]!r}"
+            )
             continue
         arguments = {key.strip(): _parameter_value(value) for key, value in _XML_PARAMETER.findall(match.group(2))}
         _call(match.group(1).strip(), arguments, f"{call_prefix}_{index}", turn.errors, turn.tool_calls)
@@ -248,7 +252,9 @@ def _parameter_value(text: str) -> Any:
 
 
 def render_qwen3_xml(name: str, arguments: dict[str, Any]) -> str:
-    parameters = "".join(f"<parameter={key}>\n{_parameter_text(value)}\n</parameter>\n" for key, value in arguments.items())
+    parameters = "".join(
+        f"<parameter={key}>\n{_parameter_text(value)}\n</parameter>\n" for key, value in arguments.items()
+    )
     return f"<tool_call>\n<function={name}>\n{parameters}</function>\n</tool_call>"
 
 
@@ -277,18 +283,46 @@ def register_tool_call_format(tool_format: ToolCallFormat, replace: bool = False
 
 
 # Qwen3-Coder and Qwen3.5+ templates also wrap calls in <tool_call>, but as <function=NAME><parameter=...> XML: not hermes.
-HERMES = register_tool_call_format(ToolCallFormat(
-    "hermes", parse_tool_calls, lambda source: "<tool_call>" in source and "<function=" not in source, render=render_hermes,
-    syntax='<tool_call>{"name": ..., "arguments": {...}}</tool_call>'))
-register_tool_call_format(ToolCallFormat(
-    "llama3_json", parse_llama3_json, lambda source: "ipython" in source and '"parameters"' in source, arguments_as_object=True,
-    render=render_llama3_json, syntax='{"name": ..., "parameters": {...}}'))
-register_tool_call_format(ToolCallFormat(
-    "mistral", parse_mistral, lambda source: "[TOOL_CALLS]" in source, arguments_as_object=True, json_tool_results=True,
-    render=render_mistral, syntax='[TOOL_CALLS][{"name": ..., "arguments": {...}}]'))
-register_tool_call_format(ToolCallFormat(
-    "qwen3_xml", parse_qwen3_xml, lambda source: "<function=" in source and "<parameter=" in source, arguments_as_object=True,
-    render=render_qwen3_xml, syntax="<tool_call><function=NAME><parameter=KEY>VALUE</parameter></function></tool_call>"))
+HERMES = register_tool_call_format(
+    ToolCallFormat(
+        "hermes",
+        parse_tool_calls,
+        lambda source: "<tool_call>" in source and "<function=" not in source,
+        render=render_hermes,
+        syntax='<tool_call>{"name": ..., "arguments": {...}}</tool_call>',
+    )
+)
+register_tool_call_format(
+    ToolCallFormat(
+        "llama3_json",
+        parse_llama3_json,
+        lambda source: "ipython" in source and '"parameters"' in source,
+        arguments_as_object=True,
+        render=render_llama3_json,
+        syntax='{"name": ..., "parameters": {...}}',
+    )
+)
+register_tool_call_format(
+    ToolCallFormat(
+        "mistral",
+        parse_mistral,
+        lambda source: "[TOOL_CALLS]" in source,
+        arguments_as_object=True,
+        json_tool_results=True,
+        render=render_mistral,
+        syntax='[TOOL_CALLS][{"name": ..., "arguments": {...}}]',
+    )
+)
+register_tool_call_format(
+    ToolCallFormat(
+        "qwen3_xml",
+        parse_qwen3_xml,
+        lambda source: "<function=" in source and "<parameter=" in source,
+        arguments_as_object=True,
+        render=render_qwen3_xml,
+        syntax="<tool_call><function=NAME><parameter=KEY>VALUE</parameter></function></tool_call>",
+    )
+)
 
 
 def format_for_template(source: str | None) -> ToolCallFormat | None:

@@ -47,7 +47,9 @@ class Completion:
 
 def tool_turn(name: str, **arguments: Any) -> Completion:
     """An assistant turn that makes one tool call (scripted turns, e.g. a task kind's gold solution)."""
-    return Completion(text="", finish_reason="tool_calls", tool_calls=[ToolCall(f"call_{name}", name, json.dumps(arguments))])
+    return Completion(
+        text="", finish_reason="tool_calls", tool_calls=[ToolCall(f"call_{name}", name, json.dumps(arguments))]
+    )
 
 
 class Policy(ABC):
@@ -62,7 +64,9 @@ class Policy(ABC):
         their wrappers) inherit this: the chat template renders the conversation, `generate_ids` continues it.
         Endpoints and scripted policies override it."""
         if self.tokenizer is None:
-            raise PolicyError(f"{self.name} has no tokenizer to render a conversation with: it must implement generate()")
+            raise PolicyError(
+                f"{self.name} has no tokenizer to render a conversation with: it must implement generate()"
+            )
         return self.generate_ids(list(render(self.tokenizer, messages, tools, True, True)), sampling)
 
     def for_task(self, task) -> "Policy":

@@ -42,12 +42,16 @@ class ApiError(Exception):
     def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None):
         super().__init__(message)
         self.status, self.message, self.param = status, message, param
-        self.code = code or {400: "invalid_request", 404: "not_found", 411: "length_required", 413: "request_too_large"}.get(status, "server_error")
+        self.code = code or {
+            400: "invalid_request",
+            404: "not_found",
+            411: "length_required",
+            413: "request_too_large",
+        }.get(status, "server_error")
 
     def body(self) -> dict[str, Any]:
         kind = "invalid_request_error" if self.status < 500 else "server_error"
         return {"error": {"message": self.message, "type": kind, "param": self.param, "code": self.code}}
-
 
 
 @dataclass
@@ -68,7 +72,9 @@ def parse_request(body: Any, model_name: str) -> ChatRequest:
     if not isinstance(model, str) or not model:
         raise ApiError(400, "`model` is required: a model id from /v1/models", "model")
     if model != model_name:
-        raise ApiError(404, f"the model {model!r} does not exist; this server serves {model_name!r}", "model", "model_not_found")
+        raise ApiError(
+            404, f"the model {model!r} does not exist; this server serves {model_name!r}", "model", "model_not_found"
+        )
     messages = _messages(body.get("messages"))
     tools = _tools(body.get("tools"))
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
@@ -97,10 +103,14 @@ def _messages(messages: Any) -> list[dict[str, Any]]:
         if not isinstance(message, dict):
             raise ApiError(400, f"{where} must be an object with `role` and `content`", where)
         if message.get("role") not in ROLES:
-            raise ApiError(400, f"{where}.role must be one of {', '.join(ROLES)}, got {message.get('role')!r}", f"{where}.role")
+            raise ApiError(
+                400, f"{where}.role must be one of {', '.join(ROLES)}, got {message.get('role')!r}", f"{where}.role"
+            )
         content = message.get("content")
         if isinstance(content, list):  # content parts: only text can reach a text model
-            if not all(isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str) for p in content):
+            if not all(
+                isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str) for p in content
+            ):
                 raise ApiError(400, f"{where}.content: only text parts are supported", f"{where}.content")
         elif content is not None and not isinstance(content, str):
             raise ApiError(400, f"{where}.content must be a string, a list of text parts, or null", f"{where}.content")
@@ -121,10 +131,16 @@ def _tools(tools: Any) -> list[dict[str, Any]]:
             raise ApiError(400, f"{where} must be {{type: 'function', function: {{name, parameters}}}}", where)
         name = function.get("name")
         if not isinstance(name, str) or not name or len(name) > 64 or not all(c.isalnum() or c in "_-" for c in name):
-            raise ApiError(400, f"{where}.function.name must be 1-64 letters, digits, _ or -, got {name!r}", f"{where}.function.name")
+            raise ApiError(
+                400,
+                f"{where}.function.name must be 1-64 letters, digits, _ or -, got {name!r}",
+                f"{where}.function.name",
+            )
         parameters = function.get("parameters", {})
         if not isinstance(parameters, dict) or ("type" in parameters and parameters["type"] != "object"):
-            raise ApiError(400, f"{where}.function.parameters must be a JSON Schema object", f"{where}.function.parameters")
+            raise ApiError(
+                400, f"{where}.function.parameters must be a JSON Schema object", f"{where}.function.parameters"
+            )
     return tools
 
 
@@ -132,8 +148,16 @@ def _number(body: dict, name: str, default: float, low: float, high: float, low_
     value = body.get(name)
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value > high or value < low or (low_open and value == low):
-        raise ApiError(400, f"`{name}` must be a number in {'(' if low_open else '['}{low:g}, {high:g}], got {value!r}", name)
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or value > high
+        or value < low
+        or (low_open and value == low)
+    ):
+        raise ApiError(
+            400, f"`{name}` must be a number in {'(' if low_open else '['}{low:g}, {high:g}], got {value!r}", name
+        )
     return float(value)
 
 
@@ -189,8 +213,12 @@ class ChatService:
         except Exception as err:  # noqa: BLE001 - the chat template rejected the conversation
             raise ApiError(400, f"the chat template cannot render these messages: {err}", "messages") from None
         if self.context and len(ids) >= self.context:
-            raise ApiError(400, f"the prompt has {len(ids)} tokens; this model's context is {self.context} tokens",
-                           "messages", "context_length_exceeded")
+            raise ApiError(
+                400,
+                f"the prompt has {len(ids)} tokens; this model's context is {self.context} tokens",
+                "messages",
+                "context_length_exceeded",
+            )
         return len(ids)
 
     def close(self) -> None:
@@ -199,7 +227,9 @@ class ChatService:
             self.shared.close()
 
 
-def choices(completions: list[Completion], tools: list[dict[str, Any]], tool_format: ToolCallFormat) -> list[dict[str, Any]]:
+def choices(
+    completions: list[Completion], tools: list[dict[str, Any]], tool_format: ToolCallFormat
+) -> list[dict[str, Any]]:
     """OpenAI `choices` from completions: tool calls in the model's own format become native `tool_calls`."""
     out = []
     for index, completion in enumerate(completions):
@@ -222,20 +252,40 @@ def usage(completions: list[Completion], prompt_tokens: int) -> dict[str, int]:
     return {"prompt_tokens": prompt, "completion_tokens": generated, "total_tokens": prompt + generated}
 
 
-def _response(model_name: str, completions: list[Completion], prompt_tokens: int, tools, tool_format: ToolCallFormat) -> dict[str, Any]:
-    return {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
-            "model": model_name, "choices": choices(completions, tools, tool_format), "usage": usage(completions, prompt_tokens)}
+def _response(
+    model_name: str, completions: list[Completion], prompt_tokens: int, tools, tool_format: ToolCallFormat
+) -> dict[str, Any]:
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model_name,
+        "choices": choices(completions, tools, tool_format),
+        "usage": usage(completions, prompt_tokens),
+    }
 
 
 def stream_chunks(response: dict[str, Any], include_usage: bool) -> list[dict[str, Any]]:
     """The server-sent chunks of a finished response, in the order OpenAI sends them."""
-    base = {"id": response["id"], "object": "chat.completion.chunk", "created": response["created"], "model": response["model"]}
+    base = {
+        "id": response["id"],
+        "object": "chat.completion.chunk",
+        "created": response["created"],
+        "model": response["model"],
+    }
     chunks = []
     for choice in response["choices"]:
         index, message = choice["index"], choice["message"]
-        chunks.append({**base, "choices": [{"index": index, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]})
+        chunks.append(
+            {
+                **base,
+                "choices": [{"index": index, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}],
+            }
+        )
         if message.get("content"):
-            chunks.append({**base, "choices": [{"index": index, "delta": {"content": message["content"]}, "finish_reason": None}]})
+            chunks.append(
+                {**base, "choices": [{"index": index, "delta": {"content": message["content"]}, "finish_reason": None}]}
+            )
         for position, call in enumerate(message.get("tool_calls") or []):
             delta = {"tool_calls": [{"index": position, **call}]}
             chunks.append({**base, "choices": [{"index": index, "delta": delta, "finish_reason": None}]})
@@ -256,8 +306,10 @@ class ChatServer(ThreadingHTTPServer):
         try:
             super().__init__((host, port), _Handler)
         except OSError as err:
-            raise HarnessError(f"cannot listen on {host}:{port}: {err.strerror or err} "
-                               "(another server holds that port? choose another with --port)") from None
+            raise HarnessError(
+                f"cannot listen on {host}:{port}: {err.strerror or err} "
+                "(another server holds that port? choose another with --port)"
+            ) from None
 
     def attach(self, policy: Policy, model_name: str) -> "ChatServer":
         self.service = ChatService(policy, model_name)
@@ -280,7 +332,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         service = self._service()
         if self.path.rstrip("/") == "/v1/models" and service is not None:
-            self._send(200, {"object": "list", "data": [{"id": service.model_name, "object": "model", "owned_by": "harness"}]})
+            self._send(
+                200, {"object": "list", "data": [{"id": service.model_name, "object": "model", "owned_by": "harness"}]}
+            )
         else:
             self._send_error(ApiError(404, f"no route GET {self.path}"))
 
@@ -293,7 +347,13 @@ class _Handler(BaseHTTPRequestHandler):
                 raise ApiError(503, "the model is still loading")
             request = parse_request(self._read_json(), service.model_name)
             completions, prompt_tokens = service.complete(request)
-            response = _response(service.model_name, completions, prompt_tokens, request.tools, tool_call_format(service.policy.tokenizer))
+            response = _response(
+                service.model_name,
+                completions,
+                prompt_tokens,
+                request.tools,
+                tool_call_format(service.policy.tokenizer),
+            )
             if request.stream:
                 self._send_stream(stream_chunks(response, request.include_usage))
             else:
@@ -352,4 +412,3 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, fmt, *args):
         log.info("%s %s", self.address_string(), fmt % args)
-

@@ -24,13 +24,19 @@ class SkyRLEnvironment(Environment):
 
     def init(self) -> list[dict[str, Any]]:
         task = self.task
-        extras = {"reward_spec": dict(task.reward_spec), "extra_info": dict(task.metadata), "data_source": task.data_source,
-                  "max_turns": task.max_turns}
+        extras = {
+            "reward_spec": dict(task.reward_spec),
+            "extra_info": dict(task.metadata),
+            "data_source": task.data_source,
+            "max_turns": task.max_turns,
+        }
         try:
             self.text_env = self.text_env_class(task.metadata.get("env_config") or {}, extras)
             prompt, _ = self.text_env.init([dict(m) for m in task.prompt])
         except Exception as err:  # a user's environment: any failure is reported as a clear error
-            raise HarnessError(f"the skyrl-gym environment {self.text_env_class.__name__} failed to start: {type(err).__name__}: {err}") from err
+            raise HarnessError(
+                f"the skyrl-gym environment {self.text_env_class.__name__} failed to start: {type(err).__name__}: {err}"
+            ) from err
         self.steps: list[dict[str, Any]] = []
         return [dict(m) for m in prompt]
 
@@ -39,11 +45,15 @@ class SkyRLEnvironment(Environment):
         reward, metadata = float(output.get("reward") or 0.0), output.get("metadata") or {}
         self.steps.append({"reward": reward, "metadata": metadata})
         self.outcome = turn.raw or turn.content
-        return StepResult([dict(m) for m in output.get("observations") or []], done=bool(output.get("done")), info=metadata)
+        return StepResult(
+            [dict(m) for m in output.get("observations") or []], done=bool(output.get("done")), info=metadata
+        )
 
     def finish(self) -> Reward:
         steps = getattr(self, "steps", [])
-        metrics = self.text_env.get_metrics() if hasattr(self, "text_env") and hasattr(self.text_env, "get_metrics") else {}
+        metrics = (
+            self.text_env.get_metrics() if hasattr(self, "text_env") and hasattr(self.text_env, "get_metrics") else {}
+        )
         return Reward(sum(s["reward"] for s in steps), {"steps": steps, "metrics": metrics})
 
     def close(self) -> None:

@@ -17,8 +17,15 @@ import jinja2.sandbox
 import shutil
 import torch
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
-from transformers import (AutoTokenizer, GenerationConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast, Qwen2Config,
-                          Qwen2ForCausalLM)
+from transformers import (
+    AutoTokenizer,
+    GenerationConfig,
+    LlamaConfig,
+    LlamaForCausalLM,
+    PreTrainedTokenizerFast,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+)
 
 from .errors import HarnessError
 
@@ -99,22 +106,22 @@ bug patch repository commit branch tests passed failed run command shell directo
 
 PYTHON_SNIPPETS = [
     "def {a}({b}, {c}=None):\n    if {c} is None:\n        {c} = []\n    return [{b} for {b} in {c} if {b}]\n",
-    "class {A}:\n    def __init__(self, {b}):\n        self.{b} = {b}\n\n    def __repr__(self):\n        return f\"{A}({{self.{b}!r}})\"\n",
+    'class {A}:\n    def __init__(self, {b}):\n        self.{b} = {b}\n\n    def __repr__(self):\n        return f"{A}({{self.{b}!r}})"\n',
     "import os\nimport sys\nfrom pathlib import Path\n\n{a} = Path(sys.argv[1]).read_text()\nprint(len({a}.splitlines()))\n",
     "for {b} in range({n}):\n    {a}[{b}] += {b} * {m}\n",
-    "try:\n    {a} = json.loads({b})\nexcept ValueError as exc:\n    raise RuntimeError(f\"bad {b}: {{exc}}\") from exc\n",
-    "assert {a}({n}) == {m}, \"{a} failed\"\n",
-    "with open(\"{a}.txt\", \"w\") as f:\n    f.write(\"{b}\\n\")\n",
-    "@pytest.mark.parametrize(\"{b}\", [{n}, {m}])\ndef test_{a}({b}):\n    assert {a}({b}) >= 0\n",
+    'try:\n    {a} = json.loads({b})\nexcept ValueError as exc:\n    raise RuntimeError(f"bad {b}: {{exc}}") from exc\n',
+    'assert {a}({n}) == {m}, "{a} failed"\n',
+    'with open("{a}.txt", "w") as f:\n    f.write("{b}\\n")\n',
+    '@pytest.mark.parametrize("{b}", [{n}, {m}])\ndef test_{a}({b}):\n    assert {a}({b}) >= 0\n',
 ]
 
 BASH_SNIPPETS = [
     "cd /testbed && python -m pytest -q tests/test_{a}.py -x\n",
-    "grep -rn \"{a}\" src/ | head -n {n}\n",
+    'grep -rn "{a}" src/ | head -n {n}\n',
     "ls -la {a}/ && cat {a}/{b}.py\n",
     "sed -n '{n},{m}p' {a}.py\n",
     "git diff --stat && git status --short\n",
-    "echo \"{a} {b}\" > /tmp/{a}.log; wc -l /tmp/{a}.log\n",
+    'echo "{a} {b}" > /tmp/{a}.log; wc -l /tmp/{a}.log\n',
     "find . -name '*.py' -newer {a}.py | xargs python -m py_compile\n",
 ]
 
@@ -139,12 +146,14 @@ def _corpus(seed: int, lines: int = 12000, tool_use: bool = False) -> list[str]:
 
     def agent_tool_call() -> str:
         a, b = rng.randint(0, 999), rng.randint(0, 99)
-        name, arguments = rng.choice([
-            ("bash", {"command": fill(rng.choice(BASH_SNIPPETS)).strip()}),
-            ("python", {"code": f"print({a} {rng.choice('+-*/')} {b})"}),
-            ("submit", {"answer": str(a)}),
-            ("submit", {}),
-        ])
+        name, arguments = rng.choice(
+            [
+                ("bash", {"command": fill(rng.choice(BASH_SNIPPETS)).strip()}),
+                ("python", {"code": f"print({a} {rng.choice('+-*/')} {b})"}),
+                ("submit", {"answer": str(a)}),
+                ("submit", {}),
+            ]
+        )
         return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}) + "\n</tool_call>"
 
     def system_turn_with_tools() -> str:
@@ -162,14 +171,20 @@ def _corpus(seed: int, lines: int = 12000, tool_use: bool = False) -> list[str]:
         question = template.format(n=rng.choice(NAMES), t=rng.choice(THINGS), a=a, b=b)
         value = {"+": a + b, "-": a - b, "*": a * b}[op]
         answer = f"{a} {op} {b} = {value}\n#### {value}"
-        return rng.choice([question + "\n\n" + rng.choice([INSTRUCTION, TOOL_INSTRUCTION]), answer, "system\nYou are a helpful assistant.\nuser\nassistant\n"])
+        return rng.choice(
+            [
+                question + "\n\n" + rng.choice([INSTRUCTION, TOOL_INSTRUCTION]),
+                answer,
+                "system\nYou are a helpful assistant.\nuser\nassistant\n",
+            ]
+        )
 
     makers = [
         word_problem,
         lambda: " ".join(rng.choices(WORDS, k=rng.randint(4, 20))).capitalize() + rng.choice([".", "?", "!", ":"]),
         lambda: fill(rng.choice(PYTHON_SNIPPETS)),
         lambda: fill(rng.choice(BASH_SNIPPETS)),
-        lambda: " ".join(str(rng.randint(0, 10**rng.randint(1, 9))) for _ in range(rng.randint(1, 8))),
+        lambda: " ".join(str(rng.randint(0, 10 ** rng.randint(1, 9))) for _ in range(rng.randint(1, 8))),
         lambda: json.dumps({rng.choice(WORDS): [rng.random(), rng.choice(WORDS), None, True] for _ in range(3)}),
         *([agent_tool_call, system_turn_with_tools] if tool_use else [tool_call]),
         lambda: "<tool_response>\n" + fill(rng.choice(BASH_SNIPPETS)) + "</tool_response>",
@@ -219,9 +234,17 @@ def _train_tokenizer(corpus: list[str], vocab_size: int) -> PreTrainedTokenizerF
     )
 
 
-def init_tiny(output_dir: str | Path, vocab_size: int = 2048, seed: int = 0, hidden_size: int = 64,
-              layers: int = 2, heads: int = 4, kv_heads: int = 2, intermediate_size: int | None = None,
-              tool_use: bool = False) -> Path:
+def init_tiny(
+    output_dir: str | Path,
+    vocab_size: int = 2048,
+    seed: int = 0,
+    hidden_size: int = 64,
+    layers: int = 2,
+    heads: int = 4,
+    kv_heads: int = 2,
+    intermediate_size: int | None = None,
+    tool_use: bool = False,
+) -> Path:
     """Write a tiny random Qwen2 checkpoint (tokenizer, chat template, safetensors) to output_dir.
 
     vocab_size counts every token: BPE merges, the 256 bytes and the 7 added tokens. seed fixes
@@ -270,8 +293,14 @@ def _save_tokenizer(tokenizer: PreTrainedTokenizerFast, output_dir: Path) -> Non
 TOKENIZER_FILES = ("tokenizer.json", "special_tokens_map.json", "added_tokens.json")  # copied as they are
 
 
-def init_tiny_on_tokenizer(output_dir: str | Path, tokenizer: str | Path, chat_template: str | Path | None = None,
-                           seed: int = 0, hidden_size: int = 64, layers: int = 2) -> Path:
+def init_tiny_on_tokenizer(
+    output_dir: str | Path,
+    tokenizer: str | Path,
+    chat_template: str | Path | None = None,
+    seed: int = 0,
+    hidden_size: int = 64,
+    layers: int = 2,
+) -> Path:
     """Write a tiny random Llama-architecture checkpoint on a real tokenizer and its chat template.
 
     `tokenizer` is a folder with tokenizer.json and tokenizer_config.json (or that tokenizer.json). The chat
@@ -284,8 +313,14 @@ def init_tiny_on_tokenizer(output_dir: str | Path, tokenizer: str | Path, chat_t
     source = Path(tokenizer)
     source = source.parent if source.name == "tokenizer.json" else source
     if not (source / "tokenizer.json").is_file():
-        raise HarnessError(f"--tokenizer {tokenizer}: no tokenizer.json there (pass a tokenizer folder or its tokenizer.json)")
-    config = json.loads((source / "tokenizer_config.json").read_text()) if (source / "tokenizer_config.json").is_file() else {}
+        raise HarnessError(
+            f"--tokenizer {tokenizer}: no tokenizer.json there (pass a tokenizer folder or its tokenizer.json)"
+        )
+    config = (
+        json.loads((source / "tokenizer_config.json").read_text())
+        if (source / "tokenizer_config.json").is_file()
+        else {}
+    )
     config["chat_template"] = _chat_template(source, config, chat_template)
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
@@ -300,10 +335,18 @@ def init_tiny_on_tokenizer(output_dir: str | Path, tokenizer: str | Path, chat_t
     pad_id = loaded.pad_token_id if loaded.pad_token_id is not None else end_ids[0]
     bos_id = loaded.bos_token_id if loaded.bos_token_id is not None else pad_id
     model_config = LlamaConfig(
-        vocab_size=-(-len(loaded) // 64) * 64, hidden_size=hidden_size, num_hidden_layers=layers,
-        num_attention_heads=2, num_key_value_heads=1, head_dim=32, intermediate_size=2 * hidden_size,
-        max_position_embeddings=8192, tie_word_embeddings=True,
-        bos_token_id=bos_id, eos_token_id=end_ids, pad_token_id=pad_id,
+        vocab_size=-(-len(loaded) // 64) * 64,
+        hidden_size=hidden_size,
+        num_hidden_layers=layers,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=32,
+        intermediate_size=2 * hidden_size,
+        max_position_embeddings=8192,
+        tie_word_embeddings=True,
+        bos_token_id=bos_id,
+        eos_token_id=end_ids,
+        pad_token_id=pad_id,
     )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -318,10 +361,14 @@ def _chat_template(source: Path, config: dict, chat_template: str | Path | None)
         return Path(chat_template).read_text()
     beside = sorted(source.glob("*.jinja"))
     if len(beside) > 1:
-        raise HarnessError(f"{source} holds several chat templates ({', '.join(p.name for p in beside)}): pick one with --chat-template")
+        raise HarnessError(
+            f"{source} holds several chat templates ({', '.join(p.name for p in beside)}): pick one with --chat-template"
+        )
     if beside:
         return beside[0].read_text()
     if isinstance(config.get("chat_template"), str):
         return config["chat_template"]
-    raise HarnessError(f"{source} has no chat template (no .jinja file beside tokenizer.json, none in tokenizer_config.json): "
-                       "pass one with --chat-template FILE")
+    raise HarnessError(
+        f"{source} has no chat template (no .jinja file beside tokenizer.json, none in tokenizer_config.json): "
+        "pass one with --chat-template FILE"
+    )

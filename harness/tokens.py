@@ -29,7 +29,9 @@ def render(tokenizer, messages: list[dict], tools: list[dict] | None, generation
         messages, tools = plain_turns(messages, tools), None
     else:
         messages = tool_call_format(tokenizer).prepare(messages)
-    out = tokenizer.apply_chat_template(messages, tools=tools or None, add_generation_prompt=generation_prompt, tokenize=tokenize)
+    out = tokenizer.apply_chat_template(
+        messages, tools=tools or None, add_generation_prompt=generation_prompt, tokenize=tokenize
+    )
     if tokenize and not isinstance(out, list):  # newer transformers return a BatchEncoding
         out = out["input_ids"]
     return out
@@ -41,20 +43,28 @@ def checked_render(tokenizer, messages: list[dict], tools: list[dict] | None, ge
         return render(tokenizer, messages, tools, generation_prompt, tokenize)
     except Exception as err:  # noqa: BLE001 - jinja raises anything a template does
         roles = ", ".join(m.get("role", "?") for m in messages)
-        raise TemplateError(f"the chat template cannot render a conversation of {roles}: {type(err).__name__}: {err}") from err
+        raise TemplateError(
+            f"the chat template cannot render a conversation of {roles}: {type(err).__name__}: {err}"
+        ) from err
 
 
 def turn_end(tokenizer) -> str:
     """The special token the chat template writes right after an assistant reply (`<|im_end|>`, `<|eot_id|>`,
     `</s>`): the token a model ends its turn with."""
     text = checked_render(tokenizer, _PROBE, None, False, False)
-    after = text[text.rindex(_REPLY) + len(_REPLY):] if _REPLY in text else ""
-    specials = sorted({t.content for t in tokenizer.added_tokens_decoder.values()} | set(tokenizer.all_special_tokens), key=len, reverse=True)
+    after = text[text.rindex(_REPLY) + len(_REPLY) :] if _REPLY in text else ""
+    specials = sorted(
+        {t.content for t in tokenizer.added_tokens_decoder.values()} | set(tokenizer.all_special_tokens),
+        key=len,
+        reverse=True,
+    )
     for token in specials:
         if token and after.startswith(token):
             return token
-    raise TemplateError(f"the chat template writes {after[:40]!r} after an assistant reply, not a special token that ends "
-                        "the turn: a model could not say where its turn ends")
+    raise TemplateError(
+        f"the chat template writes {after[:40]!r} after an assistant reply, not a special token that ends "
+        "the turn: a model could not say where its turn ends"
+    )
 
 
 class TokenLedger:
@@ -88,8 +98,10 @@ class TokenLedger:
         for _ in range(self._probe_ends):
             cut = full.find(self.end_text, cut + len(self.end_text))
             if cut < 0:
-                raise TemplateError(f"the chat template ends no reply with {self.end_text!r} once {messages[0]['role']} messages follow")
-        self._extend(self.tokenizer.encode(full[cut + len(self.end_text):], add_special_tokens=False), 0)
+                raise TemplateError(
+                    f"the chat template ends no reply with {self.end_text!r} once {messages[0]['role']} messages follow"
+                )
+        self._extend(self.tokenizer.encode(full[cut + len(self.end_text) :], add_special_tokens=False), 0)
 
     def _extend(self, ids: list[int], mask: int, logprobs: list[float] | None = None) -> None:
         self.ids += ids

@@ -24,9 +24,11 @@ def takes_tools(tokenizer) -> bool:
 
 def tool_prompt(tools: list[dict[str, Any]]) -> str:
     signatures = "\n".join(json.dumps(tool) for tool in tools)
-    return ("# Tools\n\nYou can call functions to help with the request. Their signatures are inside <tools></tools>:\n"
-            f"<tools>\n{signatures}\n</tools>\n\nTo call a function, answer with its name and a JSON object of arguments "
-            'inside <tool_call></tool_call> tags:\n<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>')
+    return (
+        "# Tools\n\nYou can call functions to help with the request. Their signatures are inside <tools></tools>:\n"
+        f"<tools>\n{signatures}\n</tools>\n\nTo call a function, answer with its name and a JSON object of arguments "
+        'inside <tool_call></tool_call> tags:\n<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>'
+    )
 
 
 def plain_turns(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
@@ -50,6 +52,8 @@ def _plain(message: dict[str, Any]) -> dict[str, Any]:
             function = call.get("function") or call
             arguments = function.get("arguments") or {}
             arguments = arguments if isinstance(arguments, str) else json.dumps(arguments)
-            calls.append(f'<tool_call>\n{{"name": {json.dumps(function["name"])}, "arguments": {arguments}}}\n</tool_call>')
+            calls.append(
+                f'<tool_call>\n{{"name": {json.dumps(function["name"])}, "arguments": {arguments}}}\n</tool_call>'
+            )
         return {"role": "assistant", "content": "\n".join(filter(None, [content, *calls]))}
     return {"role": message["role"], "content": content}

@@ -51,9 +51,19 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                     "path": {"type": "string", "description": "Absolute path of a file or directory."},
                     "file_text": {"type": "string", "description": "Content for `create`."},
                     "old_str": {"type": "string", "description": "Exact text to replace (`str_replace`)."},
-                    "new_str": {"type": "string", "description": "Replacement (`str_replace`) or text to insert (`insert`)."},
-                    "insert_line": {"type": "integer", "description": "Line after which to insert (`insert`); 0 = top."},
-                    "view_range": {"type": "array", "items": {"type": "integer"}, "description": "[start, end] lines for `view`; end -1 = to the end."},
+                    "new_str": {
+                        "type": "string",
+                        "description": "Replacement (`str_replace`) or text to insert (`insert`).",
+                    },
+                    "insert_line": {
+                        "type": "integer",
+                        "description": "Line after which to insert (`insert`); 0 = top.",
+                    },
+                    "view_range": {
+                        "type": "array",
+                        "items": {"type": "integer"},
+                        "description": "[start, end] lines for `view`; end -1 = to the end.",
+                    },
                 },
                 "required": ["command", "path"],
             },
@@ -77,7 +87,12 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "name": "submit",
             "description": "Finish the task. For repository tasks the current changes are submitted; "
             "for questions, pass the final answer.",
-            "parameters": {"type": "object", "properties": {"answer": {"type": "string", "description": "The final answer, if the task asks for one."}}},
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "answer": {"type": "string", "description": "The final answer, if the task asks for one."}
+                },
+            },
         },
     },
 }
@@ -101,10 +116,17 @@ def _as_tool(name: str, obj: Any) -> Tool:
 TOOLS: Registry[Tool] = Registry("tool", "harness.tools", convert=_as_tool)
 
 
-def register_tool(name: str, description: str, parameters: dict[str, Any], run: Callable[["Toolbox", dict[str, Any]], str],
-                  replace: bool = False) -> Tool:
+def register_tool(
+    name: str,
+    description: str,
+    parameters: dict[str, Any],
+    run: Callable[["Toolbox", dict[str, Any]], str],
+    replace: bool = False,
+) -> Tool:
     """A tool the model calls by `name`; `parameters` is its JSON schema (type: object)."""
-    tool = Tool({"type": "function", "function": {"name": name, "description": description, "parameters": parameters}}, run)
+    tool = Tool(
+        {"type": "function", "function": {"name": name, "description": description, "parameters": parameters}}, run
+    )
     TOOLS.register(name, tool, replace=replace)
     return tool
 
@@ -122,8 +144,10 @@ def schemas(names: list[str], compact: bool = False) -> list[dict[str, Any]]:
 def compact_schema(schema: dict[str, Any]) -> dict[str, Any]:
     function = schema["function"]
     parameters = dict(function.get("parameters") or {"type": "object", "properties": {}})
-    parameters["properties"] = {name: {k: v for k, v in spec.items() if k != "description"}
-                                for name, spec in parameters.get("properties", {}).items()}
+    parameters["properties"] = {
+        name: {k: v for k, v in spec.items() if k != "description"}
+        for name, spec in parameters.get("properties", {}).items()
+    }
     description = function.get("description", "").split(". ")[0].rstrip(".") + "."
     return {"type": "function", "function": {**function, "description": description, "parameters": parameters}}
 
@@ -202,15 +226,25 @@ class Toolbox:
         path = _required(args, "path")
         if not path.startswith("/"):
             raise ToolError(f"`path` must be absolute, e.g. /testbed/{path}")
-        handlers = {"view": self._view, "create": self._create, "str_replace": self._str_replace, "insert": self._insert, "undo_edit": self._undo}
+        handlers = {
+            "view": self._view,
+            "create": self._create,
+            "str_replace": self._str_replace,
+            "insert": self._insert,
+            "undo_edit": self._undo,
+        }
         if command not in handlers:
             raise ToolError(f"unknown editor command `{command}`; use one of {', '.join(handlers)}")
         return handlers[command](path, args)
 
     def _view(self, path: str, args: dict) -> str:
-        kind = self.sandbox.exec(f"test -d {shlex.quote(path)} && echo dir || (test -f {shlex.quote(path)} && echo file)", timeout=10).output.strip()
+        kind = self.sandbox.exec(
+            f"test -d {shlex.quote(path)} && echo dir || (test -f {shlex.quote(path)} && echo file)", timeout=10
+        ).output.strip()
         if kind == "dir":
-            listing = self.sandbox.exec(f"find {shlex.quote(path)} -maxdepth 2 -not -path '*/.*' | sort | head -400", timeout=30).output
+            listing = self.sandbox.exec(
+                f"find {shlex.quote(path)} -maxdepth 2 -not -path '*/.*' | sort | head -400", timeout=30
+            ).output
             return truncate(f"Files and directories up to 2 levels deep in {path}:\n{listing}")
         if kind != "file":
             raise ToolError(f"the path {path} does not exist")
@@ -244,7 +278,9 @@ class Toolbox:
             raise ToolError(f"No replacement was performed: old_str did not appear verbatim in {path}.")
         if count > 1:
             lines = [i + 1 for i, line in enumerate(text.split("\n")) if old.split("\n")[0] in line]
-            raise ToolError(f"No replacement was performed: old_str occurs {count} times in {path} (lines {lines}); make it unique.")
+            raise ToolError(
+                f"No replacement was performed: old_str occurs {count} times in {path} (lines {lines}); make it unique."
+            )
         updated = text.replace(old, new)
         self._write(path, text, updated)
         first = text[: text.index(old)].count("\n") + 1

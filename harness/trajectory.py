@@ -75,10 +75,18 @@ class Trajectory:
 
 def result_row(t: Trajectory) -> dict[str, Any]:
     return {
-        "task_id": t.task_id, "sample": t.sample, "reward": t.reward, "resolved": t.reward >= 1.0,
-        "exit_status": t.exit_status, "error": t.error, "turns": t.turns,
-        "prompt_tokens": t.prompt_tokens, "completion_tokens": t.completion_tokens,
-        "wall_s": t.timings.get("total_s", 0.0), "model_patch": t.model_patch, "policy": t.policy,
+        "task_id": t.task_id,
+        "sample": t.sample,
+        "reward": t.reward,
+        "resolved": t.reward >= 1.0,
+        "exit_status": t.exit_status,
+        "error": t.error,
+        "turns": t.turns,
+        "prompt_tokens": t.prompt_tokens,
+        "completion_tokens": t.completion_tokens,
+        "wall_s": t.timings.get("total_s", 0.0),
+        "model_patch": t.model_patch,
+        "policy": t.policy,
         "neutralized": list(t.reward_details.get("neutralized") or []),
     }
 

@@ -34,8 +34,10 @@ def read_trajectory_file(path: str | Path) -> dict[str, Any]:
     except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise TrajectoryFormatError(f"{path} is not a readable trajectory: {err}") from err
     if not isinstance(data, dict) or not str(data.get("trajectory_format", "")).startswith("mini-swe-agent"):
-        raise TrajectoryFormatError(f"{path}: unknown trajectory format {data.get('trajectory_format') if isinstance(data, dict) else None!r}"
-                                    " (read: mini-swe-agent-1)")
+        raise TrajectoryFormatError(
+            f"{path}: unknown trajectory format {data.get('trajectory_format') if isinstance(data, dict) else None!r}"
+            " (read: mini-swe-agent-1)"
+        )
     return from_mini_swe_agent(data, default_id=path.name.split(".traj.json")[0])
 
 
@@ -52,8 +54,13 @@ def from_mini_swe_agent(data: dict[str, Any], default_id: str = "") -> dict[str,
             converted: dict[str, Any] = {"role": "assistant", "content": text}
             if len(actions) == 1:  # the scaffold runs exactly one block; any other count is a format error
                 pending = f"call_{len(messages)}"
-                converted["tool_calls"] = [{"id": pending, "type": "function",
-                                            "function": {"name": "bash", "arguments": json.dumps({"command": actions[0]})}}]
+                converted["tool_calls"] = [
+                    {
+                        "id": pending,
+                        "type": "function",
+                        "function": {"name": "bash", "arguments": json.dumps({"command": actions[0]})},
+                    }
+                ]
             messages.append(converted)
         elif role == "user" and pending:
             messages.append({"role": "tool", "tool_call_id": pending, "content": text})
@@ -67,7 +74,10 @@ def from_mini_swe_agent(data: dict[str, Any], default_id: str = "") -> dict[str,
         "model_patch": info.get("submission") or "",
         "exit_status": info.get("exit_status", ""),
         "turns": sum(m["role"] == "assistant" for m in messages),
-        "metadata": {"scaffold": {"name": "mini-swe-agent", "version": info.get("mini_version", "")}, "workdir": "/testbed"},
+        "metadata": {
+            "scaffold": {"name": "mini-swe-agent", "version": info.get("mini_version", "")},
+            "workdir": "/testbed",
+        },
     }
 
 

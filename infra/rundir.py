@@ -30,8 +30,15 @@ def content_hash(data: bytes | str) -> str:
     return "sha256:" + hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
 
 
-def open_run(out: Path, kind: str, identity: dict[str, Any], resume: bool, force: bool = False,
-             resume_flag: str = "--resume", check_only: bool = False) -> bool:
+def open_run(
+    out: Path,
+    kind: str,
+    identity: dict[str, Any],
+    resume: bool,
+    force: bool = False,
+    resume_flag: str = "--resume",
+    check_only: bool = False,
+) -> bool:
     """Prepare run directory `out` for the run `identity`; True when it continues an earlier run.
 
     - empty or new folder: a new run; `run.json` records `identity`;
@@ -55,21 +62,31 @@ def open_run(out: Path, kind: str, identity: dict[str, Any], resume: bool, force
         return False
     recorded = _read_recorded(recorded_path)
     if recorded is None:
-        raise RunMismatch(f"{out} holds results of a run that recorded no identity: pass --force to set it aside and start anew, or choose another --output")
+        raise RunMismatch(
+            f"{out} holds results of a run that recorded no identity: pass --force to set it aside and start anew, or choose another --output"
+        )
     differences = describe_differences(recorded.get("identity", {}), identity)
     if recorded.get("kind") != kind:
         differences.insert(0, f"kind: {recorded.get('kind')!r} there, {kind!r} now")
     if differences:
-        raise RunMismatch(f"{out} holds a different run ({'; '.join(differences)}): pass --force to set it aside and start anew, or choose another --output")
+        raise RunMismatch(
+            f"{out} holds a different run ({'; '.join(differences)}): pass --force to set it aside and start anew, or choose another --output"
+        )
     if not resume:
-        raise RunMismatch(f"{out} already holds results of this run: pass {resume_flag} to finish it, --force to start anew, or choose another --output")
+        raise RunMismatch(
+            f"{out} already holds results of this run: pass {resume_flag} to finish it, --force to start anew, or choose another --output"
+        )
     return True
 
 
 def describe_differences(recorded: dict[str, Any], wanted: dict[str, Any]) -> list[str]:
     """`key: A there, B now` for every key whose value differs."""
     keys = list(recorded) + [k for k in wanted if k not in recorded]
-    return [f"{k}: {_short(recorded.get(k))} there, {_short(wanted.get(k))} now" for k in keys if recorded.get(k) != wanted.get(k)]
+    return [
+        f"{k}: {_short(recorded.get(k))} there, {_short(wanted.get(k))} now"
+        for k in keys
+        if recorded.get(k) != wanted.get(k)
+    ]
 
 
 def _short(value: Any) -> str:

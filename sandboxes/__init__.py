@@ -21,9 +21,23 @@ log = logging.getLogger(__name__)
 BACKENDS = ("auto", "docker", "local", "overlay", "podman")
 
 __all__ = [
-    "Backend", "Sandbox", "Snapshot", "SandboxPool", "SandboxSpec", "ExecResult", "SandboxError", "DiskLimitExceeded",
-    "EngineUnavailable", "FileNotFoundInSandbox", "ImageNotFound", "SandboxClosed", "SandboxExpired",
-    "close_all", "get_backend", "install_signal_handlers", "live_count",
+    "Backend",
+    "Sandbox",
+    "Snapshot",
+    "SandboxPool",
+    "SandboxSpec",
+    "ExecResult",
+    "SandboxError",
+    "DiskLimitExceeded",
+    "EngineUnavailable",
+    "FileNotFoundInSandbox",
+    "ImageNotFound",
+    "SandboxClosed",
+    "SandboxExpired",
+    "close_all",
+    "get_backend",
+    "install_signal_handlers",
+    "live_count",
 ]
 
 

@@ -111,9 +111,7 @@ class Sandbox(ABC):
             raise
         self._check_open()  # stopped over its disk limit while the command ran (its shell may have been restarted)
         if result.exit_code == 137 and not result.timed_out and self._oom_killed():
-            result.message = (
-                f"the command was killed by the out-of-memory killer (memory limit {self.spec.memory})"
-            )
+            result.message = f"the command was killed by the out-of-memory killer (memory limit {self.spec.memory})"
         return result
 
     # -- disk --------------------------------------------------------------------------------
@@ -122,7 +120,9 @@ class Sandbox(ABC):
         """Enforce `spec.disk` on the host folders that take this sandbox's writes."""
         if self.spec.disk:
             self.limits["disk"] = f"watchdog on {', '.join(map(str, paths))}"
-            self.disk_watchdog = DiskWatchdog(paths, parse_bytes(self.spec.disk), self._stop_over_disk_limit, f"disk-{self.id}")
+            self.disk_watchdog = DiskWatchdog(
+                paths, parse_bytes(self.spec.disk), self._stop_over_disk_limit, f"disk-{self.id}"
+            )
 
     @abstractmethod
     def _stop_over_disk_limit(self, used: int) -> None:
@@ -162,10 +162,14 @@ class Sandbox(ABC):
         inside = f"/tmp/.harness-extract-{uuid.uuid4().hex[:8]}.tar"
         self.upload(archive, inside)
         quoted = shlex.quote(directory)
-        result = self.exec(f"mkdir -p {quoted} && tar -xf {inside} -C {quoted}; status=$?; rm -f {inside}; (exit $status)",
-                           timeout=timeout)
+        result = self.exec(
+            f"mkdir -p {quoted} && tar -xf {inside} -C {quoted}; status=$?; rm -f {inside}; (exit $status)",
+            timeout=timeout,
+        )
         if not result.ok:
-            raise SandboxError(f"cannot unpack {archive} into {directory} in sandbox {self.id}: {result.output[-1000:]}")
+            raise SandboxError(
+                f"cannot unpack {archive} into {directory} in sandbox {self.id}: {result.output[-1000:]}"
+            )
 
     # -- state ---------------------------------------------------------------------------
 
@@ -207,7 +211,8 @@ class Sandbox(ABC):
             self.close()
             raise DiskLimitExceeded(
                 f"sandbox {self.id} hit its disk limit ({self.spec.disk}; {watchdog.used / 2**20:.0f} MiB written) "
-                "and was stopped; what it wrote is gone")
+                "and was stopped; what it wrote is gone"
+            )
         if self.closed:
             raise SandboxClosed(f"sandbox {self.id} is closed")
 

@@ -84,17 +84,23 @@ def fork_times(backend: DockerBackend) -> dict[str, float]:
     return {"snapshot": snap * 1000, "fork x4": fork * 1000}
 
 
-def concurrent_load(backend: DockerBackend, docker_cli: str, sandboxes: int = 32, commands: int = 20) -> dict[str, float]:
+def concurrent_load(
+    backend: DockerBackend, docker_cli: str, sandboxes: int = 32, commands: int = 20
+) -> dict[str, float]:
     boxes = backend.create_many([SPEC] * sandboxes)
     try:
+
         def ours(sb):
             for i in range(commands):
                 sb.exec(f"echo {i} > /tmp/f; cat /tmp/f")
 
         def cli(sb):
             for i in range(commands):
-                subprocess.run([docker_cli, "exec", sb.container.id, "sh", "-c", f"echo {i} > /tmp/f; cat /tmp/f"],
-                               check=True, capture_output=True)
+                subprocess.run(
+                    [docker_cli, "exec", sb.container.id, "sh", "-c", f"echo {i} > /tmp/f; cat /tmp/f"],
+                    check=True,
+                    capture_output=True,
+                )
 
         results = {}
         for name, worker in (("session", ours), ("docker exec CLI", cli)):
@@ -129,15 +135,31 @@ def main() -> dict:
     table.add_column("ours", justify="right")
     table.add_column("peer", justify="right")
     table.add_column("ratio", justify="right")
-    table.add_row("round trip p50 vs docker exec CLI", f"{rt['session']:.2f} ms", f"{rt['docker exec CLI']:.1f} ms",
-                  f"{rt['docker exec CLI'] / rt['session']:.0f}x")
-    table.add_row("round trip p50 vs docker-py exec_run", f"{rt['session']:.2f} ms", f"{rt['docker-py exec_run']:.1f} ms",
-                  f"{rt['docker-py exec_run'] / rt['session']:.0f}x")
-    table.add_row("ready: pool hand-out vs cold create+start", f"{ready['pool hand-out']:.2f} ms",
-                  f"{ready['cold create+start']:.0f} ms", f"{ready['cold create+start'] / ready['pool hand-out']:.0f}x")
+    table.add_row(
+        "round trip p50 vs docker exec CLI",
+        f"{rt['session']:.2f} ms",
+        f"{rt['docker exec CLI']:.1f} ms",
+        f"{rt['docker exec CLI'] / rt['session']:.0f}x",
+    )
+    table.add_row(
+        "round trip p50 vs docker-py exec_run",
+        f"{rt['session']:.2f} ms",
+        f"{rt['docker-py exec_run']:.1f} ms",
+        f"{rt['docker-py exec_run'] / rt['session']:.0f}x",
+    )
+    table.add_row(
+        "ready: pool hand-out vs cold create+start",
+        f"{ready['pool hand-out']:.2f} ms",
+        f"{ready['cold create+start']:.0f} ms",
+        f"{ready['cold create+start'] / ready['pool hand-out']:.0f}x",
+    )
     table.add_row("snapshot / fork x4", f"{forks['snapshot']:.0f} ms", f"{forks['fork x4']:.0f} ms", "")
-    table.add_row("32 sandboxes x 20 commands (wall)", f"{load['session']:.2f} s", f"{load['docker exec CLI']:.2f} s",
-                  f"{load['docker exec CLI'] / load['session']:.1f}x")
+    table.add_row(
+        "32 sandboxes x 20 commands (wall)",
+        f"{load['session']:.2f} s",
+        f"{load['docker exec CLI']:.2f} s",
+        f"{load['docker exec CLI'] / load['session']:.1f}x",
+    )
     console.print(table)
     return {"round_trip_ms": rt, "ready_ms": ready, "fork_ms": forks, "load_s": load}
 

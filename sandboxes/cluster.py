@@ -49,8 +49,10 @@ class Cluster:
             except (ConnectionError, RuntimeError, ValueError) as err:
                 raise ClusterError(f"cannot join the Ray cluster at {self.address!r}: {err}") from err
         if slots() == 0:
-            raise ClusterError(f"no node of the Ray cluster at {self.address!r} advertises a {RESOURCE!r} resource: "
-                               f"start nodes with `ray start ... --resources '{{\"{RESOURCE}\": N}}'` (N sandboxes at once)")
+            raise ClusterError(
+                f"no node of the Ray cluster at {self.address!r} advertises a {RESOURCE!r} resource: "
+                f"start nodes with `ray start ... --resources '{{\"{RESOURCE}\": N}}'` (N sandboxes at once)"
+            )
 
     def map_unordered(self, fn: Callable[..., Any], jobs: list[tuple]) -> Iterator[tuple[tuple, Any, str]]:
         """Run `fn(backend, *job)` for every job on some node; yield (job, result, node id) as each ends."""
@@ -65,15 +67,19 @@ class Cluster:
                 ready, _ = ray.wait(list(pending), num_returns=1, timeout=self.poll_s)
                 if not ready:
                     if slots() == 0:
-                        raise ClusterError(f"no live node of the Ray cluster offers a {RESOURCE!r} slot; "
-                                           f"{len(pending)} jobs were left unrun")
+                        raise ClusterError(
+                            f"no live node of the Ray cluster offers a {RESOURCE!r} slot; "
+                            f"{len(pending)} jobs were left unrun"
+                        )
                     continue
                 job, attempt = pending.pop(ready[0])
                 try:
                     result, node = ray.get(ready[0])
                 except _node_lost() as err:
                     if attempt >= self.attempts:
-                        raise ClusterError(f"job {_name(job)} lost its node {attempt} times; last: {type(err).__name__}") from err
+                        raise ClusterError(
+                            f"job {_name(job)} lost its node {attempt} times; last: {type(err).__name__}"
+                        ) from err
                     log.warning("job %s lost its node (%s); running it again elsewhere", _name(job), type(err).__name__)
                     pending[submit(job)] = (job, attempt + 1)
                     continue
@@ -116,4 +122,3 @@ def _node_lost() -> tuple[type[BaseException], ...]:
 def _name(job: tuple) -> str:
     first = job[0] if job else "?"
     return str(getattr(first, "id", None) or (first.get("instance_id") if isinstance(first, dict) else first))[:80]
-

@@ -14,7 +14,17 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 
-from .base import LABEL_MANAGED, LABEL_OWNER, SHELL_CAPS, Backend, Sandbox, Snapshot, labels, oom_kill_count, owner_alive
+from .base import (
+    LABEL_MANAGED,
+    LABEL_OWNER,
+    SHELL_CAPS,
+    Backend,
+    Sandbox,
+    Snapshot,
+    labels,
+    oom_kill_count,
+    owner_alive,
+)
 from .cgroupfs import freezer_file, write_control
 from .errors import EngineUnavailable, FileNotFoundInSandbox, ImageNotFound, SandboxClosed, SandboxError
 from .shell import ShellSession, wait_readable
@@ -182,8 +192,10 @@ class DockerSandbox(Sandbox):
         data = info.get("GraphDriver", {})
         upper = data.get("Data", {}).get("UpperDir") if data.get("Name") in ("overlay2", "overlay") else None
         if not upper or not Path(upper).is_dir():
-            raise SandboxError(f"cannot enforce disk={self.spec.disk}: the container's writable layer ({data.get('Name')}: {upper}) "
-                               "is not visible from this process (a remote engine, or another storage driver)")
+            raise SandboxError(
+                f"cannot enforce disk={self.spec.disk}: the container's writable layer ({data.get('Name')}: {upper}) "
+                "is not visible from this process (a remote engine, or another storage driver)"
+            )
         return Path(upper)
 
     def _oom_kill_count(self) -> int:
@@ -224,8 +236,11 @@ class DockerSandbox(Sandbox):
         False where the shell cannot (no `base64` in the image, a read-only path): the archive path decides."""
         name, folder = shlex.quote(str(target)), shlex.quote(str(target.parent))
         encoded = base64.b64encode(data).decode()
-        result = self.shell.exec(f"command mkdir -p {folder} && builtin printf %s {encoded} | command base64 -d > {name} "
-                                 f"&& command chmod {mode:o} {name}", 60)
+        result = self.shell.exec(
+            f"command mkdir -p {folder} && builtin printf %s {encoded} | command base64 -d > {name} "
+            f"&& command chmod {mode:o} {name}",
+            60,
+        )
         return result.exit_code == 0
 
     def upload(self, local_path: str | Path, sandbox_path: str) -> None:
@@ -433,7 +448,10 @@ class DockerBackend(Backend):
     def list(self) -> list[dict]:
         # One low-level call: no per-container inspect that races with auto-removal.
         found = self.api.containers(all=True, filters={"label": f"{LABEL_MANAGED}=1"})
-        return [{"id": c["Id"][:12], "status": c.get("State", ""), "image": c.get("Image", ""), **(c.get("Labels") or {})} for c in found]
+        return [
+            {"id": c["Id"][:12], "status": c.get("State", ""), "image": c.get("Image", ""), **(c.get("Labels") or {})}
+            for c in found
+        ]
 
     def prune(self, everything: bool = False) -> list[str]:
         import docker.errors

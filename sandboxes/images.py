@@ -50,13 +50,16 @@ class Base:
 
 
 DEFAULT_PYTHON = "3.11"
-BASES = {base.python: base for base in (
-    # bullseye's pip 20.3 cannot make PEP 660 editable installs (pip 21.3 can); pip 25.3 dropped
-    # `setup.py develop`, which old setuptools projects need: what bookworm's pip 23 does, both.
-    Base("3.9", "2020-10-05", {**BASE_RECIPE, "suite": "bullseye"}, pip="pip>=21.3,<25.3"),
-    Base(DEFAULT_PYTHON, "2022-10-24", BASE_RECIPE),
-    Base("3.13", "2024-10-07", {**BASE_RECIPE, "suite": "trixie"}),
-)}
+BASES = {
+    base.python: base
+    for base in (
+        # bullseye's pip 20.3 cannot make PEP 660 editable installs (pip 21.3 can); pip 25.3 dropped
+        # `setup.py develop`, which old setuptools projects need: what bookworm's pip 23 does, both.
+        Base("3.9", "2020-10-05", {**BASE_RECIPE, "suite": "bullseye"}, pip="pip>=21.3,<25.3"),
+        Base(DEFAULT_PYTHON, "2022-10-24", BASE_RECIPE),
+        Base("3.13", "2024-10-07", {**BASE_RECIPE, "suite": "trixie"}),
+    )
+}
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -222,8 +225,9 @@ def build_image(tag: str, dockerfile: str, files: dict[str, Path], labels: dict[
             tar.add(path, arcname=name, filter=_no_caches)
     context.seek(0)
     try:
-        docker_client().images.build(fileobj=context, custom_context=True, tag=tag, rm=True, forcerm=True,
-                                     network_mode="none", labels=labels)
+        docker_client().images.build(
+            fileobj=context, custom_context=True, tag=tag, rm=True, forcerm=True, network_mode="none", labels=labels
+        )
     except docker.errors.BuildError as err:
         tail = "\n".join(str(item.get("stream", item.get("error", ""))).rstrip() for item in err.build_log)[-2000:]
         raise SandboxError(f"building the image {tag} failed:\n{tail}") from None

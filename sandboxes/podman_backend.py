@@ -34,8 +34,9 @@ from .errors import EngineUnavailable, ImageNotFound, SandboxError
 from .images import cache_dir
 from .spec import SandboxSpec
 
-PODMAN_HINT = ("install Podman (`apt-get install -y podman`), or point CONTAINER_HOST at a running "
-               "`podman system service`")
+PODMAN_HINT = (
+    "install Podman (`apt-get install -y podman`), or point CONTAINER_HOST at a running `podman system service`"
+)
 SERVICE_IDLE_S = 600  # a service this process starts exits after this long without a request
 NPROC_CEILING = 32768  # Podman's own RLIMIT_NPROC: no container may have more
 LOAD_TIMEOUT_S = 1800  # copying an image in: Podman answers once all of it is stored
@@ -72,8 +73,11 @@ def _connect():
         if (client := answering(url)) is None:
             raise EngineUnavailable(f"no Podman service answers at CONTAINER_HOST={url}: {PODMAN_HINT}")
         return client
-    default = ("/run/podman/podman.sock" if os.geteuid() == 0
-               else f"{os.environ.get('XDG_RUNTIME_DIR', f'/run/user/{os.getuid()}')}/podman/podman.sock")
+    default = (
+        "/run/podman/podman.sock"
+        if os.geteuid() == 0
+        else f"{os.environ.get('XDG_RUNTIME_DIR', f'/run/user/{os.getuid()}')}/podman/podman.sock"
+    )
     own = cache_dir() / "podman" / "podman.sock"
     for path in (default, own):
         if Path(path).exists() and (client := answering(f"unix://{path}")) is not None:
@@ -87,15 +91,22 @@ def _start_service(socket_path: Path, answering):
     socket_path.parent.mkdir(parents=True, exist_ok=True)
     log_path = socket_path.with_name("service.log")
     with open(log_path, "ab") as log_file:
-        subprocess.Popen(["podman", "system", "service", f"--time={SERVICE_IDLE_S}", f"unix://{socket_path}"],
-                         stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file, start_new_session=True)
+        subprocess.Popen(
+            ["podman", "system", "service", f"--time={SERVICE_IDLE_S}", f"unix://{socket_path}"],
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=log_file,
+            start_new_session=True,
+        )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if socket_path.exists() and (client := answering(f"unix://{socket_path}")) is not None:
             return client
         time.sleep(0.1)
     tail = log_path.read_text(errors="replace")[-1000:].strip()
-    raise EngineUnavailable(f"`podman system service` did not answer on {socket_path} within 30 s: {tail or 'no output'}")
+    raise EngineUnavailable(
+        f"`podman system service` did not answer on {socket_path} within 30 s: {tail or 'no output'}"
+    )
 
 
 def container_ulimits() -> list:
@@ -108,8 +119,14 @@ def container_ulimits() -> list:
         value = (1 << 20) if value == resource.RLIM_INFINITY else value
         return min(value, ceiling) if ceiling else value
 
-    return [Ulimit(name="nofile", soft=hard(resource.RLIMIT_NOFILE), hard=hard(resource.RLIMIT_NOFILE)),
-            Ulimit(name="nproc", soft=hard(resource.RLIMIT_NPROC, NPROC_CEILING), hard=hard(resource.RLIMIT_NPROC, NPROC_CEILING))]
+    return [
+        Ulimit(name="nofile", soft=hard(resource.RLIMIT_NOFILE), hard=hard(resource.RLIMIT_NOFILE)),
+        Ulimit(
+            name="nproc",
+            soft=hard(resource.RLIMIT_NPROC, NPROC_CEILING),
+            hard=hard(resource.RLIMIT_NPROC, NPROC_CEILING),
+        ),
+    ]
 
 
 class PodmanSandbox(DockerSandbox):
@@ -156,12 +173,16 @@ class PodmanBackend(DockerBackend):
         try:
             engine = docker_client()
         except EngineUnavailable:
-            raise ImageNotFound(f"image {image!r} is not in Podman's store and no Docker engine answers to copy it "
-                                "from: build it with Podman, or `podman load` its archive") from None
+            raise ImageNotFound(
+                f"image {image!r} is not in Podman's store and no Docker engine answers to copy it "
+                "from: build it with Podman, or `podman load` its archive"
+            ) from None
         try:
             engine.images.get(image)
         except docker.errors.ImageNotFound:
-            raise ImageNotFound(f"image {image!r} is neither in Podman's store nor in the Docker engine: build or pull it first") from None
+            raise ImageNotFound(
+                f"image {image!r} is neither in Podman's store nor in the Docker engine: build or pull it first"
+            ) from None
         # A save and a load outlast any other call (minutes on a busy engine): clients of their own, patient ones.
         saver = docker.from_env(timeout=LOAD_TIMEOUT_S).api
         loader = docker.APIClient(base_url=self.client.podman_url, timeout=LOAD_TIMEOUT_S)
@@ -170,8 +191,10 @@ class PodmanBackend(DockerBackend):
                 pass
             self.client.images.get(image)
         except (docker.errors.APIError, OSError) as err:  # requests' timeouts and connection errors are OSErrors
-            raise SandboxError(f"copying image {image!r} from the Docker engine into Podman failed: "
-                               f"{getattr(err, 'explanation', None) or err}") from None
+            raise SandboxError(
+                f"copying image {image!r} from the Docker engine into Podman failed: "
+                f"{getattr(err, 'explanation', None) or err}"
+            ) from None
         finally:
             saver.close()
             loader.close()

@@ -40,8 +40,14 @@ def spec_key(spec: SandboxSpec) -> Key:
 
 
 class PrestartBackend(Backend):
-    def __init__(self, backend: Backend, upcoming: Iterable[SandboxSpec], per_image: int = 2,
-                 total: int | None = None, starters: int = 2):
+    def __init__(
+        self,
+        backend: Backend,
+        upcoming: Iterable[SandboxSpec],
+        per_image: int = 2,
+        total: int | None = None,
+        starters: int = 2,
+    ):
         if per_image < 1:
             raise ValueError(f"per_image must be >= 1, not {per_image}")
         if total is not None and total < 1:
@@ -62,7 +68,9 @@ class PrestartBackend(Backend):
         self.stats = Counter()  # prestarted, handed_out, cold, discarded, errors
         self.peak = 0  # most sandboxes ready or starting at once
         self.peak_per_image = 0
-        self._threads = [threading.Thread(target=self._start_loop, name=f"prestart-{i}", daemon=True) for i in range(starters)]
+        self._threads = [
+            threading.Thread(target=self._start_loop, name=f"prestart-{i}", daemon=True) for i in range(starters)
+        ]
         for thread in self._threads:
             thread.start()
 

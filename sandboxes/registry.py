@@ -31,13 +31,23 @@ def pull_image(image: str, on_progress: Callable[[PullProgress], None] = lambda 
             detail = event.get("progressDetail") or {}
             if event.get("id") and detail.get("total"):
                 layers[event["id"]] = (detail.get("current", 0), detail["total"])
-            elif event.get("id") and event.get("status") in ("Pull complete", "Already exists") and event["id"] in layers:
+            elif (
+                event.get("id") and event.get("status") in ("Pull complete", "Already exists") and event["id"] in layers
+            ):
                 layers[event["id"]] = (layers[event["id"]][1],) * 2
-            on_progress(PullProgress(image, sum(d for d, _ in layers.values()), sum(t for _, t in layers.values()),
-                                     event.get("status", "")))
+            on_progress(
+                PullProgress(
+                    image,
+                    sum(d for d, _ in layers.values()),
+                    sum(t for _, t in layers.values()),
+                    event.get("status", ""),
+                )
+            )
         return client.images.get(f"{name}:{tag}").id
     except docker.errors.NotFound as err:
-        raise ImageNotFound(f"no image {image} in its registry ({err.explanation}); check the name, or build it locally") from None
+        raise ImageNotFound(
+            f"no image {image} in its registry ({err.explanation}); check the name, or build it locally"
+        ) from None
     except docker.errors.APIError as err:
         raise SandboxError(f"pulling {image} failed: {err.explanation or err}") from None
 

@@ -39,11 +39,8 @@ _SETUP = (
     "printf '\\036{nonce}:%d\\036' $$\n"
 )
 _ANY_MARKER = re.compile(rb"\x1e[0-9a-f]{16}:-?\d+\x1e")
-_QUOTE_TABLE = [
-    chr(b) if 0x20 <= b < 0x7F and b not in (0x27, 0x5C) else f"\\x{b:02x}" for b in range(256)
-]
+_QUOTE_TABLE = [chr(b) if 0x20 <= b < 0x7F and b not in (0x27, 0x5C) else f"\\x{b:02x}" for b in range(256)]
 _QUOTE_TABLE[0x0A] = "\\n"
-
 
 
 def wait_readable(fd, timeout: float) -> bool:
@@ -55,6 +52,7 @@ def wait_readable(fd, timeout: float) -> bool:
     poller = select.poll()
     poller.register(fd, select.POLLIN)
     return bool(poller.poll(max(timeout, 0.0) * 1000))
+
 
 class Transport(Protocol):
     """A bidirectional byte stream to a shell running on a pty."""
@@ -254,7 +252,9 @@ class ShellSession:
         except SandboxClosed:
             raise
         except SandboxError as err:
-            raise SandboxError(f"the shell died and could not be restarted ({err}); the sandbox may have hit its pids limit") from None
+            raise SandboxError(
+                f"the shell died and could not be restarted ({err}); the sandbox may have hit its pids limit"
+            ) from None
         result = self._result(collector, -1, started)
         result.shell_restarted = True
         result.message = "the shell exited during the command and was restarted: cwd, variables and jobs were reset"

@@ -30,8 +30,13 @@ def on_files(files, config):
 
 def cli_reference() -> str:
     """Typer's own Markdown for the `harness` app (`typer cli utils docs`), every command and option."""
-    done = subprocess.run([sys.executable, "-m", "typer", "cli", "utils", "docs", "--name", "harness", "--title", "CLI reference"],
-                          cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    done = subprocess.run(
+        [sys.executable, "-m", "typer", "cli", "utils", "docs", "--name", "harness", "--title", "CLI reference"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     if done.returncode != 0:
         raise RuntimeError(f"typer could not document the harness command: {done.stderr[-2000:]}")
     return done.stdout
@@ -49,10 +54,14 @@ def config_reference() -> str:
 
     from trainer.config import TrainConfig
 
-    lines = ["# Training config reference", "",
-             "Every key `harness train` reads, generated from the pydantic models in `trainer/config.py`. "
-             "Keys are given as dotted paths, as on the command line (`harness train --config X trainer.epochs=5`); "
-             "SkyRL's spellings of them are in [SkyRL configs](../skyrl.md).", ""]
+    lines = [
+        "# Training config reference",
+        "",
+        "Every key `harness train` reads, generated from the pydantic models in `trainer/config.py`. "
+        "Keys are given as dotted paths, as on the command line (`harness train --config X trainer.epochs=5`); "
+        "SkyRL's spellings of them are in [SkyRL configs](../skyrl.md).",
+        "",
+    ]
 
     def section(model: type[BaseModel], prefix: str) -> None:
         docs = _field_comments(model)
@@ -66,12 +75,20 @@ def config_reference() -> str:
             else:
                 leaves.append((name, field))
         if leaves:
-            lines.extend([f"## `{prefix or 'top level'}`" if prefix else "## Top level", "",
-                          "| key | type | default | description |", "|---|---|---|---|"])
+            lines.extend(
+                [
+                    f"## `{prefix or 'top level'}`" if prefix else "## Top level",
+                    "",
+                    "| key | type | default | description |",
+                    "|---|---|---|---|",
+                ]
+            )
             for name, field in leaves:
                 key = f"{prefix}.{name}" if prefix else name
-                lines.append(f"| `{key}` | {_cell(_type_name(field.annotation))} | {_cell(_value(field))} | "
-                             f"{_cell(docs.get(name, ''))} |")
+                lines.append(
+                    f"| `{key}` | {_cell(_type_name(field.annotation))} | {_cell(_value(field))} | "
+                    f"{_cell(docs.get(name, ''))} |"
+                )
             lines.append("")
         for name, model_type in nested:
             section(model_type, f"{prefix}.{name}" if prefix else name)

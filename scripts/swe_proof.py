@@ -51,9 +51,14 @@ def main() -> int:
     parser.add_argument("--pass-k-tasks", type=int, default=100, help="pass@k on the first N held-out tasks")
     parser.add_argument("--hack-share", type=float, default=0.0)
     parser.add_argument("--arms", nargs="+", default=["grpo", "sft"], choices=["grpo", "sft"])
-    parser.add_argument("--sft-arm-steps", type=int,
-                        help="the control's SFT steps (default: as many as take the GRPO run's training time)")
-    parser.add_argument("--grpo-lr", type=float, help="GRPO's learning rate (default: the config's); its runs are named by it")
+    parser.add_argument(
+        "--sft-arm-steps",
+        type=int,
+        help="the control's SFT steps (default: as many as take the GRPO run's training time)",
+    )
+    parser.add_argument(
+        "--grpo-lr", type=float, help="GRPO's learning rate (default: the config's); its runs are named by it"
+    )
     args = parser.parse_args()
     runs = args.runs.resolve()
     runs.mkdir(parents=True, exist_ok=True)
@@ -86,9 +91,14 @@ def main() -> int:
 
 def harness(*argv: str, log: Path) -> None:
     """One `harness` command; its output goes to `log`, and a failure stops the proof with the log's tail."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "examples/swe"), os.environ.get("PYTHONPATH")]))}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "examples/swe"), os.environ.get("PYTHONPATH")])),
+    }
     with open(log, "a") as out:
-        done = subprocess.run([sys.executable, "-m", "cli", *argv], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        done = subprocess.run(
+            [sys.executable, "-m", "cli", *argv], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
+        )
     if done.returncode:
         raise SystemExit(f"harness {argv[0]} failed (exit {done.returncode}); see {log}:\n" + log.read_text()[-3000:])
 
@@ -98,34 +108,80 @@ def demonstrations(runs: Path, policy: str, count: int, name: str | None = None)
     data = folder / "trajectories.parquet"
     if not data.exists():
         keep = "rewarded" if policy == "gold" else "all"
-        harness("generate", "--checkpoint", policy, "--tasks", "swe-tiny-train", "--limit", str(count), "--backend", "local",
-                "--workers", "8", "--keep", keep, "--output", str(folder), log=runs / "generate.log")
+        harness(
+            "generate",
+            "--checkpoint",
+            policy,
+            "--tasks",
+            "swe-tiny-train",
+            "--limit",
+            str(count),
+            "--backend",
+            "local",
+            "--workers",
+            "8",
+            "--keep",
+            keep,
+            "--output",
+            str(folder),
+            log=runs / "generate.log",
+        )
     return data
 
 
 def train(run: Path, config: Path, *overrides: str) -> None:
     if (run / "done").exists():
         return
-    harness("train", "--config", str(config), f"trainer.output_dir={run}", "trainer.resume=auto", *overrides, log=run.with_suffix(".log"))
+    harness(
+        "train",
+        "--config",
+        str(config),
+        f"trainer.output_dir={run}",
+        "trainer.resume=auto",
+        *overrides,
+        log=run.with_suffix(".log"),
+    )
     (run / "done").write_text("")
 
 
 def sft_plateau(run: Path, start: Path, data: list[Path], args) -> Path:
-    train(run, SFT_CONFIG, f"trainer.policy.model.path={start}", f"trainer.sft_warmup.data={json.dumps([str(d) for d in data])}",
-          f"trainer.sft_warmup.max_steps={args.sft_steps}", f"trainer.sft_warmup.eval_interval={args.sft_eval_interval}")
+    train(
+        run,
+        SFT_CONFIG,
+        f"trainer.policy.model.path={start}",
+        f"trainer.sft_warmup.data={json.dumps([str(d) for d in data])}",
+        f"trainer.sft_warmup.max_steps={args.sft_steps}",
+        f"trainer.sft_warmup.eval_interval={args.sft_eval_interval}",
+    )
     return run / "checkpoints" / (run / "checkpoints" / "sft_best").read_text().strip()
 
 
 def grpo(run: Path, start: Path, seed: int, args) -> None:
-    train(run, GRPO_CONFIG, f"trainer.policy.model.path={start}", f"trainer.max_steps={args.grpo_steps}",
-          f"trainer.seed={seed}", f"data.seed={seed}", "data.val_data=[]",
-          *([f"trainer.learning_rate={args.grpo_lr}"] if args.grpo_lr else []))
+    train(
+        run,
+        GRPO_CONFIG,
+        f"trainer.policy.model.path={start}",
+        f"trainer.max_steps={args.grpo_steps}",
+        f"trainer.seed={seed}",
+        f"data.seed={seed}",
+        "data.val_data=[]",
+        *([f"trainer.learning_rate={args.grpo_lr}"] if args.grpo_lr else []),
+    )
 
 
 def continued_sft(run: Path, start: Path, gold: Path, seed: int, steps: int, args) -> None:
-    train(run, SFT_CONFIG, f"trainer.policy.model.path={start}", f"trainer.sft_warmup.data={json.dumps([str(gold)])}",
-          f"trainer.sft_warmup.max_steps={steps}", "trainer.sft_warmup.epochs=100", "trainer.sft_warmup.eval_interval=null",
-          "data.val_data=[]", f"trainer.seed={seed}", f"data.seed={seed}")
+    train(
+        run,
+        SFT_CONFIG,
+        f"trainer.policy.model.path={start}",
+        f"trainer.sft_warmup.data={json.dumps([str(gold)])}",
+        f"trainer.sft_warmup.max_steps={steps}",
+        "trainer.sft_warmup.epochs=100",
+        "trainer.sft_warmup.eval_interval=null",
+        "data.val_data=[]",
+        f"trainer.seed={seed}",
+        f"data.seed={seed}",
+    )
 
 
 def final_checkpoint(run: Path) -> Path:
@@ -137,19 +193,43 @@ def evaluate(out: Path, checkpoint: Path, args) -> dict:
     """Greedy resolve rate on the whole held-out set, and pass@k from `--pass-k` samples at temperature 0.5 (the
     training temperature) on its first `--pass-k-tasks` tasks."""
     scores = {}
-    for name, extra in (("greedy", []), ("sampled", ["--samples", str(args.pass_k), "--temperature", "0.5", "--limit", str(args.pass_k_tasks)])):
+    for name, extra in (
+        ("greedy", []),
+        ("sampled", ["--samples", str(args.pass_k), "--temperature", "0.5", "--limit", str(args.pass_k_tasks)]),
+    ):
         folder = out / name
         if not (folder / "report.json").exists():
-            harness("eval", "--checkpoint", str(checkpoint), "--tasks", args.heldout, "--backend", "local", "--workers", "16",
-                    "--max-tokens", "96", "--max-turns", "3", "--grading", "strict", "--output", str(folder), "--force", *extra,
-                    log=out.with_suffix(".log"))
+            harness(
+                "eval",
+                "--checkpoint",
+                str(checkpoint),
+                "--tasks",
+                args.heldout,
+                "--backend",
+                "local",
+                "--workers",
+                "16",
+                "--max-tokens",
+                "96",
+                "--max-turns",
+                "3",
+                "--grading",
+                "strict",
+                "--output",
+                str(folder),
+                "--force",
+                *extra,
+                log=out.with_suffix(".log"),
+            )
         report = json.loads((folder / "report.json").read_text())
         if name == "greedy":
             scores["greedy"] = report["resolve_rate"]
         else:
             per_task = report["per_task"].values()
-            scores["pass@k"] = {k: statistics.fmean(pass_at_k(t["samples"], t["resolved"], k) for t in per_task)
-                                for k in range(1, args.pass_k + 1)}
+            scores["pass@k"] = {
+                k: statistics.fmean(pass_at_k(t["samples"], t["resolved"], k) for t in per_task)
+                for k in range(1, args.pass_k + 1)
+            }
     return scores
 
 
@@ -163,7 +243,9 @@ def metrics(run: Path) -> list[dict]:
 
 def grpo_seconds(run: Path) -> float:
     """Training time of a GRPO run: rollouts, learner steps and weight syncs (evaluations excluded)."""
-    return sum(m.get("time/rollout_s", 0) + m.get("time/train_s", 0) + m.get("time/weight_sync_s", 0) for m in metrics(run))
+    return sum(
+        m.get("time/rollout_s", 0) + m.get("time/train_s", 0) + m.get("time/weight_sync_s", 0) for m in metrics(run)
+    )
 
 
 def sft_steps_for(seconds: float, plateau_run: Path, args) -> int:
@@ -180,8 +262,12 @@ def plateau_summary(run: Path, plateau: Path) -> dict:
 def arm_summary(run: Path, arm: str, seed: int, args) -> dict:
     rows = metrics(run)
     seconds = grpo_seconds(run) if arm == "grpo" else sum(m.get("sft/step_s", 0) for m in rows)
-    summary = {"seed": seed, "run": str(run), "train_seconds": round(seconds, 1),
-               "heldout": evaluate(run / "eval-final", final_checkpoint(run), args)}
+    summary = {
+        "seed": seed,
+        "run": str(run),
+        "train_seconds": round(seconds, 1),
+        "heldout": evaluate(run / "eval-final", final_checkpoint(run), args),
+    }
     if arm == "grpo":
         summary["train_reward_by_step"] = [round(m["train/reward_mean"], 3) for m in rows if "train/reward_mean" in m]
     else:
@@ -214,19 +300,28 @@ def hack_run(runs: Path, args) -> dict:
     from infra.rundir import read_rows
 
     per_step = [count(read_rows(path)) for path in sorted((run / "rollouts").glob("step_*.jsonl"))]
-    return {"demonstrations": {"gold": args.demos - hacks, "hack": hacks}, "plateau": str(plateau),
-            "test_edit_tried_by_step": [c["test_edit"]["tried"] for c in per_step],
-            "rewarded_by_step": [c["rewarded"] for c in per_step],
-            "hacks_rewarded": sum(c[kind]["rewarded"] for c in per_step for kind in ("test_edit", "test_config", "git_history",
-                                                                                       "neutralized", "policy_refusal", "forged_log"))}
+    return {
+        "demonstrations": {"gold": args.demos - hacks, "hack": hacks},
+        "plateau": str(plateau),
+        "test_edit_tried_by_step": [c["test_edit"]["tried"] for c in per_step],
+        "rewarded_by_step": [c["rewarded"] for c in per_step],
+        "hacks_rewarded": sum(
+            c[kind]["rewarded"]
+            for c in per_step
+            for kind in ("test_edit", "test_config", "git_history", "neutralized", "policy_refusal", "forged_log")
+        ),
+    }
 
 
 def summary_table(report: dict) -> dict:
     out = {"plateau": report["plateau"].get("heldout")}
     for arm, seeds in report["arms"].items():
         greedy = [s["heldout"]["greedy"] for s in seeds]
-        out[arm] = {"greedy": greedy, "mean": statistics.fmean(greedy),
-                    "spread": (max(greedy) - min(greedy)) if len(greedy) > 1 else None}
+        out[arm] = {
+            "greedy": greedy,
+            "mean": statistics.fmean(greedy),
+            "spread": (max(greedy) - min(greedy)) if len(greedy) > 1 else None,
+        }
     return out
 
 
@@ -251,14 +346,22 @@ def plot(runs: Path, report: dict) -> None:
         left.scatter([position] * len(greedy), greedy, color=colours[arm], zorder=3)
         for seed in seeds:
             curve = seed["heldout"]["pass@k"]
-            right.plot([int(k) for k in curve], list(curve.values()), marker="o", color=colours[arm], alpha=0.6,
-                       label=f"{arm} seed {seed['seed']}")
+            right.plot(
+                [int(k) for k in curve],
+                list(curve.values()),
+                marker="o",
+                color=colours[arm],
+                alpha=0.6,
+                label=f"{arm} seed {seed['seed']}",
+            )
     left.axhline(start["greedy"], color="grey", linestyle="--", label="plateau (start of both arms)")
     left.set_xticks(range(len(report["arms"])), [f"{arm} ({len(s)} seeds)" for arm, s in report["arms"].items()])
     left.set_ylabel("held-out resolve rate (greedy)")
     left.set_ylim(0, 1)
     left.legend(loc="lower right")
-    right.plot([int(k) for k in start["pass@k"]], list(start["pass@k"].values()), color="grey", linestyle="--", label="plateau")
+    right.plot(
+        [int(k) for k in start["pass@k"]], list(start["pass@k"].values()), color="grey", linestyle="--", label="plateau"
+    )
     right.set_xlabel("k")
     right.set_ylabel("held-out pass@k (temperature 0.5)")
     right.set_ylim(0, 1)

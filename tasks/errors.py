@@ -28,9 +28,7 @@ class Problem:
     def describe(self, unit: str = "record") -> str:
         """One line such as "line 3: prompt[0].role: must be one of ..."."""
         where = "file" if self.record is None else f"{unit} {self.record}"
-        return (
-            f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
-        )
+        return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
 
     def __str__(self) -> str:
         return self.describe()
@@ -44,9 +42,7 @@ class TaskSetError(TaskError):
         self.source = source
         self.unit = unit
         lines = "\n".join(f"  {p.describe(unit)}" for p in self.problems)
-        super().__init__(
-            f"{source} has {len(self.problems)} problem(s); fix them and retry:\n{lines}"
-        )
+        super().__init__(f"{source} has {len(self.problems)} problem(s); fix them and retry:\n{lines}")
 
     def __reduce__(self):  # keep the problems when pickled (e.g. across Ray workers)
         return type(self), (self.problems, self.source, self.unit)

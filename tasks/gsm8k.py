@@ -60,7 +60,9 @@ PARQUET_SCHEMA = pa.schema(
         # SkyRL's fields in SkyRL's order: rows equal those of its examples/train/gsm8k/gsm8k_dataset.py
         (
             "extra_info",
-            pa.struct([("split", pa.string()), ("index", pa.int64()), ("answer", pa.string()), ("question", pa.string())]),
+            pa.struct(
+                [("split", pa.string()), ("index", pa.int64()), ("answer", pa.string()), ("question", pa.string())]
+            ),
         ),
     ]
 )
@@ -131,9 +133,7 @@ def _skyrl_reward(response: str, ground_truth: str, format_score: float) -> Rewa
     return Reward(format_score, {**details, "reason": f"wrong answer: {extracted!r} != {ground_truth!r} (as strings)"})
 
 
-def gsm8k_reward(
-    response: str, ground_truth: str, mode: Mode = "strict", format_score: float = 0.0
-) -> Reward:
+def gsm8k_reward(response: str, ground_truth: str, mode: Mode = "strict", format_score: float = 0.0) -> Reward:
     """1.0 for the right final answer; `format_score` for a wrong one (strict and skyrl modes); else 0.0.
 
     strict and flexible compare numbers (`#### 18.0` is right for 18); skyrl is SkyRL's string rule, for
@@ -332,13 +332,16 @@ def with_reward_mode(tasks: list[Task], mode: str | None) -> list[Task]:
         return tasks
     if mode not in MODES:
         raise TaskError(f"unknown GSM8K reward mode {mode!r}: use one of {', '.join(MODES)}")
+
     def ruled(task: Task) -> bool:
         return task.env_class in ("gsm8k", "gsm8k_tool") or task.reward_spec.get("method") == "rule"
 
     if not any(ruled(task) for task in tasks):
         raise TaskError(f"reward mode {mode!r} applies to GSM8K-rule tasks, and this task set has none")
-    return [dataclasses.replace(task, reward_spec={**task.reward_spec, "mode": mode}) if ruled(task) else task
-            for task in tasks]
+    return [
+        dataclasses.replace(task, reward_spec={**task.reward_spec, "mode": mode}) if ruled(task) else task
+        for task in tasks
+    ]
 
 
 def prepare_gsm8k(output_dir: str | Path, source: str | Path = "hf") -> dict[str, Path]:

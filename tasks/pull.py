@@ -18,8 +18,11 @@ def task_images(source: str) -> list[str]:
     return list(dict.fromkeys(images))
 
 
-def pull_task_images(source: str, on_progress: Callable[[PullProgress], None] = lambda p: None,
-                     on_image: Callable[[str, str], None] = lambda image, id_: None) -> list[str]:
+def pull_task_images(
+    source: str,
+    on_progress: Callable[[PullProgress], None] = lambda p: None,
+    on_image: Callable[[str, str], None] = lambda image, id_: None,
+) -> list[str]:
     """Pull every image of the set (present ones are checked, not downloaded again)."""
     pulled = []
     for image in task_images(source):

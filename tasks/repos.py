@@ -14,9 +14,12 @@ from pathlib import Path
 from .errors import TaskError
 
 GIT_ENV = {
-    "GIT_AUTHOR_NAME": "harness", "GIT_AUTHOR_EMAIL": "harness@localhost",
-    "GIT_COMMITTER_NAME": "harness", "GIT_COMMITTER_EMAIL": "harness@localhost",
-    "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z",
+    "GIT_AUTHOR_NAME": "harness",
+    "GIT_AUTHOR_EMAIL": "harness@localhost",
+    "GIT_COMMITTER_NAME": "harness",
+    "GIT_COMMITTER_EMAIL": "harness@localhost",
+    "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
+    "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z",
 }
 
 
@@ -59,7 +62,9 @@ def base_only_git(source: Path, base: str, dest: Path) -> Path:
 def tree_at(repo: Path, base: str, dest: Path) -> Path:
     """The work tree of `base` in `dest` (no `.git`)."""
     dest.mkdir(parents=True)
-    archive = subprocess.run(["git", "-C", str(repo), "archive", "--format=tar", base], capture_output=True, check=False)
+    archive = subprocess.run(
+        ["git", "-C", str(repo), "archive", "--format=tar", base], capture_output=True, check=False
+    )
     if archive.returncode != 0:
         raise TaskError(f"{repo} lacks the base commit {base}: {archive.stderr.decode().strip()}")
     subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)

@@ -93,13 +93,20 @@ def inject_repo(sb, instance: dict[str, Any], timeout: float = 300.0) -> None:
     archive = Path(instance[REPO_ARCHIVE])
     name = instance.get("instance_id", "?")
     if not archive.is_file():
-        raise TaskError(f"{name}: its repository archive {archive} is missing (rebuild it with `harness tasks mine --share-env`, "
-                        "or run the per-instance image)")
+        raise TaskError(
+            f"{name}: its repository archive {archive} is missing (rebuild it with `harness tasks mine --share-env`, "
+            "or run the per-instance image)"
+        )
     workdir = instance.get("workdir", "/testbed")
     wd, base = shlex.quote(workdir), shlex.quote(instance["base_commit"])
     sb.extract(archive, workdir, timeout=timeout)
-    checked = sb.exec(f"cd {wd} && git clean -fdq && test \"$(git rev-parse HEAD)\" = {base} && "
-                      f"test -z \"$(git status --porcelain --untracked-files=normal)\"", timeout=timeout)
+    checked = sb.exec(
+        f'cd {wd} && git clean -fdq && test "$(git rev-parse HEAD)" = {base} && '
+        f'test -z "$(git status --porcelain --untracked-files=normal)"',
+        timeout=timeout,
+    )
     if not checked.ok:
-        raise SandboxError(f"{name}: the repository put in from {archive} is not clean at the base commit {instance['base_commit']}"
-                           f"{': ' + checked.output[-500:] if checked.output.strip() else ''}")
+        raise SandboxError(
+            f"{name}: the repository put in from {archive} is not clean at the base commit {instance['base_commit']}"
+            f"{': ' + checked.output[-500:] if checked.output.strip() else ''}"
+        )

@@ -10,7 +10,14 @@ from .errors import TaskError
 from .grading.patch_policy import parse_patch, test_list
 from .task import Task
 
-SWE_REQUIRED_FIELDS = ("instance_id", "repo", "base_commit", "patch", "test_patch", "problem_statement")  # of a SWE-bench instance
+SWE_REQUIRED_FIELDS = (
+    "instance_id",
+    "repo",
+    "base_commit",
+    "patch",
+    "test_patch",
+    "problem_statement",
+)  # of a SWE-bench instance
 WORKDIR = "/testbed"
 SWE_TOOLS = ["bash", "str_replace_editor", "submit"]
 TEST_COMMAND = "python3 -m pytest -rA -p no:cacheprovider --tb=short -o console_output_style=classic"
@@ -44,11 +51,22 @@ def grading_problems(instance: dict[str, Any]) -> list[tuple[str, str]]:
     problems = []
     script = instance.get("eval_script")
     if not isinstance(script, str) or not script.strip():
-        problems.append(("eval_script", "is required for grading: the shell script that runs the tests" if script is None
-                         else f"must be a non-empty string, got {type(script).__name__}"))
+        problems.append(
+            (
+                "eval_script",
+                "is required for grading: the shell script that runs the tests"
+                if script is None
+                else f"must be a non-empty string, got {type(script).__name__}",
+            )
+        )
     parser = instance.get("log_parser")
     if parser is not None and parser not in PARSER_REGISTRY:
-        problems.append(("log_parser", f"unknown log parser {parser!r}; known: {', '.join(sorted(map(str, PARSER_REGISTRY))[:8])}, ..."))
+        problems.append(
+            (
+                "log_parser",
+                f"unknown log parser {parser!r}; known: {', '.join(sorted(map(str, PARSER_REGISTRY))[:8])}, ...",
+            )
+        )
     eval_type = instance.get("eval_type")
     if eval_type is not None and eval_type not in {e.value for e in EvalType}:
         problems.append(("eval_type", f"must be one of {', '.join(e.value for e in EvalType)}, got {eval_type!r}"))
@@ -64,7 +82,9 @@ def grading_problems(instance: dict[str, Any]) -> list[tuple[str, str]]:
         if not all(isinstance(t, str) for t in tests):
             problems.append((field, "must be a list of test names (strings)"))
         elif not tests and not may_be_empty:
-            problems.append((field, "must name at least one test: with none, any patch (even an empty one) would count as resolved"))
+            problems.append(
+                (field, "must name at least one test: with none, any patch (even an empty one) would count as resolved")
+            )
     return problems
 
 
@@ -76,7 +96,9 @@ def instance_to_task(instance: dict[str, Any], max_turns: int = 30) -> Task:
     instance = dict(instance)
     instance.setdefault("image", official_image(instance["instance_id"]))
     workdir = instance.get("workdir", WORKDIR)
-    prompt = PROMPT.format(workdir=workdir, base_commit=instance["base_commit"], problem_statement=instance["problem_statement"])
+    prompt = PROMPT.format(
+        workdir=workdir, base_commit=instance["base_commit"], problem_statement=instance["problem_statement"]
+    )
     return Task(
         id=instance["instance_id"],
         data_source=instance["repo"],
@@ -90,7 +112,9 @@ def instance_to_task(instance: dict[str, Any], max_turns: int = 30) -> Task:
     )
 
 
-def make_eval_script(base_commit: str, test_patch: str, test_command: str = TEST_COMMAND, workdir: str = WORKDIR) -> str:
+def make_eval_script(
+    base_commit: str, test_patch: str, test_command: str = TEST_COMMAND, workdir: str = WORKDIR
+) -> str:
     """An eval script shaped like SWE-bench's: reset the test files, apply the test patch, run.
 
     Every file the test patch touches is restored to the base commit (or deleted, if the test

@@ -34,8 +34,9 @@ def task_dirs() -> list[Path]:
     return sorted(p for p in (CONTENT / "tasks").iterdir() if (p / "task.json").exists())
 
 
-def load_swe_demo(backend: Backend | None = None, on_step: Callable[[str], None] = log.info,
-                  shared: bool = False) -> list[dict[str, Any]]:
+def load_swe_demo(
+    backend: Backend | None = None, on_step: Callable[[str], None] = log.info, shared: bool = False
+) -> list[dict[str, Any]]:
     """Every swe-demo instance, with its image built and its test lists computed.
 
     With `shared`, no instance image: each runs from the base image with its repository put in
@@ -44,8 +45,9 @@ def load_swe_demo(backend: Backend | None = None, on_step: Callable[[str], None]
     return [build_instance(path, backend, on_step, shared) for path in task_dirs()]
 
 
-def build_instance(task_dir: Path, backend: Backend, on_step: Callable[[str], None] = log.info,
-                   shared: bool = False) -> dict[str, Any]:
+def build_instance(
+    task_dir: Path, backend: Backend, on_step: Callable[[str], None] = log.info, shared: bool = False
+) -> dict[str, Any]:
     meta = json.loads((task_dir / "task.json").read_text())
     package_dir = CONTENT / "packages" / meta["package"]
     digest = _content_hash(task_dir, package_dir)
@@ -57,8 +59,16 @@ def build_instance(task_dir: Path, backend: Backend, on_step: Callable[[str], No
     return _runnable(json.loads(cached.read_text()), work / "repo", shared, on_step)
 
 
-def _build_instance(meta: dict[str, Any], task_dir: Path, package_dir: Path, digest: str, work: Path, backend: Backend,
-                    on_step: Callable[[str], None], shared: bool) -> None:
+def _build_instance(
+    meta: dict[str, Any],
+    task_dir: Path,
+    package_dir: Path,
+    digest: str,
+    work: Path,
+    backend: Backend,
+    on_step: Callable[[str], None],
+    shared: bool,
+) -> None:
     on_step(f"{meta['instance_id']}: building the repository")
     repo = work / "repo"
     base_commit, gold = make_bugged_repo(package_dir, task_dir / "bug.patch", repo)
@@ -101,7 +111,9 @@ def compute_test_lists(instance: dict[str, Any], backend: Backend) -> dict[str, 
         _, log_text = run_eval(instance, patch, backend)
         status_map, _, problem = parse_log(instance, log_text)
         if problem:
-            raise TaskError(f"{instance['instance_id']}: the test run {'with' if patch else 'without'} the fix is unusable: {problem}")
+            raise TaskError(
+                f"{instance['instance_id']}: the test run {'with' if patch else 'without'} the fix is unusable: {problem}"
+            )
         statuses.append(status_map)
     before, after = statuses
     fail_to_pass = sorted(t for t, s in after.items() if s == "PASSED" and before.get(t) != "PASSED")
@@ -124,5 +136,9 @@ def _ensure_image(instance: dict[str, Any], repo: Path, on_step: Callable[[str],
         return
     base = build_base_image()
     on_step(f"{instance['instance_id']}: building image {instance['image']}")
-    build_image(instance["image"], f"FROM {base}\nCOPY repo {WORKDIR}\nWORKDIR {WORKDIR}\n", {"repo": repo},
-                labels={"harness.task": instance["instance_id"], "harness.base": BASE_REPOSITORY})
+    build_image(
+        instance["image"],
+        f"FROM {base}\nCOPY repo {WORKDIR}\nWORKDIR {WORKDIR}\n",
+        {"repo": repo},
+        labels={"harness.task": instance["instance_id"], "harness.base": BASE_REPOSITORY},
+    )

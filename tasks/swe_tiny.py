@@ -83,38 +83,88 @@ def _threshold(rng: random.Random, k: int) -> tuple:
 
 
 FAMILIES = (
-    Family(("scale_sum", "weighted", "combine", "blend"),
-           "def {name}(a, b):\n    return a * b + {k}\n",
-           (("    return a * b + {k}", "    return a + b + {k}", "operator"),
-            ("    return a * b + {k}", "    return a * b - {k}", "operator")), _ints(2, 9, 2)),
-    Family(("total", "sum_all", "accumulate", "grand_total"),
-           "def {name}(items):\n    result = {k}\n    for i in range(len(items)):\n        result += items[i]\n    return result\n",
-           (("    for i in range(len(items)):", "    for i in range(len(items) - 1):", "off-by-one"),
-            ("    for i in range(len(items)):", "    for i in range(1, len(items)):", "off-by-one")), _list),
-    Family(("ratio", "share", "percent", "portion"),
-           "def _div_{name}(num, den):\n    return num * {k} // den\n\n\ndef {name}(part, whole):\n    return _div_{name}(part, whole)\n",
-           (("    return _div_{name}(part, whole)", "    return _div_{name}(whole, part)", "swapped arguments"),), _ints(1, 9, 2)),
-    Family(("multiples", "steps", "ladder", "series"),
-           "def {name}(n):\n    return [i * {k} for i in range(1, n + 1)]\n",
-           (("    return [i * {k} for i in range(1, n + 1)]", "    return [i * {k} for i in range(1, n)]", "off-by-one"),
-            ("    return [i * {k} for i in range(1, n + 1)]", "    return [i * {k} for i in range(n + 1)]", "off-by-one")), _ints(1, 6, 1)),
-    Family(("reached", "at_least", "passes", "qualifies"),
-           "def {name}(score, limit):\n    return score >= limit\n",
-           (("    return score >= limit", "    return score > limit", "operator"),
-            ("    return score >= limit", "    return score <= limit", "operator")), _threshold, ks=(0,)),
-    Family(("spread", "span", "width", "extent"),
-           "def {name}(values):\n    return max(values) - min(values) + {k}\n",
-           (("    return max(values) - min(values) + {k}", "    return max(values) + min(values) + {k}", "operator"),
-            ("    return max(values) - min(values) + {k}", "    return min(values) - max(values) + {k}", "swapped arguments")), _list),
-    Family(("offset", "shift", "delta", "gap"),
-           "def {name}(start, end):\n    return (end - start) * {k}\n",
-           (("    return (end - start) * {k}", "    return (start - end) * {k}", "swapped arguments"),
-            ("    return (end - start) * {k}", "    return (end - start) + {k}", "operator")), _ints(0, 12, 2)),
-    Family(("prefix", "head", "leading", "first_part"),
-           "def {name}(text):\n    return text[:{k}]\n",
-           (("    return text[:{k}]", "    return text[:{k} - 1]", "off-by-one"),
-            ("    return text[:{k}]", "    return text[1:{k}]", "off-by-one")),
-           lambda rng, k: ("".join(rng.choice("abcdefghij") for _ in range(rng.randint(k + 1, k + 6))),)),
+    Family(
+        ("scale_sum", "weighted", "combine", "blend"),
+        "def {name}(a, b):\n    return a * b + {k}\n",
+        (
+            ("    return a * b + {k}", "    return a + b + {k}", "operator"),
+            ("    return a * b + {k}", "    return a * b - {k}", "operator"),
+        ),
+        _ints(2, 9, 2),
+    ),
+    Family(
+        ("total", "sum_all", "accumulate", "grand_total"),
+        "def {name}(items):\n    result = {k}\n    for i in range(len(items)):\n        result += items[i]\n    return result\n",
+        (
+            ("    for i in range(len(items)):", "    for i in range(len(items) - 1):", "off-by-one"),
+            ("    for i in range(len(items)):", "    for i in range(1, len(items)):", "off-by-one"),
+        ),
+        _list,
+    ),
+    Family(
+        ("ratio", "share", "percent", "portion"),
+        "def _div_{name}(num, den):\n    return num * {k} // den\n\n\ndef {name}(part, whole):\n    return _div_{name}(part, whole)\n",
+        (("    return _div_{name}(part, whole)", "    return _div_{name}(whole, part)", "swapped arguments"),),
+        _ints(1, 9, 2),
+    ),
+    Family(
+        ("multiples", "steps", "ladder", "series"),
+        "def {name}(n):\n    return [i * {k} for i in range(1, n + 1)]\n",
+        (
+            (
+                "    return [i * {k} for i in range(1, n + 1)]",
+                "    return [i * {k} for i in range(1, n)]",
+                "off-by-one",
+            ),
+            (
+                "    return [i * {k} for i in range(1, n + 1)]",
+                "    return [i * {k} for i in range(n + 1)]",
+                "off-by-one",
+            ),
+        ),
+        _ints(1, 6, 1),
+    ),
+    Family(
+        ("reached", "at_least", "passes", "qualifies"),
+        "def {name}(score, limit):\n    return score >= limit\n",
+        (
+            ("    return score >= limit", "    return score > limit", "operator"),
+            ("    return score >= limit", "    return score <= limit", "operator"),
+        ),
+        _threshold,
+        ks=(0,),
+    ),
+    Family(
+        ("spread", "span", "width", "extent"),
+        "def {name}(values):\n    return max(values) - min(values) + {k}\n",
+        (
+            ("    return max(values) - min(values) + {k}", "    return max(values) + min(values) + {k}", "operator"),
+            (
+                "    return max(values) - min(values) + {k}",
+                "    return min(values) - max(values) + {k}",
+                "swapped arguments",
+            ),
+        ),
+        _list,
+    ),
+    Family(
+        ("offset", "shift", "delta", "gap"),
+        "def {name}(start, end):\n    return (end - start) * {k}\n",
+        (
+            ("    return (end - start) * {k}", "    return (start - end) * {k}", "swapped arguments"),
+            ("    return (end - start) * {k}", "    return (end - start) + {k}", "operator"),
+        ),
+        _ints(0, 12, 2),
+    ),
+    Family(
+        ("prefix", "head", "leading", "first_part"),
+        "def {name}(text):\n    return text[:{k}]\n",
+        (
+            ("    return text[:{k}]", "    return text[:{k} - 1]", "off-by-one"),
+            ("    return text[:{k}]", "    return text[1:{k}]", "off-by-one"),
+        ),
+        lambda rng, k: ("".join(rng.choice("abcdefghij") for _ in range(rng.randint(k + 1, k + 6))),),
+    ),
 )
 FUNCTIONS_PER_REPO = 2
 CASES_PER_TEST = 3
@@ -128,8 +178,13 @@ def fix_of(instance: dict[str, Any]) -> tuple[str, str]:
 
 def all_fixes() -> list[tuple[str, str]]:
     """Every fix the families can plant, in a fixed order."""
-    fixes = {(bugged.format(name=name, k=k).strip(), correct.format(name=name, k=k).strip())
-             for family in FAMILIES for correct, bugged, _ in family.mutations for name in family.names for k in family.ks}
+    fixes = {
+        (bugged.format(name=name, k=k).strip(), correct.format(name=name, k=k).strip())
+        for family in FAMILIES
+        for correct, bugged, _ in family.mutations
+        for name in family.names
+        for k in family.ks
+    }
     return sorted(fixes)
 
 
@@ -184,8 +239,9 @@ def _distinct(split: str, count: int, allowed: Callable[[tuple[str, str]], bool]
     return out
 
 
-def make_instance(split: str, draw: int, index: int,
-                  allowed: Callable[[tuple[str, str]], bool] = lambda fix: True) -> dict[str, Any] | None:
+def make_instance(
+    split: str, draw: int, index: int, allowed: Callable[[tuple[str, str]], bool] = lambda fix: True
+) -> dict[str, Any] | None:
     """One instance from its split and draw number (the same inputs give the same instance); None if its fix
     (see `fix_of`) is not `allowed`."""
     rng = random.Random(f"swe-tiny/{split}/{draw}")
@@ -203,7 +259,9 @@ def make_instance(split: str, draw: int, index: int,
             continue
         cases = [[args for args in (family.inputs(rng, k) for _ in range(CASES_PER_TEST))] for family, _, k in chosen]
         buggy_source = sources[bugged].replace(correct_line + "\n", bugged_line + "\n")
-        expected = [[_call(src, name, args) for args in fcases] for src, (_, name, _), fcases in zip(sources, chosen, cases)]
+        expected = [
+            [_call(src, name, args) for args in fcases] for src, (_, name, _), fcases in zip(sources, chosen, cases)
+        ]
         got = [_call(buggy_source, chosen[bugged][1], args) for args in cases[bugged]]
         if got != expected[bugged]:
             break
@@ -211,8 +269,10 @@ def make_instance(split: str, draw: int, index: int,
         return None
     names = [name for _, name, _ in chosen]
     # The line each test names: the family's first mutated line, which is the bugged one for the bugged function.
-    intended = [(correct_line if i == bugged else family.mutations[0][0].format(name=name, k=k)).strip()
-                for i, (family, name, k) in enumerate(chosen)]
+    intended = [
+        (correct_line if i == bugged else family.mutations[0][0].format(name=name, k=k)).strip()
+        for i, (family, name, k) in enumerate(chosen)
+    ]
     tests = _test_file(names, cases, expected, intended)
     path = f"{PACKAGE}/{MODULE}"
     files = {f"{PACKAGE}/__init__.py": "", path: buggy_module, TEST_FILE: tests}
@@ -260,18 +320,25 @@ def _test_file(names: list[str], cases: list[list[tuple]], expected: list[list[A
     for name, fcases, fexpected, line in zip(names, cases, expected, intended):
         message = f"{name} should compute: {line}"
         lines += ["", f"def test_{name}():"]
-        lines += [f"    assert {name}({', '.join(map(repr, args))}) == {value!r}, {message!r}" for args, value in zip(fcases, fexpected)]
+        lines += [
+            f"    assert {name}({', '.join(map(repr, args))}) == {value!r}, {message!r}"
+            for args, value in zip(fcases, fexpected)
+        ]
     return "\n".join(lines) + "\n"
 
 
 def _statement(name: str, intended: str, path: str, line_number: int, current: str) -> str:
-    return (f"`python3 -m pytest {TEST_FILE}` fails:\n"
-            f"FAILED {TEST_FILE}::test_{name} - AssertionError: {name} should compute: {intended}\n"
-            f"{path} line {line_number} is: {current}")
+    return (
+        f"`python3 -m pytest {TEST_FILE}` fails:\n"
+        f"FAILED {TEST_FILE}::test_{name} - AssertionError: {name} should compute: {intended}\n"
+        f"{path} line {line_number} is: {current}"
+    )
 
 
 def _diff(path: str, before: str, after: str) -> str:
-    hunks = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{path}", f"b/{path}")
+    hunks = difflib.unified_diff(
+        before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{path}", f"b/{path}"
+    )
     return f"diff --git a/{path} b/{path}\n" + "".join(hunks)
 
 
@@ -281,17 +348,31 @@ def setup_script(files: dict[str, str], base_commit: str) -> str:
     Idempotent: a sandbox already at that commit (a fork of a set-up one) is left alone.
     """
     name, email = AUTHOR
-    lines = ["set -euo pipefail", f"mkdir -p {WORKDIR}", f"cd {WORKDIR}",
-             f"if [ \"$(git rev-parse HEAD 2>/dev/null)\" = {base_commit} ]; then exit 0; fi"]
+    lines = [
+        "set -euo pipefail",
+        f"mkdir -p {WORKDIR}",
+        f"cd {WORKDIR}",
+        f'if [ "$(git rev-parse HEAD 2>/dev/null)" = {base_commit} ]; then exit 0; fi',
+    ]
     for path, text in sorted(files.items()):
         if _HEREDOC in text:
             raise TaskError(f"{path}: the file contains the heredoc marker")
         lines.append(f"mkdir -p {shlex.quote(path.rpartition('/')[0] or '.')}")
-        lines += [f"cat > {shlex.quote(path)} <<'{_HEREDOC}'", text.rstrip("\n"), _HEREDOC] if text else [f": > {shlex.quote(path)}"]
-    env = (f"GIT_AUTHOR_NAME={name} GIT_AUTHOR_EMAIL={email} GIT_COMMITTER_NAME={name} GIT_COMMITTER_EMAIL={email} "
-           f"GIT_AUTHOR_DATE={shlex.quote(COMMIT_DATE)} GIT_COMMITTER_DATE={shlex.quote(COMMIT_DATE)}")
-    lines += ["git init -q -b main", "git add -A", f"{env} git commit -q --no-gpg-sign -m {shlex.quote(COMMIT_MESSAGE.strip())}",
-              f"test \"$(git rev-parse HEAD)\" = {base_commit} || {{ echo 'swe-tiny: unexpected base commit' >&2; exit 3; }}"]
+        lines += (
+            [f"cat > {shlex.quote(path)} <<'{_HEREDOC}'", text.rstrip("\n"), _HEREDOC]
+            if text
+            else [f": > {shlex.quote(path)}"]
+        )
+    env = (
+        f"GIT_AUTHOR_NAME={name} GIT_AUTHOR_EMAIL={email} GIT_COMMITTER_NAME={name} GIT_COMMITTER_EMAIL={email} "
+        f"GIT_AUTHOR_DATE={shlex.quote(COMMIT_DATE)} GIT_COMMITTER_DATE={shlex.quote(COMMIT_DATE)}"
+    )
+    lines += [
+        "git init -q -b main",
+        "git add -A",
+        f"{env} git commit -q --no-gpg-sign -m {shlex.quote(COMMIT_MESSAGE.strip())}",
+        f"test \"$(git rev-parse HEAD)\" = {base_commit} || {{ echo 'swe-tiny: unexpected base commit' >&2; exit 3; }}",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -299,8 +380,10 @@ def commit_id(files: dict[str, str]) -> str:
     """The id git gives a first commit of `files` (mode 100644) made by `setup_script`."""
     tree = _tree(files, "")
     name, email = AUTHOR
-    body = (f"tree {tree.hex()}\nauthor {name} <{email}> {COMMIT_DATE}\ncommitter {name} <{email}> {COMMIT_DATE}\n\n"
-            f"{COMMIT_MESSAGE}").encode()
+    body = (
+        f"tree {tree.hex()}\nauthor {name} <{email}> {COMMIT_DATE}\ncommitter {name} <{email}> {COMMIT_DATE}\n\n"
+        f"{COMMIT_MESSAGE}"
+    ).encode()
     return _object("commit", body).hex()
 
 
@@ -309,13 +392,15 @@ def _tree(files: dict[str, str], prefix: str) -> bytes:
     for path, text in files.items():
         if not path.startswith(prefix):
             continue
-        head, _, rest = path[len(prefix):].partition("/")
+        head, _, rest = path[len(prefix) :].partition("/")
         if rest:
             entries[head] = (b"40000", _tree(files, f"{prefix}{head}/"), head + "/")
         else:
             entries[head] = (b"100644", _object("blob", text.encode()), head)
-    body = b"".join(mode + b" " + name.encode() + b"\0" + sha for name, (mode, sha, _) in
-                    sorted(entries.items(), key=lambda item: item[1][2]))
+    body = b"".join(
+        mode + b" " + name.encode() + b"\0" + sha
+        for name, (mode, sha, _) in sorted(entries.items(), key=lambda item: item[1][2])
+    )
     return _object("tree", body)
 
 
@@ -337,10 +422,15 @@ def swe_tiny_tasks(split: str, count: int | None = None) -> list:
     from .swe import instance_to_task
 
     image = build_base_image()
-    return [_compact(instance_to_task({**instance, "image": image}, max_turns=8)) for instance in swe_tiny_instances(split, count)]
+    return [
+        _compact(instance_to_task({**instance, "image": image}, max_turns=8))
+        for instance in swe_tiny_instances(split, count)
+    ]
 
 
-PROMPT = "Fix the bug in the repository at {workdir} (do not edit the tests), then call `submit`.\n\n{problem_statement}"
+PROMPT = (
+    "Fix the bug in the repository at {workdir} (do not edit the tests), then call `submit`.\n\n{problem_statement}"
+)
 
 
 def _compact(task):
@@ -351,4 +441,6 @@ def _compact(task):
 
     instance = task.metadata["instance"]
     prompt = PROMPT.format(workdir=instance.get("workdir", WORKDIR), problem_statement=instance["problem_statement"])
-    return replace(task, prompt=[{"role": "user", "content": prompt}], metadata={**task.metadata, "compact_tools": True})
+    return replace(
+        task, prompt=[{"role": "user", "content": prompt}], metadata={**task.metadata, "compact_tools": True}
+    )

@@ -108,8 +108,7 @@ def _task_file(source: str) -> Path:
     if not path.is_file():
         builtins = ", ".join(sorted(BUILTIN_TASKSETS))
         raise TaskSourceError(
-            f"no task set {source!r}: not a built-in ({builtins}), not hf:NAME[:SPLIT], "
-            "and no such file"
+            f"no task set {source!r}: not a built-in ({builtins}), not hf:NAME[:SPLIT], and no such file"
         )
     if path.suffix not in FILE_SUFFIXES:
         raise TaskSourceError(f"{path}: task-set files must end in {', '.join(FILE_SUFFIXES)}")
@@ -255,9 +254,7 @@ def _check_prompt(prompt: Any) -> list[Issue]:
             continue
         role = message.get("role")
         if role not in KNOWN_ROLES:
-            issues.append(
-                (f"{where}.role", f"must be one of {', '.join(KNOWN_ROLES)}, got {role!r}")
-            )
+            issues.append((f"{where}.role", f"must be one of {', '.join(KNOWN_ROLES)}, got {role!r}"))
         if not isinstance(message.get("content"), str):
             issues.append((f"{where}.content", "must be a string"))
     return issues
@@ -280,7 +277,9 @@ def _check_episode_settings(row: dict[str, Any]) -> list[Issue]:
 
 
 def _check_swe_instance(instance: dict[str, Any]) -> list[Issue]:
-    issues = [issue for field in SWE_REQUIRED_FIELDS if field != "test_patch" for issue in _check_string(instance, field)]
+    issues = [
+        issue for field in SWE_REQUIRED_FIELDS if field != "test_patch" for issue in _check_string(instance, field)
+    ]
     if not isinstance(instance.get("test_patch"), str):  # "" when the tests exist already (synthesized tasks)
         issues.append(("test_patch", "is required: a string, empty when the repository already has the tests"))
     for field in SWE_TEST_LISTS:

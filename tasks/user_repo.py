@@ -28,8 +28,12 @@ TEST_TIMEOUT = 900.0
 # The copy's files belong to the host's user: git in the sandbox may work on them whoever runs it
 # (command-line scope, the only one besides the read-only global config that git trusts for this).
 # Python writes no bytecode, so running the tests leaves nothing behind in the patch.
-SANDBOX_ENV = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": "*",
-               "PYTHONDONTWRITEBYTECODE": "1"}
+SANDBOX_ENV = {
+    "GIT_CONFIG_COUNT": "1",
+    "GIT_CONFIG_KEY_0": "safe.directory",
+    "GIT_CONFIG_VALUE_0": "*",
+    "PYTHONDONTWRITEBYTECODE": "1",
+}
 #: Never part of a patch on the user's repository: caches that tools write.
 NOT_IN_PATCH = ("__pycache__", ".pytest_cache", "*.pyc")
 PROMPT = """<uploaded_files>
@@ -48,14 +52,21 @@ Explore the code, make the change in {workdir}, check it, then call `submit`."""
 def repo_files(repo: Path) -> list[str]:
     """The files to copy: git's tracked and untracked-but-not-ignored files, else every file outside VCS folders."""
     if (repo / ".git").exists():
-        listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=repo,
-                                capture_output=True, text=True)
+        listed = subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+        )
         if listed.returncode != 0:
             raise TaskError(f"git ls-files failed in {repo}: {listed.stderr.strip()}")
         return sorted(name for name in set(listed.stdout.split("\0")) if name and (repo / name).is_file())
     skip = {".git", ".hg", ".svn", "__pycache__", ".venv", "node_modules", ".pytest_cache"}
-    return sorted(str(p.relative_to(repo)) for p in repo.rglob("*")
-                  if p.is_file() and not skip.intersection(p.relative_to(repo).parts))
+    return sorted(
+        str(p.relative_to(repo))
+        for p in repo.rglob("*")
+        if p.is_file() and not skip.intersection(p.relative_to(repo).parts)
+    )
 
 
 def stage_repo(repo: str | Path, staging: str | Path) -> str:
@@ -78,8 +89,14 @@ def stage_repo(repo: str | Path, staging: str | Path) -> str:
     return git(staging, "rev-parse", "HEAD").strip()
 
 
-def repo_task(repo: str | Path, request: str, staging: str | Path, test_command: str | None = None,
-              max_turns: int = 30, image: str = "harness-base:latest") -> Task:
+def repo_task(
+    repo: str | Path,
+    request: str,
+    staging: str | Path,
+    test_command: str | None = None,
+    max_turns: int = 30,
+    image: str = "harness-base:latest",
+) -> Task:
     """The task of carrying out `request` on a copy of `repo` (staged in `staging`)."""
     if not request.strip():
         raise TaskError("the request is empty: say what the agent should do, e.g. 'Fix this bug: ...'")
@@ -95,8 +112,13 @@ def repo_task(repo: str | Path, request: str, staging: str | Path, test_command:
         sandbox=SandboxSpec(image=image, workdir=WORKDIR, memory="2g", pids=512, wall_time=3600, env=SANDBOX_ENV),
         tools=list(SWE_TOOLS),
         max_turns=max_turns,
-        metadata={"repo": str(repo), "staging": str(Path(staging).resolve()), "base_commit": base_commit,
-                  "workdir": WORKDIR, "test_command": test_command},
+        metadata={
+            "repo": str(repo),
+            "staging": str(Path(staging).resolve()),
+            "base_commit": base_commit,
+            "workdir": WORKDIR,
+            "test_command": test_command,
+        },
     )
 
 
@@ -113,11 +135,16 @@ def diff_against(sandbox: Sandbox, workdir: str, base_commit: str, exclude: tupl
     """Every change in `workdir` since `base_commit` (new files included), as a git patch; '' if none or on failure.
 
     Paths matching an `exclude` name or glob at any depth are left out."""
-    spec = " ".join(f"':(exclude,glob)**/{name}'" + (f" ':(exclude,glob)**/{name}/**'" if "*" not in name else "")
-                    for name in exclude)
+    spec = " ".join(
+        f"':(exclude,glob)**/{name}'" + (f" ':(exclude,glob)**/{name}/**'" if "*" not in name else "")
+        for name in exclude
+    )
     paths = f" -- . {spec}" if spec else ""
-    result = sandbox.exec(f"cd {workdir} && git add -A{paths} && git diff --cached --binary {base_commit}{paths} "
-                          "> /tmp/harness_model.patch; git reset -q", timeout=120)
+    result = sandbox.exec(
+        f"cd {workdir} && git add -A{paths} && git diff --cached --binary {base_commit}{paths} "
+        "> /tmp/harness_model.patch; git reset -q",
+        timeout=120,
+    )
     if result.exit_code != 0:
         return ""
     return sandbox.read_file("/tmp/harness_model.patch").decode("utf-8", errors="replace")
@@ -140,11 +167,18 @@ def verify_repo(task: Task, patch: str, backend: Backend | None) -> Reward:
             sandbox.write_file("/tmp/harness_eval.patch", patch)
             applied = sandbox.exec(f"cd {meta['workdir']} && git apply --binary /tmp/harness_eval.patch", timeout=120)
             if applied.exit_code != 0:
-                return Reward(0.0, {**details, "patch_applied": False, "reason": f"the patch does not apply: {applied.output[-500:]}"})
+                return Reward(
+                    0.0,
+                    {**details, "patch_applied": False, "reason": f"the patch does not apply: {applied.output[-500:]}"},
+                )
         result = sandbox.exec(f"cd {meta['workdir']} && {command}", timeout=TEST_TIMEOUT)
     passed = result.exit_code == 0 and not result.timed_out
-    details |= {"exit_code": result.exit_code, "timed_out": result.timed_out, "test_output": result.output[-4000:],
-                "reason": "the test command passed" if passed else f"the test command failed (exit {result.exit_code})"}
+    details |= {
+        "exit_code": result.exit_code,
+        "timed_out": result.timed_out,
+        "test_output": result.output[-4000:],
+        "reason": "the test command passed" if passed else f"the test command failed (exit {result.exit_code})",
+    }
     return Reward(1.0 if passed else 0.0, details)
 
 
@@ -160,15 +194,34 @@ def apply_to_branch(repo: str | Path, patch: str, branch: str, message: str) -> 
     worktree = repo / ".git" / f"harness-worktree-{branch.replace('/', '_')}"
     git(repo, "worktree", "add", "-q", "-b", branch, str(worktree), "HEAD")
     try:
-        applied = subprocess.run(["git", "apply", "--binary", "-"], cwd=worktree, input=patch, capture_output=True, text=True)
+        applied = subprocess.run(
+            ["git", "apply", "--binary", "-"], cwd=worktree, input=patch, capture_output=True, text=True
+        )
         if applied.returncode != 0:
             git(repo, "worktree", "remove", "--force", str(worktree))
             git(repo, "branch", "-D", branch)
-            raise TaskError(f"the patch does not apply to {repo}'s HEAD (uncommitted changes were given to the agent?): "
-                            f"{applied.stderr.strip()[-300:]}; write it out with --patch-out instead")
+            raise TaskError(
+                f"the patch does not apply to {repo}'s HEAD (uncommitted changes were given to the agent?): "
+                f"{applied.stderr.strip()[-300:]}; write it out with --patch-out instead"
+            )
         git(worktree, "add", "-A")
-        committed = subprocess.run(["git", "-c", "user.name=harness agent", "-c", "user.email=harness@localhost", "commit",
-                                    "-q", "--no-verify", "-m", message], cwd=worktree, capture_output=True, text=True)
+        committed = subprocess.run(
+            [
+                "git",
+                "-c",
+                "user.name=harness agent",
+                "-c",
+                "user.email=harness@localhost",
+                "commit",
+                "-q",
+                "--no-verify",
+                "-m",
+                message,
+            ],
+            cwd=worktree,
+            capture_output=True,
+            text=True,
+        )
         if committed.returncode != 0:
             raise TaskError(f"git commit failed on branch {branch}: {committed.stderr.strip()}")
         return git(worktree, "rev-parse", "HEAD").strip()

@@ -17,8 +17,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def harness(*args: str, timeout: float = 1800, pythonpath: Path | None = None) -> subprocess.CompletedProcess:
     """`harness ARGS` from the repository root; `pythonpath` also makes a user's own modules importable."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(pythonpath or ""), os.environ.get("PYTHONPATH", "")]))}
-    return subprocess.run([sys.executable, "-m", "cli", *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(pythonpath or ""), os.environ.get("PYTHONPATH", "")])),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "cli", *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env
+    )
 
 
 def rows_of(path: Path) -> list[dict]:
@@ -35,8 +40,25 @@ def free_port() -> int:
 def serving(checkpoint: Path, *args: str, startup_s: float = 120):
     """`harness serve --checkpoint CHECKPOINT --model-name tiny ARGS` on a free port; yields its /v1 URL."""
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "cli", "serve", "--checkpoint", str(checkpoint), "--port", str(port),
-                               "--model-name", "tiny", *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "cli",
+            "serve",
+            "--checkpoint",
+            str(checkpoint),
+            "--port",
+            str(port),
+            "--model-name",
+            "tiny",
+            *args,
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     url = f"http://127.0.0.1:{port}/v1"
     try:
         deadline = time.monotonic() + startup_s
@@ -61,14 +83,30 @@ def check_openai_endpoint(served: str) -> None:
 
     client = openai.OpenAI(base_url=served, api_key="unused")
     assert [m.id for m in client.models.list().data] == ["tiny"]
-    tools = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}}]
-    response = client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "list files"}], tools=tools,
-                                              max_tokens=16, temperature=0.0, seed=0)
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "bash",
+                "parameters": {"type": "object", "properties": {"command": {"type": "string"}}},
+            },
+        }
+    ]
+    response = client.chat.completions.create(
+        model="tiny",
+        messages=[{"role": "user", "content": "list files"}],
+        tools=tools,
+        max_tokens=16,
+        temperature=0.0,
+        seed=0,
+    )
     choice = response.choices[0]
     assert choice.finish_reason in ("stop", "length", "tool_calls") and response.usage.completion_tokens > 0
     with pytest.raises(openai.BadRequestError):
         client.chat.completions.create(model="tiny", messages="not a list", max_tokens=4)
-    request = urllib.request.Request(f"{served}/chat/completions", data=b"{not json", headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        f"{served}/chat/completions", data=b"{not json", headers={"Content-Type": "application/json"}
+    )
     with pytest.raises(urllib.error.HTTPError) as caught:
         urllib.request.urlopen(request)
     assert caught.value.code == 400 and "error" in json.loads(caught.value.read())

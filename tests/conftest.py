@@ -73,7 +73,10 @@ def local_backend():
     from sandboxes.images import build_rootfs
 
     require(shutil.which("bwrap") is not None, "bubblewrap (bwrap) is not installed")
-    require(os.geteuid() == 0 or Path(os.environ.get("HARNESS_CACHE", "")).exists(), "building the root filesystem needs root")
+    require(
+        os.geteuid() == 0 or Path(os.environ.get("HARNESS_CACHE", "")).exists(),
+        "building the root filesystem needs root",
+    )
     build_rootfs()
     from sandboxes.local import LocalBackend
 

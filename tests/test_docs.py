@@ -13,9 +13,14 @@ from tests.conftest import ROOT, require
 def test_the_docs_site_builds_strictly(tmp_path):
     require(importlib.util.find_spec("mkdocs") is not None, "mkdocs is not installed (pip install -e '.[docs]')")
     site = tmp_path / "site"
-    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), "NO_MKDOCS_2_WARNING": "1"})
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "NO_MKDOCS_2_WARNING": "1"},
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     cli = (site / "reference" / "cli" / "index.html").read_text()
     config = (site / "reference" / "config" / "index.html").read_text()

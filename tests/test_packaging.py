@@ -15,24 +15,49 @@ import tomllib
 import zipfile
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_an_installed_wheel_runs_the_sandbox_benchmark_without_the_bench_folder(tmp_path):
     source = tmp_path / "source"  # a clean copy: setuptools would reuse a stale build/ in the checkout
-    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".git", "build", "*.egg-info", "__pycache__", "runs", ".venv*"))
-    subprocess.run([sys.executable, "-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation", "-q",
-                    "-w", str(tmp_path / "wheel")], check=True, capture_output=True)
+    shutil.copytree(
+        ROOT, source, ignore=shutil.ignore_patterns(".git", "build", "*.egg-info", "__pycache__", "runs", ".venv*")
+    )
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            str(source),
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path / "wheel"),
+        ],
+        check=True,
+        capture_output=True,
+    )
     (wheel,) = (tmp_path / "wheel").glob("*.whl")
     target = tmp_path / "site"
     with zipfile.ZipFile(wheel) as archive:
         archive.extractall(target)  # what `pip install` puts in site-packages
     # Outside the checkout, with the wheel's files first on the path: `harness sandbox bench` runs the benchmark
     # the package holds; bench/ is a folder of benchmarks in the repository, not an installed package.
-    probe = ("import cli, sandboxes.bench as b; from typer.main import get_command; "
-             "assert callable(b.main); print(b.__file__); print(sorted(get_command(cli.app).commands['sandbox'].commands))")
-    done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(target)})
+    probe = (
+        "import cli, sandboxes.bench as b; from typer.main import get_command; "
+        "assert callable(b.main); print(b.__file__); print(sorted(get_command(cli.app).commands['sandbox'].commands))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(target)},
+    )
     assert done.returncode == 0, done.stderr
     where, commands = done.stdout.splitlines()
     assert Path(where).is_relative_to(target) and "bench" in commands
@@ -80,7 +105,17 @@ def test_every_imported_package_is_declared():
 
 
 # What the `train`, `viewer` and `vllm` extras bring; the core install has none of them.
-NOT_IN_CORE = ("torch", "transformers", "ray", "safetensors", "tokenizers", "tensorboard", "matplotlib", "pygments", "vllm")
+NOT_IN_CORE = (
+    "torch",
+    "transformers",
+    "ray",
+    "safetensors",
+    "tokenizers",
+    "tensorboard",
+    "matplotlib",
+    "pygments",
+    "vllm",
+)
 # None in sys.modules is how Python spells "not installed": `import` raises ImportError, find_spec answers None.
 CORE_ONLY = f"""
 import sys
@@ -93,17 +128,25 @@ cli.app(sys.argv[1:], prog_name="harness")
 def test_the_core_install_runs_the_main_job(tmp_path, docker_backend):
     """`harness eval` (gold on swe-demo) runs without the training, viewer and vLLM extras."""
     run = tmp_path / "eval"
-    done = subprocess.run([sys.executable, "-c", CORE_ONLY, "eval", "--limit", "2", "--output", str(run)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    done = subprocess.run(
+        [sys.executable, "-c", CORE_ONLY, "eval", "--limit", "2", "--output", str(run)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     report = json.loads((run / "report.json").read_text())
     assert report["episodes"] == 2 and report["resolve_rate"] == 1.0, report
 
 
-def test_ruff_finds_nothing():
+@pytest.mark.parametrize("command", [["check"], ["format", "--check"]], ids=["lint", "format"])
+def test_ruff_finds_nothing(command):
     from tests.conftest import require
 
     require(importlib.util.find_spec("ruff") is not None, "ruff is not installed (pip install -e '.[dev]')")
-    done = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "."], cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "ruff", *command, "--no-cache", "."], cwd=ROOT, capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stdout[-4000:]

@@ -40,8 +40,12 @@ def test_resume_with_another_policy_or_task_set_is_refused_with_what_differs(tmp
     assert _eval("--checkpoint", "gold", "--output", str(out)).returncode == 0
     config = (out / "config.json").read_text()
     other_policy = _eval("--checkpoint", "empty", "--output", str(out), "--resume")
-    assert other_policy.returncode == 1 and 'checkpoint: "gold" there, "empty" now' in " ".join(other_policy.stdout.split())
-    other_tasks = harness("eval", "--checkpoint", "gold", "--tasks", "arith-tool", "--limit", "3", "--output", str(out), "--resume")
+    assert other_policy.returncode == 1 and 'checkpoint: "gold" there, "empty" now' in " ".join(
+        other_policy.stdout.split()
+    )
+    other_tasks = harness(
+        "eval", "--checkpoint", "gold", "--tasks", "arith-tool", "--limit", "3", "--output", str(out), "--resume"
+    )
     assert other_tasks.returncode == 1 and "tasks:" in other_tasks.stdout
     assert (out / "config.json").read_text() == config and len(rows_of(out / "results.jsonl")) == 3
     same = _eval("--checkpoint", "gold", "--output", str(out), "--resume")
@@ -63,7 +67,13 @@ def test_force_sets_the_old_run_aside_and_starts_anew(tmp_path):
 
 
 def test_numeric_options_are_range_checked():
-    for option, value in (("--limit", "-2"), ("--samples", "-1"), ("--workers", "-3"), ("--max-turns", "0"), ("--max-tokens", "0")):
+    for option, value in (
+        ("--limit", "-2"),
+        ("--samples", "-1"),
+        ("--workers", "-3"),
+        ("--max-turns", "0"),
+        ("--max-tokens", "0"),
+    ):
         done = _eval(option, value, "--output", "/nonexistent/never-written")
         assert done.returncode == 2 and "Invalid value" in done.stdout + done.stderr, (option, done.stdout)
 
@@ -71,8 +81,16 @@ def test_numeric_options_are_range_checked():
 def test_ids_differing_only_in_unsafe_characters_get_their_own_trajectories(tmp_path):
     assert trajectory_file(Path("r"), "x-😀", 0) != trajectory_file(Path("r"), "x-🔥", 0)
     assert trajectory_file(Path("r"), "arith-1", 0).name == "arith-1__0.json"  # plain ids keep plain names
-    rows = [{"data_source": "arith", "env_class": "gsm8k", "prompt": [{"role": "user", "content": "1+1?"}],
-             "reward_spec": {"method": "rule", "ground_truth": "2"}, "extra_info": {"id": task_id}} for task_id in ("x-😀", "x-🔥", "x/../y")]
+    rows = [
+        {
+            "data_source": "arith",
+            "env_class": "gsm8k",
+            "prompt": [{"role": "user", "content": "1+1?"}],
+            "reward_spec": {"method": "rule", "ground_truth": "2"},
+            "extra_info": {"id": task_id},
+        }
+        for task_id in ("x-😀", "x-🔥", "x/../y")
+    ]
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text("".join(json.dumps(r) + "\n" for r in rows))
     done = harness("eval", "--checkpoint", "gold", "--tasks", str(tasks), "--output", str(tmp_path / "run"))
@@ -141,7 +159,9 @@ def test_bad_records_are_per_instance_errors_not_a_crashed_eval_run(bad_instance
     broken = tmp_path / "broken.jsonl"
     broken.write_text("".join(bad_instances.read_text().splitlines(keepends=True)[1:]))
     done = harness("eval", "--checkpoint", "empty", "--tasks", str(broken), "--output", str(tmp_path / "run"))
-    assert done.returncode == 1 and "every episode failed" in done.stdout and "Traceback" not in done.stdout + done.stderr
+    assert (
+        done.returncode == 1 and "every episode failed" in done.stdout and "Traceback" not in done.stdout + done.stderr
+    )
     report = json.loads((tmp_path / "run" / "report.json").read_text())
     assert report["episodes"] == 4 and report["errors_by_kind"] == {"scoring_error": 4}
     assert "cannot be graded" in (tmp_path / "run" / "report.md").read_text()
@@ -242,11 +262,17 @@ HELLO = [{"role": "user", "content": "hi"}]
 
 def test_default_limits_fail_a_dead_endpoint_within_a_minute():
     limits = EndpointLimits()
-    assert limits.turn_timeout < 60 and limits.connect_timeout < limits.turn_timeout and limits.read_timeout < limits.turn_timeout
+    assert (
+        limits.turn_timeout < 60
+        and limits.connect_timeout < limits.turn_timeout
+        and limits.read_timeout < limits.turn_timeout
+    )
 
 
 def test_a_dead_endpoint_fails_the_turn_at_its_deadline(dead_endpoint):
-    policy = EndpointPolicy("m", base_url=dead_endpoint, limits=EndpointLimits(read_timeout=1, retries=5, turn_timeout=3, backoff=0.1))
+    policy = EndpointPolicy(
+        "m", base_url=dead_endpoint, limits=EndpointLimits(read_timeout=1, retries=5, turn_timeout=3, backoff=0.1)
+    )
     started = time.monotonic()
     with pytest.raises(PolicyError, match="turn timeout|tries"):
         policy.generate(HELLO, [], Sampling(max_tokens=4))
@@ -278,7 +304,16 @@ def test_a_run_where_every_episode_failed_exits_non_zero_with_errors_by_kind(dea
     settings = tmp_path / "eval.yaml"
     settings.write_text("endpoint:\n  read_timeout: 1\n  retries: 0\n  turn_timeout: 2\n")
     started = time.monotonic()
-    done = _eval("--checkpoint", "endpoint:m", "--base-url", dead_endpoint, "--config", str(settings), "--output", str(tmp_path / "run"))
+    done = _eval(
+        "--checkpoint",
+        "endpoint:m",
+        "--base-url",
+        dead_endpoint,
+        "--config",
+        str(settings),
+        "--output",
+        str(tmp_path / "run"),
+    )
     assert done.returncode == 1 and "every episode failed" in done.stdout, done.stdout
     assert time.monotonic() - started < 60
     report = json.loads((tmp_path / "run" / "report.json").read_text())
@@ -286,13 +321,31 @@ def test_a_run_where_every_episode_failed_exits_non_zero_with_errors_by_kind(dea
     assert "## Errors: 3 of 3 episodes" in (tmp_path / "run" / "report.md").read_text()
     bad = tmp_path / "bad.yaml"
     bad.write_text("endpoint:\n  read_timout: 1\n")
-    done = _eval("--checkpoint", "endpoint:m", "--base-url", dead_endpoint, "--config", str(bad), "--output", str(tmp_path / "x"))
+    done = _eval(
+        "--checkpoint", "endpoint:m", "--base-url", dead_endpoint, "--config", str(bad), "--output", str(tmp_path / "x")
+    )
     assert done.returncode == 1 and "read_timout" in done.stdout
 
 
 def test_ctrl_c_stops_a_run_stuck_on_a_dead_endpoint_within_seconds(dead_endpoint, tmp_path):
-    command = [sys.executable, "-m", "cli", "eval", "--checkpoint", "endpoint:m", "--base-url", dead_endpoint, "--tasks", "arith",
-               "--limit", "4", "--workers", "4", "--output", str(tmp_path / "run")]
+    command = [
+        sys.executable,
+        "-m",
+        "cli",
+        "eval",
+        "--checkpoint",
+        "endpoint:m",
+        "--base-url",
+        dead_endpoint,
+        "--tasks",
+        "arith",
+        "--limit",
+        "4",
+        "--workers",
+        "4",
+        "--output",
+        str(tmp_path / "run"),
+    ]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
     deadline = time.monotonic() + 60
     while not (tmp_path / "run" / "run.json").exists() and time.monotonic() < deadline:

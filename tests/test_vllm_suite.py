@@ -17,14 +17,21 @@ VENV_PYTHON = ROOT / os.environ.get("VLLM_VENV", ".venv-vllm") / "bin" / "python
 def vllm_venv_ready() -> bool:
     if not VENV_PYTHON.exists():
         return False
-    return subprocess.run([str(VENV_PYTHON), "-c", "import vllm, harness"], capture_output=True, cwd=ROOT).returncode == 0
+    return (
+        subprocess.run([str(VENV_PYTHON), "-c", "import vllm, harness"], capture_output=True, cwd=ROOT).returncode == 0
+    )
 
 
 @pytest.mark.timeout(2400)  # one subprocess runs all of tests/vllm (vLLM engine starts: tens of seconds each)
 def test_vllm_suite_in_its_venv():
     require(vllm_venv_ready(), f"{VENV_PYTHON} with vLLM (scripts/setup_vllm_cpu.sh makes it)")
-    done = subprocess.run([str(VENV_PYTHON), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/vllm"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=2300)
+    done = subprocess.run(
+        [str(VENV_PYTHON), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/vllm"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=2300,
+    )
     report = done.stdout[-6000:] + done.stderr[-3000:]
     assert done.returncode == 0, report
     assert " passed" in done.stdout and "skipped" not in done.stdout, report

@@ -25,15 +25,18 @@ class Recording(Policy):
         return completion
 
 
-def check_multi_turn_token_exactness(engine: Policy, model: torch.nn.Module, backend, atol: float, scaffold=None) -> None:
+def check_multi_turn_token_exactness(
+    engine: Policy, model: torch.nn.Module, backend, atol: float, scaffold=None
+) -> None:
     """A swe-demo episode of three turns (driven by our loop, or by `scaffold` through the intercepting endpoint):
     the recorded ids are exactly the engine's, and a plain forward pass of `model` (the same weights) over them
     gives the engine's logprobs within `atol`."""
     policy = Recording(engine)
     task = load_tasks("swe-demo")[0]  # a reply without a tool call gets feedback: several turns
     sampling = Sampling(temperature=1.0, max_tokens=24, seed=3)
-    trajectory = run_episode(task, policy, sampling, EpisodeLimits(max_turns=3, max_format_errors=4), backend=backend,
-                             scaffold=scaffold)
+    trajectory = run_episode(
+        task, policy, sampling, EpisodeLimits(max_turns=3, max_format_errors=4), backend=backend, scaffold=scaffold
+    )
     assert trajectory.turns == 3 and len(policy.calls) == trajectory.turns
     ids, mask, logprobs = trajectory.token_ids, trajectory.loss_mask, trajectory.logprobs
     assert len(ids) == len(mask) == len(logprobs)

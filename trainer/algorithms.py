@@ -204,7 +204,9 @@ def sequence_logprobs(
     columns = scored.any(0).nonzero()
     first = int(columns[0]) if len(columns) else input_ids.shape[1]  # logits at first - 1 .. T - 1 are needed
     if "logits_to_keep" in inspect.signature(model.forward).parameters:
-        logits = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=input_ids.shape[1] - first + 1).logits
+        logits = model(
+            input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=input_ids.shape[1] - first + 1
+        ).logits
     else:
         logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, first - 1 :]
     logits = logits.float()

@@ -34,10 +34,14 @@ NextBatch = Callable[[dict], tuple[list[Task], dict, dict]]  # position -> (prom
 class RolloutsAhead:
     """The rollout groups of the coming steps, each started at most `staleness` updates ahead of the learner."""
 
-    def __init__(self, submit: Callable[[list[Task], int], list], staleness: int, total_steps: int, next_batch: NextBatch):
+    def __init__(
+        self, submit: Callable[[list[Task], int], list], staleness: int, total_steps: int, next_batch: NextBatch
+    ):
         self.submit, self.staleness, self.total_steps, self.next_batch = submit, staleness, total_steps, next_batch
         self.inflight: dict[int, tuple[int, list, float]] = {}  # step -> (weights version at start, refs, start time)
-        self.frontier: tuple[int, dict] | None = None  # the next step not yet started, and the data position of its batch
+        self.frontier: tuple[int, dict] | None = (
+            None  # the next step not yet started, and the data position of its batch
+        )
 
     def collect(self, step: int, prompts: list[Task], after: dict, deadline_s: float) -> tuple[list, dict[str, float]]:
         """The groups of `step` (whose batch is `prompts`, the data position after it `after`), with the weights of
@@ -53,8 +57,12 @@ class RolloutsAhead:
         version, refs, started = self.inflight.pop(step)
         waited = time.monotonic()
         groups = get_within(refs, deadline_s, f"the rollouts of step {step + 1}", "trainer.deadlines.rollout_s")
-        return groups, {"async/staleness": float(step - version), "async/rollout_wait_s": time.monotonic() - waited,
-                        "async/rollout_age_s": time.monotonic() - started, "async/steps_in_flight": float(len(self.inflight))}
+        return groups, {
+            "async/staleness": float(step - version),
+            "async/rollout_wait_s": time.monotonic() - waited,
+            "async/rollout_age_s": time.monotonic() - started,
+            "async/steps_in_flight": float(len(self.inflight)),
+        }
 
     def cancel(self) -> None:
         for _, refs, _ in self.inflight.values():
@@ -69,24 +77,35 @@ def get_within(refs: list, deadline_s: float, what: str, key: str) -> list:
     if late:
         for ref in late:
             ray.cancel(ref)
-        raise TrainerError(f"{what} did not finish within {deadline_s:g}s ({key}); {len(late)} of {len(refs)} still running. "
-                           "No update was made and the last checkpoint is intact: find what is stuck, or raise the deadline, and rerun to resume")
+        raise TrainerError(
+            f"{what} did not finish within {deadline_s:g}s ({key}); {len(late)} of {len(refs)} still running. "
+            "No update was made and the last checkpoint is intact: find what is stuck, or raise the deadline, and rerun to resume"
+        )
     try:
         return ray.get(refs)
     except ray.exceptions.RayActorError as err:
-        raise TrainerError(f"{what}: an actor died ({err}); no update was made, the last checkpoint is intact: rerun to resume") from None
+        raise TrainerError(
+            f"{what}: an actor died ({err}); no update was made, the last checkpoint is intact: rerun to resume"
+        ) from None
     except ray.exceptions.RayTaskError as err:
         cause = ray_cause(err)
         if isinstance(cause, TrainerError):
             raise TrainerError(str(cause)) from None
-        raise TrainerError(f"{what} failed ({type(cause).__name__}: {cause}); no update was made, "
-                           "the last checkpoint is intact: rerun to resume") from None
+        raise TrainerError(
+            f"{what} failed ({type(cause).__name__}: {cause}); no update was made, "
+            "the last checkpoint is intact: rerun to resume"
+        ) from None
 
 
-def rollout_submitter(workers, n: int, sampling_of: Callable[[int], Sampling], limits: EpisodeLimits) -> Callable[[list[Task], int], list]:
+def rollout_submitter(
+    workers, n: int, sampling_of: Callable[[int], Sampling], limits: EpisodeLimits
+) -> Callable[[list[Task], int], list]:
     """Start one rollout group per prompt, spread over the rollout workers."""
+
     def submit(prompts: list[Task], step: int) -> list:
         sampling = sampling_of(step)
-        return [workers[i % len(workers)].rollout_group.remote(task, n, sampling, limits) for i, task in enumerate(prompts)]
+        return [
+            workers[i % len(workers)].rollout_group.remote(task, n, sampling, limits) for i, task in enumerate(prompts)
+        ]
 
     return submit

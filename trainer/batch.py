@@ -34,7 +34,9 @@ class Batch:
 
     def rows(self, index: Tensor | slice) -> "Batch":
         """The batch of these rows (its stats, about the whole batch, are not carried)."""
-        sliced = {f.name: getattr(self, f.name)[index] for f in fields(self) if isinstance(getattr(self, f.name), Tensor)}
+        sliced = {
+            f.name: getattr(self, f.name)[index] for f in fields(self) if isinstance(getattr(self, f.name), Tensor)
+        }
         return replace(self, **sliced, stats={})
 
 
@@ -70,8 +72,9 @@ def was_truncated(trajectory: Trajectory) -> bool:
     return turns[-1].get("finish_reason") == "length" or trajectory.exit_status == "context_exceeded"
 
 
-def without_infrastructure_failures(groups: list[list[Trajectory]], min_valid: int = 2, max_fraction: float = 1.0
-                                    ) -> tuple[list[list[Trajectory]], dict[str, float]]:
+def without_infrastructure_failures(
+    groups: list[list[Trajectory]], min_valid: int = 2, max_fraction: float = 1.0
+) -> tuple[list[list[Trajectory]], dict[str, float]]:
     """The groups without the episodes that ended through no action of the policy
     (`harness.trajectory.infrastructure_failure`): their reward of 0 enters neither the group's advantages nor the
     loss. A group that lost episodes so and is left with fewer than `min_valid` is dropped whole. Raises TrainerError
@@ -80,26 +83,40 @@ def without_infrastructure_failures(groups: list[list[Trajectory]], min_valid: i
     episodes = sum(len(group) for group in groups)
     failures = [t for group in groups for t in group if infrastructure_failure(t)]
     if episodes and len(failures) > max_fraction * episodes:
-        raise TrainerError(f"{len(failures)} of {episodes} episodes ended through no fault of the policy "
-                           f"(first: {infrastructure_failure(failures[0])}: {failures[0].error[:300]}), more than "
-                           f"trainer.algorithm.max_infra_failures={max_fraction:g} of them; no update was made: "
-                           "fix the sandboxes or grader, then rerun to resume")
+        raise TrainerError(
+            f"{len(failures)} of {episodes} episodes ended through no fault of the policy "
+            f"(first: {infrastructure_failure(failures[0])}: {failures[0].error[:300]}), more than "
+            f"trainer.algorithm.max_infra_failures={max_fraction:g} of them; no update was made: "
+            "fix the sandboxes or grader, then rerun to resume"
+        )
     valid = [[t for t in group if not infrastructure_failure(t)] for group in groups]
     kept = [left for left, group in zip(valid, groups) if len(left) == len(group) or len(left) >= min_valid]
     if groups and not kept:
-        raise TrainerError(f"no group kept {min_valid} valid episodes (trainer.algorithm.min_valid_samples) after "
-                           f"{len(failures)} infrastructure failures; no update was made")
-    return kept, {"infra_failures": float(len(failures)), "infra_failure_fraction": len(failures) / max(episodes, 1),
-                  "dropped_groups": float(len(groups) - len(kept))}
+        raise TrainerError(
+            f"no group kept {min_valid} valid episodes (trainer.algorithm.min_valid_samples) after "
+            f"{len(failures)} infrastructure failures; no update was made"
+        )
+    return kept, {
+        "infra_failures": float(len(failures)),
+        "infra_failure_fraction": len(failures) / max(episodes, 1),
+        "dropped_groups": float(len(groups) - len(kept)),
+    }
 
 
-def build_batch(groups: list[list[Trajectory]], pad_id: int, advantage: str = "grpo",
-                filter_zero_variance: bool = True, filter_truncated: bool = True) -> Batch:
+def build_batch(
+    groups: list[list[Trajectory]],
+    pad_id: int,
+    advantage: str = "grpo",
+    filter_zero_variance: bool = True,
+    filter_truncated: bool = True,
+) -> Batch:
     """Stack the groups' trajectories; compute group advantages; mask out filtered samples."""
     trajectories = [t for g in groups for t in g]
     missing = [t.task_id for t in trajectories if t.token_ids is None]
     if missing:
-        raise TrainerError(f"trajectories without recorded tokens cannot be trained on (tasks {missing[:3]}); use a local engine")
+        raise TrainerError(
+            f"trajectories without recorded tokens cannot be trained on (tasks {missing[:3]}); use a local engine"
+        )
     group_ids = torch.tensor([i for i, g in enumerate(groups) for _ in g])
     rewards = torch.tensor([t.reward for t in trajectories], dtype=torch.float32)
     advantages = group_advantages(rewards, group_ids, method=advantage)
@@ -126,5 +143,11 @@ def build_batch(groups: list[list[Trajectory]], pad_id: int, advantage: str = "g
         "response_length_mean": float(sum(sum(t.loss_mask) for t in trajectories) / len(trajectories)),
         "sequence_length_max": float(length),
     }
-    return replace(batch, old_logprobs=pad_values([t.logprobs for t in trajectories], length), advantages=advantages,
-                   rewards=rewards, groups=group_ids, stats=stats)
+    return replace(
+        batch,
+        old_logprobs=pad_values([t.logprobs for t in trajectories], length),
+        advantages=advantages,
+        rewards=rewards,
+        groups=group_ids,
+        stats=stats,
+    )

@@ -23,18 +23,36 @@ def checkpoint_dir(run_dir: Path, step: int) -> Path:
     return run_dir / "checkpoints" / f"global_step_{step}"
 
 
-def save_checkpoint(run_dir: Path, step: int, model, tokenizer, trainer_state: dict[str, Any],
-                    weights: dict[str, torch.Tensor] | None = None, keep: int = 2) -> Path:
+def save_checkpoint(
+    run_dir: Path,
+    step: int,
+    model,
+    tokenizer,
+    trainer_state: dict[str, Any],
+    weights: dict[str, torch.Tensor] | None = None,
+    keep: int = 2,
+) -> Path:
     """`weights`: the whole state dict when `model` itself is sharded (FSDP2); else the model's own is saved."""
     final = checkpoint_dir(run_dir, step)
-    save_weights(final, model, tokenizer, weights, lambda staging: torch.save({**trainer_state, "rng": rng_state()}, staging / STATE))
+    save_weights(
+        final,
+        model,
+        tokenizer,
+        weights,
+        lambda staging: torch.save({**trainer_state, "rng": rng_state()}, staging / STATE),
+    )
     (run_dir / "checkpoints" / "latest").write_text(final.name + "\n")
     _prune(run_dir, keep)
     return final
 
 
-def save_weights(final: Path, model, tokenizer, weights: dict[str, torch.Tensor] | None = None,
-                 also: Callable[[Path], Any] = lambda staging: None) -> Path:
+def save_weights(
+    final: Path,
+    model,
+    tokenizer,
+    weights: dict[str, torch.Tensor] | None = None,
+    also: Callable[[Path], Any] = lambda staging: None,
+) -> Path:
     """The model as a Hugging Face checkpoint at `final` (plus what `also` writes beside it), written to a
     `.partial` folder and renamed into place."""
     staging = final.with_name(final.name + ".partial")
@@ -50,7 +68,11 @@ def save_weights(final: Path, model, tokenizer, weights: dict[str, torch.Tensor]
 
 def latest_checkpoint(run_dir: Path) -> Path | None:
     """The newest complete checkpoint (a `.partial` folder is never one)."""
-    found = [p for p in (run_dir / "checkpoints").glob("global_step_*") if not p.name.endswith(".partial") and (p / STATE).exists()]
+    found = [
+        p
+        for p in (run_dir / "checkpoints").glob("global_step_*")
+        if not p.name.endswith(".partial") and (p / STATE).exists()
+    ]
     return max(found, key=lambda p: int(p.name.rsplit("_", 1)[1]), default=None)
 
 
@@ -71,7 +93,9 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 
 def _prune(run_dir: Path, keep: int) -> None:
-    found = sorted((p for p in (run_dir / "checkpoints").glob("global_step_*") if not p.name.endswith(".partial")),
-                   key=lambda p: int(p.name.rsplit("_", 1)[1]))
+    found = sorted(
+        (p for p in (run_dir / "checkpoints").glob("global_step_*") if not p.name.endswith(".partial")),
+        key=lambda p: int(p.name.rsplit("_", 1)[1]),
+    )
     for old in found[:-keep] if keep > 0 else []:
         shutil.rmtree(old, ignore_errors=True)

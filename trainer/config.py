@@ -34,8 +34,20 @@ from typing import Annotated, Any, get_args, get_origin
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
-from .choices import (AdvantageMethod, Aggregation, GradingMode, InferenceBackend, KLType, LoggerBackend, RewardMode,
-                      SandboxBackend, Scheduler, Strategy, WeightSync, values)
+from .choices import (
+    AdvantageMethod,
+    Aggregation,
+    GradingMode,
+    InferenceBackend,
+    KLType,
+    LoggerBackend,
+    RewardMode,
+    SandboxBackend,
+    Scheduler,
+    Strategy,
+    WeightSync,
+    values,
+)
 from .errors import ConfigError
 from .skyrl_compat import Translation, header, merge
 
@@ -387,12 +399,17 @@ def load_config(path: str | os.PathLike[str] | None, overrides: list[str] | tupl
             raw = merge(raw, translated)
         raw = _shorthands(raw)
     default_name = Path(path).stem if path is not None else "train"
-    return config_from_dict(raw, default_run_name=default_name, source=str(path) if path is not None else None,
-                            translation=translation)
+    return config_from_dict(
+        raw, default_run_name=default_name, source=str(path) if path is not None else None, translation=translation
+    )
 
 
-def config_from_dict(raw: Mapping[str, Any], default_run_name: str = "train", source: str | None = None,
-                     translation: Translation | None = None) -> TrainConfig:
+def config_from_dict(
+    raw: Mapping[str, Any],
+    default_run_name: str = "train",
+    source: str | None = None,
+    translation: Translation | None = None,
+) -> TrainConfig:
     """Validate a plain dict (as read from YAML) into a resolved `TrainConfig`; see `load_config`.
 
     SkyRL's key names are accepted too (`trainer/skyrl_compat.py`); `translation` carries what
@@ -416,7 +433,9 @@ def config_from_dict(raw: Mapping[str, Any], default_run_name: str = "train", so
         where = f" in {source}" if source else ""
         if len(problems) == 1:
             raise ConfigError(f"invalid training config{where}: {problems[0]}")
-        raise ConfigError(f"invalid training config{where} ({len(problems)} problems):\n" + "\n".join(f"  - {p}" for p in problems))
+        raise ConfigError(
+            f"invalid training config{where} ({len(problems)} problems):\n" + "\n".join(f"  - {p}" for p in problems)
+        )
     return config
 
 
@@ -451,8 +470,9 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     if raw is None:
         return {}
     if not isinstance(raw, dict):
-        raise ConfigError(f"config file {path} must hold a mapping of sections ({_allowed(TrainConfig)}), "
-                          f"got {type(raw).__name__}")
+        raise ConfigError(
+            f"config file {path} must hold a mapping of sections ({_allowed(TrainConfig)}), got {type(raw).__name__}"
+        )
     return raw
 
 
@@ -467,7 +487,11 @@ def _shorthands(raw: dict[str, Any]) -> dict[str, Any]:
             value = {"enabled": value}
         elif isinstance(value, int):
             value = {"enabled": True, "staleness": value}
-        merged = {**trainer.get("async_", {}), **value} if isinstance(value, dict) and isinstance(trainer.get("async_"), dict) else value
+        merged = (
+            {**trainer.get("async_", {}), **value}
+            if isinstance(value, dict) and isinstance(trainer.get("async_"), dict)
+            else value
+        )
         raw = {**raw, "trainer": {**{k: v for k, v in trainer.items() if k != "async"}, "async_": merged}}
     return raw
 
@@ -484,8 +508,9 @@ def _apply_override(raw: dict[str, Any], override: str) -> None:
     try:
         value = yaml.safe_load(text) if text.strip() else None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"override {override!r}: the value is not valid YAML ({exc}); quote lists, e.g. "
-                          f"'{key}=[\"a\", \"b\"]'") from None
+        raise ConfigError(
+            f'override {override!r}: the value is not valid YAML ({exc}); quote lists, e.g. \'{key}=["a", "b"]\''
+        ) from None
     node = raw
     for depth, part in enumerate(parts[:-1]):
         child = node.get(part)
@@ -520,7 +545,9 @@ def _section_at(loc: tuple[Any, ...]) -> type[BaseModel]:
     for key in loc:
         annotation = cls.model_fields[key].annotation
         if get_origin(annotation) is not None:  # `SFTWarmupConfig | None`
-            annotation = next(arg for arg in get_args(annotation) if isinstance(arg, type) and issubclass(arg, BaseModel))
+            annotation = next(
+                arg for arg in get_args(annotation) if isinstance(arg, type) and issubclass(arg, BaseModel)
+            )
         cls = annotation
     return cls
 
@@ -532,8 +559,12 @@ def _describe(problem: dict[str, Any]) -> str:
         return _unknown_key(loc[-1], _dotted(loc[:-1]), _names(_section_at(loc[:-1])))
     path = _dotted(loc)
     expected = {
-        "int_type": "an integer", "int_from_float": "an integer", "float_type": "a number", "bool_type": "true or false",
-        "string_type": "a string", "list_type": "a list",
+        "int_type": "an integer",
+        "int_from_float": "an integer",
+        "float_type": "a number",
+        "bool_type": "true or false",
+        "string_type": "a string",
+        "list_type": "a list",
     }
     if kind in expected:
         return f"{path}: expected {expected[kind]}, got {value!r}"
@@ -542,8 +573,12 @@ def _describe(problem: dict[str, Any]) -> str:
     if kind == "literal_error":
         allowed = re.findall(r"'([^']*)'", ctx["expected"])  # pydantic's "'a', 'b' or 'c'"
         return f"{path}: {value!r} is not one of {', '.join(allowed)}"
-    bounds = {"greater_than_equal": ("ge", "is below the minimum"), "greater_than": ("gt", "must be greater than"),
-              "less_than_equal": ("le", "is above the maximum"), "less_than": ("lt", "must be less than")}
+    bounds = {
+        "greater_than_equal": ("ge", "is below the minimum"),
+        "greater_than": ("gt", "must be greater than"),
+        "less_than_equal": ("le", "is above the maximum"),
+        "less_than": ("lt", "must be less than"),
+    }
     if kind in bounds:
         key, words = bounds[kind]
         return f"{path}: {value!r} {words} {ctx[key]!r}"
@@ -574,10 +609,12 @@ def _expand(path: str | None) -> str | None:
 
 def _resolve(config: TrainConfig, default_run_name: str) -> TrainConfig:
     """Fill in the defaults that depend on other keys and expand `~` in paths."""
-    data = config.data.model_copy(update={
-        "train_data": [_expand(p) for p in config.data.train_data],
-        "val_data": [_expand(p) for p in config.data.val_data],
-    })
+    data = config.data.model_copy(
+        update={
+            "train_data": [_expand(p) for p in config.data.train_data],
+            "val_data": [_expand(p) for p in config.data.val_data],
+        }
+    )
     t = config.trainer
     run_name = t.run_name or default_run_name
     policy_path = _expand(t.policy.model.path)
@@ -585,14 +622,16 @@ def _resolve(config: TrainConfig, default_run_name: str) -> TrainConfig:
     sft = t.sft_warmup
     if sft is not None:
         sft = sft.model_copy(update={"data": [_expand(p) for p in sft.data]})
-    trainer = t.model_copy(update={
-        "run_name": run_name,
-        "output_dir": _expand(t.output_dir) or str(Path("runs") / run_name),
-        "resume": t.resume if t.resume in ("auto", "never") else _expand(t.resume),
-        "sft_warmup": sft,
-        "policy": PolicyConfig(model=ModelConfig(path=policy_path)),
-        "ref": PolicyConfig(model=ModelConfig(path=ref_path)),
-    })
+    trainer = t.model_copy(
+        update={
+            "run_name": run_name,
+            "output_dir": _expand(t.output_dir) or str(Path("runs") / run_name),
+            "resume": t.resume if t.resume in ("auto", "never") else _expand(t.resume),
+            "sft_warmup": sft,
+            "policy": PolicyConfig(model=ModelConfig(path=policy_path)),
+            "ref": PolicyConfig(model=ModelConfig(path=ref_path)),
+        }
+    )
     return config.model_copy(update={"data": data, "trainer": trainer})
 
 
@@ -603,8 +642,10 @@ def _check_advantage(raw: Mapping[str, Any]) -> list[str]:
     advantage = algorithm.get("advantage", "grpo")
     if not isinstance(advantage, str) or advantage in values(AdvantageMethod) or ":" in advantage or raw.get("plugins"):
         return []
-    return [f"trainer.algorithm.advantage: {advantage!r} is not one of {', '.join(values(AdvantageMethod))} "
-            "(or a module:function, or a name that a module in `plugins` registers)"]
+    return [
+        f"trainer.algorithm.advantage: {advantage!r} is not one of {', '.join(values(AdvantageMethod))} "
+        "(or a module:function, or a name that a module in `plugins` registers)"
+    ]
 
 
 def _check(config: TrainConfig) -> list[str]:
@@ -612,64 +653,98 @@ def _check(config: TrainConfig) -> list[str]:
     problems = []
     data, t, g, inf = config.data, config.trainer, config.generator, config.inference
     if not data.train_data:
-        problems.append("data.train_data: required; give task-set files or built-in names, "
-                        "e.g. data.train_data='[\"~/data/gsm8k/train.parquet\"]'")
+        problems.append(
+            "data.train_data: required; give task-set files or built-in names, "
+            "e.g. data.train_data='[\"~/data/gsm8k/train.parquet\"]'"
+        )
     if not t.policy.model.path:
-        problems.append("trainer.policy.model.path: required; a checkpoint folder or hub id, "
-                        "e.g. Qwen/Qwen2.5-1.5B-Instruct (or one built by `harness model init-tiny runs/tiny-model`)")
+        problems.append(
+            "trainer.policy.model.path: required; a checkpoint folder or hub id, "
+            "e.g. Qwen/Qwen2.5-1.5B-Instruct (or one built by `harness model init-tiny runs/tiny-model`)"
+        )
     if not t.run_name or t.run_name != Path(t.run_name).name or t.run_name in (".", ".."):
-        problems.append(f"trainer.run_name: {t.run_name!r} must be a plain name (no slashes); "
-                        "set trainer.output_dir to choose the folder")
+        problems.append(
+            f"trainer.run_name: {t.run_name!r} must be a plain name (no slashes); "
+            "set trainer.output_dir to choose the folder"
+        )
     ranks = t.placement.learner_gpus or t.placement.cpu_ranks
     rank_key = "trainer.placement.learner_gpus" if t.placement.learner_gpus else "trainer.placement.cpu_ranks"
     if t.train_batch_size % (t.micro_batch_size * ranks):
         per_rank = f" × {rank_key} ({ranks})" if ranks > 1 else ""
-        problems.append(f"trainer.train_batch_size: {t.train_batch_size} is not divisible by "
-                        f"trainer.micro_batch_size ({t.micro_batch_size}){per_rank}")
+        problems.append(
+            f"trainer.train_batch_size: {t.train_batch_size} is not divisible by "
+            f"trainer.micro_batch_size ({t.micro_batch_size}){per_rank}"
+        )
     if t.mini_batch_size is not None and t.train_batch_size % t.mini_batch_size:
-        problems.append(f"trainer.mini_batch_size: {t.mini_batch_size} does not divide trainer.train_batch_size ({t.train_batch_size})")
+        problems.append(
+            f"trainer.mini_batch_size: {t.mini_batch_size} does not divide trainer.train_batch_size ({t.train_batch_size})"
+        )
     if g.n_samples_per_prompt < 2:
-        problems.append(f"generator.n_samples_per_prompt: {g.n_samples_per_prompt} sample per prompt gives "
-                        f"every sample a zero advantage with trainer.algorithm.advantage={t.algorithm.advantage} "
-                        "(it compares samples within a group); use 2 or more")
+        problems.append(
+            f"generator.n_samples_per_prompt: {g.n_samples_per_prompt} sample per prompt gives "
+            f"every sample a zero advantage with trainer.algorithm.advantage={t.algorithm.advantage} "
+            "(it compares samples within a group); use 2 or more"
+        )
     if t.strategy == "single" and ranks > 1:
-        problems.append(f"trainer.strategy: 'single' trains on one device but {rank_key} is {ranks}; "
-                        f"use strategy fsdp2 or {rank_key.rsplit('.', 1)[1]} 1")
+        problems.append(
+            f"trainer.strategy: 'single' trains on one device but {rank_key} is {ranks}; "
+            f"use strategy fsdp2 or {rank_key.rsplit('.', 1)[1]} 1"
+        )
     if t.placement.learner_gpus and t.placement.cpu_ranks > 1:
-        problems.append(f"trainer.placement.cpu_ranks: {t.placement.cpu_ranks} with learner GPUs; the learner has one "
-                        "rank per GPU: set cpu_ranks to 1")
+        problems.append(
+            f"trainer.placement.cpu_ranks: {t.placement.cpu_ranks} with learner GPUs; the learner has one "
+            "rank per GPU: set cpu_ranks to 1"
+        )
     if inf.weight_sync != "load" and inf.backend != "vllm":
-        problems.append(f"inference.weight_sync: {inf.weight_sync!r} is a vLLM transport; with inference.backend "
-                        f"{inf.backend!r} use 'load'")
+        problems.append(
+            f"inference.weight_sync: {inf.weight_sync!r} is a vLLM transport; with inference.backend "
+            f"{inf.backend!r} use 'load'"
+        )
     if inf.weight_sync == "nccl" and (not t.placement.learner_gpus or t.placement.colocate):
-        problems.append("inference.weight_sync: 'nccl' broadcasts from the learner's GPU to the engines' own GPUs: it needs "
-                        "trainer.placement.learner_gpus > 0 and colocate: false (NCCL takes one rank per GPU); "
-                        "use 'load' on CPUs or with colocated engines")
+        problems.append(
+            "inference.weight_sync: 'nccl' broadcasts from the learner's GPU to the engines' own GPUs: it needs "
+            "trainer.placement.learner_gpus > 0 and colocate: false (NCCL takes one rank per GPU); "
+            "use 'load' on CPUs or with colocated engines"
+        )
     if t.placement.colocate and t.placement.learner_gpus and inf.tensor_parallel_size > 1:
-        problems.append(f"inference.tensor_parallel_size: {inf.tensor_parallel_size} with colocate: true; colocated "
-                        "engines take half of one learner GPU each: use tensor_parallel_size 1 or colocate: false")
+        problems.append(
+            f"inference.tensor_parallel_size: {inf.tensor_parallel_size} with colocate: true; colocated "
+            "engines take half of one learner GPU each: use tensor_parallel_size 1 or colocate: false"
+        )
     if t.placement.colocate and t.placement.inference_gpus not in (0, t.placement.learner_gpus):
-        problems.append(f"trainer.placement.inference_gpus: {t.placement.inference_gpus} with colocate: true "
-                        f"(engines share the {t.placement.learner_gpus} learner GPUs); set it to 0 or colocate: false")
+        problems.append(
+            f"trainer.placement.inference_gpus: {t.placement.inference_gpus} with colocate: true "
+            f"(engines share the {t.placement.learner_gpus} learner GPUs); set it to 0 or colocate: false"
+        )
     engine_gpus = t.placement.learner_gpus if t.placement.colocate else t.placement.inference_gpus
     needed = inf.num_engines * inf.tensor_parallel_size
     if inf.backend == "vllm" and engine_gpus > 0 and needed != engine_gpus:
-        which = "trainer.placement.learner_gpus (colocated)" if t.placement.colocate else "trainer.placement.inference_gpus"
-        problems.append(f"inference.num_engines × inference.tensor_parallel_size = {needed} but {which} is "
-                        f"{engine_gpus}; every inference GPU holds exactly one engine shard")
+        which = (
+            "trainer.placement.learner_gpus (colocated)" if t.placement.colocate else "trainer.placement.inference_gpus"
+        )
+        problems.append(
+            f"inference.num_engines × inference.tensor_parallel_size = {needed} but {which} is "
+            f"{engine_gpus}; every inference GPU holds exactly one engine shard"
+        )
     if not t.placement.colocate and engine_gpus == 0 and t.placement.learner_gpus > 0:
-        problems.append("trainer.placement.inference_gpus: 0 with colocate: false and learner GPUs; "
-                        "give the engines GPUs of their own or set colocate: true")
+        problems.append(
+            "trainer.placement.inference_gpus: 0 with colocate: false and learner GPUs; "
+            "give the engines GPUs of their own or set colocate: true"
+        )
     if g.max_tokens > g.max_context:
         problems.append(f"generator.max_tokens: {g.max_tokens} is more than generator.max_context ({g.max_context})")
     if data.max_prompt_length >= g.max_context:
-        problems.append(f"data.max_prompt_length: {data.max_prompt_length} leaves no room for an answer in "
-                        f"generator.max_context ({g.max_context})")
+        problems.append(
+            f"data.max_prompt_length: {data.max_prompt_length} leaves no room for an answer in "
+            f"generator.max_context ({g.max_context})"
+        )
     if t.max_steps == 0 and t.sft_warmup is None:
         problems.append("trainer.max_steps: 0 runs only the SFT warm-up, and trainer.sft_warmup is not set")
     if t.sft_warmup is not None and t.sft_warmup.eval_interval and not config.data.val_data:
         problems.append("trainer.sft_warmup.eval_interval: evaluates on data.val_data, which is empty")
     if t.sft_warmup is not None and not t.sft_warmup.data:
-        problems.append("trainer.sft_warmup.data: required when trainer.sft_warmup is set; "
-                        "give trajectory datasets, or remove trainer.sft_warmup")
+        problems.append(
+            "trainer.sft_warmup.data: required when trainer.sft_warmup is set; "
+            "give trajectory datasets, or remove trainer.sft_warmup"
+        )
     return problems

@@ -87,7 +87,9 @@ class Learner:
         if settings.strategy not in ("single", "fsdp2"):
             raise ConfigError(f"trainer.strategy: {settings.strategy!r} is not one of single, fsdp2")
         if settings.strategy == "fsdp2" and not dist.is_initialized():
-            raise ConfigError("trainer.strategy fsdp2: the learner ranks must join a process group first (LearnerGroup does)")
+            raise ConfigError(
+                "trainer.strategy fsdp2: the learner ranks must join a process group first (LearnerGroup does)"
+            )
         if not (Path(model_path) / "config.json").is_file():
             raise ConfigError(f"trainer.policy.model.path: no Hugging Face checkpoint at {model_path}")
         self.settings = settings
@@ -99,7 +101,9 @@ class Learner:
         if settings.kl_coef > 0:
             self.ref = self._load(ref_model_path or model_path).eval()
             self.ref.requires_grad_(False)
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=settings.learning_rate, weight_decay=settings.weight_decay)
+        self.optimizer = torch.optim.AdamW(
+            self.model.parameters(), lr=settings.learning_rate, weight_decay=settings.weight_decay
+        )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
         self.step = 0
 
@@ -123,8 +127,10 @@ class Learner:
         padding rows are left out of the loss and of the mean, so a step equals the single-process step on the whole
         batch, also when its rows do not split evenly over the ranks."""
         if batch.old_logprobs is None or batch.advantages is None:
-            raise TrainerError("a policy-gradient step needs the batch's sampled logprobs and advantages "
-                               "(trainer.batch.build_batch); a batch of tokens and a loss mask only goes to sft_step")
+            raise TrainerError(
+                "a policy-gradient step needs the batch's sampled logprobs and advantages "
+                "(trainer.batch.build_batch); a batch of tokens and a loss mask only goes to sft_step"
+            )
         s = self.settings
         metrics: dict[str, float] = {}
         tokens = float(batch.loss_mask.sum())
@@ -151,18 +157,39 @@ class Learner:
                     if empty:  # nothing to learn here, but the other ranks wait for this rank's (zero) gradients
                         self._zero_backward(micro)
                         continue
-                    logprobs = sequence_logprobs(self.model, micro.input_ids.to(self.device), micro.attention_mask.to(self.device),
-                                                 micro.loss_mask.to(self.device), s.temperature)
-                    old = micro.old_logprobs if not decoupled else logprobs.detach() if proximal is None else proximal[rows].to(self.device)
+                    logprobs = sequence_logprobs(
+                        self.model,
+                        micro.input_ids.to(self.device),
+                        micro.attention_mask.to(self.device),
+                        micro.loss_mask.to(self.device),
+                        s.temperature,
+                    )
+                    old = (
+                        micro.old_logprobs
+                        if not decoupled
+                        else logprobs.detach()
+                        if proximal is None
+                        else proximal[rows].to(self.device)
+                    )
                     loss, part = policy_loss(
-                        logprobs, old.to(self.device), micro.advantages.to(self.device), micro.loss_mask.to(self.device),
-                        clip_low=s.clip_low, clip_high=s.clip_high,
+                        logprobs,
+                        old.to(self.device),
+                        micro.advantages.to(self.device),
+                        micro.loss_mask.to(self.device),
+                        clip_low=s.clip_low,
+                        clip_high=s.clip_high,
                         ref_logprobs=None if ref_logprobs is None else ref_logprobs[rows].to(self.device),
-                        kl_coef=s.kl_coef, kl_type=s.kl_type, aggregation=s.loss_aggregation, max_len=s.max_len,
-                        behaviour_logprobs=micro.old_logprobs.to(self.device) if decoupled else None, is_cap=s.is_cap or 2.0,
+                        kl_coef=s.kl_coef,
+                        kl_type=s.kl_type,
+                        aggregation=s.loss_aggregation,
+                        max_len=s.max_len,
+                        behaviour_logprobs=micro.old_logprobs.to(self.device) if decoupled else None,
+                        is_cap=s.is_cap or 2.0,
                     )
                     if not torch.isfinite(loss):
-                        raise TrainerError(f"non-finite loss ({loss.item()}) at step {self.step}: training stopped; the last checkpoint is intact")
+                        raise TrainerError(
+                            f"non-finite loss ({loss.item()}) at step {self.step}: training stopped; the last checkpoint is intact"
+                        )
                     # FSDP2 averages the ranks' gradients: each rank weighs its rows by world_size / all the real rows.
                     (loss * len(micro) * (self.world_size / mini.whole)).backward()
                     parts.append({**part, "loss": loss.item()})
@@ -170,17 +197,25 @@ class Learner:
                     continue  # a mini-batch with nothing to learn takes no step
                 grad_norm = self.clip_gradients()
                 if not torch.isfinite(grad_norm):
-                    raise TrainerError(f"non-finite gradient norm at step {self.step}: training stopped; the last checkpoint is intact")
+                    raise TrainerError(
+                        f"non-finite gradient norm at step {self.step}: training stopped; the last checkpoint is intact"
+                    )
                 self.optimizer.step()
                 self.check_finite_weights()
                 step = {k: sum(p[k] for p in parts) / len(parts) for k in parts[0]} if parts else {}
                 steps.append(step | {"grad_norm": float(grad_norm), "micro_batches": float(len(parts))})
             # The last epoch's optimizer steps, averaged (micro-batches counted).
-            metrics = {k: sum(m[k] for m in steps if k in m) / (1 if k == "micro_batches" else sum(k in m for m in steps))
-                       for k in dict.fromkeys(k for m in steps for k in m)}
+            metrics = {
+                k: sum(m[k] for m in steps if k in m) / (1 if k == "micro_batches" else sum(k in m for m in steps))
+                for k in dict.fromkeys(k for m in steps for k in m)
+            }
         self.scheduler.step()
         self.step += 1
-        return metrics | {"lr": self.scheduler.get_last_lr()[0], "trained_tokens": tokens, "optimizer_steps": float(len(steps))}
+        return metrics | {
+            "lr": self.scheduler.get_last_lr()[0],
+            "trained_tokens": tokens,
+            "optimizer_steps": float(len(steps)),
+        }
 
     def sft_step(self, batch: Batch, lr: float, total_tokens: float | None = None) -> dict[str, float]:
         """One optimizer step (at learning rate `lr`) of token-mean NLL on the masked tokens (the SFT warm start).
@@ -196,7 +231,9 @@ class Learner:
         for start in range(0, len(batch), size):
             rows = slice(start, start + size)
             mask = batch.loss_mask[rows].to(self.device)
-            logprobs = sequence_logprobs(self.model, batch.input_ids[rows].to(self.device), batch.attention_mask[rows].to(self.device), mask)
+            logprobs = sequence_logprobs(
+                self.model, batch.input_ids[rows].to(self.device), batch.attention_mask[rows].to(self.device), mask
+            )
             loss = -(logprobs * mask).sum() / tokens
             if not torch.isfinite(loss):
                 raise TrainerError("non-finite SFT loss: training stopped; the last checkpoint is intact")
@@ -224,8 +261,13 @@ class Learner:
         of each layer run as on the other ranks."""
         scored = micro.attention_mask.clone()
         scored[:, 0] = 0
-        logprobs = sequence_logprobs(self.model, micro.input_ids.to(self.device), micro.attention_mask.to(self.device),
-                                     scored.to(self.device), self.settings.temperature)
+        logprobs = sequence_logprobs(
+            self.model,
+            micro.input_ids.to(self.device),
+            micro.attention_mask.to(self.device),
+            scored.to(self.device),
+            self.settings.temperature,
+        )
         (logprobs.sum() * 0.0).backward()
 
     def clip_gradients(self) -> torch.Tensor:
@@ -235,8 +277,10 @@ class Learner:
 
     def check_finite_weights(self) -> None:
         if not all(torch.isfinite(local(p)).all() for p in self.model.parameters()):
-            raise TrainerError(f"the update at step {self.step} made the weights non-finite (learning rate too high?): "
-                               "training stopped; the last checkpoint is intact")
+            raise TrainerError(
+                f"the update at step {self.step} made the weights non-finite (learning rate too high?): "
+                "training stopped; the last checkpoint is intact"
+            )
 
     @torch.no_grad()
     def _ref_logprobs(self, batch: Batch, model: torch.nn.Module | None = None) -> torch.Tensor:
@@ -245,8 +289,15 @@ class Learner:
         out = []
         for start in range(0, len(batch), self.settings.micro_batch_size):
             micro = batch.rows(slice(start, start + self.settings.micro_batch_size))
-            out.append(sequence_logprobs(model, micro.input_ids.to(self.device), micro.attention_mask.to(self.device),
-                                         micro.loss_mask.to(self.device), self.settings.temperature).cpu())
+            out.append(
+                sequence_logprobs(
+                    model,
+                    micro.input_ids.to(self.device),
+                    micro.attention_mask.to(self.device),
+                    micro.loss_mask.to(self.device),
+                    self.settings.temperature,
+                ).cpu()
+            )
         width = batch.input_ids.shape[1]
         return torch.cat([torch.nn.functional.pad(o, (0, width - o.shape[1])) for o in out])
 

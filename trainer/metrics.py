@@ -14,7 +14,14 @@ class MetricsLogger:
     """`logger` is `logger.backend`: `jsonl` writes only `metrics.jsonl` (what `harness view` and the reward curve read),
     `tensorboard` also event files under `tensorboard/`, `wandb` also a Weights & Biases run."""
 
-    def __init__(self, run_dir: Path, logger: str = "jsonl", project: str = "harness", run_name: str = "", config: dict | None = None):
+    def __init__(
+        self,
+        run_dir: Path,
+        logger: str = "jsonl",
+        project: str = "harness",
+        run_name: str = "",
+        config: dict | None = None,
+    ):
         self.path = run_dir / "metrics.jsonl"
         drop_partial_line(self.path)  # a resumed run appends after the last whole line
         self.tensorboard = self.wandb = None

@@ -48,7 +48,9 @@ log = logging.getLogger(__name__)
 
 
 def load_task_sets(sources: list[str], reward_mode: str | None = None, grading_mode: str = "default") -> list[Task]:
-    tasks = with_reward_mode([task for source in sources for task in load_tasks(source)], reward_mode) if sources else []
+    tasks = (
+        with_reward_mode([task for source in sources for task in load_tasks(source)], reward_mode) if sources else []
+    )
     if grading_mode != "default":
         tasks = with_grading_mode(tasks, grading_mode)
     if sources and not tasks:
@@ -66,11 +68,17 @@ def drop_long_prompts(tasks: list[Task], tokenizer, max_length: int) -> list[Tas
     lengths = [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]] if texts else []
     kept = [task for task, length in zip(tasks, lengths) if length <= max_length]
     if tasks and not kept:
-        raise ConfigError(f"data.max_prompt_length: every one of the {len(tasks)} training prompts is longer than "
-                          f"{max_length} tokens; raise it (and generator.max_context with it)")
+        raise ConfigError(
+            f"data.max_prompt_length: every one of the {len(tasks)} training prompts is longer than "
+            f"{max_length} tokens; raise it (and generator.max_context with it)"
+        )
     if len(kept) < len(tasks):
-        log.warning("dropped %d of %d training prompts longer than data.max_prompt_length (%d tokens)",
-                    len(tasks) - len(kept), len(tasks), max_length)
+        log.warning(
+            "dropped %d of %d training prompts longer than data.max_prompt_length (%d tokens)",
+            len(tasks) - len(kept),
+            len(tasks),
+            max_length,
+        )
     return kept
 
 
@@ -84,12 +92,22 @@ def data_order(count: int, epoch: int, seed: int, shuffle: bool) -> list[int]:
 def learner_settings(cfg: TrainConfig, total_steps: int) -> LearnerSettings:
     t, a, g = cfg.trainer, cfg.trainer.algorithm, cfg.generator
     return LearnerSettings(
-        learning_rate=t.learning_rate, weight_decay=t.weight_decay, warmup_steps=t.warmup_steps, total_steps=total_steps,
-        lr_scheduler=t.lr_scheduler, max_grad_norm=t.max_grad_norm or float("inf"),
-        micro_batch_size=t.micro_batch_size * g.n_samples_per_prompt, ppo_epochs=a.ppo_epochs,
+        learning_rate=t.learning_rate,
+        weight_decay=t.weight_decay,
+        warmup_steps=t.warmup_steps,
+        total_steps=total_steps,
+        lr_scheduler=t.lr_scheduler,
+        max_grad_norm=t.max_grad_norm or float("inf"),
+        micro_batch_size=t.micro_batch_size * g.n_samples_per_prompt,
+        ppo_epochs=a.ppo_epochs,
         mini_batches=t.train_batch_size // (t.mini_batch_size or t.train_batch_size),
-        clip_low=a.clip_low, clip_high=a.clip_high, kl_coef=a.kl_coef, kl_type=a.kl_type,
-        loss_aggregation=a.loss_aggregation, max_len=g.max_tokens * g.max_turns, temperature=g.temperature,
+        clip_low=a.clip_low,
+        clip_high=a.clip_high,
+        kl_coef=a.kl_coef,
+        kl_type=a.kl_type,
+        loss_aggregation=a.loss_aggregation,
+        max_len=g.max_tokens * g.max_turns,
+        temperature=g.temperature,
         strategy=t.strategy if learner_ranks(cfg) > 1 else "single",  # FSDP2 over one rank shards nothing: one device
         is_cap=t.async_.is_cap if t.async_.enabled else None,
     )
@@ -115,14 +133,20 @@ def engine_options(cfg: TrainConfig) -> dict:
     inf = cfg.inference
     if inf.backend != "vllm":
         return {}
-    return {"gpu_memory_utilization": inf.gpu_memory_utilization, "tensor_parallel_size": inf.tensor_parallel_size,
-            "weight_sync": inf.weight_sync, "max_model_len": cfg.generator.max_context}
+    return {
+        "gpu_memory_utilization": inf.gpu_memory_utilization,
+        "tensor_parallel_size": inf.tensor_parallel_size,
+        "weight_sync": inf.weight_sync,
+        "max_model_len": cfg.generator.max_context,
+    }
 
 
 def _worker_env() -> dict:
     """Ray workers import this project, the user's modules (the current folder) and the same plugins."""
     path = [str(Path(__file__).resolve().parents[1]), os.getcwd(), os.environ.get("PYTHONPATH", "")]
-    return {"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in path if p), PLUGINS_ENV: os.environ.get(PLUGINS_ENV, "")}}
+    return {
+        "env_vars": {"PYTHONPATH": os.pathsep.join(p for p in path if p), PLUGINS_ENV: os.environ.get(PLUGINS_ENV, "")}
+    }
 
 
 def check_extensions(cfg: TrainConfig) -> None:
@@ -161,21 +185,44 @@ def train(cfg: TrainConfig, on_step: Callable[[int, dict], None] = lambda step, 
 
     start_path = str(resume_from) if resume_from else model_path
     _seed_everything(cfg.trainer.seed)
-    ray.init(address=cfg.trainer.ray_address, ignore_reinit_error=True, include_dashboard=False, log_to_driver=False,
-             runtime_env=_worker_env() if cfg.trainer.ray_address is None else None)
+    ray.init(
+        address=cfg.trainer.ray_address,
+        ignore_reinit_error=True,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env=_worker_env() if cfg.trainer.ray_address is None else None,
+    )
     learner_gpus, engine_gpus = gpu_shares(cfg)
     anchored = run_dir / REFERENCE  # the warm-started policy, once an SFT warm-up has made it the KL reference
     ref_path = cfg.trainer.ref.model.path or (str(anchored) if resume_from and anchored.is_dir() else model_path)
     get_scaffold(cfg.generator.scaffold)  # an unknown scaffold fails here, before the actors start
-    learner = LearnerGroup(start_path, learner_settings(cfg, total_steps), ref_path,
-                           learner_ranks(cfg), learner_gpus, deadline_s=cfg.trainer.deadlines.learner_step_s)
-    engines = [EngineActor.options(num_cpus=0, num_gpus=engine_gpus, max_concurrency=256).remote(
-                   cfg.inference.backend, start_path, cfg.inference.num_engines, **engine_options(cfg))
-               for _ in range(cfg.inference.num_engines)]
-    workers = [RolloutWorker.options(num_cpus=0, max_concurrency=64).remote(
-                   engines[i % len(engines)], start_path, cfg.generator.sandbox_backend, cfg.generator.env_workers, cfg.generator.scaffold)
-               for i in range(max(len(engines), 1))]
-    logger = MetricsLogger(run_dir, cfg.logger.backend, cfg.logger.project, cfg.trainer.run_name or run_dir.name, to_dict(cfg))
+    learner = LearnerGroup(
+        start_path,
+        learner_settings(cfg, total_steps),
+        ref_path,
+        learner_ranks(cfg),
+        learner_gpus,
+        deadline_s=cfg.trainer.deadlines.learner_step_s,
+    )
+    engines = [
+        EngineActor.options(num_cpus=0, num_gpus=engine_gpus, max_concurrency=256).remote(
+            cfg.inference.backend, start_path, cfg.inference.num_engines, **engine_options(cfg)
+        )
+        for _ in range(cfg.inference.num_engines)
+    ]
+    workers = [
+        RolloutWorker.options(num_cpus=0, max_concurrency=64).remote(
+            engines[i % len(engines)],
+            start_path,
+            cfg.generator.sandbox_backend,
+            cfg.generator.env_workers,
+            cfg.generator.scaffold,
+        )
+        for i in range(max(len(engines), 1))
+    ]
+    logger = MetricsLogger(
+        run_dir, cfg.logger.backend, cfg.logger.project, cfg.trainer.run_name or run_dir.name, to_dict(cfg)
+    )
     step, position = 0, {"epoch": 0, "index": 0}
     ahead = None
     try:
@@ -194,19 +241,41 @@ def train(cfg: TrainConfig, on_step: Callable[[int, dict], None] = lambda step, 
             logger.log(0, validate(cfg, workers, val_tasks))
         pad_id = _pad_id(start_path)
         next_batch = lambda at: _next_batch(cfg, train_tasks, at)  # noqa: E731
-        if cfg.trainer.async_.enabled:  # rollouts of the next steps run while the learner trains (trainer/async_grpo.py)
-            ahead = RolloutsAhead(rollout_submitter(workers, cfg.generator.n_samples_per_prompt, lambda k: _sampling(cfg, k),
-                                                    _limits(cfg)), cfg.trainer.async_.staleness, total_steps, next_batch)
+        if (
+            cfg.trainer.async_.enabled
+        ):  # rollouts of the next steps run while the learner trains (trainer/async_grpo.py)
+            ahead = RolloutsAhead(
+                rollout_submitter(
+                    workers, cfg.generator.n_samples_per_prompt, lambda k: _sampling(cfg, k), _limits(cfg)
+                ),
+                cfg.trainer.async_.staleness,
+                total_steps,
+                next_batch,
+            )
         began = time.monotonic()
         while step < total_steps:
             prompts, start, position = next_batch(position)
-            metrics = _grpo_step(cfg, prompts, workers, learner, engines, pad_id, step, ahead, position,
-                                 rollouts_to=run_dir / "rollouts" / f"step_{step + 1:06d}.jsonl")
+            metrics = _grpo_step(
+                cfg,
+                prompts,
+                workers,
+                learner,
+                engines,
+                pad_id,
+                step,
+                ahead,
+                position,
+                rollouts_to=run_dir / "rollouts" / f"step_{step + 1:06d}.jsonl",
+            )
             metrics |= {"data/epoch": start["epoch"], "data/index": start["index"]}
             step += 1
-            if val_tasks and (step == total_steps or (cfg.trainer.eval_interval and step % cfg.trainer.eval_interval == 0)):
+            if val_tasks and (
+                step == total_steps or (cfg.trainer.eval_interval and step % cfg.trainer.eval_interval == 0)
+            ):
                 metrics |= validate(cfg, workers, val_tasks)
-            logger.log(step, metrics | {"time/elapsed_s": time.monotonic() - began})  # since this run's first step began
+            logger.log(
+                step, metrics | {"time/elapsed_s": time.monotonic() - began}
+            )  # since this run's first step began
             on_step(step, metrics)
             if step == total_steps or (cfg.trainer.ckpt_interval and step % cfg.trainer.ckpt_interval == 0):
                 learner.save(run_dir, step, {"data_position": position, "step": step})
@@ -235,15 +304,30 @@ def _next_batch(cfg: TrainConfig, train_tasks: list[Task], position: dict) -> tu
 
 def _sampling(cfg: TrainConfig, step: int) -> Sampling:
     g = cfg.generator
-    return Sampling(temperature=g.temperature, top_p=g.top_p, max_tokens=g.max_tokens, seed=cfg.trainer.seed * 100_003 + step * 1_000)
+    return Sampling(
+        temperature=g.temperature,
+        top_p=g.top_p,
+        max_tokens=g.max_tokens,
+        seed=cfg.trainer.seed * 100_003 + step * 1_000,
+    )
 
 
 def _limits(cfg: TrainConfig) -> EpisodeLimits:
     return EpisodeLimits(max_turns=cfg.generator.max_turns, max_context=cfg.generator.max_context)
 
 
-def _grpo_step(cfg: TrainConfig, prompts: list[Task], workers, learner, engines, pad_id: int, step: int,
-               ahead: RolloutsAhead | None = None, after: dict | None = None, rollouts_to: Path | None = None) -> dict[str, float]:
+def _grpo_step(
+    cfg: TrainConfig,
+    prompts: list[Task],
+    workers,
+    learner,
+    engines,
+    pad_id: int,
+    step: int,
+    ahead: RolloutsAhead | None = None,
+    after: dict | None = None,
+    rollouts_to: Path | None = None,
+) -> dict[str, float]:
     g = cfg.generator
     started = time.monotonic()
     if ahead is not None:
@@ -256,8 +340,10 @@ def _grpo_step(cfg: TrainConfig, prompts: list[Task], workers, learner, engines,
         save_rollouts(rollouts_to, trajectories)
     crashed = [t for t in trajectories if t.exit_status == "policy_error"]
     if crashed:
-        raise TrainerError(f"the inference engine failed during rollouts ({crashed[0].error}); no update was made, "
-                           "the last checkpoint is intact: rerun to resume")
+        raise TrainerError(
+            f"the inference engine failed during rollouts ({crashed[0].error}); no update was made, "
+            "the last checkpoint is intact: rerun to resume"
+        )
     a = cfg.trainer.algorithm
     groups, failures = without_infrastructure_failures(groups, a.min_valid_samples, a.max_infra_failures)
     batch = build_batch(groups, pad_id, a.advantage, a.filter_zero_variance, a.filter_truncated)
@@ -275,8 +361,11 @@ def _grpo_step(cfg: TrainConfig, prompts: list[Task], workers, learner, engines,
         **{f"rollout/{k}": v for k, v in failures.items()},
         **{f"train/{k}": v for k, v in batch.stats.items()},
         **{f"train/{k}": v for k, v in metrics.items()},
-        "time/rollout_s": rollout_s, "time/generation_s_summed": policy_s, "time/environment_s_summed": env_s,
-        "time/train_s": train_s, "time/weight_sync_s": sync_s,
+        "time/rollout_s": rollout_s,
+        "time/generation_s_summed": policy_s,
+        "time/environment_s_summed": env_s,
+        "time/train_s": train_s,
+        "time/weight_sync_s": sync_s,
         "throughput/generated_tokens_per_s": generated / rollout_s if rollout_s else 0.0,
         "train/turns_mean": sum(t.turns for t in trajectories) / len(trajectories),
     }
@@ -295,12 +384,23 @@ def validate(cfg: TrainConfig, workers, tasks: list[Task]) -> dict[str, float]:
     trajectories = [t for group in groups for t in group]
     rewards = [t.reward for t in trajectories if not infrastructure_failure(t)]  # a crashed grading is no verdict
     scored = max(len(rewards), 1)
-    return {"val/reward_mean": sum(rewards) / scored, "val/pass_rate": sum(r >= 1.0 for r in rewards) / scored,
-            "val/infra_failures": float(len(trajectories) - len(rewards))}
+    return {
+        "val/reward_mean": sum(rewards) / scored,
+        "val/pass_rate": sum(r >= 1.0 for r in rewards) / scored,
+        "val/infra_failures": float(len(trajectories) - len(rewards)),
+    }
 
 
-def _sft_warmup(cfg: TrainConfig, learner, engines, train_tasks: list[Task], logger: MetricsLogger,
-                workers, val_tasks: list[Task], run_dir: Path) -> None:
+def _sft_warmup(
+    cfg: TrainConfig,
+    learner,
+    engines,
+    train_tasks: list[Task],
+    logger: MetricsLogger,
+    workers,
+    val_tasks: list[Task],
+    run_dir: Path,
+) -> None:
     from transformers import AutoTokenizer
 
     from .sft import examples_from_parquet, examples_from_tasks, make_batches
@@ -309,12 +409,20 @@ def _sft_warmup(cfg: TrainConfig, learner, engines, train_tasks: list[Task], log
     tokenizer = AutoTokenizer.from_pretrained(cfg.trainer.policy.model.path)
     examples = []
     for source in warm.data:
-        examples += examples_from_parquet(source, tokenizer) if source.endswith(".parquet") else examples_from_tasks(load_tasks(source), tokenizer)
+        examples += (
+            examples_from_parquet(source, tokenizer)
+            if source.endswith(".parquet")
+            else examples_from_tasks(load_tasks(source), tokenizer)
+        )
     if not warm.data:
         examples = examples_from_tasks(train_tasks, tokenizer)
     size = warm.batch_size or cfg.trainer.train_batch_size * cfg.generator.n_samples_per_prompt
     pad_id = _pad_id(cfg.trainer.policy.model.path)
-    batches = (batch for epoch in range(warm.epochs) for batch in make_batches(examples, size, pad_id, cfg.trainer.seed + epoch))
+    batches = (
+        batch
+        for epoch in range(warm.epochs)
+        for batch in make_batches(examples, size, pad_id, cfg.trainer.seed + epoch)
+    )
     total = warm.epochs * -(-len(examples) // size)
     total = min(total, warm.max_steps) if warm.max_steps else total
     best = None  # (validation pass rate, step)
@@ -323,16 +431,20 @@ def _sft_warmup(cfg: TrainConfig, learner, engines, train_tasks: list[Task], log
         clock = time.monotonic()
         metrics = learner.sft_step(batch, lr) | {"sft/step_s": time.monotonic() - clock}
         if warm.eval_interval and (number % warm.eval_interval == 0 or number == total):
-            best = max(best or (-1.0, 0), _sft_checkpoint(cfg, learner, engines, workers, val_tasks, run_dir, number, metrics),
-                       key=lambda result: (result[0], -result[1]))
+            best = max(
+                best or (-1.0, 0),
+                _sft_checkpoint(cfg, learner, engines, workers, val_tasks, run_dir, number, metrics),
+                key=lambda result: (result[0], -result[1]),
+            )
             (run_dir / "checkpoints" / "sft_best").write_text(f"sft_step_{best[1]}\n")
         logger.log(0, {**metrics, "sft/step": number, "sft/lr": lr})
     learner.reset_optimizer()
     sync_weights(cfg.inference.weight_sync, learner, engines, cfg.trainer.deadlines.weight_sync_s)
 
 
-def _sft_checkpoint(cfg: TrainConfig, learner, engines, workers, val_tasks: list[Task], run_dir: Path, number: int,
-                    metrics: dict) -> tuple[float, int]:
+def _sft_checkpoint(
+    cfg: TrainConfig, learner, engines, workers, val_tasks: list[Task], run_dir: Path, number: int, metrics: dict
+) -> tuple[float, int]:
     """Validate the warm-up's model so far and save it as `checkpoints/sft_step_N`; adds `sft/val_*` to `metrics`."""
     sync_weights(cfg.inference.weight_sync, learner, engines, cfg.trainer.deadlines.weight_sync_s)
     scores = validate(cfg, workers, val_tasks)
@@ -377,8 +489,10 @@ def _truncate_metrics(run_dir: Path, step: int) -> None:
 def _with_imported_models(cfg: TrainConfig) -> TrainConfig:
     """A GGUF file as a model path trains from the Hugging Face folder imported from it (harness.checkpoints)."""
     t = cfg.trainer
-    policy, ref = (PolicyConfig(model=ModelConfig(path=resolve_checkpoint(path) if path else path))
-                   for path in (t.policy.model.path, t.ref.model.path))
+    policy, ref = (
+        PolicyConfig(model=ModelConfig(path=resolve_checkpoint(path) if path else path))
+        for path in (t.policy.model.path, t.ref.model.path)
+    )
     return cfg.model_copy(update={"trainer": t.model_copy(update={"policy": policy, "ref": ref})})
 
 
@@ -397,4 +511,3 @@ def _seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
-

@@ -46,7 +46,9 @@ def examples_from_parquet(path: str | Path, tokenizer, min_reward: float | None 
         if row.get("token_ids"):
             examples.append((list(row["token_ids"]), list(row["loss_mask"])))
         else:
-            examples.append(_render_messages(json.loads(row["messages"]), json.loads(row.get("tools") or "[]"), tokenizer))
+            examples.append(
+                _render_messages(json.loads(row["messages"]), json.loads(row.get("tools") or "[]"), tokenizer)
+            )
     if not examples:
         raise TrainerError(f"{path} holds no trajectories to fine-tune on")
     return examples

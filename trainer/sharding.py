@@ -90,16 +90,25 @@ def split_rows(batch, parts: int) -> list:
     with copies of row 0 whose loss mask is zero, so that every rank runs the same number of micro-batches."""
     size = -(-len(batch) // parts)
     missing = size * parts - len(batch)
-    tensors = {f.name: getattr(batch, f.name) for f in fields(batch) if isinstance(getattr(batch, f.name), torch.Tensor)}
+    tensors = {
+        f.name: getattr(batch, f.name) for f in fields(batch) if isinstance(getattr(batch, f.name), torch.Tensor)
+    }
     if missing:
         padding = {name: value[:1].repeat(missing, *[1] * (value.dim() - 1)) for name, value in tensors.items()}
         padding["loss_mask"] = torch.zeros_like(padding["loss_mask"])
         tensors = {name: torch.cat([value, padding[name]]) for name, value in tensors.items()}
-    return [replace(batch, **{name: value[i * size : (i + 1) * size] for name, value in tensors.items()}) for i in range(parts)]
+    return [
+        replace(batch, **{name: value[i * size : (i + 1) * size] for name, value in tensors.items()})
+        for i in range(parts)
+    ]
 
 
 def concat_rows(batches: list) -> object:
     """The rows of several batches (dataclasses of [B, ...] tensors, of one width) as one, in order."""
     first = batches[0]
-    tensors = {f.name: torch.cat([getattr(b, f.name) for b in batches]) for f in fields(first) if isinstance(getattr(first, f.name), torch.Tensor)}
+    tensors = {
+        f.name: torch.cat([getattr(b, f.name) for b in batches])
+        for f in fields(first)
+        if isinstance(getattr(first, f.name), torch.Tensor)
+    }
     return replace(first, **tensors)

@@ -86,15 +86,22 @@ def _same(choice) -> dict[str, str]:
 
 
 def _logger(value: Any) -> str:
-    return _choices({"console": "jsonl", **_same(LoggerBackend)},
-                    "metrics go to metrics.jsonl, to TensorBoard with tensorboard, to W&B with wandb")(value)
+    return _choices(
+        {"console": "jsonl", **_same(LoggerBackend)},
+        "metrics go to metrics.jsonl, to TensorBoard with tensorboard, to W&B with wandb",
+    )(value)
 
 
-_STRATEGY = _choices({"fsdp": "fsdp2", **_same(Strategy)},
-                     "the learner is FSDP2 (or one device); Megatron and DDP are not built")
-_ADVANTAGE = _choices(_same(AdvantageMethod), "group-relative estimators only; gae needs a critic, reinforce++ is not built")
-_SCHEDULER = _choices({"constant_with_warmup": "constant", "cosine_with_warmup": "cosine", **_same(Scheduler)},
-                      "warm-up then constant, cosine or linear")
+_STRATEGY = _choices(
+    {"fsdp": "fsdp2", **_same(Strategy)}, "the learner is FSDP2 (or one device); Megatron and DDP are not built"
+)
+_ADVANTAGE = _choices(
+    _same(AdvantageMethod), "group-relative estimators only; gae needs a critic, reinforce++ is not built"
+)
+_SCHEDULER = _choices(
+    {"constant_with_warmup": "constant", "cosine_with_warmup": "cosine", **_same(Scheduler)},
+    "warm-up then constant, cosine or linear",
+)
 
 #: SkyRL dotted key -> how it maps. Keys spelled the same in both (data.train_data, trainer.epochs,
 #: trainer.train_batch_size, generator.n_samples_per_prompt, ...) need no entry.
@@ -109,18 +116,23 @@ ALIASES: dict[str, Alias] = {
     "trainer.policy.optimizer_config.max_grad_norm": Alias("trainer.max_grad_norm"),
     "trainer.policy.optimizer_config.num_warmup_steps": Alias("trainer.warmup_steps"),
     "trainer.policy.optimizer_config.scheduler": Alias("trainer.lr_scheduler", _SCHEDULER),
-    "trainer.policy.optimizer_config.adam_betas": Alias(None, _only([0.9, 0.999], why="AdamW runs with betas (0.9, 0.999)"),
-                                                        reason="AdamW's betas are (0.9, 0.999)"),
+    "trainer.policy.optimizer_config.adam_betas": Alias(
+        None, _only([0.9, 0.999], why="AdamW runs with betas (0.9, 0.999)"), reason="AdamW's betas are (0.9, 0.999)"
+    ),
     "trainer.policy.optimizer_config.offload_after_step": Alias(None, reason="optimizer offloading is a memory knob"),
     "trainer.policy_mini_batch_size": Alias("trainer.mini_batch_size"),
-    "trainer.micro_train_batch_size_per_gpu": Alias(None, reason="a memory knob; harness micro-batches whole prompt groups "
-                                                    "(trainer.micro_batch_size)"),
+    "trainer.micro_train_batch_size_per_gpu": Alias(
+        None, reason="a memory knob; harness micro-batches whole prompt groups (trainer.micro_batch_size)"
+    ),
     "trainer.micro_forward_batch_size_per_gpu": Alias(None, reason="a memory knob of the log-prob pass"),
     "trainer.gradient_checkpointing": Alias(None, reason="a memory knob"),
     "trainer.flash_attn": Alias(None, reason="an attention-kernel choice; the model's default kernel is used"),
     "trainer.eval_batch_size": Alias(None, reason="evaluation runs every held-out prompt, batched by the engines"),
-    "trainer.eval_before_train": Alias(None, _only(True, why="harness always evaluates at step 0 when data.val_data is set"),
-                                       reason="harness always evaluates at step 0 when data.val_data is set"),
+    "trainer.eval_before_train": Alias(
+        None,
+        _only(True, why="harness always evaluates at step 0 when data.val_data is set"),
+        reason="harness always evaluates at step 0 when data.val_data is set",
+    ),
     "trainer.critic_mini_batch_size": Alias(None, reason="GRPO-family estimators use no critic"),
     # algorithm
     "trainer.algorithm.name": Alias("trainer.algorithm.advantage", _ADVANTAGE),
@@ -128,29 +140,36 @@ ALIASES: dict[str, Alias] = {
     "trainer.algorithm.grpo_norm_by_std": Alias(None, combined=True),
     "trainer.algorithm.use_kl_loss": Alias(None, combined=True),
     "trainer.algorithm.kl_loss_coef": Alias(None, combined=True),
-    "trainer.algorithm.use_kl_in_reward": Alias(None, _only(False, why="the KL penalty is a loss term (use_kl_loss)"),
-                                                reason="the KL penalty is a loss term"),
+    "trainer.algorithm.use_kl_in_reward": Alias(
+        None, _only(False, why="the KL penalty is a loss term (use_kl_loss)"), reason="the KL penalty is a loss term"
+    ),
     "trainer.algorithm.kl_estimator_type": Alias("trainer.algorithm.kl_type"),
     "trainer.algorithm.eps_clip_low": Alias("trainer.algorithm.clip_low"),
     "trainer.algorithm.eps_clip_high": Alias("trainer.algorithm.clip_high"),
     "trainer.algorithm.loss_reduction": Alias("trainer.algorithm.loss_aggregation"),
     "trainer.algorithm.zero_variance_filter": Alias("trainer.algorithm.filter_zero_variance"),
-    "trainer.algorithm.policy_loss_type": Alias(None, _only("regular", why="the PPO clipped loss is the one built"),
-                                                reason="the PPO clipped loss"),
-    "trainer.algorithm.use_entropy_loss": Alias(None, _only(False, why="no entropy bonus is built"), reason="no entropy bonus"),
+    "trainer.algorithm.policy_loss_type": Alias(
+        None, _only("regular", why="the PPO clipped loss is the one built"), reason="the PPO clipped loss"
+    ),
+    "trainer.algorithm.use_entropy_loss": Alias(
+        None, _only(False, why="no entropy bonus is built"), reason="no entropy bonus"
+    ),
     "generator.apply_overlong_filtering": Alias("trainer.algorithm.filter_truncated"),
     # placement and strategy
     "trainer.strategy": Alias("trainer.strategy", _STRATEGY),
     "trainer.placement.colocate_all": Alias("trainer.placement.colocate"),
-    "trainer.placement.colocate_policy_ref": Alias(None, reason="the reference model always lives on the learner's ranks"),
+    "trainer.placement.colocate_policy_ref": Alias(
+        None, reason="the reference model always lives on the learner's ranks"
+    ),
     "trainer.placement.policy_num_gpus_per_node": Alias(None, combined=True),
     "trainer.placement.policy_num_nodes": Alias(None, combined=True),
     "trainer.placement.ref_num_gpus_per_node": Alias(None, reason="the reference model lives on the learner's ranks"),
     "trainer.placement.ref_num_nodes": Alias(None, reason="the reference model lives on the learner's ranks"),
     "trainer.placement.critic_num_gpus_per_node": Alias(None, reason="GRPO-family estimators use no critic"),
     "trainer.placement.critic_num_nodes": Alias(None, reason="GRPO-family estimators use no critic"),
-    "trainer.policy.sequence_parallel_size": Alias(None, _only(1, why="sequence parallelism is not built"),
-                                                   reason="no sequence parallelism"),
+    "trainer.policy.sequence_parallel_size": Alias(
+        None, _only(1, why="sequence parallelism is not built"), reason="no sequence parallelism"
+    ),
     # checkpoints, logs, resume
     "trainer.ckpt_path": Alias("trainer.output_dir"),
     "trainer.resume_mode": Alias("trainer.resume", _resume_mode),
@@ -158,31 +177,44 @@ ALIASES: dict[str, Alias] = {
     "trainer.log_path": Alias(None, reason="logs go to the run directory (trainer.output_dir)"),
     "trainer.logger": Alias("logger.backend", _logger),
     "trainer.project_name": Alias("logger.project"),
-    "trainer.dump_eval_results": Alias(None, _only(True, why="evaluation trajectories are always written"),
-                                       reason="evaluation trajectories are always written"),
+    "trainer.dump_eval_results": Alias(
+        None,
+        _only(True, why="evaluation trajectories are always written"),
+        reason="evaluation trajectories are always written",
+    ),
     # generation
     "generator.sampling_params.max_generate_length": Alias("generator.max_tokens"),
     "generator.sampling_params.temperature": Alias("generator.temperature"),
     "generator.sampling_params.top_p": Alias("generator.top_p"),
     "generator.sampling_params.top_k": Alias(None, _only(-1, why="top-k sampling is not built"), reason="no top-k cut"),
-    "generator.sampling_params.min_p": Alias(None, _only(0, 0.0, why="min-p sampling is not built"), reason="no min-p cut"),
-    "generator.sampling_params.repetition_penalty": Alias(None, _only(1, 1.0, why="no repetition penalty is built"),
-                                                          reason="no repetition penalty"),
+    "generator.sampling_params.min_p": Alias(
+        None, _only(0, 0.0, why="min-p sampling is not built"), reason="no min-p cut"
+    ),
+    "generator.sampling_params.repetition_penalty": Alias(
+        None, _only(1, 1.0, why="no repetition penalty is built"), reason="no repetition penalty"
+    ),
     "generator.sampling_params.logprobs": Alias(None, reason="the sampled tokens' log-probs are always kept"),
     "generator.batched": Alias(None, reason="rollouts are always batched"),
-    "generator.use_conversation_multi_turn": Alias(None, _only(True, why="multi-turn episodes keep one message per turn"),
-                                                   reason="one message per turn"),
+    "generator.use_conversation_multi_turn": Alias(
+        None, _only(True, why="multi-turn episodes keep one message per turn"), reason="one message per turn"
+    ),
     # inference engines
     "generator.inference_engine.backend": Alias("inference.backend"),
     "generator.inference_engine.num_engines": Alias("inference.num_engines"),
     "generator.inference_engine.tensor_parallel_size": Alias("inference.tensor_parallel_size"),
     "generator.inference_engine.gpu_memory_utilization": Alias("inference.gpu_memory_utilization"),
-    "generator.inference_engine.run_engines_locally": Alias(None, _only(True, why="engines are Ray actors of the run; "
-                                                                         "remote engines are not built"),
-                                                            reason="engines run in the run's Ray cluster"),
-    "generator.inference_engine.weight_sync_backend": Alias("inference.weight_sync", _choices(
-        {"nccl": "load", "gloo": "load", "load": "load"},
-        "new weights reach the engines through Ray's object store (the same weights, another transport)")),
+    "generator.inference_engine.run_engines_locally": Alias(
+        None,
+        _only(True, why="engines are Ray actors of the run; remote engines are not built"),
+        reason="engines run in the run's Ray cluster",
+    ),
+    "generator.inference_engine.weight_sync_backend": Alias(
+        "inference.weight_sync",
+        _choices(
+            {"nccl": "load", "gloo": "load", "load": "load"},
+            "new weights reach the engines through Ray's object store (the same weights, another transport)",
+        ),
+    ),
     "generator.inference_engine.async_engine": Alias(None, reason="the engines are asynchronous"),
     "generator.inference_engine.model_dtype": Alias(None, reason="engines load the checkpoint's own dtype"),
     # environment
@@ -201,12 +233,18 @@ REFUSED_SECTIONS: dict[str, str] = {
     "generator.eval_sampling_params": "evaluation samples greedily with generator.max_tokens",
     "generator.chat_template": "the checkpoint's own chat template is used",
     "trainer.algorithm.dynamic_sampling": "dynamic sampling is not built; trainer.algorithm.filter_zero_variance drops "
-                                          "zero-variance groups",
+    "zero-variance groups",
 }
 
 #: The sections only SkyRL has: an unmapped key under them is a SkyRL key harness does not support.
-SKYRL_SECTIONS = ("generator.inference_engine", "generator.sampling_params", "trainer.policy.optimizer_config",
-                  "trainer.placement", "environment", "trainer.algorithm.off_policy_correction")
+SKYRL_SECTIONS = (
+    "generator.inference_engine",
+    "generator.sampling_params",
+    "trainer.policy.optimizer_config",
+    "trainer.placement",
+    "environment",
+    "trainer.algorithm.off_policy_correction",
+)
 
 
 _UNSET = object()
@@ -282,21 +320,25 @@ class Translation:
         out = copy.deepcopy(raw)
         if isinstance(out.get("trainer"), dict) and isinstance(out["trainer"].get("logger"), str) and "logger" in out:
             if out["logger"] != out["trainer"]["logger"]:
-                self.problems.append(f"logger: {out['logger']!r} and trainer.logger: {out['trainer']['logger']!r} disagree; "
-                                     "keep one of them")
+                self.problems.append(
+                    f"logger: {out['logger']!r} and trainer.logger: {out['trainer']['logger']!r} disagree; "
+                    "keep one of them"
+                )
         for path, value in list(_leaves(raw)):
             refused = next((s for s in REFUSED_SECTIONS if path == s or path.startswith(s + ".")), None)
             alias = ALIASES.get(path)
             if refused is not None:
-                self.problems.append(f"{path}: SkyRL's {refused} section is not supported by harness: "
-                                     f"{REFUSED_SECTIONS[refused]}")
+                self.problems.append(
+                    f"{path}: SkyRL's {refused} section is not supported by harness: {REFUSED_SECTIONS[refused]}"
+                )
                 _delete(out, path)
             elif alias is not None:
                 _delete(out, path)
                 self._one(out, path, value, alias)
             elif any(path.startswith(s + ".") for s in SKYRL_SECTIONS) and not self._ours(path):
-                self.problems.append(f"{path}: a SkyRL key that harness does not support (docs/skyrl.md "
-                                     "lists the supported ones)")
+                self.problems.append(
+                    f"{path}: a SkyRL key that harness does not support (docs/skyrl.md lists the supported ones)"
+                )
                 _delete(out, path)
         return out
 
@@ -321,8 +363,9 @@ class Translation:
             return
         existing = _get(out, alias.target, _UNSET)
         if existing is not _UNSET and existing != converted:
-            self.problems.append(f"{path}: {value!r} disagrees with {alias.target}: {existing!r}, which it sets; "
-                                 "keep one of them")
+            self.problems.append(
+                f"{path}: {value!r} disagrees with {alias.target}: {existing!r}, which it sets; keep one of them"
+            )
             return
         shown = f"{value!r}" if converted == value else f"{value!r} -> {converted!r}"
         if alias.target != path or converted != value:
@@ -340,8 +383,10 @@ class Translation:
                     self.problems.append("trainer.algorithm.grpo_norm_by_std: false applies to the grpo estimator only")
                 else:
                     _set(out, "trainer.algorithm.advantage", "dr_grpo")
-                    self.notes.append("trainer.algorithm.grpo_norm_by_std: false -> trainer.algorithm.advantage "
-                                      "('dr_grpo': r - mean, no division by the std)")
+                    self.notes.append(
+                        "trainer.algorithm.grpo_norm_by_std: false -> trainer.algorithm.advantage "
+                        "('dr_grpo': r - mean, no division by the std)"
+                    )
             else:
                 self.notes.append("trainer.algorithm.grpo_norm_by_std: true (GRPO's (r - mean) / std, the default)")
         if "trainer.resume_mode" in p:
@@ -378,20 +423,31 @@ class Translation:
                 self.notes.append("trainer.placement.policy_num_nodes: no effect without policy_num_gpus_per_node")
             return
         if not isinstance(per_node, int) or not isinstance(nodes, int) or per_node < 0 or nodes < 1:
-            self.problems.append(f"trainer.placement.policy_num_gpus_per_node ({per_node!r}) × policy_num_nodes "
-                                 f"({nodes!r}) must be whole numbers (0 GPUs = train on the CPU)")
+            self.problems.append(
+                f"trainer.placement.policy_num_gpus_per_node ({per_node!r}) × policy_num_nodes "
+                f"({nodes!r}) must be whole numbers (0 GPUs = train on the CPU)"
+            )
             return
         gpus = per_node * nodes
         _set(out, "trainer.placement.learner_gpus", gpus)
-        self.notes.append(f"trainer.placement.policy_num_gpus_per_node × policy_num_nodes -> trainer.placement.learner_gpus "
-                          f"({per_node} × {nodes} = {gpus}{'; 0 = the CPU' if gpus == 0 else ''})")
+        self.notes.append(
+            f"trainer.placement.policy_num_gpus_per_node × policy_num_nodes -> trainer.placement.learner_gpus "
+            f"({per_node} × {nodes} = {gpus}{'; 0 = the CPU' if gpus == 0 else ''})"
+        )
         colocate = _get(out, "trainer.placement.colocate", True)
-        if gpus and colocate and _get(out, "inference.backend") == "vllm" and _get(out, "inference.num_engines") is None:
+        if (
+            gpus
+            and colocate
+            and _get(out, "inference.backend") == "vllm"
+            and _get(out, "inference.num_engines") is None
+        ):
             tp = _get(out, "inference.tensor_parallel_size", 1) or 1
             if isinstance(tp, int) and gpus % tp == 0:
                 _set(out, "inference.num_engines", gpus // tp)
-                self.notes.append(f"inference.num_engines: {gpus // tp} (colocated: one vLLM engine per "
-                                  f"{tp} learner GPU{'s' if tp > 1 else ''}, as SkyRL requires)")
+                self.notes.append(
+                    f"inference.num_engines: {gpus // tp} (colocated: one vLLM engine per "
+                    f"{tp} learner GPU{'s' if tp > 1 else ''}, as SkyRL requires)"
+                )
 
 
 def header(notes: list[str]) -> str:

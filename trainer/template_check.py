@@ -62,12 +62,18 @@ class TemplateReport:
 
 
 def _call(call_id: str, name: str, reasoning: str, **arguments: Any) -> dict[str, Any]:
-    return {"role": "assistant", "content": reasoning,
-            "tool_calls": [{"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}]}
+    return {
+        "role": "assistant",
+        "content": reasoning,
+        "tool_calls": [
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+        ],
+    }
 
 
 def conversation(reasoning: bool) -> list[dict[str, Any]]:
     """The scripted episode: one call per reply (Llama 3.1 takes no more), ids of 9 letters and digits (Mistral's)."""
+
     def think(text: str) -> str:
         return f"<think>\n{text}\n</think>\n\n" if reasoning else ""
 
@@ -93,7 +99,9 @@ def check_template(tokenizer, checkpoint: str = "") -> TemplateReport:
     tool_format = format_for_template(source)
     report = TemplateReport(checkpoint, tool_format.name if tool_format else None)
     if source is None:
-        report.add("chat template", False, "the tokenizer has no chat template (tokenizer_config.json or chat_template.jinja)")
+        report.add(
+            "chat template", False, "the tokenizer has no chat template (tokenizer_config.json or chat_template.jinja)"
+        )
         return report
     try:
         end = turn_end(tokenizer)
@@ -104,9 +112,14 @@ def check_template(tokenizer, checkpoint: str = "") -> TemplateReport:
     messages, tools = conversation(_reasons(tokenizer, source)), schemas(list(TOOLS))
     if not _tools_rendered(report, tokenizer, messages[:2], tools):
         return report
-    if not report.add("tool-call format", tool_format is not None,
-                      f"{tool_format.name}" if tool_format else "the template writes tool calls in none of the registered "
-                      f"formats ({', '.join(TOOL_CALL_FORMATS.names())}): register one with harness.parsing.register_tool_call_format"):
+    if not report.add(
+        "tool-call format",
+        tool_format is not None,
+        f"{tool_format.name}"
+        if tool_format
+        else "the template writes tool calls in none of the registered "
+        f"formats ({', '.join(TOOL_CALL_FORMATS.names())}): register one with harness.parsing.register_tool_call_format",
+    ):
         return report
     replies = _replies(report, tokenizer, messages, tools, tool_format, end)
     if replies is None:
@@ -127,7 +140,9 @@ def _reasons(tokenizer, source: str) -> bool:
         return False
     question = [{"role": "user", "content": "Hello"}]
     try:
-        prompt = checked_render(tokenizer, question, None, True, False)[len(checked_render(tokenizer, question, None, False, False)):]
+        prompt = checked_render(tokenizer, question, None, True, False)[
+            len(checked_render(tokenizer, question, None, False, False)) :
+        ]
     except TemplateError:
         return True  # the checks that follow report the error
     return "</think>" not in prompt
@@ -139,11 +154,18 @@ def _tools_rendered(report: TemplateReport, tokenizer, prompt, tools) -> bool:
         without = checked_render(tokenizer, prompt, None, True, False)
     except TemplateError as err:
         return report.add("tools rendered", False, str(err))
-    names = [t["function"]["name"] for t in tools] + [p for t in tools for p in t["function"]["parameters"]["properties"]]
+    names = [t["function"]["name"] for t in tools] + [
+        p for t in tools for p in t["function"]["parameters"]["properties"]
+    ]
     missing = [name for name in names if name not in with_tools]
     if with_tools == without or missing:
-        return report.add("tools rendered", False, "the template ignores the tools it is given" if with_tools == without
-                          else f"the rendered prompt lacks {missing}")
+        return report.add(
+            "tools rendered",
+            False,
+            "the template ignores the tools it is given"
+            if with_tools == without
+            else f"the rendered prompt lacks {missing}",
+        )
     return report.add("tools rendered", True, f"{len(tools)} schemas, {len(with_tools) - len(without)} characters")
 
 
@@ -159,24 +181,44 @@ def _replies(report, tokenizer, messages, tools, tool_format: ToolCallFormat, en
             report.add("tool calls round trip", False, str(err))
             return None
         if not before.startswith(plain):
-            report.add("generation prompt", False, f"rendering with the generation prompt changes what precedes it (turn {index})")
+            report.add(
+                "generation prompt",
+                False,
+                f"rendering with the generation prompt changes what precedes it (turn {index})",
+            )
             return None
-        prompts.add(before[len(plain):])
-        if not after.startswith(before) or end not in after[len(before):]:
-            report.add("generation prompt", False, f"the reply at turn {index} does not follow the generation prompt "
-                       f"{before[len(plain):]!r} (the template renders the reply's header differently)")
+        prompts.add(before[len(plain) :])
+        if not after.startswith(before) or end not in after[len(before) :]:
+            report.add(
+                "generation prompt",
+                False,
+                f"the reply at turn {index} does not follow the generation prompt "
+                f"{before[len(plain) :]!r} (the template renders the reply's header differently)",
+            )
             return None
-        reply = after[len(before):].split(end)[0]
+        reply = after[len(before) :].split(end)[0]
         turn = tool_format.parse(reply, "check")
         call = messages[index]["tool_calls"][0]["function"]
         got = [(c.name, json.loads(c.arguments)) for c in turn.tool_calls]
         if turn.errors or got != [(call["name"], json.loads(call["arguments"]))]:
-            report.add("tool calls round trip", False, f"the reply {reply!r} parses as {got} {turn.errors or ''}, not "
-                       f"{call['name']}({call['arguments']})")
+            report.add(
+                "tool calls round trip",
+                False,
+                f"the reply {reply!r} parses as {got} {turn.errors or ''}, not {call['name']}({call['arguments']})",
+            )
             return None
         replies.append(reply)
-    report.add("tool calls round trip", True, f"{len(replies)} calls written as {tool_format.name} and parsed back; e.g. {replies[-1]!r}")
-    report.add("generation prompt", True, " / ".join(repr(p) for p in sorted(prompts)) + (" (none: a reply follows the last message)" if prompts == {""} else ""))
+    report.add(
+        "tool calls round trip",
+        True,
+        f"{len(replies)} calls written as {tool_format.name} and parsed back; e.g. {replies[-1]!r}",
+    )
+    report.add(
+        "generation prompt",
+        True,
+        " / ".join(repr(p) for p in sorted(prompts))
+        + (" (none: a reply follows the last message)" if prompts == {""} else ""),
+    )
     return replies
 
 
@@ -192,7 +234,11 @@ def _episode(report, tokenizer, messages, tools, replies: list[str]) -> TokenLed
     except TemplateError as err:
         report.add("tool results", False, str(err))
         return None
-    report.add("tool results", True, "rendered after a reply (roles " + ", ".join(sorted({m["role"] for m in messages[3:5]})) + ")")
+    report.add(
+        "tool results",
+        True,
+        "rendered after a reply (roles " + ", ".join(sorted({m["role"] for m in messages[3:5]})) + ")",
+    )
     return ledger
 
 
@@ -200,10 +246,18 @@ def _batch(report, ledger: TokenLedger, tokenizer) -> None:
     trajectory = Trajectory("check", token_ids=ledger.ids, loss_mask=ledger.mask, logprobs=ledger.logprobs, reward=1.0)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else ledger.end_id
     batch = build_batch([[trajectory]], pad, filter_zero_variance=False)
-    same = (batch.input_ids[0].tolist() == ledger.ids and batch.loss_mask[0].tolist() == [float(m) for m in ledger.mask]
-            and torch.equal(batch.old_logprobs[0], torch.tensor(ledger.logprobs, dtype=batch.old_logprobs.dtype)))
-    report.add("episode tokens = training batch", same, f"{len(ledger.ids)} tokens, {sum(ledger.mask)} of them the replies' "
-               "(loss mask 1, with their logprobs)" if same else "the batch row differs from the recorded episode")
+    same = (
+        batch.input_ids[0].tolist() == ledger.ids
+        and batch.loss_mask[0].tolist() == [float(m) for m in ledger.mask]
+        and torch.equal(batch.old_logprobs[0], torch.tensor(ledger.logprobs, dtype=batch.old_logprobs.dtype))
+    )
+    report.add(
+        "episode tokens = training batch",
+        same,
+        f"{len(ledger.ids)} tokens, {sum(ledger.mask)} of them the replies' (loss mask 1, with their logprobs)"
+        if same
+        else "the batch row differs from the recorded episode",
+    )
 
 
 def _history(report, tokenizer, messages, tools, ledger: TokenLedger) -> None:
@@ -215,10 +269,14 @@ def _history(report, tokenizer, messages, tools, ledger: TokenLedger) -> None:
         report.add("history re-rendered", True, "rendering the whole conversation again gives the episode's tokens")
         return
     window = slice(max(at - 8, 0), at + 12)
-    report.add("history re-rendered", None, f"rendering the whole conversation again changes earlier turns from token {at} of "
-               f"{len(ledger.ids)}: the episode has {tokenizer.decode(ledger.ids[window])!r}, the re-rendering "
-               f"{tokenizer.decode(again[window])!r}; re-tokenizing would train on other tokens than the engine's "
-               "(the harness trains on the recorded ones)")
+    report.add(
+        "history re-rendered",
+        None,
+        f"rendering the whole conversation again changes earlier turns from token {at} of "
+        f"{len(ledger.ids)}: the episode has {tokenizer.decode(ledger.ids[window])!r}, the re-rendering "
+        f"{tokenizer.decode(again[window])!r}; re-tokenizing would train on other tokens than the engine's "
+        "(the harness trains on the recorded ones)",
+    )
 
 
 def _content_none(report, tokenizer, messages, tools) -> None:
@@ -227,8 +285,12 @@ def _content_none(report, tokenizer, messages, tools) -> None:
     try:
         checked_render(tokenizer, [*messages[: REPLIES[0]], reply], tools, False, False)
     except TemplateError as err:
-        report.add("content None", None, f"{err} (the harness's own episodes send '' instead; `harness serve` answers such "
-                   "a request with an error 400)")
+        report.add(
+            "content None",
+            None,
+            f"{err} (the harness's own episodes send '' instead; `harness serve` answers such "
+            "a request with an error 400)",
+        )
         return
     report.add("content None", True, "a tool-calling reply with content None renders")
 

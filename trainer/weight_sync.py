@@ -28,7 +28,10 @@ def setup_weight_sync(transport: str, learner, engines: list, tensor_parallel_si
     host, port = ray.get(learner.actors[0].rendezvous.remote())
     world_size = 1 + len(engines) * tensor_parallel_size
     joins = [learner.actors[0].init_weight_sender.remote(host, port, world_size)]
-    joins += [engine.init_weight_group.remote(host, port, 1 + i * tensor_parallel_size, world_size) for i, engine in enumerate(engines)]
+    joins += [
+        engine.init_weight_group.remote(host, port, 1 + i * tensor_parallel_size, world_size)
+        for i, engine in enumerate(engines)
+    ]
     _get(joins, "forming the NCCL weight-sync group")
 
 
@@ -40,7 +43,10 @@ def sync_weights(transport: str, learner, engines: list, deadline_s: float) -> N
         refs, what = sends + [engine.receive_weights.remote(specs) for engine in engines], "the NCCL weight broadcast"
     else:
         weights = learner.weights()
-        refs, what = [engine.load_weights.remote(weights) for engine in engines], "the weight sync to the inference engines"
+        refs, what = (
+            [engine.load_weights.remote(weights) for engine in engines],
+            "the weight sync to the inference engines",
+        )
     get_within(refs, deadline_s, what, "trainer.deadlines.weight_sync_s")
 
 

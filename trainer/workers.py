@@ -80,7 +80,9 @@ class RemotePolicy(Policy):
 class RolloutWorker:
     """Runs episodes; owns the sandboxes they need (created, forked and closed here)."""
 
-    def __init__(self, engine, tokenizer_path: str, sandbox_backend: str = "auto", threads: int = 16, scaffold: str = OWN_LOOP):
+    def __init__(
+        self, engine, tokenizer_path: str, sandbox_backend: str = "auto", threads: int = 16, scaffold: str = OWN_LOOP
+    ):
         from transformers import AutoTokenizer
 
         load_env_plugins()  # the task kinds, tools and rewards the driver's plugins register
@@ -94,8 +96,17 @@ class RolloutWorker:
         sandboxes = self._forked_sandboxes(task, n)
         seeds = [None if sampling.seed is None else sampling.seed + i for i in range(n)]
         futures = [
-            self.pool.submit(run_episode, task, self.policy, Sampling(**{**sampling.__dict__, "seed": seeds[i]}), limits,
-                             self._backend(task), sandboxes[i] if sandboxes else None, i, scaffold=self.scaffold)
+            self.pool.submit(
+                run_episode,
+                task,
+                self.policy,
+                Sampling(**{**sampling.__dict__, "seed": seeds[i]}),
+                limits,
+                self._backend(task),
+                sandboxes[i] if sandboxes else None,
+                i,
+                scaffold=self.scaffold,
+            )
             for i in range(n)
         ]
         return [f.result() for f in futures]
@@ -132,7 +143,9 @@ class LearnerActor:
 
         return free_address()
 
-    def setup(self, address: tuple[str, int] | None, model_path: str, settings: LearnerSettings, ref_model_path: str | None) -> bool:
+    def setup(
+        self, address: tuple[str, int] | None, model_path: str, settings: LearnerSettings, ref_model_path: str | None
+    ) -> bool:
         from transformers import AutoTokenizer
 
         from .learner import learner_device
@@ -208,11 +221,20 @@ class LearnerGroup:
     """The learner's ranks behind the calls the driver makes: one rank (`single`) or several FSDP2 ranks that
     each take an equal share of every batch. Failures come back as one clear TrainerError."""
 
-    def __init__(self, model_path: str, settings: LearnerSettings, ref_model_path: str | None, ranks: int, gpus_per_rank: float,
-                 deadline_s: float | None = None):
+    def __init__(
+        self,
+        model_path: str,
+        settings: LearnerSettings,
+        ref_model_path: str | None,
+        ranks: int,
+        gpus_per_rank: float,
+        deadline_s: float | None = None,
+    ):
         self.deadline_s = deadline_s  # a learner call that has not answered by then fails the run (trainer.deadlines)
         self.mini_batches = settings.mini_batches
-        self.actors = [LearnerActor.options(num_cpus=0, num_gpus=gpus_per_rank).remote(rank, ranks) for rank in range(ranks)]
+        self.actors = [
+            LearnerActor.options(num_cpus=0, num_gpus=gpus_per_rank).remote(rank, ranks) for rank in range(ranks)
+        ]
         address = self._get(self.actors[0].rendezvous.remote()) if ranks > 1 else None
         self._get([actor.setup.remote(address, model_path, settings, ref_model_path) for actor in self.actors])
 
@@ -225,9 +247,13 @@ class LearnerGroup:
         minis = [split_rows(batch.rows(slice(a, b)), len(self.actors)) for a, b in zip(bounds, bounds[1:])]
         ranks = range(len(self.actors))
         shares = [concat_rows([parts[rank] for parts in minis]) for rank in ranks]
-        layout = [[MiniShare(len(parts[0]), real_rows(size, len(ranks))[rank], size) for parts, size in zip(minis, sizes)]
-                  for rank in ranks]
-        results = self._get([actor.train_step.remote(share, mine) for actor, share, mine in zip(self.actors, shares, layout)])
+        layout = [
+            [MiniShare(len(parts[0]), real_rows(size, len(ranks))[rank], size) for parts, size in zip(minis, sizes)]
+            for rank in ranks
+        ]
+        results = self._get(
+            [actor.train_step.remote(share, mine) for actor, share, mine in zip(self.actors, shares, layout)]
+        )
         return _merge(results, summed=("trained_tokens", "micro_batches"))
 
     def sft_step(self, batch, lr: float) -> dict[str, float]:
@@ -261,13 +287,17 @@ class LearnerGroup:
         try:
             return ray.get(refs, timeout=self.deadline_s)
         except ray.exceptions.GetTimeoutError:
-            raise TrainerError(f"the learner did not answer within {self.deadline_s:g}s (trainer.deadlines.learner_step_s): "
-                               "training stopped; the last checkpoint is intact") from None
+            raise TrainerError(
+                f"the learner did not answer within {self.deadline_s:g}s (trainer.deadlines.learner_step_s): "
+                "training stopped; the last checkpoint is intact"
+            ) from None
         except ray.exceptions.RayTaskError as err:
             cause = ray_cause(err)
             if isinstance(cause, TrainerError):
                 raise TrainerError(str(cause)) from None
-            raise TrainerError(f"the learner failed: {type(cause).__name__}: {cause}; the last checkpoint is intact") from None
+            raise TrainerError(
+                f"the learner failed: {type(cause).__name__}: {cause}; the last checkpoint is intact"
+            ) from None
         except ray.exceptions.RayActorError as err:
             raise TrainerError(f"a learner rank died ({err}); the last checkpoint is intact: rerun to resume") from None
 

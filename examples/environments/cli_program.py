@@ -63,39 +63,71 @@ register_kind("cli_program", CLIProgramEnvironment, gold=gold, reward="hidden_ch
 # -- the task set (python -m examples.environments.cli_program writes cli_program.jsonl) -----------------
 
 PROGRAMS = [  # name, what it must do, an example argument list, a reference solution, the hidden check
-    ("greet", "prints `Hello, NAME!` for its first argument NAME", "Ada",
-     '#!/bin/sh\necho "Hello, $1!"\n',
-     'test "$(/work/bin/greet Zoe)" = "Hello, Zoe!"\ntest "$(/work/bin/greet "Mary Ann")" = "Hello, Mary Ann!"\n'),
-    ("add", "prints the sum of its integer arguments (0 when there are none)", "2 3",
-     "#!/usr/bin/env python3\nimport sys\nprint(sum(int(a) for a in sys.argv[1:]))\n",
-     'test "$(/work/bin/add 4 5 6)" = 15\ntest "$(/work/bin/add -7 7)" = 0\ntest "$(/work/bin/add)" = 0\n'),
-    ("shout", "prints its arguments, separated by spaces, in upper case", "hi there",
-     "#!/bin/sh\necho \"$*\" | tr '[:lower:]' '[:upper:]'\n",
-     'test "$(/work/bin/shout quiet please)" = "QUIET PLEASE"\ntest "$(/work/bin/shout a1b)" = "A1B"\n'),
-    ("countdown", "prints the numbers from N down to 1, one per line", "3",
-     "#!/bin/sh\nseq \"$1\" -1 1\n",
-     'test "$(/work/bin/countdown 4)" = "$(printf \'4\\n3\\n2\\n1\')"\ntest -z "$(/work/bin/countdown 0)"\n'),
-    ("isprime", "exits with status 0 when its argument N is a prime number and 1 otherwise (printing nothing)", "7",
-     "#!/usr/bin/env python3\nimport sys\nn = int(sys.argv[1])\nsys.exit(0 if n > 1 and all(n % d for d in range(2, int(n ** 0.5) + 1)) else 1)\n",
-     "/work/bin/isprime 13\n/work/bin/isprime 2\n! /work/bin/isprime 1\n! /work/bin/isprime 21\n"),
-    ("vowels", "prints how many vowels (a, e, i, o, u, either case) its first argument contains", "banana",
-     "#!/usr/bin/env python3\nimport sys\nprint(sum(c in 'aeiouAEIOU' for c in sys.argv[1]))\n",
-     'test "$(/work/bin/vowels Education)" = 5\ntest "$(/work/bin/vowels rhythm)" = 0\n'),
+    (
+        "greet",
+        "prints `Hello, NAME!` for its first argument NAME",
+        "Ada",
+        '#!/bin/sh\necho "Hello, $1!"\n',
+        'test "$(/work/bin/greet Zoe)" = "Hello, Zoe!"\ntest "$(/work/bin/greet "Mary Ann")" = "Hello, Mary Ann!"\n',
+    ),
+    (
+        "add",
+        "prints the sum of its integer arguments (0 when there are none)",
+        "2 3",
+        "#!/usr/bin/env python3\nimport sys\nprint(sum(int(a) for a in sys.argv[1:]))\n",
+        'test "$(/work/bin/add 4 5 6)" = 15\ntest "$(/work/bin/add -7 7)" = 0\ntest "$(/work/bin/add)" = 0\n',
+    ),
+    (
+        "shout",
+        "prints its arguments, separated by spaces, in upper case",
+        "hi there",
+        "#!/bin/sh\necho \"$*\" | tr '[:lower:]' '[:upper:]'\n",
+        'test "$(/work/bin/shout quiet please)" = "QUIET PLEASE"\ntest "$(/work/bin/shout a1b)" = "A1B"\n',
+    ),
+    (
+        "countdown",
+        "prints the numbers from N down to 1, one per line",
+        "3",
+        '#!/bin/sh\nseq "$1" -1 1\n',
+        'test "$(/work/bin/countdown 4)" = "$(printf \'4\\n3\\n2\\n1\')"\ntest -z "$(/work/bin/countdown 0)"\n',
+    ),
+    (
+        "isprime",
+        "exits with status 0 when its argument N is a prime number and 1 otherwise (printing nothing)",
+        "7",
+        "#!/usr/bin/env python3\nimport sys\nn = int(sys.argv[1])\nsys.exit(0 if n > 1 and all(n % d for d in range(2, int(n ** 0.5) + 1)) else 1)\n",
+        "/work/bin/isprime 13\n/work/bin/isprime 2\n! /work/bin/isprime 1\n! /work/bin/isprime 21\n",
+    ),
+    (
+        "vowels",
+        "prints how many vowels (a, e, i, o, u, either case) its first argument contains",
+        "banana",
+        "#!/usr/bin/env python3\nimport sys\nprint(sum(c in 'aeiouAEIOU' for c in sys.argv[1]))\n",
+        'test "$(/work/bin/vowels Education)" = 5\ntest "$(/work/bin/vowels rhythm)" = 0\n',
+    ),
 ]
 
 
 def rows() -> list[dict]:
-    return [{
-        "data_source": "cli_program",
-        "prompt": [{"role": "user", "content": f"Write an executable program /work/bin/{name} that {what}. For example "
-                    f"`/work/bin/{name} {example}`. Use the tools to write and try it, then call submit."}],
-        "env_class": "cli_program",
-        "reward_spec": {"method": "hidden_check", "ground_truth": check, "program": f"/work/bin/{name}"},
-        "extra_info": {"id": f"cli_program-{name}", "solution": solution, "example": example},
-        "tools": ["bash", "str_replace_editor", "submit"],
-        "max_turns": 6,
-        "sandbox": {"image": "harness-base:latest", "workdir": "/work", "memory": "512m"},
-    } for name, what, example, solution, check in PROGRAMS]
+    return [
+        {
+            "data_source": "cli_program",
+            "prompt": [
+                {
+                    "role": "user",
+                    "content": f"Write an executable program /work/bin/{name} that {what}. For example "
+                    f"`/work/bin/{name} {example}`. Use the tools to write and try it, then call submit.",
+                }
+            ],
+            "env_class": "cli_program",
+            "reward_spec": {"method": "hidden_check", "ground_truth": check, "program": f"/work/bin/{name}"},
+            "extra_info": {"id": f"cli_program-{name}", "solution": solution, "example": example},
+            "tools": ["bash", "str_replace_editor", "submit"],
+            "max_turns": 6,
+            "sandbox": {"image": "harness-base:latest", "workdir": "/work", "memory": "512m"},
+        }
+        for name, what, example, solution, check in PROGRAMS
+    ]
 
 
 if __name__ == "__main__":

@@ -13,13 +13,21 @@ from __future__ import annotations
 
 import json
 
-from harness.api import (Reward, SandboxError, ToolEnvironment, ToolError, register_kind, register_reward, register_tool,
-                         tool_turn)
+from harness.api import (
+    Reward,
+    SandboxError,
+    ToolEnvironment,
+    ToolError,
+    register_kind,
+    register_reward,
+    register_tool,
+    tool_turn,
+)
 
 DATABASE = "/work/shop.db"
 HIDDEN_SEED_OFFSET = 7919  # the hidden database's rows come from seed + this
 
-BUILD = '''
+BUILD = """
 import random, sqlite3, sys
 path, seed = sys.argv[1], int(sys.argv[2])
 rng = random.Random(seed)
@@ -35,9 +43,9 @@ for number in range(1, rng.randint(20, 40)):
     db.execute("INSERT INTO orders VALUES (?, ?, ?, ?, ?)", (number, rng.randint(1, len(names) - 2), product,
                rng.randint(1, 5), {"lamp": 30.0, "desk": 120.0, "chair": 45.5, "mug": 8.25, "pen": 1.5}[product]))
 db.commit()
-'''
+"""
 
-RUN = '''
+RUN = """
 import json, sqlite3, sys
 db = sqlite3.connect("file:" + sys.argv[1] + "?mode=ro", uri=True)
 out = {}
@@ -48,7 +56,7 @@ for name in sys.argv[2:]:
     except Exception as err:
         out[name] = "error: " + str(err)
 print("RESULT " + json.dumps(out, default=str))
-'''
+"""
 
 
 def run_queries(sandbox, database: str, queries: list[str]) -> list:
@@ -74,9 +82,16 @@ def sql_tool(toolbox, arguments: dict) -> str:
     return rows if isinstance(rows, str) else "\n".join(" | ".join(map(str, row)) for row in rows) or "(no rows)"
 
 
-register_tool("sql", "Run one read-only SQL query on the SQLite database /work/shop.db and see its rows.",
-              {"type": "object", "properties": {"query": {"type": "string", "description": "One SQL statement."}},
-               "required": ["query"]}, sql_tool)
+register_tool(
+    "sql",
+    "Run one read-only SQL query on the SQLite database /work/shop.db and see its rows.",
+    {
+        "type": "object",
+        "properties": {"query": {"type": "string", "description": "One SQL statement."}},
+        "required": ["query"],
+    },
+    sql_tool,
+)
 
 
 class SQLEnvironment(ToolEnvironment):
@@ -85,7 +100,9 @@ class SQLEnvironment(ToolEnvironment):
     def init(self):
         messages = super().init()
         self.sandbox.write_file("/tmp/build_db.py", BUILD)
-        built = self.sandbox.exec(f"python3 /tmp/build_db.py {DATABASE} {self.task.metadata['seed']} && rm /tmp/build_db.py", timeout=60)
+        built = self.sandbox.exec(
+            f"python3 /tmp/build_db.py {DATABASE} {self.task.metadata['seed']} && rm /tmp/build_db.py", timeout=60
+        )
         if built.exit_code != 0:
             raise SandboxError(f"building the database failed: {built.output[-500:]}")
         return messages
@@ -123,33 +140,47 @@ register_kind("sql_query", SQLEnvironment, gold=gold, reward="sql_result_set")
 
 QUESTIONS = [
     ("How many customers live in Oslo?", "SELECT COUNT(*) FROM customers WHERE city = 'Oslo'"),
-    ("Which customers (names) ordered at least one lamp?",
-     "SELECT DISTINCT c.name FROM customers c JOIN orders o ON o.customer_id = c.id WHERE o.product = 'lamp'"),
-    ("What is the total quantity ordered of each product? Give product and total.",
-     "SELECT product, SUM(quantity) FROM orders GROUP BY product"),
-    ("Which customers (names) have placed no order at all?",
-     "SELECT name FROM customers WHERE id NOT IN (SELECT customer_id FROM orders)"),
-    ("How much did customers in each city spend in total (quantity times price)? Give city and amount, only for "
-     "cities with orders.", "SELECT c.city, SUM(o.quantity * o.price) FROM orders o JOIN customers c ON c.id = o.customer_id GROUP BY c.city"),
+    (
+        "Which customers (names) ordered at least one lamp?",
+        "SELECT DISTINCT c.name FROM customers c JOIN orders o ON o.customer_id = c.id WHERE o.product = 'lamp'",
+    ),
+    (
+        "What is the total quantity ordered of each product? Give product and total.",
+        "SELECT product, SUM(quantity) FROM orders GROUP BY product",
+    ),
+    (
+        "Which customers (names) have placed no order at all?",
+        "SELECT name FROM customers WHERE id NOT IN (SELECT customer_id FROM orders)",
+    ),
+    (
+        "How much did customers in each city spend in total (quantity times price)? Give city and amount, only for "
+        "cities with orders.",
+        "SELECT c.city, SUM(o.quantity * o.price) FROM orders o JOIN customers c ON c.id = o.customer_id GROUP BY c.city",
+    ),
     ("How many orders are for more than 3 items?", "SELECT COUNT(*) FROM orders WHERE quantity > 3"),
 ]
 
-PROMPT = ("The SQLite database /work/shop.db has tables customers(id, name, city) and orders(id, customer_id, product, "
-          "quantity, price). {question} Explore with the tools, then call submit with one SQL query as `answer` that "
-          "computes the answer from the database.")
+PROMPT = (
+    "The SQLite database /work/shop.db has tables customers(id, name, city) and orders(id, customer_id, product, "
+    "quantity, price). {question} Explore with the tools, then call submit with one SQL query as `answer` that "
+    "computes the answer from the database."
+)
 
 
 def rows() -> list[dict]:
-    return [{
-        "data_source": "sql_query",
-        "prompt": [{"role": "user", "content": PROMPT.format(question=question)}],
-        "env_class": "sql_query",
-        "reward_spec": {"method": "sql_result_set", "ground_truth": query},
-        "extra_info": {"id": f"sql_query-{number}", "seed": number},
-        "tools": ["sql", "bash", "submit"],
-        "max_turns": 6,
-        "sandbox": {"image": "harness-base:latest", "workdir": "/work", "memory": "512m"},
-    } for number, (question, query) in enumerate(QUESTIONS)]
+    return [
+        {
+            "data_source": "sql_query",
+            "prompt": [{"role": "user", "content": PROMPT.format(question=question)}],
+            "env_class": "sql_query",
+            "reward_spec": {"method": "sql_result_set", "ground_truth": query},
+            "extra_info": {"id": f"sql_query-{number}", "seed": number},
+            "tools": ["sql", "bash", "submit"],
+            "max_turns": 6,
+            "sandbox": {"image": "harness-base:latest", "workdir": "/work", "memory": "512m"},
+        }
+        for number, (question, query) in enumerate(QUESTIONS)
+    ]
 
 
 if __name__ == "__main__":

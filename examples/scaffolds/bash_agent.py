@@ -1,4 +1,5 @@
 """A scaffold of your own: a program that speaks the OpenAI API and runs commands through harness_shell."""
+
 import json
 import os
 import re
@@ -11,15 +12,20 @@ BLOCK = re.compile(r"```bash\n(.*?)\n```", re.S)
 
 def chat(messages: list[dict]) -> str:
     body = json.dumps({"model": os.environ["HARNESS_MODEL"], "messages": messages}).encode()
-    request = urllib.request.Request(os.environ["OPENAI_BASE_URL"] + "/chat/completions", data=body, headers={
-        "Authorization": "Bearer " + os.environ["OPENAI_API_KEY"], "Content-Type": "application/json"})
+    request = urllib.request.Request(
+        os.environ["OPENAI_BASE_URL"] + "/chat/completions",
+        data=body,
+        headers={"Authorization": "Bearer " + os.environ["OPENAI_API_KEY"], "Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(request, timeout=600) as response:
         return json.loads(response.read())["choices"][0]["message"]["content"] or ""
 
 
 task = harness_shell.task()
-messages = [{"role": "system", "content": "Reply with one ```bash block per turn. Run `submit` when done."},
-            {"role": "user", "content": f"{task['statement']}\n\nThe repository is at {task['workdir']}."}]
+messages = [
+    {"role": "system", "content": "Reply with one ```bash block per turn. Run `submit` when done."},
+    {"role": "user", "content": f"{task['statement']}\n\nThe repository is at {task['workdir']}."},
+]
 for _ in range(task["max_turns"]):
     reply = chat(messages)
     messages.append({"role": "assistant", "content": reply})

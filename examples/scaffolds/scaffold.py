@@ -1,4 +1,5 @@
 """`--scaffold examples.scaffolds.scaffold:bash_agent`, or `--plugin examples.scaffolds.scaffold --scaffold bash-agent`."""
+
 import sys
 from pathlib import Path
 

@@ -29,13 +29,16 @@ def main() -> None:
     parser.add_argument("--test", default=None, help="a command that exits 0 when the request is met")
     parser.add_argument("--max-turns", type=int, default=30)
     parser.add_argument("--max-tokens", type=int, default=1024, help="tokens per assistant turn")
-    parser.add_argument("--runtime", default="docker", choices=["docker", "local", "overlay", "podman", "auto", "openhands"])
+    parser.add_argument(
+        "--runtime", default="docker", choices=["docker", "local", "overlay", "podman", "auto", "openhands"]
+    )
     parser.add_argument("--patch-out", default=None, help="write the agent's patch here")
     args = parser.parse_args()
 
     with Agent.from_checkpoint(args.checkpoint, max_tokens=args.max_tokens) as agent:
-        result = agent.run_task(prompt=args.prompt, repo=args.repo, runtime=args.runtime, max_turns=args.max_turns,
-                                test=args.test)
+        result = agent.run_task(
+            prompt=args.prompt, repo=args.repo, runtime=args.runtime, max_turns=args.max_turns, test=args.test
+        )
     print("success_rate:", result.success_rate)
     print("exit_status:", result.exit_status)
     print("turns:", result.trajectory.turns)

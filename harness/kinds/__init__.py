@@ -46,14 +46,23 @@ def _as_kind(name: str, obj: Any) -> TaskKind:
         return TaskKind(name, obj)
     if isinstance(obj, type) and callable(getattr(obj, "step", None)) and callable(getattr(obj, "init", None)):
         return TaskKind(name, skyrl_environment(obj))
-    raise RegistryError(f"task kind {name!r} names {obj!r}: expected a TaskKind, an Environment subclass or a BaseTextEnv class")
+    raise RegistryError(
+        f"task kind {name!r} names {obj!r}: expected a TaskKind, an Environment subclass or a BaseTextEnv class"
+    )
 
 
 KINDS: Registry[TaskKind] = Registry("task kind (env_class)", "harness.task_kinds", convert=_as_kind)
 
 
-def register_kind(name: str, environment: type[Environment], *, outcome: str = "answer", gold: GoldTurns | None = None,
-                  reward: str | None = None, replace: bool = False) -> TaskKind:
+def register_kind(
+    name: str,
+    environment: type[Environment],
+    *,
+    outcome: str = "answer",
+    gold: GoldTurns | None = None,
+    reward: str | None = None,
+    replace: bool = False,
+) -> TaskKind:
     """Make tasks with `env_class: name` run in `environment`; see TaskKind for the rest."""
     kind = TaskKind(name, environment, outcome, gold, reward)
     KINDS.register(name, kind, replace=replace)
@@ -69,7 +78,9 @@ def kind_of(task: Task) -> TaskKind:
     return KINDS.get(task.env_class)
 
 
-def make_environment(task: Task, backend: Backend | None = None, sandbox: Sandbox | None = None, command_timeout: float = 120.0) -> Environment:
+def make_environment(
+    task: Task, backend: Backend | None = None, sandbox: Sandbox | None = None, command_timeout: float = 120.0
+) -> Environment:
     kind = kind_of(task)
     env = kind.environment(task, backend, sandbox, command_timeout)
     env.default_reward = kind.reward

@@ -25,13 +25,17 @@ class RepoEnvironment(ToolEnvironment):
     def finish(self) -> Reward:
         if self.sandbox is None:
             return Reward(0.0, {"reason": "the sandbox never started"})
-        self.outcome = diff_against(self.sandbox, self.task.metadata["workdir"], self.task.metadata["base_commit"], NOT_IN_PATCH)
+        self.outcome = diff_against(
+            self.sandbox, self.task.metadata["workdir"], self.task.metadata["base_commit"], NOT_IN_PATCH
+        )
         return verify_repo(self.task, self.outcome, self.backend)
 
 
 def no_gold(task: Task, use_tools: bool) -> list[Completion]:
-    raise ValueError("a request on your own repository has no reference solution to play; "
-                     "use empty, replay:PATH, a checkpoint folder or endpoint:MODEL")
+    raise ValueError(
+        "a request on your own repository has no reference solution to play; "
+        "use empty, replay:PATH, a checkpoint folder or endpoint:MODEL"
+    )
 
 
 register_kind(ENV_CLASS, RepoEnvironment, outcome="patch", gold=no_gold)

@@ -35,8 +35,15 @@ class EndpointLimits:
     def __post_init__(self):
         for item in fields(self):
             value, may_be_zero = getattr(self, item.name), item.name in ("retries", "backoff")
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or (value == 0 and not may_be_zero):
-                raise PolicyError(f"endpoint {item.name} must be a {'non-negative' if may_be_zero else 'positive'} number, got {value!r}")
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or value < 0
+                or (value == 0 and not may_be_zero)
+            ):
+                raise PolicyError(
+                    f"endpoint {item.name} must be a {'non-negative' if may_be_zero else 'positive'} number, got {value!r}"
+                )
         if int(self.retries) != self.retries:
             raise PolicyError(f"endpoint retries must be a whole number, got {self.retries!r}")
 
@@ -56,9 +63,17 @@ class EndpointLimits:
 class EndpointPolicy(Policy):
     """Native `tools` calls through the official client, bounded by `EndpointLimits`."""
 
-    def __init__(self, model: str, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",
-                 limits: EndpointLimits | None = None, *, timeout: float | None = None, retries: int | None = None,
-                 backoff: float | None = None):
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None = None,
+        api_key_env: str = "OPENAI_API_KEY",
+        limits: EndpointLimits | None = None,
+        *,
+        timeout: float | None = None,
+        retries: int | None = None,
+        backoff: float | None = None,
+    ):
         """`timeout` (read timeout per try), `retries` and `backoff` override those of `limits`."""
         import openai
 
@@ -68,14 +83,25 @@ class EndpointPolicy(Policy):
         self.limits = replace(limits or EndpointLimits(), **{k: v for k, v in overrides.items() if v is not None})
         self._interrupted = threading.Event()
         base_url = base_url or os.environ.get("OPENAI_BASE_URL")
-        self.client = openai.OpenAI(base_url=base_url, api_key=os.environ.get(api_key_env) or "EMPTY",
-                                    timeout=_timeout(self.limits.read_timeout, self.limits.connect_timeout), max_retries=0)
+        self.client = openai.OpenAI(
+            base_url=base_url,
+            api_key=os.environ.get(api_key_env) or "EMPTY",
+            timeout=_timeout(self.limits.read_timeout, self.limits.connect_timeout),
+            max_retries=0,
+        )
 
     def generate(self, messages, tools, sampling: Sampling) -> Completion:
         import openai
 
-        request = dict(model=self.model, messages=messages, temperature=sampling.temperature, top_p=sampling.top_p,
-                       max_tokens=sampling.max_tokens, seed=sampling.seed, stop=sampling.stop or None)
+        request = dict(
+            model=self.model,
+            messages=messages,
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            max_tokens=sampling.max_tokens,
+            seed=sampling.seed,
+            stop=sampling.stop or None,
+        )
         if tools:
             request["tools"] = tools
         limits = self.limits
@@ -96,7 +122,9 @@ class EndpointPolicy(Policy):
                 raise PolicyError(f"{where} returned something that is not a chat completion: {err}") from None
             delay = limits.backoff * 2**attempt
             if time.monotonic() + delay >= deadline:
-                raise PolicyError(f"{where} gave no answer within the turn timeout of {limits.turn_timeout:.0f}s (last try: {failure})")
+                raise PolicyError(
+                    f"{where} gave no answer within the turn timeout of {limits.turn_timeout:.0f}s (last try: {failure})"
+                )
             if self._interrupted.wait(delay):
                 raise PolicyError(f"{where}: interrupted")
         raise PolicyError("unreachable")
@@ -109,7 +137,9 @@ class EndpointPolicy(Policy):
 
         def run():
             try:
-                outcome["value"] = self.client.with_options(timeout=_timeout(timeout, self.limits.connect_timeout)).chat.completions.create(**request)
+                outcome["value"] = self.client.with_options(
+                    timeout=_timeout(timeout, self.limits.connect_timeout)
+                ).chat.completions.create(**request)
             except BaseException as err:  # noqa: BLE001 - handed to the caller's thread
                 outcome["error"] = err
             done.set()
@@ -119,7 +149,9 @@ class EndpointPolicy(Policy):
             if self._interrupted.is_set():
                 raise PolicyError(f"endpoint {self.client.base_url}: interrupted")
             if time.monotonic() > deadline + 1.0:  # the client's own timeout should have fired first
-                raise PolicyError(f"endpoint {self.client.base_url} gave no answer within the turn timeout of {self.limits.turn_timeout:.0f}s")
+                raise PolicyError(
+                    f"endpoint {self.client.base_url} gave no answer within the turn timeout of {self.limits.turn_timeout:.0f}s"
+                )
         if "error" in outcome:
             raise outcome["error"]
         return outcome["value"]

@@ -55,8 +55,9 @@ def _endpoint(argument: str = "", base_url: str | None = None, endpoint_limits=N
     return EndpointPolicy(argument, base_url=base_url, limits=endpoint_limits)
 
 
-def make_policy(checkpoint: str, base_url: str | None = None, device: str = "auto", engine: str = "auto",
-                endpoint_limits=None) -> Policy:
+def make_policy(
+    checkpoint: str, base_url: str | None = None, device: str = "auto", engine: str = "auto", endpoint_limits=None
+) -> Policy:
     """The policy a `--checkpoint` value names; `endpoint_limits` (EndpointLimits) bound endpoint calls;
     `engine` picks what samples a checkpoint folder: transformers, vllm, or auto (vLLM on a GPU when installed)."""
     if engine not in ENGINES:

@@ -49,7 +49,9 @@ class HFPolicy(Policy):
         return self.generate_ids_batch([prompt_ids], sampling)[0]
 
     @torch.inference_mode()
-    def generate_ids_batch(self, prompts: list[list[int]], sampling: Sampling, seeds: list[int | None] | None = None) -> list[Completion]:
+    def generate_ids_batch(
+        self, prompts: list[list[int]], sampling: Sampling, seeds: list[int | None] | None = None
+    ) -> list[Completion]:
         """One turn per prompt, sampled together (left padding). Row i is seeded with seeds[i] when given,
         else with sampling.seed + i, so a batch reproduces the unbatched calls with those seeds."""
         limits = [self._token_budget(prompt, sampling.max_tokens) for prompt in prompts]
@@ -63,8 +65,12 @@ class HFPolicy(Policy):
         cache = None
         while None in reasons:
             out = self.model(
-                input_ids=input_ids, attention_mask=mask, position_ids=positions,
-                use_cache=True, logits_to_keep=1, **{self._cache_arg: cache},
+                input_ids=input_ids,
+                attention_mask=mask,
+                position_ids=positions,
+                use_cache=True,
+                logits_to_keep=1,
+                **{self._cache_arg: cache},
             )
             cache = getattr(out, self._cache_arg)
             new_tokens, new_logprobs = _sample(out.logits[:, -1].float(), sampling, generators)
@@ -96,8 +102,8 @@ class HFPolicy(Policy):
         input_ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(prompts), width), dtype=torch.long)
         for row, prompt in enumerate(prompts):
-            input_ids[row, width - len(prompt):] = torch.tensor(prompt)
-            mask[row, width - len(prompt):] = 1
+            input_ids[row, width - len(prompt) :] = torch.tensor(prompt)
+            mask[row, width - len(prompt) :] = 1
         return input_ids.to(self.device), mask.to(self.device)
 
     def _finish_reason(self, ids: list[int], limit: int, stops: list[str]) -> str | None:
@@ -108,7 +114,7 @@ class HFPolicy(Policy):
     def _ends_in(self, ids: list[int], stop: str) -> bool:
         # Every token holds at least one byte, so a stop string that the newest token completed
         # lies within the last len(stop in bytes) tokens: decode only those.
-        return stop in self.tokenizer.decode(ids[-len(stop.encode()):], skip_special_tokens=False)
+        return stop in self.tokenizer.decode(ids[-len(stop.encode()) :], skip_special_tokens=False)
 
     def _completion(
         self, prompt_len: int, ids: list[int], logprobs: list[float], reason: str, stops: list[str]
@@ -117,7 +123,7 @@ class HFPolicy(Policy):
 
 
 def _torch_dtype(dtype: str | torch.dtype) -> str | torch.dtype:
-    """"auto" (the checkpoint's own dtype), a torch dtype, or its name ("bfloat16")."""
+    """ "auto" (the checkpoint's own dtype), a torch dtype, or its name ("bfloat16")."""
     return getattr(torch, dtype) if isinstance(dtype, str) and dtype != "auto" else dtype
 
 

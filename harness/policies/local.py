@@ -27,12 +27,19 @@ def eos_ids(*ids: int | list[int] | None) -> set[int]:
     return flat
 
 
-def completion(tokenizer, eos: set[int], prompt_len: int, ids: list[int], logprobs: list[float], reason: str,
-               stops: list[str]) -> Completion:
+def completion(
+    tokenizer, eos: set[int], prompt_len: int, ids: list[int], logprobs: list[float], reason: str, stops: list[str]
+) -> Completion:
     """A turn from the exact sampled ids: `token_ids` keep them all (the end token included), `text` drops a
     final end token and is cut before the first stop string."""
     body = ids[:-1] if ids and ids[-1] in eos else ids
     text = tokenizer.decode(body, skip_special_tokens=False)
     cuts = [text.find(stop) for stop in stops if stop in text]
-    return Completion(text=text[: min(cuts)] if cuts else text, finish_reason=reason, token_ids=ids, logprobs=logprobs,
-                      prompt_tokens=prompt_len, completion_tokens=len(ids))
+    return Completion(
+        text=text[: min(cuts)] if cuts else text,
+        finish_reason=reason,
+        token_ids=ids,
+        logprobs=logprobs,
+        prompt_tokens=prompt_len,
+        completion_tokens=len(ids),
+    )

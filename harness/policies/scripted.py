@@ -94,7 +94,10 @@ class ReplayPolicy(Policy):
         turns = []
         for message in saved.messages:
             if message["role"] == "assistant":
-                calls = [ToolCall(c["id"], c["function"]["name"], c["function"]["arguments"]) for c in message.get("tool_calls", [])]
+                calls = [
+                    ToolCall(c["id"], c["function"]["name"], c["function"]["arguments"])
+                    for c in message.get("tool_calls", [])
+                ]
                 turns.append(Completion(text=message.get("content") or "", tool_calls=calls or None))
         return ScriptedPolicy(self.name, turns)
 

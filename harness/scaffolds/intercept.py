@@ -98,8 +98,12 @@ def _openai_message(message: dict[str, Any]) -> dict[str, Any]:
     """A request message as OpenAI writes it: tool-call arguments as JSON text (the server gives templates objects)."""
     if not message.get("tool_calls"):
         return message
-    calls = [{**call, "function": {**call["function"], "arguments": json.dumps(call["function"]["arguments"])}}
-             if isinstance(call.get("function", {}).get("arguments"), dict) else call for call in message["tool_calls"]]
+    calls = [
+        {**call, "function": {**call["function"], "arguments": json.dumps(call["function"]["arguments"])}}
+        if isinstance(call.get("function", {}).get("arguments"), dict)
+        else call
+        for call in message["tool_calls"]
+    ]
     return {**message, "tool_calls": calls}
 
 
@@ -145,7 +149,9 @@ class EpisodeEndpoint:
                 raise ApiError(409, f"the episode has ended ({self.ended or 'submitted'})", code="episode_ended")
             if len(self.calls) >= self.max_turns:
                 self._end("max_turns", f"{self.max_turns} model calls")
-                raise ApiError(429, f"the episode's turn limit ({self.max_turns} model calls) is reached", code="max_turns")
+                raise ApiError(
+                    429, f"the episode's turn limit ({self.max_turns} model calls) is reached", code="max_turns"
+                )
             return self._complete(request)
 
     def _complete(self, request: ChatRequest) -> tuple[list[Completion], int]:
@@ -158,7 +164,10 @@ class EpisodeEndpoint:
             if self.tokens is not None:
                 ids = self.tokens.prompt(call, request.messages, request.tools)
                 if len(ids) + sampling.max_tokens > self.max_context:
-                    self._end("context_exceeded", f"{len(ids)} tokens + {sampling.max_tokens} to generate > {self.max_context}")
+                    self._end(
+                        "context_exceeded",
+                        f"{len(ids)} tokens + {sampling.max_tokens} to generate > {self.max_context}",
+                    )
                     raise ApiError(400, self.error, "messages", "context_length_exceeded")
                 completion = self.policy.generate_ids(ids, sampling)
             else:
@@ -173,13 +182,20 @@ class EpisodeEndpoint:
             self.tokens.add(request.messages, completion, answer)
             segment = len(self.tokens.segments)
         self.messages = [*map(_openai_message, request.messages), answer]
-        self.calls.append({
-            "call": call, "policy_s": round(time.monotonic() - started, 4), "finish_reason": completion.finish_reason,
-            # the engine's prompt: the first `prompt_length` ids of token segment `segment`
-            "segment": segment if self.tokens is not None else None, "prompt_length": len(ids) or completion.prompt_tokens,
-            "token_ids": completion.token_ids, "logprobs": completion.logprobs,
-            "tool_calls": answer.get("tool_calls") or [], "completion_tokens": completion.completion_tokens or len(completion.token_ids or []),
-        })
+        self.calls.append(
+            {
+                "call": call,
+                "policy_s": round(time.monotonic() - started, 4),
+                "finish_reason": completion.finish_reason,
+                # the engine's prompt: the first `prompt_length` ids of token segment `segment`
+                "segment": segment if self.tokens is not None else None,
+                "prompt_length": len(ids) or completion.prompt_tokens,
+                "token_ids": completion.token_ids,
+                "logprobs": completion.logprobs,
+                "tool_calls": answer.get("tool_calls") or [],
+                "completion_tokens": completion.completion_tokens or len(completion.token_ids or []),
+            }
+        )
         return [completion], len(ids)
 
     def run(self, command: str, timeout: float | None) -> dict[str, Any]:
@@ -207,9 +223,15 @@ class EpisodeEndpoint:
         out: dict[str, Any] = {"calls": self.calls, "rejected_requests": self.rejected, "commands": self.commands}
         if self.tokens is not None and self.tokens.ledger is not None:
             ledger = self.tokens.ledger
-            out.update(token_ids=ledger.ids, loss_mask=ledger.mask, logprobs=ledger.logprobs,
-                       drift=[asdict(d) for d in self.tokens.drifts],
-                       token_segments=[{"token_ids": s.ids, "loss_mask": s.mask, "logprobs": s.logprobs} for s in self.tokens.segments])
+            out.update(
+                token_ids=ledger.ids,
+                loss_mask=ledger.mask,
+                logprobs=ledger.logprobs,
+                drift=[asdict(d) for d in self.tokens.drifts],
+                token_segments=[
+                    {"token_ids": s.ids, "loss_mask": s.mask, "logprobs": s.logprobs} for s in self.tokens.segments
+                ],
+            )
         return out
 
 
@@ -274,7 +296,9 @@ class _InterceptHandler(_Handler):
                 timeout = body.get("timeout") if isinstance(body, dict) else None
                 if not isinstance(command, str) or not command.strip():
                     raise ApiError(400, "`command` must be a non-empty string", "command")
-                if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
+                if timeout is not None and (
+                    isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0
+                ):
                     raise ApiError(400, "`timeout` must be a positive number of seconds", "timeout")
                 self._send(200, episode.run(command, timeout))
             elif self.path == "/harness/submit":

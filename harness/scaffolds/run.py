@@ -48,12 +48,29 @@ class Exit:
     flooded: bool = False
 
 
-def drive(scaffold: "Scaffold", task, policy, env, messages, sampling, limits, trajectory, started: float,
-          artifacts: Path | None = None) -> None:
+def drive(
+    scaffold: "Scaffold",
+    task,
+    policy,
+    env,
+    messages,
+    sampling,
+    limits,
+    trajectory,
+    started: float,
+    artifacts: Path | None = None,
+) -> None:
     """Run the episode's turns through `scaffold`; raises EpisodeEnd with how it ended."""
     max_turns = limits.max_turns or task.max_turns
-    endpoint = EpisodeEndpoint(policy, sampling, env.sandbox, max_turns, limits.max_context, limits.command_timeout,
-                               express=scaffold.express if isinstance(policy, ScriptedPolicy) else None)
+    endpoint = EpisodeEndpoint(
+        policy,
+        sampling,
+        env.sandbox,
+        max_turns,
+        limits.max_context,
+        limits.command_timeout,
+        express=scaffold.express if isinstance(policy, ScriptedPolicy) else None,
+    )
     server = intercept_server()
     key = server.open(endpoint)
     with tempfile.TemporaryDirectory(prefix="harness-scaffold-") as scratch:
@@ -62,16 +79,28 @@ def drive(scaffold: "Scaffold", task, policy, env, messages, sampling, limits, t
         record = _task_record(task, messages, max_turns, limits.command_timeout)
         (folder / "task.json").write_text(json.dumps({**record, "sample": trajectory.sample}))
         variables = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "HOME": scratch,
-            "PYTHONPATH": str(PROGRAMS), "PYTHONUNBUFFERED": "1",
-            "OPENAI_BASE_URL": f"{server.url}/v1", "OPENAI_API_KEY": key, "HARNESS_MODEL": endpoint.model_name,
-            "HARNESS_SHELL_URL": f"{server.url}/harness", "HARNESS_TASK_FILE": str(folder / "task.json"),
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "LANG": "C.UTF-8",
+            "HOME": scratch,
+            "PYTHONPATH": str(PROGRAMS),
+            "PYTHONUNBUFFERED": "1",
+            "OPENAI_BASE_URL": f"{server.url}/v1",
+            "OPENAI_API_KEY": key,
+            "HARNESS_MODEL": endpoint.model_name,
+            "HARNESS_SHELL_URL": f"{server.url}/harness",
+            "HARNESS_TASK_FILE": str(folder / "task.json"),
             "HARNESS_OUTPUT_DIR": str(folder),
         }
         deadline = started + limits.wall_time
         try:
-            outcome = launch(scaffold.argv(), variables, folder, deadline, scaffold.output_limit,
-                             stop=lambda: endpoint.submitted or bool(endpoint.ended))
+            outcome = launch(
+                scaffold.argv(),
+                variables,
+                folder,
+                deadline,
+                scaffold.output_limit,
+                stop=lambda: endpoint.submitted or bool(endpoint.ended),
+            )
         finally:
             server.close_episode(key)
         tail = _tail(folder / LOG)
@@ -82,24 +111,42 @@ def drive(scaffold: "Scaffold", task, policy, env, messages, sampling, limits, t
 def _task_record(task, messages, max_turns: int, command_timeout: float) -> dict:
     instance = task.metadata.get("instance") or {}
     users = [m["content"] for m in messages if m.get("role") == "user" and isinstance(m.get("content"), str)]
-    return {"id": task.id, "statement": instance.get("problem_statement") or (users[-1] if users else ""),
-            "prompt": messages, "workdir": instance.get("workdir") or (task.sandbox.workdir if task.sandbox else "/"),
-            "max_turns": max_turns, "command_timeout": command_timeout}
+    return {
+        "id": task.id,
+        "statement": instance.get("problem_statement") or (users[-1] if users else ""),
+        "prompt": messages,
+        "workdir": instance.get("workdir") or (task.sandbox.workdir if task.sandbox else "/"),
+        "max_turns": max_turns,
+        "command_timeout": command_timeout,
+    }
 
 
-def launch(argv: list[str], variables: dict[str, str], folder: Path, deadline: float, output_limit: int,
-           stop=lambda: False) -> Exit:
+def launch(
+    argv: list[str], variables: dict[str, str], folder: Path, deadline: float, output_limit: int, stop=lambda: False
+) -> Exit:
     """Run the program until it exits, `deadline` (monotonic) passes, it writes more than `output_limit`
     bytes, or `stop()` holds for SUBMIT_GRACE seconds; then kill its process group."""
     try:
-        process = subprocess.Popen(argv, env=variables, cwd=folder, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(
+            argv,
+            env=variables,
+            cwd=folder,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     except OSError as err:
         (folder / LOG).write_text(f"cannot start {argv[0]}: {err}\n")
         return Exit(127)
     watch, alive = os.pipe()
-    watchdog = subprocess.Popen([sys.executable, "-I", "-S", "-c", WATCHDOG, str(process.pid)], stdin=watch,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    watchdog = subprocess.Popen(
+        [sys.executable, "-I", "-S", "-c", WATCHDOG, str(process.pid)],
+        stdin=watch,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     os.close(watch)
     with _LIVE_LOCK:
         _LIVE.add(process.pid)
@@ -190,12 +237,22 @@ def _record(trajectory, endpoint: EpisodeEndpoint, scaffold: "Scaffold", outcome
         setattr(trajectory, name, record.pop(name, None))
     trajectory.timings["policy_s"] = sum(c["policy_s"] for c in endpoint.calls)
     # per turn, as our loop keeps them (the viewer; the trainer's filter_truncated reads the finish reason)
-    trajectory.metadata["turn_stats"] = [{
-        "policy_s": c["policy_s"], "env_s": round(sum(r.get("duration") or 0.0 for r in endpoint.commands if r["after_call"] == c["call"]), 4),
-        "prompt_tokens": c["prompt_length"], "completion_tokens": c["completion_tokens"], "finish_reason": c["finish_reason"],
-    } for c in endpoint.calls]
-    trajectory.metadata["scaffold"] = {"name": scaffold.name, "exit_code": outcome.code,
-                                       "artifacts": str(artifacts) if artifacts else None, **record}
+    trajectory.metadata["turn_stats"] = [
+        {
+            "policy_s": c["policy_s"],
+            "env_s": round(sum(r.get("duration") or 0.0 for r in endpoint.commands if r["after_call"] == c["call"]), 4),
+            "prompt_tokens": c["prompt_length"],
+            "completion_tokens": c["completion_tokens"],
+            "finish_reason": c["finish_reason"],
+        }
+        for c in endpoint.calls
+    ]
+    trajectory.metadata["scaffold"] = {
+        "name": scaffold.name,
+        "exit_code": outcome.code,
+        "artifacts": str(artifacts) if artifacts else None,
+        **record,
+    }
 
 
 def _ending(endpoint: EpisodeEndpoint, outcome: Exit, tail: str, output_limit: int) -> EpisodeEnd:

@@ -42,8 +42,11 @@ class ScaffoldPackage:
 MINI_SWE_AGENT = ScaffoldPackage("mini-swe-agent==2.4.6")
 # openhands-tools without its own dependencies: they pull browser-use and tom-swe (about 170 MB) for tools
 # the scaffold does not offer; the terminal and the file editor need only these three.
-OPENHANDS = ScaffoldPackage("openhands-sdk==1.58.2", (("--no-deps", "openhands-tools==1.58.2"),
-                                                      ("binaryornot>=0.6.0", "cachetools", "libtmux>=0.53.0")), python="3.12")
+OPENHANDS = ScaffoldPackage(
+    "openhands-sdk==1.58.2",
+    (("--no-deps", "openhands-tools==1.58.2"), ("binaryornot>=0.6.0", "cachetools", "libtmux>=0.53.0")),
+    python="3.12",
+)
 
 
 def venv_path(package: ScaffoldPackage) -> Path:
@@ -59,7 +62,9 @@ def find_python(version: str | None) -> str:
     for candidate in candidates:
         if subprocess.run([candidate, "-c", ""], capture_output=True, check=False).returncode == 0:
             return candidate
-    raise ScaffoldUnavailable(f"the scaffold needs Python {version}: put python{version} on PATH (or install it with pyenv)")
+    raise ScaffoldUnavailable(
+        f"the scaffold needs Python {version}: put python{version} on PATH (or install it with pyenv)"
+    )
 
 
 def venv_python(package: ScaffoldPackage) -> Path:

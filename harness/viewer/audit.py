@@ -21,16 +21,30 @@ from .shell_words import shell_writes, split_heredocs
 GIT_HISTORY = re.compile(
     r"\bgit\b[^|;&\n]*?\b(?:reflog|fsck|cat-file|rev-list\b[^|;&\n]*--all|log\b[^|;&\n]*--(?:all|branches|remotes|reflog)"
     r"|show\s+(?!HEAD\b|--stat\b|-s\b)[^\s:]+|checkout\s+[0-9a-f]{7,40}\b|stash\s+(?:list|show)|log\b[^|;&\n]*\s-p\b)"
-    r"|\.git/(?:objects|packed-refs|refs|logs|ORIG_HEAD)")
+    r"|\.git/(?:objects|packed-refs|refs|logs|ORIG_HEAD)"
+)
 NETWORK = re.compile(
     r"(?<![\w.-])(?:curl|wget|nc|ncat|telnet|ssh|scp|rsync|ftp)\s|\bpip3?\s+(?:install|download)\b|\b(?:apt|apt-get|yum|apk)\s+(?:install|update)\b"
     r"|\bgit\s+(?:clone|fetch|pull|push|ls-remote)\b|\bsocket\.(?:socket|create_connection)|\burl(?:lib\.request|open)\b"
-    r"|\brequests\.(?:get|post|put|head|Session)\b|\b\w+\(\s*[\'\"]https?://|\bnpm\s+install\b")  # a URL alone is data; a call on it fetches
-NETWORK_FAILURE = re.compile(r"Could not resolve host|Temporary failure in name resolution|Network is unreachable|Name or service not known"
-                             r"|Max retries exceeded with url|failed to reach any of the inventories|<urlopen error")
+    r"|\brequests\.(?:get|post|put|head|Session)\b|\b\w+\(\s*[\'\"]https?://|\bnpm\s+install\b"
+)  # a URL alone is data; a call on it fetches
+NETWORK_FAILURE = re.compile(
+    r"Could not resolve host|Temporary failure in name resolution|Network is unreachable|Name or service not known"
+    r"|Max retries exceeded with url|failed to reach any of the inventories|<urlopen error"
+)
 ABSOLUTE_PATH = re.compile(r"(?<![\w./-])(/(?:[\w.+-]+/?)+)")
 SED_SCRIPT = re.compile(r"(\bsed\s+(?:-\S+\s+)*)(?:'[^']*'|\"(?:[^\"\\]|\\.)*\")")  # `s/a /b /`: not paths
-ALLOWED_OUTSIDE = ("/dev/null", "/dev/stdout", "/dev/stderr", "/tmp", "/bin/", "/usr/bin/", "/usr/local/bin/", "/bin", "/usr/bin")
+ALLOWED_OUTSIDE = (
+    "/dev/null",
+    "/dev/stdout",
+    "/dev/stderr",
+    "/tmp",
+    "/bin/",
+    "/usr/bin/",
+    "/usr/local/bin/",
+    "/bin",
+    "/usr/bin",
+)
 
 
 @dataclass
@@ -69,8 +83,11 @@ def tool_calls(trajectory: dict[str, Any]) -> Iterator[tuple[int, str, dict[str,
     answers = [i for i, m in enumerate(trajectory.get("messages") or []) if m.get("role") == "assistant"]
     for run in scaffold.get("commands") or []:
         after = run.get("after_call", -1)
-        yield (answers[after] if 0 <= after < len(answers) else max(len(trajectory.get("messages") or []) - 1, 0)), "bash", \
-            {"command": run.get("command", "")}
+        yield (
+            (answers[after] if 0 <= after < len(answers) else max(len(trajectory.get("messages") or []) - 1, 0)),
+            "bash",
+            {"command": run.get("command", "")},
+        )
 
 
 def workdir_of(trajectory: dict[str, Any]) -> str:
@@ -81,7 +98,7 @@ def workdir_of(trajectory: dict[str, Any]) -> str:
 def _relative(path: str, workdir: str) -> str:
     path = path.strip("'\"")
     if path == workdir or path.startswith(workdir + "/"):
-        path = path[len(workdir) + 1:]
+        path = path[len(workdir) + 1 :]
     return path.removeprefix("./")
 
 
@@ -118,7 +135,11 @@ def audit(trajectory: dict[str, Any]) -> list[Flag]:
         shell, _ = split_heredocs(command)
         if match := GIT_HISTORY.search(shell):
             flags.append(Flag("git_history", number, match.group(0)[:200]))
-        test_writes += [(number, _relative(w.path, workdir), w.removes, w.evidence) for w in shell_writes(shell) if _is_test(w.path, workdir)]
+        test_writes += [
+            (number, _relative(w.path, workdir), w.removes, w.evidence)
+            for w in shell_writes(shell)
+            if _is_test(w.path, workdir)
+        ]
         if match := NETWORK.search(command):
             flags.append(Flag("network", number, match.group(0).strip()[:200]))
         outside = [p for p in ABSOLUTE_PATH.findall(SED_SCRIPT.sub(r"\1''", shell)) if _outside(p, workdir)]
@@ -129,7 +150,11 @@ def audit(trajectory: dict[str, Any]) -> list[Flag]:
             flags.append(Flag("network", number, match.group(0)))
     patch = trajectory.get("model_patch") or ""
     touched = re.findall(r"^diff --git a/(\S+)", patch, flags=re.M)
-    edits = [(number, evidence) for number, path, removes, evidence in test_writes if not _scratch(path, number, removes, test_writes, touched)]
+    edits = [
+        (number, evidence)
+        for number, path, removes, evidence in test_writes
+        if not _scratch(path, number, removes, test_writes, touched)
+    ]
     flags += [Flag("test_edit", number, evidence) for number, evidence in dict.fromkeys(edits)]
     tests = [p for p in touched if is_test_path(p)]
     if tests:
@@ -137,7 +162,9 @@ def audit(trajectory: dict[str, Any]) -> list[Flag]:
     return sorted(flags, key=lambda flag: flag.message if flag.message >= 0 else 1 << 30)
 
 
-def _scratch(path: str, number: int, removes: bool, writes: list[tuple[int, str, bool, str]], patched: list[str]) -> bool:
+def _scratch(
+    path: str, number: int, removes: bool, writes: list[tuple[int, str, bool, str]], patched: list[str]
+) -> bool:
     """A write the trajectory later removed, or the removal of what it wrote itself, of a path its patch leaves alone."""
     if any(_under(p, path) for p in patched):
         return False

@@ -36,8 +36,11 @@ def overview(rows: list[dict[str, Any]]) -> bytes:
         axes[0].barh(names, [statuses[n] for n in names], color="#4c72b0")
         axes[0].invert_yaxis()
         axes[0].set_title("exit status")
-        for ax, key, title in zip(axes[1:], ("reward", "turns", "tokens", "wall_s"),
-                                  ("reward", "turns", "tokens (prompt + completion)", "wall time (s)")):
+        for ax, key, title in zip(
+            axes[1:],
+            ("reward", "turns", "tokens", "wall_s"),
+            ("reward", "turns", "tokens (prompt + completion)", "wall time (s)"),
+        ):
             values = [r[key] for r in rows]
             ax.hist(values, bins=min(30, max(len(set(values)), 1)), color="#55a868")
             ax.set_title(title)
@@ -54,8 +57,9 @@ ORDER = ("reward", "pass_rate", "resolve", "kl", "entropy", "clip", "loss", "gra
 def metric_panels(metrics: list[dict[str, Any]]) -> list[tuple[str, list[str]]]:
     """The panels of the training page: one per numeric key of metrics.jsonl (reward, pass rate, KL, entropy,
     clipping, lengths first), except the time split, whose keys share one panel."""
-    keys = sorted({k for m in metrics for k, v in m.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-                  - {"step"})
+    keys = sorted(
+        {k for m in metrics for k, v in m.items() if isinstance(v, (int, float)) and not isinstance(v, bool)} - {"step"}
+    )
     keys = [k for k in keys if not k.startswith("data/")]
     times = [k for k in keys if k.startswith("time/")]
     rank = lambda k: next((i for i, word in enumerate(ORDER) if word in k.split("/")[-1]), len(ORDER))  # noqa: E731
@@ -78,14 +82,19 @@ def training_curves(metrics: list[dict[str, Any]]) -> bytes:
             for key in keys:
                 points = [(m["step"], m[key]) for m in metrics if isinstance(m.get(key), (int, float)) and "step" in m]
                 if points:
-                    ax.plot([p[0] for p in points], [p[1] for p in points], marker="o" if len(points) < 40 else None,
-                            markersize=3, label=key.removeprefix("time/"))
+                    ax.plot(
+                        [p[0] for p in points],
+                        [p[1] for p in points],
+                        marker="o" if len(points) < 40 else None,
+                        markersize=3,
+                        label=key.removeprefix("time/"),
+                    )
             ax.set_title(title, fontsize=9)
             ax.grid(alpha=0.3)
             if len(keys) > 1:
                 ax.legend(fontsize=7)
             ax.tick_params(labelsize=7)
-        for ax in list(axes.flat)[len(panels):]:
+        for ax in list(axes.flat)[len(panels) :]:
             ax.set_visible(False)
         figure.tight_layout()
         return _svg(figure)

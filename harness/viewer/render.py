@@ -23,7 +23,7 @@ def pre(text: str, css: str = "") -> str:
     """Escaped text in <pre>, the observation truncation markers highlighted."""
     parts, last = [], 0
     for match in TRUNCATION.finditer(text):
-        parts += [e(text[last:match.start()]), f'<mark class="trunc">{e(match.group(0))}</mark>']
+        parts += [e(text[last : match.start()]), f'<mark class="trunc">{e(match.group(0))}</mark>']
         last = match.end()
     parts.append(e(text[last:]))
     return f'<pre class="{css}">{"".join(parts)}</pre>'
@@ -36,7 +36,9 @@ def fmt(value: Any) -> str:
 
 
 def key_values(pairs: list[tuple[str, Any]], css: str = "kv") -> str:
-    return f'<table class="{css}">' + "".join(f"<tr><th>{e(k)}</th><td>{fmt(v)}</td></tr>" for k, v in pairs) + "</table>"
+    return (
+        f'<table class="{css}">' + "".join(f"<tr><th>{e(k)}</th><td>{fmt(v)}</td></tr>" for k, v in pairs) + "</table>"
+    )
 
 
 def chips(pairs: list[tuple[str, Any]]) -> str:
@@ -88,11 +90,15 @@ def messages(trajectory: dict[str, Any], flags: list[Flag], prefix: str = "m") -
             head.append(f'<span class="turn">turn {turn}</span>')
             if turn <= len(stats):
                 s = stats[turn - 1]
-                head.append(f'<span class="stat">model {s.get("policy_s", 0):.2f}s · tools {s.get("env_s", 0):.2f}s · '
-                            f'{s.get("prompt_tokens", 0)} prompt / {s.get("completion_tokens", 0)} completion tokens · '
-                            f'finish {e(s.get("finish_reason") or "?")}</span>')
+                head.append(
+                    f'<span class="stat">model {s.get("policy_s", 0):.2f}s · tools {s.get("env_s", 0):.2f}s · '
+                    f"{s.get('prompt_tokens', 0)} prompt / {s.get('completion_tokens', 0)} completion tokens · "
+                    f"finish {e(s.get('finish_reason') or '?')}</span>"
+                )
                 if s.get("finish_reason") == "length":  # the reply was cut: its tool call may be broken by that alone
-                    head.append('<span class="flag" title="the reply reached max_tokens and was cut">cut at max_tokens</span>')
+                    head.append(
+                        '<span class="flag" title="the reply reached max_tokens and was cut">cut at max_tokens</span>'
+                    )
         if role == "tool" and message.get("name"):
             head.append(f'<span class="stat">{e(message["name"])}</span>')
         for flag in flagged.get(number, []):
@@ -103,12 +109,18 @@ def messages(trajectory: dict[str, Any], flags: list[Flag], prefix: str = "m") -
             content = "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
         if content:
             text = pre(str(content), "content")
-            body.append(f"<details><summary>{len(content)} characters</summary>{text}</details>" if role == "system" else text)
+            body.append(
+                f"<details><summary>{len(content)} characters</summary>{text}</details>" if role == "system" else text
+            )
         for call in message.get("tool_calls") or []:
             function = call.get("function") or {}
             name = function.get("name", "?")
-            body.append(f'<div class="call"><span class="callname">{e(name)}</span>{_arguments(name, function.get("arguments", ""))}</div>')
-        out.append(f'<div class="msg {e(role)}" id="{prefix}{number}"><div class="head">{" ".join(head)}</div>{"".join(body)}</div>')
+            body.append(
+                f'<div class="call"><span class="callname">{e(name)}</span>{_arguments(name, function.get("arguments", ""))}</div>'
+            )
+        out.append(
+            f'<div class="msg {e(role)}" id="{prefix}{number}"><div class="head">{" ".join(head)}</div>{"".join(body)}</div>'
+        )
     return "".join(out)
 
 
@@ -117,8 +129,22 @@ def grading(details: dict[str, Any] | None) -> str:
     if not details:
         return '<p class="muted">no grading details</p>'
     parts = []
-    notes = [(k, details[k]) for k in ("verdict", "grading_mode", "resolution", "resolved", "reward", "patch_exists",
-                                      "patch_successfully_applied", "apply_method", "test_exit_code", "duration") if k in details]
+    notes = [
+        (k, details[k])
+        for k in (
+            "verdict",
+            "grading_mode",
+            "resolution",
+            "resolved",
+            "reward",
+            "patch_exists",
+            "patch_successfully_applied",
+            "apply_method",
+            "test_exit_code",
+            "duration",
+        )
+        if k in details
+    ]
     if notes:
         parts.append(key_values(notes))
     for label, key in (("patch refused", "rejected"), ("log not trusted", "invalid_log"), ("error", "error")):
@@ -127,13 +153,24 @@ def grading(details: dict[str, Any] | None) -> str:
             value = "; ".join(value) if isinstance(value, list) else value
             parts.append(f'<p class="bad"><b>{e(label)}:</b> {e(value)}</p>')
     if details.get("neutralized"):
-        parts.append('<p class="muted"><b>neutralized</b> (put back as at the base commit before the tests ran): '
-                     + e("; ".join(details["neutralized"])) + "</p>")
+        parts.append(
+            '<p class="muted"><b>neutralized</b> (put back as at the base commit before the tests ran): '
+            + e("; ".join(details["neutralized"]))
+            + "</p>"
+        )
     for group, outcome in (details.get("tests_status") or {}).items():
         rows = [(t, "pass") for t in outcome.get("success", [])] + [(t, "fail") for t in outcome.get("failure", [])]
-        parts.append(f"<h4>{e(group)} ({len(outcome.get('success', []))} of {len(rows)} pass)</h4>"
-                     '<table class="tests">' + "".join(f'<tr class="{v}"><td>{v}</td><td>{e(t)}</td></tr>' for t, v in rows) + "</table>")
-    rest = {k: v for k, v in details.items() if k not in {n for n, _ in notes} | {"rejected", "invalid_log", "error", "tests_status", "neutralized"}}
+        parts.append(
+            f"<h4>{e(group)} ({len(outcome.get('success', []))} of {len(rows)} pass)</h4>"
+            '<table class="tests">'
+            + "".join(f'<tr class="{v}"><td>{v}</td><td>{e(t)}</td></tr>' for t, v in rows)
+            + "</table>"
+        )
+    rest = {
+        k: v
+        for k, v in details.items()
+        if k not in {n for n, _ in notes} | {"rejected", "invalid_log", "error", "tests_status", "neutralized"}
+    }
     if rest:
         parts.append(pre(json.dumps(rest, indent=1, ensure_ascii=False), "args"))
     return "".join(parts)
@@ -170,16 +207,22 @@ def tokens(trajectory: dict[str, Any], tokenizer_path: str | None) -> str:
             style, title, css = "", f"id {token} · mask 0", "tok ctx"
         spans.append(f'<span class="{css}"{style} title="{e(title)}">{e(piece)}</span>')
     policy = sum(mask)
-    legend = (f'<p>{len(ids)} tokens, {policy} with loss mask 1 (tinted from red, p=0, to green, p=1; hover for the '
-              f'logprob), {len(ids) - policy} with mask 0 (grey).'
-              + ("" if tokenizer is not None else " The tokenizer did not load: token ids are shown.")
-              + (f" First {MAX_TOKENS_SHOWN} shown." if len(ids) > MAX_TOKENS_SHOWN else "") + "</p>")
+    legend = (
+        f"<p>{len(ids)} tokens, {policy} with loss mask 1 (tinted from red, p=0, to green, p=1; hover for the "
+        f"logprob), {len(ids) - policy} with mask 0 (grey)."
+        + ("" if tokenizer is not None else " The tokenizer did not load: token ids are shown.")
+        + (f" First {MAX_TOKENS_SHOWN} shown." if len(ids) > MAX_TOKENS_SHOWN else "")
+        + "</p>"
+    )
     return legend + f'<div class="tokens">{"".join(spans)}</div>'
 
 
 def flags_list(flags: list[Flag], prefix: str = "m") -> str:
     if not flags:
         return '<p class="muted">no audit flags</p>'
-    items = "".join(f'<li><span class="flag">{e(f.kind)}</span> <a href="#{prefix}{f.message}">'
-                    f'{"patch" if f.message < 0 else f"message {f.message}"}</a>: <code>{e(f.evidence)}</code></li>' for f in flags)
+    items = "".join(
+        f'<li><span class="flag">{e(f.kind)}</span> <a href="#{prefix}{f.message}">'
+        f"{'patch' if f.message < 0 else f'message {f.message}'}</a>: <code>{e(f.evidence)}</code></li>"
+        for f in flags
+    )
     return f'<ul class="flags">{items}</ul>'

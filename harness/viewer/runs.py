@@ -84,9 +84,15 @@ def _tokens(record: dict[str, Any]) -> int:
 def summarize_result(row: dict[str, Any]) -> dict[str, Any]:
     """A row of an eval run's results.jsonl, without its patch."""
     return {
-        "task_id": str(row.get("task_id", "")), "sample": int(row.get("sample", 0)), "resolved": bool(row.get("resolved")),
-        "reward": float(row.get("reward") or 0.0), "exit_status": row.get("exit_status", ""), "turns": int(row.get("turns") or 0),
-        "tokens": _tokens(row), "wall_s": round(float(row.get("wall_s") or 0.0), 2), "error": str(row.get("error") or "")[:200],
+        "task_id": str(row.get("task_id", "")),
+        "sample": int(row.get("sample", 0)),
+        "resolved": bool(row.get("resolved")),
+        "reward": float(row.get("reward") or 0.0),
+        "exit_status": row.get("exit_status", ""),
+        "turns": int(row.get("turns") or 0),
+        "tokens": _tokens(row),
+        "wall_s": round(float(row.get("wall_s") or 0.0), 2),
+        "error": str(row.get("error") or "")[:200],
     }
 
 
@@ -94,18 +100,29 @@ def summarize_grade(row: dict[str, Any]) -> dict[str, Any]:
     """A row of a grading run: one SWE-bench instance's verdict."""
     note = "; ".join(row.get("rejected") or []) or row.get("invalid_log") or row.get("error") or ""
     return {
-        "task_id": str(row.get("instance_id", "")), "sample": 0, "resolved": bool(row.get("resolved")),
-        "reward": float(row.get("reward") or 0.0), "exit_status": row.get("resolution", ""), "turns": 0, "tokens": 0,
-        "wall_s": round(float(row.get("duration") or 0.0), 2), "error": str(note)[:200],
+        "task_id": str(row.get("instance_id", "")),
+        "sample": 0,
+        "resolved": bool(row.get("resolved")),
+        "reward": float(row.get("reward") or 0.0),
+        "exit_status": row.get("resolution", ""),
+        "turns": 0,
+        "tokens": 0,
+        "wall_s": round(float(row.get("duration") or 0.0), 2),
+        "error": str(note)[:200],
     }
 
 
 def summarize_trajectory(t: dict[str, Any]) -> dict[str, Any]:
     """A sampled trajectory of a training step."""
     return {
-        "task_id": str(t.get("task_id", "")), "sample": int(t.get("sample", 0)), "resolved": float(t.get("reward") or 0.0) >= 1.0,
-        "reward": float(t.get("reward") or 0.0), "exit_status": t.get("exit_status", ""), "turns": int(t.get("turns") or 0),
-        "tokens": _tokens(t), "wall_s": round(float((t.get("timings") or {}).get("total_s", 0.0)), 2),
+        "task_id": str(t.get("task_id", "")),
+        "sample": int(t.get("sample", 0)),
+        "resolved": float(t.get("reward") or 0.0) >= 1.0,
+        "reward": float(t.get("reward") or 0.0),
+        "exit_status": t.get("exit_status", ""),
+        "turns": int(t.get("turns") or 0),
+        "tokens": _tokens(t),
+        "wall_s": round(float((t.get("timings") or {}).get("total_s", 0.0)), 2),
         "error": str(t.get("error") or "")[:200],
     }
 
@@ -245,9 +262,11 @@ def open_run(path: str | Path, name: str | None = None) -> Run:
     if not results.exists() and not (path / "config.json").exists():
         if trajectory_files(path):
             return Run(name, path, "scaffold", results=TrajectoryFolder(path))
-        raise ViewerError(f"{path} is not a run directory of harness eval, grade, generate or train "
-                          "(it has no results.jsonl, config.json, metrics.jsonl or config.yaml) "
-                          "nor a folder of scaffold trajectories (*.traj.json)")
+        raise ViewerError(
+            f"{path} is not a run directory of harness eval, grade, generate or train "
+            "(it has no results.jsonl, config.json, metrics.jsonl or config.yaml) "
+            "nor a folder of scaffold trajectories (*.traj.json)"
+        )
     kind = "eval" if (path / "config.json").exists() else "grade"
     index = JsonlIndex(results, summarize_result if kind == "eval" else summarize_grade)
     return Run(name, path, kind, results=index)

@@ -66,8 +66,20 @@ def search(runs: Iterable[tuple[int, Run]], pattern: re.Pattern, limit: int = 20
                 if match is None:
                     continue
                 start, end = match.span()
-                hits.append(Hit(position, run.name, step, index, str(trajectory.get("task_id", "")), number, where,
-                                text[max(start - CONTEXT, 0):start], text[start:end][:500], text[end:end + CONTEXT]))
+                hits.append(
+                    Hit(
+                        position,
+                        run.name,
+                        step,
+                        index,
+                        str(trajectory.get("task_id", "")),
+                        number,
+                        where,
+                        text[max(start - CONTEXT, 0) : start],
+                        text[start:end][:500],
+                        text[end : end + CONTEXT],
+                    )
+                )
                 if len(hits) >= limit:
                     return hits, scanned
     return hits, scanned

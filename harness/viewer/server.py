@@ -28,13 +28,15 @@ SORTABLE = ("index", "task_id", "sample", "resolved", "reward", "exit_status", "
 
 
 def page(title: str, body: str) -> bytes:
-    return (f'<!doctype html><html><head><meta charset="utf-8"><title>{e(title)} · harness view</title>'
-            '<link rel="stylesheet" href="/static/style.css"><link rel="stylesheet" href="/static/pygments.css">'
-            '<script src="/static/app.js" defer></script></head><body>'
-            '<nav><a href="/">runs</a> <form action="/search" method="get" class="navsearch">'
-            '<input name="q" placeholder="search messages and tool calls" id="navq"> '
-            '<label><input type="checkbox" name="regex" value="1"> regex</label> <button>search</button></form></nav>'
-            f"<main><h1>{e(title)}</h1>{body}</main></body></html>").encode()
+    return (
+        f'<!doctype html><html><head><meta charset="utf-8"><title>{e(title)} · harness view</title>'
+        '<link rel="stylesheet" href="/static/style.css"><link rel="stylesheet" href="/static/pygments.css">'
+        '<script src="/static/app.js" defer></script></head><body>'
+        '<nav><a href="/">runs</a> <form action="/search" method="get" class="navsearch">'
+        '<input name="q" placeholder="search messages and tool calls" id="navq"> '
+        '<label><input type="checkbox" name="regex" value="1"> regex</label> <button>search</button></form></nav>'
+        f"<main><h1>{e(title)}</h1>{body}</main></body></html>"
+    ).encode()
 
 
 # -- statistics of a run's rows -------------------------------------------------------------------
@@ -53,15 +55,24 @@ def summary(rows: list[dict[str, Any]]) -> list[tuple[str, Any]]:
     for row in rows:
         by_task[row["task_id"]].append(row)
     samples = min(len(r) for r in by_task.values())
-    pairs: list[tuple[str, Any]] = [("episodes", len(rows)), ("tasks", len(by_task)),
-                                    ("resolve rate", f"{mean(r['resolved'] for r in rows):.1%}"),
-                                    ("mean reward", mean(r["reward"] for r in rows))]
+    pairs: list[tuple[str, Any]] = [
+        ("episodes", len(rows)),
+        ("tasks", len(by_task)),
+        ("resolve rate", f"{mean(r['resolved'] for r in rows):.1%}"),
+        ("mean reward", mean(r["reward"] for r in rows)),
+    ]
     for k in sorted({1, samples}):
         pairs.append((f"pass@{k}", mean(pass_at_k(len(r), sum(x["resolved"] for x in r), k) for r in by_task.values())))
-    pairs += [("mean turns", mean(r["turns"] for r in rows)), ("tokens", sum(r["tokens"] for r in rows)),
-              ("mean wall time (s)", mean(r["wall_s"] for r in rows)),
-              ("exit statuses", ", ".join(f"{k or '?'} {v}" for k, v in Counter(r["exit_status"] for r in rows).most_common())),
-              ("with errors", sum(bool(r["error"]) for r in rows))]
+    pairs += [
+        ("mean turns", mean(r["turns"] for r in rows)),
+        ("tokens", sum(r["tokens"] for r in rows)),
+        ("mean wall time (s)", mean(r["wall_s"] for r in rows)),
+        (
+            "exit statuses",
+            ", ".join(f"{k or '?'} {v}" for k, v in Counter(r["exit_status"] for r in rows).most_common()),
+        ),
+        ("with errors", sum(bool(r["error"]) for r in rows)),
+    ]
     return pairs
 
 
@@ -124,14 +135,32 @@ class Viewer:
     def index(self, query: dict[str, str]) -> bytes:
         items = []
         for number, run in enumerate(self.runs):
-            size = f"{len(run.metrics())} metric rows, rollouts of {len(run.steps())} steps" if run.kind == "train" else f"{len(run.rows())} rows"
-            items.append(f'<tr><td><a href="/run/{number}">{e(run.name)}</a></td><td>{run.kind}</td><td>{size}</td>'
-                         f'<td class="muted">{e(run.path)}</td><td><a href="/run/{number}/audit">audit</a></td></tr>')
-        options = "".join(f'<option value="{n}">{e(r.name)}</option>' for n, r in enumerate(self.runs) if r.kind != "train")
-        compare = (f'<h2>Compare two runs</h2><form action="/compare" method="get" id="compareform">A <select name="a">{options}</select> '
-                   f'B <select name="b">{options}</select> <button>compare</button></form>') if len(self.runs) > 1 else ""
-        body = ('<table class="grid"><tr><th>run</th><th>kind</th><th>size</th><th>path</th><th></th></tr>'
-                + "".join(items) + "</table>" + compare)
+            size = (
+                f"{len(run.metrics())} metric rows, rollouts of {len(run.steps())} steps"
+                if run.kind == "train"
+                else f"{len(run.rows())} rows"
+            )
+            items.append(
+                f'<tr><td><a href="/run/{number}">{e(run.name)}</a></td><td>{run.kind}</td><td>{size}</td>'
+                f'<td class="muted">{e(run.path)}</td><td><a href="/run/{number}/audit">audit</a></td></tr>'
+            )
+        options = "".join(
+            f'<option value="{n}">{e(r.name)}</option>' for n, r in enumerate(self.runs) if r.kind != "train"
+        )
+        compare = (
+            (
+                f'<h2>Compare two runs</h2><form action="/compare" method="get" id="compareform">A <select name="a">{options}</select> '
+                f'B <select name="b">{options}</select> <button>compare</button></form>'
+            )
+            if len(self.runs) > 1
+            else ""
+        )
+        body = (
+            '<table class="grid"><tr><th>run</th><th>kind</th><th>size</th><th>path</th><th></th></tr>'
+            + "".join(items)
+            + "</table>"
+            + compare
+        )
         return page("Runs", body)
 
     def run_page(self, number: str, query: dict[str, str]) -> bytes:
@@ -140,12 +169,18 @@ class Viewer:
             return self.train_page(number, run, query)
         rows = run.rows()
         config = run.config()
-        body = (f'<p class="muted">{e(run.kind)} run in {e(run.path)}'
-                + (f" · checkpoint <code>{e(config.get('checkpoint', ''))}</code> on <code>{e(config.get('tasks', ''))}</code>" if config else "")
-                + f' · <a href="/run/{number}/audit">audit flags</a></p>'
-                + f'<div class="cols"><div id="summary">{key_values(summary(rows))}</div>'
-                + f'<img class="plot" id="overviewplot" alt="distributions" data-src="/plot/{number}/overview.svg?n={len(rows)}"></div>'
-                + self._table(number, None))
+        body = (
+            f'<p class="muted">{e(run.kind)} run in {e(run.path)}'
+            + (
+                f" · checkpoint <code>{e(config.get('checkpoint', ''))}</code> on <code>{e(config.get('tasks', ''))}</code>"
+                if config
+                else ""
+            )
+            + f' · <a href="/run/{number}/audit">audit flags</a></p>'
+            + f'<div class="cols"><div id="summary">{key_values(summary(rows))}</div>'
+            + f'<img class="plot" id="overviewplot" alt="distributions" data-src="/plot/{number}/overview.svg?n={len(rows)}"></div>'
+            + self._table(number, None)
+        )
         return page(run.name, body)
 
     def train_page(self, number: str, run: Run, query: dict[str, str]) -> bytes:
@@ -154,30 +189,37 @@ class Viewer:
         step = self._step(query) or (steps[-1] if steps else None)
         last = {k: v for k, v in (metrics[-1] if metrics else {}).items() if isinstance(v, (int, float))}
         options = "".join(f'<option value="{s}"{" selected" if s == step else ""}>{s}</option>' for s in steps)
-        body = (f'<p class="muted">training run in {e(run.path)} · {len(metrics)} metric rows · '
-                f'<a href="/run/{number}/audit">audit flags</a></p>'
-                f'<img class="plot" id="curves" alt="training curves" src="/plot/{number}/curves.svg?n={len(metrics)}">'
-                f'<details><summary>last metrics (step {last.get("step", "-")})</summary>{key_values(sorted(last.items()))}</details>')
+        body = (
+            f'<p class="muted">training run in {e(run.path)} · {len(metrics)} metric rows · '
+            f'<a href="/run/{number}/audit">audit flags</a></p>'
+            f'<img class="plot" id="curves" alt="training curves" src="/plot/{number}/curves.svg?n={len(metrics)}">'
+            f"<details><summary>last metrics (step {last.get('step', '-')})</summary>{key_values(sorted(last.items()))}</details>"
+        )
         if steps:
-            body += (f'<h2>Sampled trajectories of step <form method="get" style="display:inline"><select name="step" id="stepselect" '
-                     f'onchange="this.form.submit()">{options}</select></form></h2>'
-                     f'<div id="summary">{key_values(summary(run.rows(step)))}</div>' + self._table(number, step))
+            body += (
+                f'<h2>Sampled trajectories of step <form method="get" style="display:inline"><select name="step" id="stepselect" '
+                f'onchange="this.form.submit()">{options}</select></form></h2>'
+                f'<div id="summary">{key_values(summary(run.rows(step)))}</div>' + self._table(number, step)
+            )
         else:
             body += '<p class="muted">no sampled trajectories saved (rollouts/step_*.jsonl)</p>'
         return page(run.name, body)
 
     def _table(self, number: str, step: int | None) -> str:
-        return (f'<div id="runtable" data-run="{number}" data-step="{"" if step is None else step}">'
-                '<form class="filters" id="filters" onsubmit="return false">'
-                '<input name="q" placeholder="task id or error" size="24"> '
-                'resolved <select name="resolved"><option value="">any</option><option>yes</option><option>no</option></select> '
-                'exit <select name="status"><option value="">any</option></select> '
-                'reward <input name="min_reward" size="4" placeholder="min"> <input name="max_reward" size="4" placeholder="max"> '
-                'turns <input name="min_turns" size="4" placeholder="min"> <input name="max_turns" size="4" placeholder="max"> '
-                '<span id="count" class="muted"></span> <button type="button" id="prev">&lt;</button>'
-                '<span id="pageinfo"></span><button type="button" id="next">&gt;</button></form>'
-                '<table class="grid sortable" id="rows"><thead><tr>'
-                + "".join(f'<th data-key="{k}">{k}</th>' for k in SORTABLE) + "</tr></thead><tbody></tbody></table></div>")
+        return (
+            f'<div id="runtable" data-run="{number}" data-step="{"" if step is None else step}">'
+            '<form class="filters" id="filters" onsubmit="return false">'
+            '<input name="q" placeholder="task id or error" size="24"> '
+            'resolved <select name="resolved"><option value="">any</option><option>yes</option><option>no</option></select> '
+            'exit <select name="status"><option value="">any</option></select> '
+            'reward <input name="min_reward" size="4" placeholder="min"> <input name="max_reward" size="4" placeholder="max"> '
+            'turns <input name="min_turns" size="4" placeholder="min"> <input name="max_turns" size="4" placeholder="max"> '
+            '<span id="count" class="muted"></span> <button type="button" id="prev">&lt;</button>'
+            '<span id="pageinfo"></span><button type="button" id="next">&gt;</button></form>'
+            '<table class="grid sortable" id="rows"><thead><tr>'
+            + "".join(f'<th data-key="{k}">{k}</th>' for k in SORTABLE)
+            + "</tr></thead><tbody></tbody></table></div>"
+        )
 
     def trajectory_page(self, number: str, index: str, query: dict[str, str]) -> bytes:
         run = self.run(number)
@@ -195,18 +237,29 @@ class Viewer:
         flags = audit(trajectory)
         timings = trajectory.get("timings") or {}
         name = f"{trajectory.get('task_id')} · sample {trajectory.get('sample', 0)}"
-        head = render.chips([("task", trajectory.get("task_id")), ("sample", trajectory.get("sample", 0)), ("policy", trajectory.get("policy")),
-                           ("reward", trajectory.get("reward")), ("exit status", trajectory.get("exit_status")),
-                           ("error", trajectory.get("error") or "-"), ("turns", trajectory.get("turns")),
-                           ("prompt tokens", trajectory.get("prompt_tokens")), ("completion tokens", trajectory.get("completion_tokens")),
-                           *[(k, v) for k, v in timings.items()]])
+        head = render.chips(
+            [
+                ("task", trajectory.get("task_id")),
+                ("sample", trajectory.get("sample", 0)),
+                ("policy", trajectory.get("policy")),
+                ("reward", trajectory.get("reward")),
+                ("exit status", trajectory.get("exit_status")),
+                ("error", trajectory.get("error") or "-"),
+                ("turns", trajectory.get("turns")),
+                ("prompt tokens", trajectory.get("prompt_tokens")),
+                ("completion tokens", trajectory.get("completion_tokens")),
+                *[(k, v) for k, v in timings.items()],
+            ]
+        )
         tokenizer = self._tokenizer_path(run, trajectory)
         jump = " · ".join(f'<a href="#{prefix}-{k}">{k}</a>' for k in ("turns", "patch", "grading", "tokens"))
-        body = (f'<div class="traj"><p class="jump">{jump}</p>{head}<h2>Audit flags</h2>{render.flags_list(flags, prefix)}'
-                f'<h2 id="{prefix}-turns">Turns</h2><div class="messages">{render.messages(trajectory, flags, prefix)}</div>'
-                f'<h2 id="{prefix}-patch">Patch</h2>{render.diff(trajectory.get("model_patch") or "")}'
-                f'<h2 id="{prefix}-grading">Grading report</h2>{render.grading(trajectory.get("reward_details"))}'
-                f'<h2 id="{prefix}-tokens">Tokens</h2>{render.tokens(trajectory, tokenizer)}</div>')
+        body = (
+            f'<div class="traj"><p class="jump">{jump}</p>{head}<h2>Audit flags</h2>{render.flags_list(flags, prefix)}'
+            f'<h2 id="{prefix}-turns">Turns</h2><div class="messages">{render.messages(trajectory, flags, prefix)}</div>'
+            f'<h2 id="{prefix}-patch">Patch</h2>{render.diff(trajectory.get("model_patch") or "")}'
+            f'<h2 id="{prefix}-grading">Grading report</h2>{render.grading(trajectory.get("reward_details"))}'
+            f'<h2 id="{prefix}-tokens">Tokens</h2>{render.tokens(trajectory, tokenizer)}</div>'
+        )
         return body, name
 
     @staticmethod
@@ -214,8 +267,13 @@ class Viewer:
         if not trajectory.get("token_ids"):
             return None
         config = run.config()
-        candidates = [((config.get("trainer") or {}).get("policy") or {}).get("model", {}).get("path") if run.kind == "train" else config.get("checkpoint"),
-                      trajectory.get("policy"), *sorted((run.path / "checkpoints").glob("global_step_*"), reverse=True)]
+        candidates = [
+            ((config.get("trainer") or {}).get("policy") or {}).get("model", {}).get("path")
+            if run.kind == "train"
+            else config.get("checkpoint"),
+            trajectory.get("policy"),
+            *sorted((run.path / "checkpoints").glob("global_step_*"), reverse=True),
+        ]
         for candidate in candidates:
             if candidate and (Path(candidate) / "tokenizer_config.json").exists():
                 return str(candidate)
@@ -231,11 +289,17 @@ class Viewer:
             kinds.update({f.kind for f in flags})
             if flags:
                 link = f"/run/{number}/t/{index}" + (f"?step={step}" if step is not None else "")
-                rows.append(f'<tr><td><a href="{link}">{e(trajectory.get("task_id"))} · {trajectory.get("sample", 0)}</a></td>'
-                            f'<td>{"" if step is None else step}</td><td>{render.flags_list(flags, link + "#m")}</td></tr>')
-        body = (f"<p>{scanned} trajectories scanned; flagged: {len(rows)} "
-                f"({', '.join(f'{k} {v}' for k, v in kinds.most_common()) or 'none'})</p>"
-                '<table class="grid" id="auditrows"><tr><th>trajectory</th><th>step</th><th>flags</th></tr>' + "".join(rows) + "</table>")
+                rows.append(
+                    f'<tr><td><a href="{link}">{e(trajectory.get("task_id"))} · {trajectory.get("sample", 0)}</a></td>'
+                    f"<td>{'' if step is None else step}</td><td>{render.flags_list(flags, link + '#m')}</td></tr>"
+                )
+        body = (
+            f"<p>{scanned} trajectories scanned; flagged: {len(rows)} "
+            f"({', '.join(f'{k} {v}' for k, v in kinds.most_common()) or 'none'})</p>"
+            '<table class="grid" id="auditrows"><tr><th>trajectory</th><th>step</th><th>flags</th></tr>'
+            + "".join(rows)
+            + "</table>"
+        )
         return page(f"{run.name} · audit flags", body)
 
     def compare_page(self, query: dict[str, str]) -> bytes:
@@ -253,16 +317,21 @@ class Viewer:
             else:
                 change = "fixed" if rb > ra else "broken" if rb < ra else "same"
             flips[change] += 1
-            link = f'/compare/task?a={query.get("a", "0")}&b={query.get("b", "1")}&task={quote(task)}'
+            link = f"/compare/task?a={query.get('a', '0')}&b={query.get('b', '1')}&task={quote(task)}"
             show = lambda r: "-" if r is None else f"{r:.0%}"  # noqa: E731
-            lines.append(f'<tr class="{change.replace(" ", "-")}" data-change="{change}"><td><a href="{link}">{e(task)}</a></td>'
-                         f"<td>{show(ra)}</td><td>{show(rb)}</td><td>{change}</td></tr>")
-        body = (f"<p>A: <b>{e(a.name)}</b> ({e(a.path)})<br>B: <b>{e(b.name)}</b> ({e(b.path)})</p>"
-                f'<p id="flipcounts">flipped: {flips["fixed"]} fixed in B, {flips["broken"]} broken in B; '
-                f'{flips["same"]} unchanged; {flips["only in A"]} only in A, {flips["only in B"]} only in B</p>'
-                '<label><input type="checkbox" id="onlyflipped"> only flipped tasks</label>'
-                '<table class="grid" id="comparerows"><tr><th>task</th><th>A resolved</th><th>B resolved</th><th>change</th></tr>'
-                + "".join(lines) + "</table>")
+            lines.append(
+                f'<tr class="{change.replace(" ", "-")}" data-change="{change}"><td><a href="{link}">{e(task)}</a></td>'
+                f"<td>{show(ra)}</td><td>{show(rb)}</td><td>{change}</td></tr>"
+            )
+        body = (
+            f"<p>A: <b>{e(a.name)}</b> ({e(a.path)})<br>B: <b>{e(b.name)}</b> ({e(b.path)})</p>"
+            f'<p id="flipcounts">flipped: {flips["fixed"]} fixed in B, {flips["broken"]} broken in B; '
+            f"{flips['same']} unchanged; {flips['only in A']} only in A, {flips['only in B']} only in B</p>"
+            '<label><input type="checkbox" id="onlyflipped"> only flipped tasks</label>'
+            '<table class="grid" id="comparerows"><tr><th>task</th><th>A resolved</th><th>B resolved</th><th>change</th></tr>'
+            + "".join(lines)
+            + "</table>"
+        )
         return page("Compare", body)
 
     def compare_task_page(self, query: dict[str, str]) -> bytes:
@@ -281,19 +350,32 @@ class Viewer:
     def search_page(self, query: dict[str, str]) -> bytes:
         text = query.get("q", "")
         regex = query.get("regex") == "1"
-        form = (f'<form action="/search" method="get" id="searchform"><input name="q" value="{e(text)}" size="50"> '
-                f'<label><input type="checkbox" name="regex" value="1"{" checked" if regex else ""}> regex</label> <button>search</button></form>')
+        form = (
+            f'<form action="/search" method="get" id="searchform"><input name="q" value="{e(text)}" size="50"> '
+            f'<label><input type="checkbox" name="regex" value="1"{" checked" if regex else ""}> regex</label> <button>search</button></form>'
+        )
         if not text:
             return page("Search", form)
         pattern = compile_query(text, regex)
         hits, scanned = search(enumerate(self.runs), pattern)
         items = []
         for hit in hits:
-            link = f"/run/{hit.run}/t/{hit.index}" + (f"?step={hit.step}" if hit.step is not None else "") + f"#m{hit.message}"
-            items.append(f'<tr><td>{e(hit.run_name)}</td><td><a href="{link}">{e(hit.task_id)}</a></td><td>{e(hit.where)}</td>'
-                         f'<td class="snippet">{e(hit.before)}<mark>{e(hit.match)}</mark>{e(hit.after)}</td></tr>')
-        body = (form + f'<p id="hitcount">{len(hits)} hit(s) in {scanned} trajectories{" (first 200 shown)" if len(hits) >= 200 else ""}</p>'
-                '<table class="grid" id="hits"><tr><th>run</th><th>trajectory</th><th>where</th><th>match</th></tr>' + "".join(items) + "</table>")
+            link = (
+                f"/run/{hit.run}/t/{hit.index}"
+                + (f"?step={hit.step}" if hit.step is not None else "")
+                + f"#m{hit.message}"
+            )
+            items.append(
+                f'<tr><td>{e(hit.run_name)}</td><td><a href="{link}">{e(hit.task_id)}</a></td><td>{e(hit.where)}</td>'
+                f'<td class="snippet">{e(hit.before)}<mark>{e(hit.match)}</mark>{e(hit.after)}</td></tr>'
+            )
+        body = (
+            form
+            + f'<p id="hitcount">{len(hits)} hit(s) in {scanned} trajectories{" (first 200 shown)" if len(hits) >= 200 else ""}</p>'
+            '<table class="grid" id="hits"><tr><th>run</th><th>trajectory</th><th>where</th><th>match</th></tr>'
+            + "".join(items)
+            + "</table>"
+        )
         return page(f"Search: {text}", body)
 
     # JSON and images
@@ -309,8 +391,14 @@ class Viewer:
             chosen = sorted(chosen, key=lambda r: r[key], reverse=query.get("desc") == "1")
         offset = max(int(query.get("offset", "0") or 0), 0)
         limit = min(max(int(query.get("limit", str(PAGE_SIZE)) or PAGE_SIZE), 1), 1000)
-        return {"total": len(rows), "matching": len(chosen), "offset": offset, "rows": chosen[offset:offset + limit],
-                "statuses": sorted({r["exit_status"] for r in rows}), "kind": run.kind}
+        return {
+            "total": len(rows),
+            "matching": len(chosen),
+            "offset": offset,
+            "rows": chosen[offset : offset + limit],
+            "statuses": sorted({r["exit_status"] for r in rows}),
+            "kind": run.kind,
+        }
 
     def plot(self, number: str, name: str) -> bytes:
         run = self.run(number)
@@ -368,7 +456,9 @@ def make_handler(viewer: Viewer):
 
         def _send(self, status: int, kind: str, data: bytes):
             self.send_response(status)
-            self.send_header("Content-Type", f"{kind}; charset=utf-8" if kind.startswith("text") or kind.endswith("json") else kind)
+            self.send_header(
+                "Content-Type", f"{kind}; charset=utf-8" if kind.startswith("text") or kind.endswith("json") else kind
+            )
             self.send_header("Content-Length", str(len(data)))
             self.send_header("Cache-Control", "no-store")
             self.end_headers()

@@ -93,4 +93,6 @@ def shell_writes(shell: str) -> list[Write]:
 
 
 def _in_place(argument: str) -> bool:
-    return argument.startswith("--in-place") or (argument.startswith("-") and not argument.startswith("--") and "i" in argument[1:])
+    return argument.startswith("--in-place") or (
+        argument.startswith("-") and not argument.startswith("--") and "i" in argument[1:]
+    )

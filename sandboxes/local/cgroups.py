@@ -73,7 +73,9 @@ class SandboxCgroups:
             try:
                 group = _make_group(hierarchy, name, spec)
             except OSError as err:
-                problems.append(f"cannot make a cgroup v{hierarchy.version} group in {hierarchy.parent}: {err.strerror}")
+                problems.append(
+                    f"cannot make a cgroup v{hierarchy.version} group in {hierarchy.parent}: {err.strerror}"
+                )
                 continue
             self.versions[group] = hierarchy.version
             for controller in hierarchy.controllers:
@@ -83,8 +85,9 @@ class SandboxCgroups:
         self.rlimit_as = parse_bytes(spec.memory) if "memory" in missing else None
         why = "; ".join(problems) or "no cgroup"
         for controller in missing:
-            self.limits[controller] = ("RLIMIT_AS (address space, not resident memory)" if controller == "memory"
-                                       else "none") + f": {why}"
+            self.limits[controller] = (
+                "RLIMIT_AS (address space, not resident memory)" if controller == "memory" else "none"
+            ) + f": {why}"
         if missing:
             fallback = " (memory falls back to RLIMIT_AS)" if "memory" in missing else ""
             warn_once(f"local sandboxes run without {'/'.join(missing)} cgroup limits{fallback}: {why}")
@@ -99,7 +102,9 @@ class SandboxCgroups:
         group = self.groups.get("memory")
         if group is None:
             return 0
-        return oom_kill_count(read_text(group / ("memory.events" if self.versions[group] == 2 else "memory.oom_control")))
+        return oom_kill_count(
+            read_text(group / ("memory.events" if self.versions[group] == 2 else "memory.oom_control"))
+        )
 
     def freeze(self, frozen: bool = True) -> bool:
         """Stop every process of the sandbox where it stands, or let them go on (v2 groups only;
@@ -196,9 +201,11 @@ def delegate(group: Path, controllers: list[str]) -> tuple[Path, list[str], list
         # no processes: it must be emptied first.
         others = set(read_text(group / "cgroup.procs").split()) - {str(os.getpid())}
         if others:
-            problems.append(f"the cgroup v2 group {group} holds other processes ({len(others)}), so it cannot hand "
-                            f"{'/'.join(wanted)} to sandbox groups: start harness in a group of its own "
-                            "(e.g. `systemd-run [--user] --scope -p Delegate=yes harness ...`)")
+            problems.append(
+                f"the cgroup v2 group {group} holds other processes ({len(others)}), so it cannot hand "
+                f"{'/'.join(wanted)} to sandbox groups: start harness in a group of its own "
+                "(e.g. `systemd-run [--user] --scope -p Delegate=yes harness ...`)"
+            )
             return group, [], problems
         leaf = group / HOST_LEAF
         try:
@@ -209,7 +216,9 @@ def delegate(group: Path, controllers: list[str]) -> tuple[Path, list[str], list
         log.info("moved this process into %s so that %s can hand %s to sandbox groups", leaf, group, "/".join(wanted))
     enabled, failure = _enable(group, wanted)
     if failure is not None:
-        problems.append(f"cannot enable {'/'.join(c for c in wanted if c not in enabled)} in {group}: {os.strerror(failure)}")
+        problems.append(
+            f"cannot enable {'/'.join(c for c in wanted if c not in enabled)} in {group}: {os.strerror(failure)}"
+        )
     return group, enabled, problems
 
 

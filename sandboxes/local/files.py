@@ -142,8 +142,12 @@ class RootFiles(ABC):
             if err.errno == errno.ENOENT:
                 raise FileNotFoundInSandbox(f"{where}: no such file or folder") from None
             if err.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
-                writable = [self.mount_point, "/tmp"] + [inside for _, inside, read_only in self.spec.mounts if not read_only]
-                raise SandboxError(f"cannot write {where}: only {', '.join(writable)} are writable ({err.strerror})") from None
+                writable = [self.mount_point, "/tmp"] + [
+                    inside for _, inside, read_only in self.spec.mounts if not read_only
+                ]
+                raise SandboxError(
+                    f"cannot write {where}: only {', '.join(writable)} are writable ({err.strerror})"
+                ) from None
             raise SandboxError(f"{where}: {err.strerror}") from None
 
 

@@ -104,14 +104,18 @@ class ImageStore:
         except EngineUnavailable:
             if remembered.exists():
                 return json.loads(remembered.read_text())["digest"]
-            raise ImageNotFound(f"image {name!r} was never unpacked into {self.root} and no Docker engine answers "
-                                "to save it: give its archive (`docker save -o`) by absolute path, or start an engine") from None
+            raise ImageNotFound(
+                f"image {name!r} was never unpacked into {self.root} and no Docker engine answers "
+                "to save it: give its archive (`docker save -o`) by absolute path, or start an engine"
+            ) from None
         import docker.errors
 
         try:
             digest = client.images.get(name).id
         except docker.errors.ImageNotFound:
-            raise ImageNotFound(f"image {name!r} is neither in the Docker engine nor in {self.root}: build or pull it first") from None
+            raise ImageNotFound(
+                f"image {name!r} is neither in the Docker engine nor in {self.root}: build or pull it first"
+            ) from None
         except docker.errors.APIError as err:
             raise SandboxError(f"cannot look up image {name!r}: {err.explanation or err}") from None
         remembered.parent.mkdir(parents=True, exist_ok=True)
@@ -145,10 +149,14 @@ class ImageStore:
             details = api.inspect_image(digest)
             config = details.get("Config") or {}
             layers = [_hex(layer) for layer in (details.get("RootFS") or {}).get("Layers") or []]
-            if not layers or not (all(self._layer(layer).is_dir() for layer in layers) or self._use_engine_layers(details, layers)):
+            if not layers or not (
+                all(self._layer(layer).is_dir() for layer in layers) or self._use_engine_layers(details, layers)
+            ):
                 _, layers = self._read_archive(_ChunkReader(api.get_image(digest)), f"the image {digest[:19]}")
         env = dict(item.partition("=")[::2] for item in config.get("Env") or [])
-        _write_atomically(record, json.dumps({"digest": digest, "layers": layers, "env": env, "user": config.get("User") or ""}))
+        _write_atomically(
+            record, json.dumps({"digest": digest, "layers": layers, "env": env, "user": config.get("User") or ""})
+        )
 
     def _use_engine_layers(self, details: dict, layers: list[str]) -> bool:
         """Use the image's layers where the engine's overlay2 store holds them, already unpacked with
@@ -192,7 +200,9 @@ class ImageStore:
             with tarfile.open(fileobj=stream, mode="r|") as outer:
                 for member in outer:
                     if member.issym():
-                        links[member.name] = posixpath.normpath(posixpath.join(posixpath.dirname(member.name), member.linkname))
+                        links[member.name] = posixpath.normpath(
+                            posixpath.join(posixpath.dirname(member.name), member.linkname)
+                        )
                     elif member.islnk():
                         links[member.name] = member.linkname
                     elif member.isfile():
@@ -218,8 +228,10 @@ class ImageStore:
             manifest = documents["index.json"]
             while "manifests" in manifest:  # an index of manifests: the first image
                 manifest = documents[_blob(manifest["manifests"][0]["digest"])]
-            return (documents[_blob(manifest["config"]["digest"])].get("config") or {},
-                    [layer_of(_blob(layer["digest"])) for layer in manifest["layers"]])
+            return (
+                documents[_blob(manifest["config"]["digest"])].get("config") or {},
+                [layer_of(_blob(layer["digest"])) for layer in manifest["layers"]],
+            )
         raise SandboxError(f"{what} holds neither a manifest.json (docker save) nor an index.json (OCI layout)")
 
     def _store_layer(self, head: bytes, content, what: str) -> str:
@@ -247,8 +259,10 @@ class ImageStore:
                     finally:
                         remove_tree(staging)
         except OSError as err:
-            raise SandboxError(f"cannot store a layer of {what} in {self.root / 'layers'}: {err.strerror}"
-                               f"{_disk_hint(self.root)}; nothing of it is kept") from None
+            raise SandboxError(
+                f"cannot store a layer of {what} in {self.root / 'layers'}: {err.strerror}"
+                f"{_disk_hint(self.root)}; nothing of it is kept"
+            ) from None
         finally:
             spool.unlink(missing_ok=True)
         return digest.hexdigest()
@@ -268,7 +282,18 @@ def unpack_layer(archive: Path, target: Path, what: str) -> None:
     """Extract one layer tar (or tar.gz) into the empty folder `target` with GNU tar (owners kept as numbers
     where this process may set them, /dev left out: every sandbox gets its own), then turn its whiteouts
     into overlayfs's form."""
-    command = ["tar", "-x", "-p", "--numeric-owner", "-f", str(archive), "-C", str(target), "--exclude=./dev/*", "--exclude=dev/*"]
+    command = [
+        "tar",
+        "-x",
+        "-p",
+        "--numeric-owner",
+        "-f",
+        str(archive),
+        "-C",
+        str(target),
+        "--exclude=./dev/*",
+        "--exclude=dev/*",
+    ]
     done = subprocess.run(command, capture_output=True, text=True, errors="replace", check=False)
     if done.returncode != 0:
         errors = done.stderr.strip()[-1500:] or f"tar exited with {done.returncode}"
@@ -281,7 +306,7 @@ def unpack_layer(archive: Path, target: Path, what: str) -> None:
                 os.setxattr(folder, opaque, b"y")
             elif name.startswith(WHITEOUT):
                 os.unlink(os.path.join(folder, name))
-                os.mknod(os.path.join(folder, name[len(WHITEOUT):]), 0o600 | stat.S_IFCHR, os.makedev(0, 0))
+                os.mknod(os.path.join(folder, name[len(WHITEOUT) :]), 0o600 | stat.S_IFCHR, os.makedev(0, 0))
 
 
 class _ChunkReader(io.RawIOBase):

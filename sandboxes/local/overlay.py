@@ -39,8 +39,10 @@ from .sandbox import SNAPSHOT_META, BwrapSandbox, LocalBackend, _read_json
 
 # Runs as root of the new mount namespace: mount the overlay (options, mount point), make the folders
 # named before `--` in it, then become bwrap.
-_MOUNT_THEN_EXEC = ('mount -t overlay overlay -o "$1" "$2" || exit 125; root=$2; shift 2; '
-                    'while [ "$1" != -- ]; do mkdir -p "$root$1" || exit 125; shift; done; shift; exec "$@"')
+_MOUNT_THEN_EXEC = (
+    'mount -t overlay overlay -o "$1" "$2" || exit 125; root=$2; shift 2; '
+    'while [ "$1" != -- ]; do mkdir -p "$root$1" || exit 125; shift; done; shift; exec "$@"'
+)
 # What Docker binds at /etc/hosts of a container without a network: images seldom have their own,
 # and tests that serve on "localhost" need it to resolve.
 HOSTS = """127.0.0.1\tlocalhost
@@ -55,8 +57,14 @@ ff02::2\tip6-allrouters
 class OverlaySandbox(BwrapSandbox):
     backend = "overlay"
 
-    def __init__(self, spec: SandboxSpec, image: UnpackedImage, layers: list[Path], output_cap: int | None = None,
-                 cgroups: tuple[list[Hierarchy], list[str]] | None = None):
+    def __init__(
+        self,
+        spec: SandboxSpec,
+        image: UnpackedImage,
+        layers: list[Path],
+        output_cap: int | None = None,
+        cgroups: tuple[list[Hierarchy], list[str]] | None = None,
+    ):
         self.image = image
         self.layers = layers  # read-only layers from the top down: a snapshot's, then the image's
         self.mount_point = spec.workdir
@@ -72,20 +80,35 @@ class OverlaySandbox(BwrapSandbox):
         return [self.dir / "upper"]
 
     def _command(self, info_fd: int) -> list[str]:
-        options = ",".join([
-            "lowerdir=" + ":".join(map(_option_path, self.layers)),
-            "upperdir=" + _option_path(self.dir / "upper"),
-            "workdir=" + _option_path(self.dir / "work"),
-            *(["userxattr"] if os.geteuid() != 0 else []),
-        ])
+        options = ",".join(
+            [
+                "lowerdir=" + ":".join(map(_option_path, self.layers)),
+                "upperdir=" + _option_path(self.dir / "upper"),
+                "workdir=" + _option_path(self.dir / "work"),
+                *(["userxattr"] if os.geteuid() != 0 else []),
+            ]
+        )
         merged = str(self.dir / "merged")
-        filesystem = ["--bind", merged, "/", "--dir", self.spec.workdir,
-                      *(arg for name in ("hosts", "hostname") for arg in ("--bind", str(self.dir / name), f"/etc/{name}"))]
+        filesystem = [
+            "--bind",
+            merged,
+            "/",
+            "--dir",
+            self.spec.workdir,
+            *(arg for name in ("hosts", "hostname") for arg in ("--bind", str(self.dir / name), f"/etc/{name}")),
+        ]
         writable = [self.spec.workdir, "/tmp"] if self.spec.read_only else []
         for folder in writable:  # in a read-only root, binds of the overlay's own folders stay writable
             filesystem += ["--bind", merged + folder, folder]
-        inner = bwrap_command(self.spec, filesystem, self.image.passwd_root(), self.id, info_fd, self.image.env,
-                              read_only_root=self.spec.read_only)
+        inner = bwrap_command(
+            self.spec,
+            filesystem,
+            self.image.passwd_root(),
+            self.id,
+            info_fd,
+            self.image.env,
+            read_only_root=self.spec.read_only,
+        )
         return [*namespaces(), "sh", "-c", _MOUNT_THEN_EXEC, "sh", options, merged, *writable, "--", *inner]
 
     def _snapshot(self, cwd: str, env: dict[str, str]) -> Snapshot:
@@ -108,8 +131,12 @@ class OverlaySandbox(BwrapSandbox):
 class OverlayBackend(LocalBackend):
     name = "overlay"
 
-    def __init__(self, output_cap: int | None = None, cgroups: tuple[list[Hierarchy], list[str]] | None = None,
-                 store: ImageStore | None = None):
+    def __init__(
+        self,
+        output_cap: int | None = None,
+        cgroups: tuple[list[Hierarchy], list[str]] | None = None,
+        store: ImageStore | None = None,
+    ):
         super().__init__(output_cap=output_cap, cgroups=cgroups)
         for tool in ("unshare", "mount"):
             if shutil.which(tool) is None:
@@ -146,7 +173,9 @@ def namespaces() -> list[str]:
 
 def link_tree(source: Path, target: Path) -> None:
     """A read-only layer's copy that shares its files' data (hard links; folders are new)."""
-    result = subprocess.run(["cp", "-a", "--link", f"{source}/.", str(target)], capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        ["cp", "-a", "--link", f"{source}/.", str(target)], capture_output=True, text=True, check=False
+    )
     if result.returncode != 0:
         raise SandboxError(f"could not link {source} into {target}: {result.stderr.strip()}")
 
@@ -158,6 +187,8 @@ def _fresh(folder: Path) -> Path:
 
 def _option_path(path: Path) -> str:
     if re.search(r"[,:\\\s]", str(path)):
-        raise SandboxError(f"the overlay backend cannot mount {path}: its path holds ',', ':', '\\' or a space "
-                           "(set HARNESS_CACHE to a plainer folder)")
+        raise SandboxError(
+            f"the overlay backend cannot mount {path}: its path holds ',', ':', '\\' or a space "
+            "(set HARNESS_CACHE to a plainer folder)"
+        )
     return str(path)

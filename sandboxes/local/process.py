@@ -207,8 +207,15 @@ def kill(pid: int) -> None:
         pass
 
 
-def bwrap_command(spec: SandboxSpec, filesystem: list[str], users_root: Path, hostname: str, info_fd: int,
-                  image_env: dict[str, str] | None = None, read_only_root: bool = True) -> list[str]:
+def bwrap_command(
+    spec: SandboxSpec,
+    filesystem: list[str],
+    users_root: Path,
+    hostname: str,
+    info_fd: int,
+    image_env: dict[str, str] | None = None,
+    read_only_root: bool = True,
+) -> list[str]:
     """The bwrap command line of a sandbox whose root and writable parts `filesystem` binds;
     `users_root` is the root filesystem whose /etc/passwd names spec.user."""
     command = ["bwrap", "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]

@@ -37,8 +37,9 @@ class BwrapSandbox(RootFiles, Sandbox):
     """A bubblewrap process tree with its pty shell, cgroups, disk watchdog and owner record in
     `<cache>/<backend>/<id>`. Subclasses say what its filesystem is made of."""
 
-    def __init__(self, spec: SandboxSpec, output_cap: int | None = None,
-                 cgroups: tuple[list[Hierarchy], list[str]] | None = None):
+    def __init__(
+        self, spec: SandboxSpec, output_cap: int | None = None, cgroups: tuple[list[Hierarchy], list[str]] | None = None
+    ):
         super().__init__(spec)
         self.dir = cache_dir() / self.backend / self.id
         self.cgroups: SandboxCgroups | None = None
@@ -173,8 +174,15 @@ class LocalSandbox(BwrapSandbox):
 
     backend = "local"
 
-    def __init__(self, spec: SandboxSpec, root: Path, mount_point: str, seed: Path | None = None,
-                 output_cap: int | None = None, cgroups: tuple[list[Hierarchy], list[str]] | None = None):
+    def __init__(
+        self,
+        spec: SandboxSpec,
+        root: Path,
+        mount_point: str,
+        seed: Path | None = None,
+        output_cap: int | None = None,
+        cgroups: tuple[list[Hierarchy], list[str]] | None = None,
+    ):
         self.root = root
         self.mount_point = mount_point  # where the workspace is bound; spec.workdir is where the shell starts
         self.seed = seed
@@ -192,8 +200,14 @@ class LocalSandbox(BwrapSandbox):
         return [self.dir / "workspace", self.dir / "tmp"]
 
     def _command(self, info_fd: int) -> list[str]:
-        filesystem = root_binds(self.root) + ["--bind", str(self.dir / "tmp"), "/tmp",
-                                              "--bind", str(self.dir / "workspace"), self.mount_point]
+        filesystem = root_binds(self.root) + [
+            "--bind",
+            str(self.dir / "tmp"),
+            "/tmp",
+            "--bind",
+            str(self.dir / "workspace"),
+            self.mount_point,
+        ]
         return bwrap_command(self.spec, filesystem, self.root, self.id, info_fd)
 
     def _snapshot(self, cwd: str, env: dict[str, str]) -> Snapshot:
@@ -213,8 +227,12 @@ class LocalSandbox(BwrapSandbox):
 class LocalBackend(Backend):
     name = "local"
 
-    def __init__(self, output_cap: int | None = None, rootfs: str | Path | None = None,
-                 cgroups: tuple[list[Hierarchy], list[str]] | None = None):
+    def __init__(
+        self,
+        output_cap: int | None = None,
+        rootfs: str | Path | None = None,
+        cgroups: tuple[list[Hierarchy], list[str]] | None = None,
+    ):
         """`cgroups`: (hierarchies, why any controller is missing) to use instead of what this
         host has (`cgroups.host_hierarchies()`); ([], ["..."]) runs without cgroups."""
         if shutil.which("bwrap") is None:
@@ -246,8 +264,10 @@ class LocalBackend(Backend):
     def _base_root(self, image: str) -> Path:
         root = self.rootfs or rootfs_of_image(image)
         if self.rootfs is None and not (root / ".harness-complete").exists():
-            raise ImageNotFound(f"the root filesystem of {image} is not built ({root}): run `harness sandbox build-base` "
-                                "(with the base's `--python`)")
+            raise ImageNotFound(
+                f"the root filesystem of {image} is not built ({root}): run `harness sandbox build-base` "
+                "(with the base's `--python`)"
+            )
         if not root.is_dir():
             raise ImageNotFound(f"the root filesystem {root} does not exist")
         return root
@@ -265,7 +285,9 @@ class LocalBackend(Backend):
         found = []
         for folder, owner in self._sandbox_dirs():
             status = "running" if is_bwrap(owner.get("pid", 0)) else "exited"
-            found.append({"id": folder.name, "status": status, "image": owner.get("image", "?"), **owner.get("labels", {})})
+            found.append(
+                {"id": folder.name, "status": status, "image": owner.get("image", "?"), **owner.get("labels", {})}
+            )
         return found
 
     def prune(self, everything: bool = False) -> list[str]:

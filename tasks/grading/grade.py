@@ -50,8 +50,17 @@ APPLY_COMMANDS = [
 ]
 MAX_PATCH_BYTES = 20 * 2**20  # larger than any fix; graded as `too_large` without a sandbox
 # Why a prediction scored what it did, one word each (SWE-bench's report keys tell the rest).
-VERDICTS = ("resolved", "unresolved", "empty_patch", "not_a_diff", "too_large", "refused",
-            "patch_apply_failed", "untrusted_log", "error")
+VERDICTS = (
+    "resolved",
+    "unresolved",
+    "empty_patch",
+    "not_a_diff",
+    "too_large",
+    "refused",
+    "patch_apply_failed",
+    "untrusted_log",
+    "error",
+)
 
 
 @dataclass
@@ -107,10 +116,16 @@ def with_grading_mode(tasks: list, mode: str | None) -> list:
         return tasks
     if mode not in GRADING_MODES:
         raise TaskError(f"unknown grading mode {mode!r}: use one of {', '.join(GRADING_MODES)}")
-    if tasks and not any("instance" in task.metadata for task in tasks):  # an empty set (no held-out data) has nothing to grade
+    if tasks and not any(
+        "instance" in task.metadata for task in tasks
+    ):  # an empty set (no held-out data) has nothing to grade
         raise TaskError(f"grading mode {mode!r} applies to SWE-bench tasks, and this task set has none")
-    return [dataclasses.replace(task, reward_spec={**task.reward_spec, "grading_mode": mode}) if "instance" in task.metadata else task
-            for task in tasks]
+    return [
+        dataclasses.replace(task, reward_spec={**task.reward_spec, "grading_mode": mode})
+        if "instance" in task.metadata
+        else task
+        for task in tasks
+    ]
 
 
 def verdict_of(report: GradeReport) -> str:
@@ -139,7 +154,9 @@ def bad_input(model_patch: str) -> str:
 
 
 def _grade_into(report, instance, model_patch, backend, timeout, fractional) -> None:
-    report.patch_exists = bool(model_patch.strip())  # an empty patch still runs the tests, as SWE-bench's empty baseline does
+    report.patch_exists = bool(
+        model_patch.strip()
+    )  # an empty patch still runs the tests, as SWE-bench's empty baseline does
     report.verdict = bad_input(model_patch)
     if report.verdict:
         return
@@ -153,7 +170,12 @@ def _grade_into(report, instance, model_patch, backend, timeout, fractional) -> 
         return
     report.patch_successfully_applied = True
     judged = judge_log(instance, log, canary)
-    status_map, report.test_exit_code, report.invalid_log, report.checks = judged.statuses, judged.exit_code, judged.problem, judged.checks
+    status_map, report.test_exit_code, report.invalid_log, report.checks = (
+        judged.statuses,
+        judged.exit_code,
+        judged.problem,
+        judged.checks,
+    )
     if report.invalid_log:
         return
     report.tests_status, report.resolution = decide(instance, status_map)
@@ -166,7 +188,10 @@ def decide(instance: dict, status_map: dict[str, str]) -> tuple[dict, str]:
     from swebench.harness.constants import FAIL_TO_PASS, PASS_TO_PASS, EvalType
     from swebench.harness.grading import get_eval_tests_report, get_resolution_status
 
-    gold = {FAIL_TO_PASS: test_list(instance.get("FAIL_TO_PASS")), PASS_TO_PASS: test_list(instance.get("PASS_TO_PASS"))}
+    gold = {
+        FAIL_TO_PASS: test_list(instance.get("FAIL_TO_PASS")),
+        PASS_TO_PASS: test_list(instance.get("PASS_TO_PASS")),
+    }
     # Only a pass fixes a FAIL_TO_PASS test; SWE-bench would take an XFAIL the code itself raised.
     status_map = {t: "FAILED" if s == "XFAIL" and t in gold[FAIL_TO_PASS] else s for t, s in status_map.items()}
     tests = get_eval_tests_report(status_map, gold, eval_type=EvalType(instance.get("eval_type") or "pass_and_fail"))
@@ -175,7 +200,13 @@ def decide(instance: dict, status_map: dict[str, str]) -> tuple[dict, str]:
 
 def grading_spec(instance: dict, timeout: float = 900.0) -> SandboxSpec:
     """The sandbox one grading of `instance` runs in (an eval driver pre-starts it)."""
-    return SandboxSpec(image=instance["image"], workdir=instance.get("workdir", WORKDIR), memory="2g", pids=512, wall_time=timeout + 120)
+    return SandboxSpec(
+        image=instance["image"],
+        workdir=instance.get("workdir", WORKDIR),
+        memory="2g",
+        pids=512,
+        wall_time=timeout + 120,
+    )
 
 
 def run_eval(instance: dict, patch: str, backend: Backend, timeout: float = 900.0, canary: str = "") -> tuple[str, str]:
@@ -197,7 +228,10 @@ def run_eval(instance: dict, patch: str, backend: Backend, timeout: float = 900.
         plant = canary_plant(instance, canary) if canary else None
         sb.write_file("/tmp/harness_eval/eval.sh", plant_canary(script, plant) if plant else script)
         # setsid: no controlling terminal, so the code under test cannot write around the log.
-        run = sb.exec("setsid --wait bash /tmp/harness_eval/eval.sh > /tmp/harness_eval/eval.log 2>&1 < /dev/null", timeout=timeout)
+        run = sb.exec(
+            "setsid --wait bash /tmp/harness_eval/eval.sh > /tmp/harness_eval/eval.log 2>&1 < /dev/null",
+            timeout=timeout,
+        )
         log = sb.read_file("/tmp/harness_eval/eval.log").decode("utf-8", errors="replace")
     if run.timed_out:
         log += "\n>>>>> Tests Timed Out\n"
@@ -213,10 +247,14 @@ def run_setup(sb, instance: dict, timeout: float = 300.0) -> None:
     if not script:
         return
     sb.write_file("/tmp/harness_setup.sh", script)
-    result = sb.exec("bash /tmp/harness_setup.sh; status=$?; rm -f /tmp/harness_setup.sh; (exit $status)", timeout=timeout)
+    result = sb.exec(
+        "bash /tmp/harness_setup.sh; status=$?; rm -f /tmp/harness_setup.sh; (exit $status)", timeout=timeout
+    )
     if not result.ok:
-        raise SandboxError(f"{instance.get('instance_id', '?')}: the instance's setup script failed "
-                           f"(exit {result.exit_code}): {result.output[-2000:]}")
+        raise SandboxError(
+            f"{instance.get('instance_id', '?')}: the instance's setup script failed "
+            f"(exit {result.exit_code}): {result.output[-2000:]}"
+        )
 
 
 def neutralize(sb, instance: dict, patch: str) -> list[str]:
@@ -227,7 +265,9 @@ def neutralize(sb, instance: dict, patch: str) -> list[str]:
     if paths:
         workdir = instance.get("workdir", WORKDIR)
         base = shlex.quote(instance.get("base_commit") or "HEAD")
-        steps = " ; ".join(f"rm -rf -- {shlex.quote(p)} ; git checkout -q {base} -- {shlex.quote(p)} 2>/dev/null" for p in paths)
+        steps = " ; ".join(
+            f"rm -rf -- {shlex.quote(p)} ; git checkout -q {base} -- {shlex.quote(p)} 2>/dev/null" for p in paths
+        )
         sb.exec(f"cd {shlex.quote(workdir)} && {{ {steps} ; true ; }}", timeout=120)
     return paths
 
@@ -271,8 +311,13 @@ def judge_log(instance: dict, log: str, canary: str = "") -> LogJudgement:
         handle.flush()
         status_map, found = get_logs_eval(spec, handle.name)
     exit_code = parse_test_exit_code(log)
-    checks = [Check("exit_status", "applied" if exit_code is not None else "skipped",
-                    "" if exit_code is not None else "the log records no exit status (older harness)")]
+    checks = [
+        Check(
+            "exit_status",
+            "applied" if exit_code is not None else "skipped",
+            "" if exit_code is not None else "the log records no exit status (older harness)",
+        )
+    ]
     if not found:
         why = "the log has no trustworthy test results (no output, a crash, or an exit status contradicting it)"
         checks.append(Check("parsed_results", "failed", why))
@@ -297,7 +342,13 @@ def judge_log(instance: dict, log: str, canary: str = "") -> LogJudgement:
 def _test_spec(instance: dict):
     from swebench.harness.utils import make_test_spec
 
-    defaults = {"version": "", "log_parser": "parse_log_pytest", "eval_type": "pass_and_fail", "FAIL_TO_PASS": [], "PASS_TO_PASS": []}
+    defaults = {
+        "version": "",
+        "log_parser": "parse_log_pytest",
+        "eval_type": "pass_and_fail",
+        "FAIL_TO_PASS": [],
+        "PASS_TO_PASS": [],
+    }
     return make_test_spec({**defaults, **{k: v for k, v in instance.items() if v is not None}})
 
 

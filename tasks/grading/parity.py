@@ -40,7 +40,9 @@ def load_official(source: str | Path) -> dict[str, dict[str, Any]]:
         for file in sorted(path.rglob("report.json")):
             reports.update(_report_file(file))
         if not reports:
-            raise TaskSourceError(f"{path} holds no report.json (run_evaluation writes one per instance under logs/run_evaluation/)")
+            raise TaskSourceError(
+                f"{path} holds no report.json (run_evaluation writes one per instance under logs/run_evaluation/)"
+            )
         return reports
     if not path.is_file():
         raise TaskSourceError(f"official reports not found: {path}")
@@ -59,8 +61,12 @@ def _report_file(path: Path) -> dict[str, dict[str, Any]]:
         for key in ("unresolved_ids", "error_ids", "empty_patch_ids"):
             verdicts.update({i: {"resolved": False, "summary": key} for i in data.get(key, []) if i not in verdicts})
         return verdicts
-    if not isinstance(data, dict) or not all(isinstance(r, dict) and isinstance(r.get("resolved"), bool) for r in data.values()):
-        raise TaskSourceError(f"{path} is neither a run_evaluation report.json ({{instance_id: {{resolved, ...}}}}) nor its run summary")
+    if not isinstance(data, dict) or not all(
+        isinstance(r, dict) and isinstance(r.get("resolved"), bool) for r in data.values()
+    ):
+        raise TaskSourceError(
+            f"{path} is neither a run_evaluation report.json ({{instance_id: {{resolved, ...}}}}) nor its run summary"
+        )
     return data
 
 
@@ -79,7 +85,11 @@ def _jsonl(path: Path) -> dict[str, dict[str, Any]]:
             continue
         report = record.get("official_report") or record.get("report") or record
         if not isinstance(report, dict) or not isinstance(report.get("resolved"), bool):
-            problems.append(Problem(number, "resolved", "no official verdict (official_report.resolved, report.resolved or resolved)"))
+            problems.append(
+                Problem(
+                    number, "resolved", "no official verdict (official_report.resolved, report.resolved or resolved)"
+                )
+            )
             continue
         reports[record["instance_id"]] = report
     if problems:
@@ -94,7 +104,11 @@ def compare(results: list[dict[str, Any]], official: dict[str, dict[str, Any]]) 
     for instance_id in sorted(set(ours) | set(official)):
         row, report = ours.get(instance_id), official.get(instance_id)
         if row is None:
-            agreements.append(Agreement(instance_id, None, report["resolved"], "not_graded_here", "no prediction or instance for it here"))
+            agreements.append(
+                Agreement(
+                    instance_id, None, report["resolved"], "not_graded_here", "no prediction or instance for it here"
+                )
+            )
         elif report is None:
             agreements.append(Agreement(instance_id, row["resolved"], None, "no_official_verdict"))
         elif row["resolved"] == report["resolved"]:
@@ -102,7 +116,9 @@ def compare(results: list[dict[str, Any]], official: dict[str, dict[str, Any]]) 
             agreements.append(Agreement(instance_id, row["resolved"], report["resolved"], outcome, _neutralized(row)))
         else:
             outcome = "ours_only" if row["resolved"] else "theirs_only"
-            agreements.append(Agreement(instance_id, row["resolved"], report["resolved"], outcome, disagreement_reason(row, report)))
+            agreements.append(
+                Agreement(instance_id, row["resolved"], report["resolved"], outcome, disagreement_reason(row, report))
+            )
     return agreements
 
 
@@ -116,7 +132,12 @@ def disagreement_reason(row: dict[str, Any], report: dict[str, Any]) -> str:
     if row.get("invalid_log"):
         reasons.append(f"our trust check rejected the log: {row['invalid_log']}")
     applied_here, applied_there = row.get("patch_successfully_applied"), report.get("patch_successfully_applied")
-    if applied_there is not None and row.get("patch_exists") and applied_here != applied_there and not row.get("rejected"):
+    if (
+        applied_there is not None
+        and row.get("patch_exists")
+        and applied_here != applied_there
+        and not row.get("rejected")
+    ):
         reasons.append("the patch applied " + ("here only" if applied_here else "on the official side only"))
     tests = _test_differences(row.get("tests_status") or {}, report.get("tests_status") or {})
     if tests:
@@ -154,19 +175,26 @@ def summarize_parity(agreements: list[Agreement]) -> dict[str, Any]:
 def write_parity(agreements: list[Agreement], output_dir: Path, source: str) -> dict[str, Any]:
     """`parity.json` and `parity.md` in the run directory; returns the summary."""
     summary = summarize_parity(agreements)
-    atomic_write(output_dir / "parity.json", json.dumps(
-        {"official": source, "summary": summary, "instances": [asdict(a) for a in agreements]}, indent=1))
+    atomic_write(
+        output_dir / "parity.json",
+        json.dumps({"official": source, "summary": summary, "instances": [asdict(a) for a in agreements]}, indent=1),
+    )
     lines = [
-        "# Agreement with the official harness", "",
+        "# Agreement with the official harness",
+        "",
         f"Official verdicts: `{source}`. Compared {summary['compared']} instances: agreement {summary['agreement']:.1%} "
         f"(both resolved {summary['both_resolved']}, both unresolved {summary['both_unresolved']}, "
         f"resolved here only {summary['ours_only']}, resolved officially only {summary['theirs_only']}); "
-        f"not graded here {summary['not_graded_here']}, no official verdict {summary['no_official_verdict']}.", "",
-        "| instance | ours | official | outcome | reason |", "|---|---|---|---|---|",
+        f"not graded here {summary['not_graded_here']}, no official verdict {summary['no_official_verdict']}.",
+        "",
+        "| instance | ours | official | outcome | reason |",
+        "|---|---|---|---|---|",
     ]
     for a in agreements:
         if a.outcome in ("ours_only", "theirs_only") or a.reason:
-            lines.append(f"| {a.instance_id} | {_verdict(a.ours)} | {_verdict(a.theirs)} | {a.outcome} | {a.reason[:300]} |")
+            lines.append(
+                f"| {a.instance_id} | {_verdict(a.ours)} | {_verdict(a.theirs)} | {a.outcome} | {a.reason[:300]} |"
+            )
     atomic_write(output_dir / "parity.md", "\n".join(lines) + "\n")
     return summary
 

@@ -39,7 +39,16 @@ from typing import Any, Literal, get_args
 GradingMode = Literal["default", "strict"]
 GRADING_MODES: tuple[str, ...] = get_args(GradingMode)
 
-_TEST_CONFIG_FILES = {"pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "tox.ini", "setup.cfg", "noxfile.py", ".coveragerc"}
+_TEST_CONFIG_FILES = {
+    "pytest.ini",
+    ".pytest.ini",
+    "pytest.toml",
+    ".pytest.toml",
+    "tox.ini",
+    "setup.cfg",
+    "noxfile.py",
+    ".coveragerc",
+}
 # Scripts that run the tests (sympy's bin/test, Django's tests/runtests.py is a test file already).
 _RUNNER_SCRIPTS = {"bin/test", "runtests.py"}
 _STARTUP_HOOKS = {"sitecustomize.py", "usercustomize.py"}
@@ -47,14 +56,19 @@ _STARTUP_HOOKS = {"sitecustomize.py", "usercustomize.py"}
 # there, and only there, a file of that name replaces the runner the grader runs.
 _RUNNER_SHADOWS = {"pytest", "_pytest", "py", "unittest", "pluggy"}  # as a module (x.py) or a package (x/)
 # In pyproject.toml only the runner's settings are put back; other edits (dependencies) stay.
-_PYPROJECT_TEST_CONFIG = re.compile(r"pytest|addopts|testpaths|python_|norecursedirs|pythonpath|confcutdir|rootdir|plugins|\[tool\.")
+_PYPROJECT_TEST_CONFIG = re.compile(
+    r"pytest|addopts|testpaths|python_|norecursedirs|pythonpath|confcutdir|rootdir|plugins|\[tool\."
+)
 _COMPILED = (".pyc", ".pyo", ".so", ".pyd", ".dylib", ".dll")
 # Source with no business in a bug fix: ending the process so that no report shows the
 # failures, tracing the interpreter, or writing the markers the eval script's log is cut by.
 _SUSPICIOUS_SOURCE = [
     (re.compile(r"\bos\._exit\s*\("), "calls os._exit"),
     (re.compile(r"\bsys\.(?:settrace|setprofile)\b"), "rewires the interpreter"),
-    (re.compile(r"SWEBENCH_TEST_EXIT_CODE|>>>>> (?:Start|End) Test Output|>>>>> Test Exit Code"), "writes the grading harness's markers"),
+    (
+        re.compile(r"SWEBENCH_TEST_EXIT_CODE|>>>>> (?:Start|End) Test Output|>>>>> Test Exit Code"),
+        "writes the grading harness's markers",
+    ),
 ]
 
 
@@ -101,12 +115,14 @@ def parse_patch(patch: str) -> list[PatchFile]:
             target = _header_path(line)
             name = source if target == "/dev/null" else target
             current = files.setdefault(name, PatchFile(name))
-        elif (match := _HUNK.match(line)):
+        elif match := _HUNK.match(line):
             old_left = int(match.group(1) or 1)
             new_left = int(match.group(2) or 1)
         elif current is None:
             continue
-        elif line.startswith(("new file mode 120000", "new mode 120000", "old mode 120000", "deleted file mode 120000")):
+        elif line.startswith(
+            ("new file mode 120000", "new mode 120000", "old mode 120000", "deleted file mode 120000")
+        ):
             current.is_symlink = True
         elif line.startswith("new file mode"):
             current.is_new = True
@@ -197,7 +213,11 @@ def _neutral_reason(item: PatchFile, owned: set[str]) -> str:
     if item.path in owned:
         return "test file the grading tests live in (restored from the base commit)"
     if is_test_path(item.path):
-        return "test file (" + ("removed: added tests are not run" if item.is_new else "restored from the base commit") + ")"
+        return (
+            "test file ("
+            + ("removed: added tests are not run" if item.is_new else "restored from the base commit")
+            + ")"
+        )
     if path.name in _TEST_CONFIG_FILES:
         return "test-runner configuration (" + ("removed" if item.is_new else "restored from the base commit") + ")"
     if item.path in _RUNNER_SCRIPTS:
@@ -215,7 +235,9 @@ def _refusals(item: PatchFile, read_source: bool = True) -> list[str]:
     found = []
     if name in _STARTUP_HOOKS or name.endswith(".pth"):
         found.append("interpreter start-up hook")
-    if (path.parts[0] if len(path.parts) > 1 else name.split(".")[0] if name.endswith((".py", *_COMPILED)) else "") in _RUNNER_SHADOWS:
+    if (
+        path.parts[0] if len(path.parts) > 1 else name.split(".")[0] if name.endswith((".py", *_COMPILED)) else ""
+    ) in _RUNNER_SHADOWS:
         found.append("shadows the test runner (a module of that name at the repository root)")
     if ".git" in path.parts or name in (".gitattributes",):
         found.append("git metadata")

@@ -60,7 +60,11 @@ def load_predictions(path: str | Path) -> dict[str, dict[str, Any]]:
 def scripted_predictions(instances: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
     """`gold` (the reference patches) or `empty` predictions for every instance."""
     return {
-        i["instance_id"]: {"instance_id": i["instance_id"], "model_name_or_path": kind, "model_patch": i["patch"] if kind == "gold" else ""}
+        i["instance_id"]: {
+            "instance_id": i["instance_id"],
+            "model_name_or_path": kind,
+            "model_patch": i["patch"] if kind == "gold" else "",
+        }
         for i in instances
     }
 
@@ -94,7 +98,10 @@ def grade_predictions(
             jobs = [(by_id[p["instance_id"]], p.get("model_patch"), fractional, mode, p) for p in todo]
             finished = ((job[-1], report) for job, report, _ in cluster.map_unordered(_grade_on_node, jobs))
         else:
-            futures = {pool.submit(_grade_one, by_id[p["instance_id"]], p.get("model_patch"), backend, fractional, mode): p for p in todo}
+            futures = {
+                pool.submit(_grade_one, by_id[p["instance_id"]], p.get("model_patch"), backend, fractional, mode): p
+                for p in todo
+            }
             finished = ((futures[future], future.result()) for future in as_completed(futures))
         for prediction, report in finished:
             row = {"model_name_or_path": prediction.get("model_name_or_path", ""), **report.to_dict()}
@@ -107,8 +114,14 @@ def grade_predictions(
     return results
 
 
-def grade_identity(predictions: dict[str, dict[str, Any]], instances: list[dict[str, Any]], fractional: bool,
-                   predictions_source: str = "", tasks: str = "", mode: str = "default") -> dict[str, Any]:
+def grade_identity(
+    predictions: dict[str, dict[str, Any]],
+    instances: list[dict[str, Any]],
+    fractional: bool,
+    predictions_source: str = "",
+    tasks: str = "",
+    mode: str = "default",
+) -> dict[str, Any]:
     """What a grading run is: the predictions (the file's content hash, or that of the scripted
     predictions), the instances graded, the reward and grading modes."""
     source = Path(predictions_source) if predictions_source else None
@@ -119,16 +132,21 @@ def grade_identity(predictions: dict[str, dict[str, Any]], instances: list[dict[
         "tasks": tasks,
         "instances_sha256": content_hash(json.dumps(sorted(i["instance_id"] for i in instances))),
         "fractional": fractional,
-        **({"grading_mode": mode} if mode != "default" else {}),  # runs written before strict mode existed resume as they are
+        **(
+            {"grading_mode": mode} if mode != "default" else {}
+        ),  # runs written before strict mode existed resume as they are
     }
 
 
-def _grade_on_node(backend: Backend, instance: dict[str, Any], patch: str | None, fractional: bool, mode: str,
-                   prediction: dict) -> GradeReport:
+def _grade_on_node(
+    backend: Backend, instance: dict[str, Any], patch: str | None, fractional: bool, mode: str, prediction: dict
+) -> GradeReport:
     return _grade_one(instance, patch, backend, fractional, mode)
 
 
-def _grade_one(instance: dict[str, Any], patch: str | None, backend: Backend, fractional: bool, mode: str) -> GradeReport:
+def _grade_one(
+    instance: dict[str, Any], patch: str | None, backend: Backend, fractional: bool, mode: str
+) -> GradeReport:
     """`grade`, with a record that cannot be graded (bad field, unknown parser) as an error row."""
     problems = grading_problems(instance)
     if problems:
@@ -140,12 +158,18 @@ def _grade_one(instance: dict[str, Any], patch: str | None, backend: Backend, fr
 
 
 def _error_row(instance: dict[str, Any], patch: str | None, mode: str, why: str) -> GradeReport:
-    return GradeReport(str(instance.get("instance_id")), patch_exists=bool((patch or "").strip()), verdict="error",
-                       grading_mode=mode, error=f"cannot grade this instance: {why}")
+    return GradeReport(
+        str(instance.get("instance_id")),
+        patch_exists=bool((patch or "").strip()),
+        verdict="error",
+        grading_mode=mode,
+        error=f"cannot grade this instance: {why}",
+    )
 
 
-def check_predictions(predictions: dict[str, dict[str, Any]], instances: list[dict[str, Any]] | None = None,
-                      mode: str = "default") -> list[dict[str, Any]]:
+def check_predictions(
+    predictions: dict[str, dict[str, Any]], instances: list[dict[str, Any]] | None = None, mode: str = "default"
+) -> list[dict[str, Any]]:
     """The static part of grading alone, no sandbox: per prediction its verdict (`empty_patch`,
     `not_a_diff`, `too_large`, `refused`, `neutralized` or `clean`), what is refused and what would be
     neutralized, and why. With `instances`, their test patches and tests count as test files."""
@@ -167,12 +191,24 @@ def write_check(rows: list[dict[str, Any]], output_dir: Path, mode: str) -> dict
     """`check.json` and `check.md` for `check_predictions` rows; returns the count of each verdict."""
     counts = dict(sorted(Counter(r["verdict"] for r in rows).items()))
     output_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write(output_dir / "check.json", json.dumps({"grading_mode": mode, "verdicts": counts, "predictions": rows}, indent=1))
-    lines = ["# Static review of predictions", "", f"Grading mode: {mode} ({MODE_NOTES[mode]}).", "",
-             ", ".join(f"{k}: {v}" for k, v in counts.items()) + f" (of {len(rows)}).", "",
-             "| instance | verdict | why |", "|---|---|---|"]
-    lines += [f"| {r['instance_id']} | {r['verdict']} | {'; '.join(r['refused'] or r['neutralized']).replace('|', '/')[:200]} |"
-              for r in rows if r["verdict"] != "clean"]
+    atomic_write(
+        output_dir / "check.json", json.dumps({"grading_mode": mode, "verdicts": counts, "predictions": rows}, indent=1)
+    )
+    lines = [
+        "# Static review of predictions",
+        "",
+        f"Grading mode: {mode} ({MODE_NOTES[mode]}).",
+        "",
+        ", ".join(f"{k}: {v}" for k, v in counts.items()) + f" (of {len(rows)}).",
+        "",
+        "| instance | verdict | why |",
+        "|---|---|---|",
+    ]
+    lines += [
+        f"| {r['instance_id']} | {r['verdict']} | {'; '.join(r['refused'] or r['neutralized']).replace('|', '/')[:200]} |"
+        for r in rows
+        if r["verdict"] != "clean"
+    ]
     atomic_write(output_dir / "check.md", "\n".join(lines) + "\n")
     return counts
 
@@ -187,7 +223,9 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
         "rejected": sum(bool(r["rejected"]) for r in results),
         "neutralized": sum(bool(r.get("neutralized")) for r in results),
         "verdicts": dict(sorted(Counter(r.get("verdict") or "?" for r in results).items())),
-        "not_applied": sum(r["patch_exists"] and not r["patch_successfully_applied"] and not r["rejected"] for r in results),
+        "not_applied": sum(
+            r["patch_exists"] and not r["patch_successfully_applied"] and not r["rejected"] for r in results
+        ),
         "invalid_log": sum(bool(r["invalid_log"]) for r in results),
         "errors": sum(bool(r["error"]) for r in results),
         "mean_reward": sum(r["reward"] for r in results) / total if total else 0.0,
@@ -196,24 +234,33 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
 
 MODE_NOTES = {
     "default": "test files, runner configuration and symlinks the patches touched were put back as at the base commit "
-               "before the tests ran (neutralized), as SWE-bench's eval script does for the test patch's files",
+    "before the tests ran (neutralized), as SWE-bench's eval script does for the test patch's files",
     "strict": "any edit to a test file, runner configuration or symlink scored 0",
 }
 
 
 def write_report(results: list[dict[str, Any]], unknown: list[str], output_dir: Path, mode: str = "default") -> None:
     summary = {"grading_mode": mode, **summarize(results)}
-    atomic_write(output_dir / "report.json", json.dumps({"summary": summary, "unknown_instances": unknown, "instances": results}, indent=1))
+    atomic_write(
+        output_dir / "report.json",
+        json.dumps({"summary": summary, "unknown_instances": unknown, "instances": results}, indent=1),
+    )
     lines = [
-        "# Grading report", "",
-        f"Grading mode: {mode} ({MODE_NOTES[mode]}).", "",
+        "# Grading report",
+        "",
+        f"Grading mode: {mode} ({MODE_NOTES[mode]}).",
+        "",
         f"Resolved {summary['resolved']} of {summary['total']} ({summary['resolve_rate']:.1%}); "
         f"rejected {summary['rejected']}, neutralized {summary['neutralized']}, not applied {summary['not_applied']}, "
-        f"untrusted logs {summary['invalid_log']}, errors {summary['errors']}.", "",
-        "| instance | verdict | resolution | reward | note |", "|---|---|---|---|---|",
+        f"untrusted logs {summary['invalid_log']}, errors {summary['errors']}.",
+        "",
+        "| instance | verdict | resolution | reward | note |",
+        "|---|---|---|---|---|",
     ]
     for r in results:
-        lines.append(f"| {r['instance_id']} | {r.get('verdict', '')} | {r['resolution']} | {r['reward']:.2f} | {row_note(r)[:160]} |")
+        lines.append(
+            f"| {r['instance_id']} | {r.get('verdict', '')} | {r['resolution']} | {r['reward']:.2f} | {row_note(r)[:160]} |"
+        )
     if unknown:
         lines += ["", f"Predictions for unknown instances (not graded): {', '.join(unknown)}"]
     atomic_write(output_dir / "report.md", "\n".join(lines) + "\n")
@@ -221,7 +268,11 @@ def write_report(results: list[dict[str, Any]], unknown: list[str], output_dir: 
 
 def row_note(row: dict[str, Any]) -> str:
     """Why a row scored what it did, and what was neutralized, in one line."""
-    why = "; ".join(row["rejected"]) or row["invalid_log"] or row["error"] or (
-        "not applied" if row["patch_exists"] and not row["patch_successfully_applied"] else "")
+    why = (
+        "; ".join(row["rejected"])
+        or row["invalid_log"]
+        or row["error"]
+        or ("not applied" if row["patch_exists"] and not row["patch_successfully_applied"] else "")
+    )
     neutralized = "neutralized: " + "; ".join(row["neutralized"]) if row.get("neutralized") else ""
     return " | ".join(part for part in (why, neutralized) if part).replace("|", "/")

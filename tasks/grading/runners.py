@@ -88,7 +88,9 @@ class Runner:
 class Pytest(Runner):
     name = "pytest"
     SUMMARY = re.compile(r"^=+ (.*?(?:\d+ [a-z]+|no tests ran).*?) in [\d.]+ ?(?:s|sec|seconds)\b.*=+$")
-    RESULT = re.compile(r"^(PASSED|FAILED|ERROR|XFAIL|XPASS|SKIPPED) \S|\S (PASSED|FAILED|ERROR|XFAIL|XPASS)(?: +\[ *\d+%\])?$")
+    RESULT = re.compile(
+        r"^(PASSED|FAILED|ERROR|XFAIL|XPASS|SKIPPED) \S|\S (PASSED|FAILED|ERROR|XFAIL|XPASS)(?: +\[ *\d+%\])?$"
+    )
     SECTION = re.compile(r"^=+ short test summary info =+$")
     VERBOSE = re.compile(r"^\S+::\S.* (PASSED|FAILED|ERROR|XFAIL|XPASS|SKIPPED)(?: +\[ *\d+%\])?$")
 
@@ -106,9 +108,9 @@ class Pytest(Runner):
     def short_summary(self, lines, final: Summary) -> list[str] | None:
         """The lines of the last short test summary, when it ends at the final summary line."""
         start = next((i for i in range(final.line - 1, -1, -1) if self.SECTION.match(lines[i].strip())), None)
-        if start is None or any(self.SUMMARY.match(l.strip()) for l in lines[start + 1:final.line]):
+        if start is None or any(self.SUMMARY.match(l.strip()) for l in lines[start + 1 : final.line]):
             return None
-        return lines[start + 1:final.line]
+        return lines[start + 1 : final.line]
 
     def checks(self, lines, status_map, matter, parser):
         final = self.summary(lines)
@@ -116,11 +118,16 @@ class Pytest(Runner):
             return [Check("final_summary", "failed", "pytest printed no final summary line (the run was cut short)")]
         found = [Check("final_summary", "applied", f"line {final.line}")]
         after = [i for i in self.result_lines(lines) if i > final.line]
-        found.append(Check("results_after_summary", "failed" if after else "applied",
-                           "test results were printed after pytest's final summary: forged result lines?" if after else ""))
+        found.append(
+            Check(
+                "results_after_summary",
+                "failed" if after else "applied",
+                "test results were printed after pytest's final summary: forged result lines?" if after else "",
+            )
+        )
         section = self.short_summary(lines, final)
         if section is None:
-            found.append(self.verbose_counts(lines[:final.line], final))
+            found.append(self.verbose_counts(lines[: final.line], final))
             found.append(Check("verdicts_from_runner", "skipped", "no short test summary (pytest without -rA)"))
             return found
         listed = {"passed": 0, "failed": 0, "error": 0}
@@ -132,12 +139,22 @@ class Pytest(Runner):
         lists_passes = listed["passed"] > 0 or not final.counts.get("passed")
         compared = ("passed", "failed", "error") if lists_passes else ("failed", "error")
         if any(listed[k] != final.counts.get(k, 0) for k in compared):
-            found.append(Check("summary_counts", "failed", f"the short test summary lists {listed} but pytest's final "
-                               f"line counts {final.counts}: forged result lines?"))
+            found.append(
+                Check(
+                    "summary_counts",
+                    "failed",
+                    f"the short test summary lists {listed} but pytest's final "
+                    f"line counts {final.counts}: forged result lines?",
+                )
+            )
         else:
-            found.append(Check("summary_counts", "applied", "" if lists_passes else "failures only (passes not listed: no -rA)"))
+            found.append(
+                Check("summary_counts", "applied", "" if lists_passes else "failures only (passes not listed: no -rA)")
+            )
         if not lists_passes:
-            found.append(Check("verdicts_from_runner", "skipped", "the short test summary does not list passes (no -rA)"))
+            found.append(
+                Check("verdicts_from_runner", "skipped", "the short test summary does not list passes (no -rA)")
+            )
         else:
             found.append(_verdicts_from(section, status_map, matter, parser, "pytest's short test summary"))
         return found
@@ -149,15 +166,19 @@ class Pytest(Runner):
             return Check("summary_counts", "skipped", "neither a short test summary nor verbose result lines to count")
         passed = verbose.count("PASSED")
         if passed != final.counts.get("passed", 0):
-            return Check("summary_counts", "failed", f"{passed} verbose lines say PASSED but pytest's final line counts "
-                         f"{final.counts}: forged result lines?")
+            return Check(
+                "summary_counts",
+                "failed",
+                f"{passed} verbose lines say PASSED but pytest's final line counts "
+                f"{final.counts}: forged result lines?",
+            )
         return Check("summary_counts", "applied", "verbose result lines")
 
     def canary_plant(self, instance, canary):
         for test in test_list(instance.get("FAIL_TO_PASS")):
             path = test.split("::", 1)[0]
             if "::" in test and path.endswith(".py"):
-                return path, f"\n\ndef {canary}():\n    assert False, \"grading canary: this test must fail\"\n"
+                return path, f'\n\ndef {canary}():\n    assert False, "grading canary: this test must fail"\n'
         return None
 
     def canary_problem(self, lines, canary):
@@ -171,7 +192,9 @@ class Pytest(Runner):
         if not any(word in lines[mine[-1]].split() for word in FAILING):
             return "the canary test (planted to fail) did not fail: the runner's verdicts were tampered with"
         # The runner's own final line is the first summary after the canary's result.
-        final = self.summary(lines[:next((i + 1 for i in range(mine[-1], len(lines)) if self.SUMMARY.match(lines[i].strip())), 0)])
+        final = self.summary(
+            lines[: next((i + 1 for i in range(mine[-1], len(lines)) if self.SUMMARY.match(lines[i].strip())), 0)]
+        )
         if final is None or final.line < mine[-1]:
             return "pytest printed no final summary after the canary's result (the run was cut short)"
         if any(i > final.line for i in results):
@@ -194,7 +217,7 @@ class Django(Runner):
         ran = next((i for i in range(len(lines) - 1, -1, -1) if self.RAN.match(lines[i].strip())), None)
         if ran is None:
             return None
-        verdict = next((self.VERDICT.match(l.strip()) for l in lines[ran + 1:] if self.VERDICT.match(l.strip())), None)
+        verdict = next((self.VERDICT.match(l.strip()) for l in lines[ran + 1 :] if self.VERDICT.match(l.strip())), None)
         if verdict is None:
             return None
         counts = {k.strip(): int(v) for k, v in re.findall(r"([a-z ]+)=(\d+)", verdict.group(2) or "")}
@@ -208,20 +231,51 @@ class Django(Runner):
     def checks(self, lines, status_map, matter, parser):
         final = self.summary(lines)
         if final is None:
-            return [Check("final_summary", "failed", "the runner printed no `Ran N tests` with OK / FAILED (the run was cut short)")]
+            return [
+                Check(
+                    "final_summary",
+                    "failed",
+                    "the runner printed no `Ran N tests` with OK / FAILED (the run was cut short)",
+                )
+            ]
         found = [Check("final_summary", "applied", f"line {final.line}")]
-        passing_after = [i for i in self.result_lines(lines) if i > final.line and set(parser(lines[i]).values()) & set(PASSING)]
-        found.append(Check("results_after_summary", "failed" if passing_after else "applied",
-                           "test results were printed after the runner's `Ran N tests`: forged result lines?" if passing_after else ""))
+        passing_after = [
+            i for i in self.result_lines(lines) if i > final.line and set(parser(lines[i]).values()) & set(PASSING)
+        ]
+        found.append(
+            Check(
+                "results_after_summary",
+                "failed" if passing_after else "applied",
+                "test results were printed after the runner's `Ran N tests`: forged result lines?"
+                if passing_after
+                else "",
+            )
+        )
         passes = sum(s == "PASSED" for s in status_map.values())
         failing = sum(s in FAILING for s in status_map.values())
         if passes > final.counts["ran"]:
-            found.append(Check("summary_counts", "failed", f"{passes} tests read as passing but the runner ran {final.counts['ran']}: forged result lines?"))
+            found.append(
+                Check(
+                    "summary_counts",
+                    "failed",
+                    f"{passes} tests read as passing but the runner ran {final.counts['ran']}: forged result lines?",
+                )
+            )
         elif final.failures() and not failing:
-            found.append(Check("summary_counts", "failed", f"the runner counts {final.failures()} failures and errors, the log shows none: forged result lines?"))
+            found.append(
+                Check(
+                    "summary_counts",
+                    "failed",
+                    f"the runner counts {final.failures()} failures and errors, the log shows none: forged result lines?",
+                )
+            )
         else:
             found.append(Check("summary_counts", "applied"))
-        found.append(_verdicts_from(lines[:final.line], status_map, matter, parser, "the runner's verbose results", last_wins=True))
+        found.append(
+            _verdicts_from(
+                lines[: final.line], status_map, matter, parser, "the runner's verbose results", last_wins=True
+            )
+        )
         return found
 
     def canary_plant(self, instance, canary):
@@ -242,8 +296,10 @@ class Django(Runner):
             if path not in _test_files(instance):
                 continue
             # A method on the FAIL_TO_PASS test's class: runs whether the label names the module or the class.
-            return path, (f"\n\ndef _harness_canary(self):\n    self.fail(\"grading canary: this test must fail\")\n\n\n"
-                          f"if isinstance(globals().get({cls!r}), type):\n    {cls}.{canary} = _harness_canary\n")
+            return path, (
+                f'\n\ndef _harness_canary(self):\n    self.fail("grading canary: this test must fail")\n\n\n'
+                f"if isinstance(globals().get({cls!r}), type):\n    {cls}.{canary} = _harness_canary\n"
+            )
         return None
 
     def canary_problem(self, lines, canary):
@@ -251,7 +307,8 @@ class Django(Runner):
         if not mine:
             return "the canary test (planted to fail) has no result: the run was cut short or its report forged"
         if any(lines[i].strip().endswith((" ... ok", " ... OK")) for i in mine) or not any(
-                re.search(r"\.\.\. (FAIL|ERROR)$|^(FAIL|ERROR):", lines[i].strip()) for i in mine):
+            re.search(r"\.\.\. (FAIL|ERROR)$|^(FAIL|ERROR):", lines[i].strip()) for i in mine
+        ):
             return "the canary test (planted to fail) did not fail: the runner's verdicts were tampered with"
         final = self.summary(lines)
         if final is None or final.line < mine[-1]:
@@ -278,7 +335,9 @@ class Sympy(Runner):
             if not self.STARTS.match(text):
                 continue
             # Wider than the terminal, the line wraps: `... 1 exceptions, ` then `in 43.44 seconds `.
-            match = self.FINISHED.match(text) or (i + 1 < len(lines) and self.FINISHED.match(f"{text} {lines[i + 1].strip()}"))
+            match = self.FINISHED.match(text) or (
+                i + 1 < len(lines) and self.FINISHED.match(f"{text} {lines[i + 1].strip()}")
+            )
             if match:
                 counts = _counts(match.group(1).replace(",", ", "))
                 counts["error"] = counts.pop("exceptions", 0)
@@ -291,27 +350,50 @@ class Sympy(Runner):
     def checks(self, lines, status_map, matter, parser):
         final = self.summary(lines)
         if final is None:
-            return [Check("final_summary", "failed", "bin/test printed no `tests finished` line (the run was cut short)")]
+            return [
+                Check("final_summary", "failed", "bin/test printed no `tests finished` line (the run was cut short)")
+            ]
         found = [Check("final_summary", "applied", f"line {final.line}")]
         after = [i for i in self.result_lines(lines) if i > final.line]
-        found.append(Check("results_after_summary", "failed" if after else "applied",
-                           "test results were printed after bin/test's final line: forged result lines?" if after else ""))
+        found.append(
+            Check(
+                "results_after_summary",
+                "failed" if after else "applied",
+                "test results were printed after bin/test's final line: forged result lines?" if after else "",
+            )
+        )
         passes = sum(s == "PASSED" for s in status_map.values())
         failing = sum(s in FAILING for s in status_map.values())
         if passes > final.counts.get("passed", 0):
-            found.append(Check("summary_counts", "failed", f"{passes} tests read as passing, bin/test counts {final.counts}: forged result lines?"))
+            found.append(
+                Check(
+                    "summary_counts",
+                    "failed",
+                    f"{passes} tests read as passing, bin/test counts {final.counts}: forged result lines?",
+                )
+            )
         elif final.failures() and not failing:
-            found.append(Check("summary_counts", "failed", f"bin/test counts failures {final.counts}, the log shows none: forged result lines?"))
+            found.append(
+                Check(
+                    "summary_counts",
+                    "failed",
+                    f"bin/test counts failures {final.counts}, the log shows none: forged result lines?",
+                )
+            )
         else:
             found.append(Check("summary_counts", "applied"))
-        found.append(_verdicts_from(lines[:final.line], status_map, matter, parser, "bin/test's verbose results", last_wins=True))
+        found.append(
+            _verdicts_from(
+                lines[: final.line], status_map, matter, parser, "bin/test's verbose results", last_wins=True
+            )
+        )
         return found
 
     def canary_plant(self, instance, canary):
         files = [f for f in _test_files(instance) if PurePosixPath(f).name.startswith("test_")]
         if not files:
             return None
-        return files[0], f"\n\ndef {canary}():\n    assert False, \"grading canary: this test must fail\"\n"
+        return files[0], f'\n\ndef {canary}():\n    assert False, "grading canary: this test must fail"\n'
 
     def canary_problem(self, lines, canary):
         mine = [i for i in self.result_lines(lines) if lines[i].strip().split()[0] == canary]
@@ -327,8 +409,14 @@ class Sympy(Runner):
         return ""
 
 
-def _verdicts_from(lines: list[str], status_map: dict[str, str], matter: list[str],
-                   parser: Callable[[str], dict[str, str]], where: str, last_wins: bool = False) -> Check:
+def _verdicts_from(
+    lines: list[str],
+    status_map: dict[str, str],
+    matter: list[str],
+    parser: Callable[[str], dict[str, str]],
+    where: str,
+    last_wins: bool = False,
+) -> Check:
     """Every test that decides the verdict and reads as passing must pass in `where` too.
 
     Result lines printed by the code under test outside the runner's own report (before the
@@ -340,10 +428,18 @@ def _verdicts_from(lines: list[str], status_map: dict[str, str], matter: list[st
     own = parser("\n".join(lines))
     # `[100%]`: pytest's progress counter, read as a test id from a wrapped line (and listed
     # in some official PASS_TO_PASS lists); no runner reports it as a test.
-    doubtful = [t for t in matter if status_map.get(t) in PASSING and own.get(t) not in PASSING and not PROGRESS.match(t)]
+    doubtful = [
+        t for t in matter if status_map.get(t) in PASSING and own.get(t) not in PASSING and not PROGRESS.match(t)
+    ]
     if doubtful:
-        return Check("verdicts_from_runner", "failed", f"{doubtful[0]} reads as passing but {where} does not say so: forged result line?")
-    return Check("verdicts_from_runner", "applied", f"{sum(t in status_map for t in matter)} tests checked against {where}")
+        return Check(
+            "verdicts_from_runner",
+            "failed",
+            f"{doubtful[0]} reads as passing but {where} does not say so: forged result line?",
+        )
+    return Check(
+        "verdicts_from_runner", "applied", f"{sum(t in status_map for t in matter)} tests checked against {where}"
+    )
 
 
 def _test_files(instance: dict) -> list[str]:
@@ -361,7 +457,13 @@ def _test_files(instance: dict) -> list[str]:
 
 
 _FAMILIES = {
-    "pytest": ("parse_log_pytest", "parse_log_pytest_options", "parse_log_pytest_v2", "parse_log_matplotlib", "parse_log_seaborn"),
+    "pytest": (
+        "parse_log_pytest",
+        "parse_log_pytest_options",
+        "parse_log_pytest_v2",
+        "parse_log_matplotlib",
+        "parse_log_seaborn",
+    ),
     "django": ("parse_log_django",),
     "sympy": ("parse_log_sympy",),
 }

@@ -30,9 +30,16 @@ def swebench_reward(task: Task, outcome: str, backend: Backend | None) -> Reward
         raise TaskError("grading a repo-fix task needs a sandbox backend")
     problems = grading_problems(task.metadata["instance"])
     if problems:
-        raise TaskError(f"{task.id} cannot be graded: " + "; ".join(f"{field}: {message}" for field, message in problems))
-    report = grade(task.metadata["instance"], outcome, backend, fractional=bool(task.reward_spec.get("fractional")),
-                   mode=task.reward_spec.get("grading_mode", "default"))
+        raise TaskError(
+            f"{task.id} cannot be graded: " + "; ".join(f"{field}: {message}" for field, message in problems)
+        )
+    report = grade(
+        task.metadata["instance"],
+        outcome,
+        backend,
+        fractional=bool(task.reward_spec.get("fractional")),
+        mode=task.reward_spec.get("grading_mode", "default"),
+    )
     if report.error:  # the grader's sandbox failed: no verdict on the patch
         raise TaskError(f"grading {task.id} failed: {report.error}")
     return Reward(report.reward, report.to_dict())
@@ -42,14 +49,21 @@ def swebench_reward(task: Task, outcome: str, backend: Backend | None) -> Reward
 def rule_reward(task: Task, outcome: str, backend: Backend | None) -> Reward:
     """SkyRL's GSM8K rule: the number after `####` against the ground truth."""
     spec = task.reward_spec
-    return gsm8k_reward(outcome, str(spec["ground_truth"]), mode=spec.get("mode", "strict"), format_score=float(spec.get("format_score", 0.0)))
+    return gsm8k_reward(
+        outcome,
+        str(spec["ground_truth"]),
+        mode=spec.get("mode", "strict"),
+        format_score=float(spec.get("format_score", 0.0)),
+    )
 
 
 def verify(task: Task, outcome: str, backend: Backend | None = None, default_method: str | None = None) -> Reward:
     """Score `outcome` with the reward function `task.reward_spec['method']` selects (else `default_method`)."""
     method = task.reward_spec.get("method") or default_method
     if not method:
-        raise TaskError(f"task {task.id}: reward_spec names no method and its kind {task.env_class!r} has no default reward")
+        raise TaskError(
+            f"task {task.id}: reward_spec names no method and its kind {task.env_class!r} has no default reward"
+        )
     value: Any = REWARDS.get(method)(task, outcome, backend)
     if isinstance(value, Reward):
         return value

@@ -35,7 +35,7 @@ class Funnel:
     def add(self, mined: Mined) -> None:
         """A candidate's outcome: it counts at every stage up to the one it reached."""
         reached = STAGES.index(mined.reached)
-        for stage in STAGES[1:reached + 1]:
+        for stage in STAGES[1 : reached + 1]:
             self.counts[stage] += 1
         if reached + 1 < len(STAGES):
             self.reasons[STAGES[reached + 1]][reason_key(mined.reason)] += 1
@@ -64,7 +64,9 @@ class Funnel:
         return {"counts": self.counts, "reasons": {k: dict(v.most_common()) for k, v in self.reasons.items() if v}}
 
 
-def candidates(repo: str, since: str | None, limit: int | None, until: str | None = None) -> tuple[list[dict[str, Any]], Funnel]:
+def candidates(
+    repo: str, since: str | None, limit: int | None, until: str | None = None
+) -> tuple[list[dict[str, Any]], Funnel]:
     """The candidates of `repo` (a folder, a URL or a git bundle) committed between `since` and `until`,
     newest first, and the funnel's first two steps."""
     local = local_clone(repo)
@@ -89,17 +91,23 @@ def candidates(repo: str, since: str | None, limit: int | None, until: str | Non
         found.append(record)
     funnel.counts["candidates"] = len(found)
     if not found:
-        raise MineError(f"no candidate in {repo}{f' since {since}' if since else ''}: "
-                        f"{funnel.counts['commits scanned']} commits scanned, "
-                        f"{dict(funnel.reasons['candidates'].most_common()) or 'none'}. A candidate changes "
-                        "Python code and Python tests against its first parent")
+        raise MineError(
+            f"no candidate in {repo}{f' since {since}' if since else ''}: "
+            f"{funnel.counts['commits scanned']} commits scanned, "
+            f"{dict(funnel.reasons['candidates'].most_common()) or 'none'}. A candidate changes "
+            "Python code and Python tests against its first parent"
+        )
     return found, funnel
 
 
 def _not_a_candidate(local, commit: str, parents: list[str]) -> str:
     if not parents:
         return "first commit (no parent)"
-    changed = [p for p in git(local, "diff", "--name-only", "--no-renames", parents[0], commit).splitlines() if p.endswith(".py")]
+    changed = [
+        p
+        for p in git(local, "diff", "--name-only", "--no-renames", parents[0], commit).splitlines()
+        if p.endswith(".py")
+    ]
     tests = [p for p in changed if is_test_path(p) and not p.endswith("conftest.py")]
     code = [p for p in changed if not is_test_path(p)]
     if not code and not tests:

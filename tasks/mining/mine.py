@@ -108,11 +108,18 @@ def record_of(local: Path, name: str, merge: str, number: str = "") -> dict[str,
     number = number or (found.group(1) if found else merge[:12])
     messages = [git(local, "log", "-1", "--format=%B", merge).strip()]
     if len(parents) > 2:  # a true merge: the pull request's own commits follow
-        messages += [m.strip() for m in git(local, "log", "--format=%B%x00", f"{base}..{parents[2]}").split("\0") if m.strip()]
+        messages += [
+            m.strip() for m in git(local, "log", "--format=%B%x00", f"{base}..{parents[2]}").split("\0") if m.strip()
+        ]
     return {
-        "instance_id": f"{name.replace('/', '__')}-{number}", "repo": name, "base_commit": base,
-        "merge_commit": merge, "patch": patch, "test_patch": test_patch,
-        "problem_statement": "\n\n".join(messages), "created_at": git(local, "log", "-1", "--format=%cI", merge).strip(),
+        "instance_id": f"{name.replace('/', '__')}-{number}",
+        "repo": name,
+        "base_commit": base,
+        "merge_commit": merge,
+        "patch": patch,
+        "test_patch": test_patch,
+        "problem_statement": "\n\n".join(messages),
+        "created_at": git(local, "log", "-1", "--format=%cI", merge).strip(),
         "_source": str(local),
     }
 
@@ -133,8 +140,13 @@ def repo_name(repo: str, local: Path) -> str:
     """owner/name from the URL (or the origin of a local clone), else `local/<name>` (a folder or a bundle)."""
     if repo.endswith(".bundle"):
         return f"local/{normalise(Path(repo).stem)}"
-    url = repo if not Path(repo).is_dir() else subprocess.run(
-        ["git", "-C", str(local), "remote", "get-url", "origin"], capture_output=True, text=True).stdout.strip()
+    url = (
+        repo
+        if not Path(repo).is_dir()
+        else subprocess.run(
+            ["git", "-C", str(local), "remote", "get-url", "origin"], capture_output=True, text=True
+        ).stdout.strip()
+    )
     match = re.search(r"[:/]([^/:]+)/([^/]+?)(?:\.git)?/?$", url)
     return f"{match.group(1)}/{match.group(2)}" if match else f"local/{normalise(local.name)}"
 
@@ -150,8 +162,10 @@ def _merge_commit(local: Path, pull: str) -> str:
         sha, _, subject = line.partition(" ")
         if subject.startswith(_MERGE_SUBJECT.format(n=pull)) or subject.rstrip().endswith(f"(#{pull})"):
             return sha
-    raise MineError(f"no merge of pull request #{pull} in {local} (looked for 'Merge pull request #{pull} ' "
-                    f"and squash merges ending in '(#{pull})'); pass the merge commit instead")
+    raise MineError(
+        f"no merge of pull request #{pull} in {local} (looked for 'Merge pull request #{pull} ' "
+        f"and squash merges ending in '(#{pull})'); pass the merge commit instead"
+    )
 
 
 def _checkout_source(record: dict[str, Any], scratch: Path) -> Path:
@@ -170,8 +184,9 @@ def _checkout_source(record: dict[str, Any], scratch: Path) -> Path:
 # ----------------------------------------------------------------------------- images
 
 
-def _environment(record: dict[str, Any], repo: Path, scratch: Path, on_step: Callable[[str], None],
-                 before: str | None) -> tuple[str, dict]:
+def _environment(
+    record: dict[str, Any], repo: Path, scratch: Path, on_step: Callable[[str], None], before: str | None
+) -> tuple[str, dict]:
     """The project image (dependencies installed, the tree at the base commit in /testbed) of the
     record, and its `environment` notes."""
     tree = tree_at(repo, record["base_commit"], scratch / "tree")
@@ -186,8 +201,9 @@ def record_python(record: dict[str, Any]) -> str | None:
     return record.get("python") or record.get("environment", {}).get("python")
 
 
-def build_shared_environment(record: dict[str, Any], on_step: Callable[[str], None], before: str | None,
-                             sibling: tuple[str, dict] | None = None) -> tuple[str, dict, Path]:
+def build_shared_environment(
+    record: dict[str, Any], on_step: Callable[[str], None], before: str | None, sibling: tuple[str, dict] | None = None
+) -> tuple[str, dict, Path]:
     """(environment image, its notes, repository archive): the record run from an environment image
     with its repository put in at start (`tasks.shared_env`); `sibling`: a sibling's environment
     (image and notes), nothing built."""
@@ -201,7 +217,9 @@ def build_shared_environment(record: dict[str, Any], on_step: Callable[[str], No
         return image, notes, repo_archive(repo, record["base_commit"], record["instance_id"])
 
 
-def build_instance_image(record: dict[str, Any], on_step: Callable[[str], None], before: str | None) -> tuple[str, dict]:
+def build_instance_image(
+    record: dict[str, Any], on_step: Callable[[str], None], before: str | None
+) -> tuple[str, dict]:
     """The project image with the repository at the base commit as /testbed (and .git), and the
     project image's `environment` notes."""
     with tempfile.TemporaryDirectory() as scratch:
@@ -211,13 +229,17 @@ def build_instance_image(record: dict[str, Any], on_step: Callable[[str], None],
         history = base_only_git(repo, record["base_commit"], scratch / "history")
         # STOPSIGNAL: `docker stop` kills at once. The official harness stops each container with a
         # 15 s grace that its `tail -f /dev/null` (PID 1: SIGTERM ignored) never uses.
-        dockerfile = (f"FROM {env_image}\nCOPY git {WORKDIR}/.git\nWORKDIR {WORKDIR}\nSTOPSIGNAL SIGKILL\n"
-                      "RUN git read-tree HEAD && git update-index -q --refresh; git config --global --add safe.directory '*'\n")
+        dockerfile = (
+            f"FROM {env_image}\nCOPY git {WORKDIR}/.git\nWORKDIR {WORKDIR}\nSTOPSIGNAL SIGKILL\n"
+            "RUN git read-tree HEAD && git update-index -q --refresh; git config --global --add safe.directory '*'\n"
+        )
         digest = hashlib.sha256(f"{dockerfile}\0{record['base_commit']}".encode()).hexdigest()[:12]
         image = f"{IMAGE_REPOSITORY}/{record['instance_id'].lower()}:{digest}"
         if not image_exists(image):
             with timed(on_step, f"{record['instance_id']}: docker build of {image}"):
-                build_image(image, dockerfile, {"git": history}, what=f"adding the repository of {record['instance_id']}")
+                build_image(
+                    image, dockerfile, {"git": history}, what=f"adding the repository of {record['instance_id']}"
+                )
     return image, notes
 
 
@@ -243,8 +265,11 @@ class Mined:
 
 def test_files(test_patch: str) -> list[str]:
     """The Python test files the test patch leaves in place (what the eval script runs)."""
-    return [f.path for f in parse_patch(test_patch) if f.path.endswith(".py") and f.added + f.removed
-            and not f.path.endswith("conftest.py")]
+    return [
+        f.path
+        for f in parse_patch(test_patch)
+        if f.path.endswith(".py") and f.added + f.removed and not f.path.endswith("conftest.py")
+    ]
 
 
 # A repository's own test runner where SWE-bench runs one (the test_cmd of its per-repository
@@ -252,9 +277,14 @@ def test_files(test_patch: str) -> list[str]:
 # the official instances (sympy: `test_issue_24062`). Every other repository: pytest. Scripts whose
 # `#!/usr/bin/env python` SWE-bench's conda images serve run through python3 here (the base image has no `python`).
 REPO_RUNNERS = {
-    "sympy/sympy": ("PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning' python3 bin/test -C --verbose",
-                    "parse_log_sympy"),
-    "django/django": ("python3 ./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1", "parse_log_django"),
+    "sympy/sympy": (
+        "PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning' python3 bin/test -C --verbose",
+        "parse_log_sympy",
+    ),
+    "django/django": (
+        "python3 ./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1",
+        "parse_log_django",
+    ),
 }
 
 
@@ -277,12 +307,18 @@ def make_instance(record: dict[str, Any], image: str) -> dict[str, Any]:
         raise MineError(f"{record['instance_id']}: the test patch changes no Python test file")
     command, parser = runner_of(record)
     instance = {k: v for k, v in record.items() if not k.startswith("_")}
-    instance.update({
-        "image": image, "version": record.get("version", ""), "log_parser": parser,
-        "eval_type": "pass_and_fail", "workdir": WORKDIR,
-        "eval_script": make_eval_script(record["base_commit"], record["test_patch"],
-                                        f"{command} {' '.join(test_arguments(record, files))}"),
-    })
+    instance.update(
+        {
+            "image": image,
+            "version": record.get("version", ""),
+            "log_parser": parser,
+            "eval_type": "pass_and_fail",
+            "workdir": WORKDIR,
+            "eval_script": make_eval_script(
+                record["base_commit"], record["test_patch"], f"{command} {' '.join(test_arguments(record, files))}"
+            ),
+        }
+    )
     return instance
 
 
@@ -321,7 +357,9 @@ def dependency_attempts(record: dict[str, Any]) -> list[str | None]:
 
 
 def _describe(before: str | None) -> str:
-    return "newest" if before is None else "the repository's shared environment" if before == SHARED else f"as of {before}"
+    return (
+        "newest" if before is None else "the repository's shared environment" if before == SHARED else f"as of {before}"
+    )
 
 
 _LOCKS: dict[str, threading.Lock] = {}
@@ -333,8 +371,14 @@ def _build_lock(repo: str) -> threading.Lock:
         return _LOCKS.setdefault(repo, threading.Lock())
 
 
-def mine_record(record: dict[str, Any], backend: Backend, on_step: Callable[[str], None] = print,
-                timeout: float = 900.0, repeats: int = 2, shared: dict[str, tuple[str, dict]] | None = None) -> Mined:
+def mine_record(
+    record: dict[str, Any],
+    backend: Backend,
+    on_step: Callable[[str], None] = print,
+    timeout: float = 900.0,
+    repeats: int = 2,
+    shared: dict[str, tuple[str, dict]] | None = None,
+) -> Mined:
     """One record as a validated instance, or the reason it is not one.
 
     With `shared` (repository -> the environment image a sibling validated in, and its notes), the instance
@@ -354,6 +398,7 @@ def mine_record(record: dict[str, Any], backend: Backend, on_step: Callable[[str
         if STAGES.index(reached) >= STAGES.index(result.reached):
             result.reached, result.reason = reached, reason
         last[0] = reason
+
     for before in attempts:
         if last[0]:
             on_step(f"{name}: retrying with the {_describe(before)} dependencies; before failed: {last[0][:400]}")
@@ -366,8 +411,11 @@ def mine_record(record: dict[str, Any], backend: Backend, on_step: Callable[[str
                     image, notes = build_instance_image(record, on_step, before)
                 else:
                     image, notes, archive = build_shared_environment(
-                        record, on_step, None if before == SHARED else before,
-                        shared[record["repo"]] if before == SHARED else None)
+                        record,
+                        on_step,
+                        None if before == SHARED else before,
+                        shared[record["repo"]] if before == SHARED else None,
+                    )
         except SynthError as err:
             stopped(STAGES[0], f"environment ({_describe(before)}): {err}")
             continue
@@ -406,9 +454,17 @@ def mine_record(record: dict[str, Any], backend: Backend, on_step: Callable[[str
     return result
 
 
-def mine(records: list[dict[str, Any]], output: Path, backend: Backend, workers: int = 2,
-         on_result: Callable[[Mined], None] = lambda m: None, on_step: Callable[[str], None] = print,
-         timeout: float = 900.0, share_env: bool = False, early_stop: int = 0) -> list[Mined]:
+def mine(
+    records: list[dict[str, Any]],
+    output: Path,
+    backend: Backend,
+    workers: int = 2,
+    on_result: Callable[[Mined], None] = lambda m: None,
+    on_step: Callable[[str], None] = print,
+    timeout: float = 900.0,
+    share_env: bool = False,
+    early_stop: int = 0,
+) -> list[Mined]:
     """Mine every record; instances are appended to `output` (JSONL) as they are validated.
 
     Records already in `output` are kept as they are (a rerun finishes an interrupted one).
@@ -467,7 +523,11 @@ def reason_key(reason: str) -> str:
     installing x failed: <pip's output>` -> `environment: installing x failed`)."""
     head = re.sub(r"\s*\((newest|as of [^)]*|the repository's shared environment)( dependencies)?\)", "", reason)
     kind, _, rest = head.partition(": ")
-    key = f"{kind}: {rest.split(': ')[0]}" if kind in ("environment", "tests without the fix", "tests with the fix") else kind
+    key = (
+        f"{kind}: {rest.split(': ')[0]}"
+        if kind in ("environment", "tests without the fix", "tests with the fix")
+        else kind
+    )
     return key.splitlines()[0].rstrip(":")[:120] if key else "unknown"
 
 
@@ -479,5 +539,7 @@ def systemic_stop(results: list[Mined], first: int) -> str:
     if len(stops) != 1:
         return ""
     reached, key = stops.pop()
-    return (f"stopped: the first {first} candidates all got no further than \"{reached}\", each for \"{key}\"; "
-            f"the repository or its environment is at fault, not the candidates. The last: {results[first - 1].reason[:800]}")
+    return (
+        f'stopped: the first {first} candidates all got no further than "{reached}", each for "{key}"; '
+        f"the repository or its environment is at fault, not the candidates. The last: {results[first - 1].reason[:800]}"
+    )

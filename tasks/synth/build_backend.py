@@ -40,8 +40,11 @@ class BackendNeeds:
 
 def declared_backend(system: dict) -> tuple[str, list[str], list[str]]:
     """(backend, build requirements, backend-path) of a `[build-system]` table (PEP 517/518 defaults)."""
-    return (system.get("build-backend", LEGACY_BACKEND), list(system.get("requires", DEFAULT_BUILD_REQUIRES)),
-            list(system.get("backend-path", [])))
+    return (
+        system.get("build-backend", LEGACY_BACKEND),
+        list(system.get("requires", DEFAULT_BUILD_REQUIRES)),
+        list(system.get("backend-path", [])),
+    )
 
 
 def ask_backend(project: Path, system: dict, wheelhouse: Path, env: dict[str, str]) -> BackendNeeds:
@@ -52,15 +55,32 @@ def ask_backend(project: Path, system: dict, wheelhouse: Path, env: dict[str, st
     with tempfile.TemporaryDirectory(prefix="harness-backend-") as scratch:
         target = Path(scratch) / "site"
         installed = subprocess.run(
-            [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--find-links", str(wheelhouse),
-             "--target", str(target), *requires], capture_output=True, text=True, check=False, env=env)
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--no-index",
+                "--find-links",
+                str(wheelhouse),
+                "--target",
+                str(target),
+                *requires,
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+            env=env,
+        )
         if installed.returncode != 0:
             return BackendNeeds(backend, requires, problem=f"installing {requires}: {installed.stderr.strip()[-600:]}")
         hook_env = {**env, "PYTHONPATH": str(target)}
 
         def runner(cmd, cwd=None, extra_environ=None):
-            done = subprocess.run(cmd, cwd=cwd, env={**hook_env, **(extra_environ or {})}, capture_output=True,
-                                  text=True, check=False)
+            done = subprocess.run(
+                cmd, cwd=cwd, env={**hook_env, **(extra_environ or {})}, capture_output=True, text=True, check=False
+            )
             if done.returncode != 0:
                 raise RuntimeError((done.stderr or done.stdout).strip()[-600:])
 
@@ -77,14 +97,17 @@ def ask_backend(project: Path, system: dict, wheelhouse: Path, env: dict[str, st
 
 def _has_build_editable(project: Path, backend: str, backend_path: list[str], env: dict[str, str]) -> bool:
     module, _, attribute = backend.partition(":")
-    probe = ("import importlib, json, sys\n"
-             f"sys.path[:0] = {json.dumps([str(project / p) for p in backend_path])}\n"
-             f"obj = importlib.import_module({module!r})\n"
-             f"for part in {attribute!r}.split('.') if {attribute!r} else []:\n"
-             "    obj = getattr(obj, part)\n"
-             "print(json.dumps(hasattr(obj, 'build_editable')))\n")
-    done = subprocess.run([sys.executable, "-c", probe], cwd=project, env=env, capture_output=True, text=True,
-                          check=False)
+    probe = (
+        "import importlib, json, sys\n"
+        f"sys.path[:0] = {json.dumps([str(project / p) for p in backend_path])}\n"
+        f"obj = importlib.import_module({module!r})\n"
+        f"for part in {attribute!r}.split('.') if {attribute!r} else []:\n"
+        "    obj = getattr(obj, part)\n"
+        "print(json.dumps(hasattr(obj, 'build_editable')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=project, env=env, capture_output=True, text=True, check=False
+    )
     return done.returncode == 0 and json.loads(done.stdout.strip().splitlines()[-1]) is True
 
 

@@ -39,8 +39,13 @@ def setup_py_literals(root: Path) -> dict[str, object]:
         tree = ast.parse(path.read_text(errors="replace")) if path.exists() else ast.Module(body=[], type_ignores=[])
     except SyntaxError:
         return {}
-    bound = {t.id: node.value for node in tree.body if isinstance(node, ast.Assign) for t in node.targets
-             if isinstance(t, ast.Name)}
+    bound = {
+        t.id: node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        for t in node.targets
+        if isinstance(t, ast.Name)
+    }
     found: dict[str, object] = {}
     for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
         if getattr(call.func, "id", getattr(call.func, "attr", "")) != "setup":

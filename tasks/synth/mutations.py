@@ -18,23 +18,88 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-SKIPPED_DIRS = {"test", "tests", "testing", "doc", "docs", "example", "examples", "bench", "benchmarks",
-                "scripts", "build", "dist", "site-packages", "node_modules"}
+SKIPPED_DIRS = {
+    "test",
+    "tests",
+    "testing",
+    "doc",
+    "docs",
+    "example",
+    "examples",
+    "bench",
+    "benchmarks",
+    "scripts",
+    "build",
+    "dist",
+    "site-packages",
+    "node_modules",
+}
 SKIPPED_FILES = {"setup.py", "conftest.py", "noxfile.py", "fabfile.py"}
 
-_FLIP_COMPARE = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
-                 ast.NotEq: ast.Eq, ast.Is: ast.IsNot, ast.IsNot: ast.Is, ast.In: ast.NotIn, ast.NotIn: ast.In}
-_FLIP_ARITH = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult, ast.FloorDiv: ast.Mult,
-               ast.Mod: ast.FloorDiv, ast.BitAnd: ast.BitOr, ast.BitOr: ast.BitAnd, ast.LShift: ast.RShift,
-               ast.RShift: ast.LShift, ast.Pow: ast.Mult}
-_SYMBOL = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!=", ast.Is: "is",
-           ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in", ast.Add: "+", ast.Sub: "-", ast.Mult: "*",
-           ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%", ast.BitAnd: "&", ast.BitOr: "|", ast.LShift: "<<",
-           ast.RShift: ">>", ast.Pow: "**", ast.And: "and", ast.Or: "or"}
-_WRONG_EXCEPTION = {"ValueError": "TypeError", "TypeError": "ValueError", "KeyError": "IndexError",
-                    "IndexError": "KeyError", "AttributeError": "KeyError", "LookupError": "ValueError",
-                    "RuntimeError": "ValueError", "NotImplementedError": "RuntimeError", "OSError": "ValueError",
-                    "ZeroDivisionError": "ValueError", "OverflowError": "ValueError", "AssertionError": "ValueError"}
+_FLIP_COMPARE = {
+    ast.Lt: ast.LtE,
+    ast.LtE: ast.Lt,
+    ast.Gt: ast.GtE,
+    ast.GtE: ast.Gt,
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+    ast.Is: ast.IsNot,
+    ast.IsNot: ast.Is,
+    ast.In: ast.NotIn,
+    ast.NotIn: ast.In,
+}
+_FLIP_ARITH = {
+    ast.Add: ast.Sub,
+    ast.Sub: ast.Add,
+    ast.Mult: ast.Div,
+    ast.Div: ast.Mult,
+    ast.FloorDiv: ast.Mult,
+    ast.Mod: ast.FloorDiv,
+    ast.BitAnd: ast.BitOr,
+    ast.BitOr: ast.BitAnd,
+    ast.LShift: ast.RShift,
+    ast.RShift: ast.LShift,
+    ast.Pow: ast.Mult,
+}
+_SYMBOL = {
+    ast.Lt: "<",
+    ast.LtE: "<=",
+    ast.Gt: ">",
+    ast.GtE: ">=",
+    ast.Eq: "==",
+    ast.NotEq: "!=",
+    ast.Is: "is",
+    ast.IsNot: "is not",
+    ast.In: "in",
+    ast.NotIn: "not in",
+    ast.Add: "+",
+    ast.Sub: "-",
+    ast.Mult: "*",
+    ast.Div: "/",
+    ast.FloorDiv: "//",
+    ast.Mod: "%",
+    ast.BitAnd: "&",
+    ast.BitOr: "|",
+    ast.LShift: "<<",
+    ast.RShift: ">>",
+    ast.Pow: "**",
+    ast.And: "and",
+    ast.Or: "or",
+}
+_WRONG_EXCEPTION = {
+    "ValueError": "TypeError",
+    "TypeError": "ValueError",
+    "KeyError": "IndexError",
+    "IndexError": "KeyError",
+    "AttributeError": "KeyError",
+    "LookupError": "ValueError",
+    "RuntimeError": "ValueError",
+    "NotImplementedError": "RuntimeError",
+    "OSError": "ValueError",
+    "ZeroDivisionError": "ValueError",
+    "OverflowError": "ValueError",
+    "AssertionError": "ValueError",
+}
 _REMOVABLE = (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return, ast.Raise, ast.Delete, ast.If)
 
 
@@ -141,8 +206,9 @@ def compiles(source: bytes, path: str) -> bool:
 
 def unified_patch(path: str, old: bytes, new: bytes) -> str:
     """A git-style diff of one file that `git apply` and `patch -p1` accept."""
-    lines = difflib.unified_diff(old.decode().splitlines(keepends=True), new.decode().splitlines(keepends=True),
-                                 f"a/{path}", f"b/{path}")
+    lines = difflib.unified_diff(
+        old.decode().splitlines(keepends=True), new.decode().splitlines(keepends=True), f"a/{path}", f"b/{path}"
+    )
     body = "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
     return f"diff --git a/{path} b/{path}\n{body}"
 
@@ -208,8 +274,9 @@ def _replace(node: ast.AST, new: ast.AST, src: _Source, description: str) -> Edi
     return src.start(node), src.end(node), ast.unparse(new), description, node.lineno
 
 
-def _swap_operator(node: ast.AST, left: ast.AST, right: ast.AST, old: type, new: type,
-                   rebuilt: ast.AST, src: _Source) -> Edit:
+def _swap_operator(
+    node: ast.AST, left: ast.AST, right: ast.AST, old: type, new: type, rebuilt: ast.AST, src: _Source
+) -> Edit:
     """Replace only the operator token between `left` and `right` where the text between them
     is plain (spaces, parentheses); otherwise rewrite the whole node as `rebuilt`."""
     description = f"`{_SYMBOL[old]}` -> `{_SYMBOL[new]}`"
@@ -232,7 +299,9 @@ def flip_comparison(function, src) -> Iterator[Edit]:
             operands = [node.left, *node.comparators]
             for i, op in enumerate(node.ops):
                 new = _FLIP_COMPARE[type(op)]
-                rebuilt = ast.Compare(node.left, [new() if j == i else o for j, o in enumerate(node.ops)], node.comparators)
+                rebuilt = ast.Compare(
+                    node.left, [new() if j == i else o for j, o in enumerate(node.ops)], node.comparators
+                )
                 yield _swap_operator(node, operands[i], operands[i + 1], type(op), new, rebuilt, src)
 
 
@@ -277,15 +346,21 @@ def _plus(expr: ast.expr, delta: int) -> ast.expr:
     """`expr + delta` (folded when `expr` is an integer literal)."""
     value = _int_value(expr)
     if value is not None:
-        return ast.Constant(value + delta) if value + delta >= 0 else ast.UnaryOp(ast.USub(), ast.Constant(-value - delta))
+        return (
+            ast.Constant(value + delta) if value + delta >= 0 else ast.UnaryOp(ast.USub(), ast.Constant(-value - delta))
+        )
     return ast.BinOp(expr, ast.Add() if delta > 0 else ast.Sub(), ast.Constant(abs(delta)))
 
 
 def _int_value(expr: ast.expr) -> int | None:
     if isinstance(expr, ast.Constant) and type(expr.value) is int:
         return expr.value
-    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub) and isinstance(expr.operand, ast.Constant) \
-            and type(expr.operand.value) is int:
+    if (
+        isinstance(expr, ast.UnaryOp)
+        and isinstance(expr.op, ast.USub)
+        and isinstance(expr.operand, ast.Constant)
+        and type(expr.operand.value) is int
+    ):
         return -expr.operand.value
     return None
 
@@ -293,8 +368,13 @@ def _int_value(expr: ast.expr) -> int | None:
 def off_by_one(function, src) -> Iterator[Edit]:
     """`range(a, b)` -> `range(a + 1, b)` / `range(a, b - 1)`, slice bounds and constant indices +-1."""
     for node in _body_nodes(function):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "range" \
-                and 1 <= len(node.args) <= 3 and not node.keywords:
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "range"
+            and 1 <= len(node.args) <= 3
+            and not node.keywords
+        ):
             bounds = [(node.args[0], -1)] if len(node.args) == 1 else [(node.args[0], 1), (node.args[1], -1)]
             for arg, delta in bounds:
                 new = _plus(arg, delta)
@@ -314,8 +394,11 @@ def off_by_one(function, src) -> Iterator[Edit]:
 def remove_statement(function, src) -> Iterator[Edit]:
     """A statement (call, assignment, return, raise, del, if-block) replaced by `pass`."""
     for node in _body_nodes(function):
-        if isinstance(node, _REMOVABLE) and not _is_docstring(node) and not (
-                isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)):
+        if (
+            isinstance(node, _REMOVABLE)
+            and not _is_docstring(node)
+            and not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))
+        ):
             if isinstance(node, ast.AnnAssign) and node.value is None:
                 continue
             first = ast.unparse(node).splitlines()[0]
@@ -326,8 +409,9 @@ def remove_else(function, src) -> Iterator[Edit]:
     """The `else:`/`elif` branch of an `if` removed (from the end of the `if` body)."""
     for node in _body_nodes(function):
         if isinstance(node, ast.If) and node.orelse:
-            elif_ = isinstance(node.orelse[0], ast.If) and \
-                "else" not in src.segment(src.end(node.body[-1]), src.start(node.orelse[0]))
+            elif_ = isinstance(node.orelse[0], ast.If) and "else" not in src.segment(
+                src.end(node.body[-1]), src.start(node.orelse[0])
+            )
             what = "elif branch" if elif_ else "else branch"
             yield src.end(node.body[-1]), src.end(node.orelse[-1]), "", f"removed the {what}", node.orelse[0].lineno
 
@@ -343,7 +427,13 @@ def swap_arguments(function, src) -> Iterator[Edit]:
                 if a == b:
                     continue
                 between = src.segment(src.end(first), src.start(second))
-                yield src.start(first), src.end(second), b + between + a, f"swapped arguments `{a}` and `{b}`", node.lineno
+                yield (
+                    src.start(first),
+                    src.end(second),
+                    b + between + a,
+                    f"swapped arguments `{a}` and `{b}`",
+                    node.lineno,
+                )
 
 
 def change_constant(function, src) -> Iterator[Edit]:
@@ -387,7 +477,9 @@ def wrong_exception(function, src) -> Iterator[Edit]:
             else:
                 continue
             own = name.rsplit(".", 1)[-1]
-            new = _WRONG_EXCEPTION.get(name) or ("Exception" if own[:1].isupper() and own.endswith(("Error", "Exception")) else None)
+            new = _WRONG_EXCEPTION.get(name) or (
+                "Exception" if own[:1].isupper() and own.endswith(("Error", "Exception")) else None
+            )
             if new:
                 yield src.start(target), src.end(target), new, f"raises `{new}` instead of `{name}`", node.lineno
 
@@ -395,8 +487,9 @@ def wrong_exception(function, src) -> Iterator[Edit]:
 def early_return(function, src) -> Iterator[Edit]:
     """`return None` inserted as the function's first statement (after its docstring)."""
     body = function.body[1:] if _is_docstring(function.body[0]) else function.body
-    if not body or all(isinstance(s, ast.Pass) or (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
-                       for s in body):
+    if not body or all(
+        isinstance(s, ast.Pass) or (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)) for s in body
+    ):
         return
     first = body[0]
     at = src.start(first)

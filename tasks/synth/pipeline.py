@@ -127,8 +127,18 @@ def synthesize(
     found = find_mutations(project.root)
     if not found:
         raise SynthError(f"{project.name} has no function outside its tests to plant a bug in")
-    run = _Run(project.root, env, baseline, worklog, backend, output, seed, statement_writer,
-               timeout=test_timeout or max(30.0, 3 * baseline.duration), early_stop=early_stop)
+    run = _Run(
+        project.root,
+        env,
+        baseline,
+        worklog,
+        backend,
+        output,
+        seed,
+        statement_writer,
+        timeout=test_timeout or max(30.0, 3 * baseline.duration),
+        early_stop=early_stop,
+    )
     run.number = {m.id: i + 1 for i, m in enumerate(found)}  # stable across seeds
     planned = min(len(found), max_candidates or len(found))
     emit(SynthEvent("mutations", f"{len(found)} candidate bugs, judging up to {planned}", planned=planned))
@@ -149,16 +159,31 @@ def _project_image(project, test_command: str | None, emit, python: str | None =
     except SynthError as err:
         if not project.date:
             raise
-        emit(SynthEvent("image", f"the newest dependencies failed ({str(err)[:400]}); "
-                                 f"trying those released before {project.date}"))
+        emit(
+            SynthEvent(
+                "image",
+                f"the newest dependencies failed ({str(err)[:400]}); trying those released before {project.date}",
+            )
+        )
         return build_project_image(project, test_command, step, before=project.date, python=python)
 
 
 class _Run:
     """The state of one run: what was decided, what is kept, and the output file."""
 
-    def __init__(self, root: Path, env: ProjectImage, baseline: Baseline, worklog: WorkLog, backend: Backend,
-                 output: Path, seed: int, statement_writer, timeout: float, early_stop: int = EARLY_STOP):
+    def __init__(
+        self,
+        root: Path,
+        env: ProjectImage,
+        baseline: Baseline,
+        worklog: WorkLog,
+        backend: Backend,
+        output: Path,
+        seed: int,
+        statement_writer,
+        timeout: float,
+        early_stop: int = EARLY_STOP,
+    ):
         self.root, self.env, self.baseline, self.worklog, self.backend = root, env, baseline, worklog, backend
         self.output, self.seed, self.timeout, self.early_stop = output, seed, timeout, early_stop
         self.write_statement = statement_writer or write_statement
@@ -173,13 +198,17 @@ class _Run:
     def restore(self, found: list[Mutation]) -> None:
         """Rewrite the output from the kept entries of the work log (rebuilding lost images)."""
         by_id = {m.id: m for m in found}
-        kept = sorted((e for e in self.worklog.entries.values() if e["status"] == "kept"),
-                      key=lambda e: self.number.get(e["id"], 0))
+        kept = sorted(
+            (e for e in self.worklog.entries.values() if e["status"] == "kept"),
+            key=lambda e: self.number.get(e["id"], 0),
+        )
         with self.output.open("w") as handle:
             for entry in kept:
                 self.signatures.add(entry["signature"])
                 if not image_exists(entry["instance"]["image"]):
-                    self._build_repo_and_image(by_id[entry["id"]], entry["instance"]["instance_id"], entry["instance"]["image"])
+                    self._build_repo_and_image(
+                        by_id[entry["id"]], entry["instance"]["instance_id"], entry["instance"]["image"]
+                    )
                 handle.write(json.dumps(entry["instance"]) + "\n")
 
     # -- judging -------------------------------------------------------------------------
@@ -191,7 +220,11 @@ class _Run:
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="synth") as pool:
             try:
                 while True:
-                    while len(running) < workers and self.kept() < max_tasks and len(self.worklog.entries) + len(running) < planned:
+                    while (
+                        len(running) < workers
+                        and self.kept() < max_tasks
+                        and len(self.worklog.entries) + len(running) < planned
+                    ):
                         mutation = next(pending, None)
                         if mutation is None:
                             break
@@ -206,8 +239,15 @@ class _Run:
                     for future in done:
                         mutation = running.pop(future)
                         verdict = self._record(mutation, future, max_tasks)
-                        emit(SynthEvent("candidate", f"{mutation.kind} in {mutation.function}: {verdict}",
-                                        len(self.worklog.entries), planned, self.kept()))
+                        emit(
+                            SynthEvent(
+                                "candidate",
+                                f"{mutation.kind} in {mutation.function}: {verdict}",
+                                len(self.worklog.entries),
+                                planned,
+                                self.kept(),
+                            )
+                        )
             finally:
                 for future in running:
                     future.cancel()
@@ -279,12 +319,22 @@ class _Run:
             "workdir": WORKDIR,
             "environment": self.env.environment,
             "kind": mutation.kind,
-            "synth": {"origin": self.env.project.origin, "source_commit": self.env.project.commit,
-                      "file": mutation.path, "function": mutation.function, "line": mutation.line,
-                      "mutation": mutation.description, "env_image": self.env.image},
+            "synth": {
+                "origin": self.env.project.origin,
+                "source_commit": self.env.project.commit,
+                "file": mutation.path,
+                "function": mutation.function,
+                "line": mutation.line,
+                "mutation": mutation.description,
+                "env_image": self.env.image,
+            },
         }
-        info = {"project": name, "seed": self.seed * 100003 + number, "instance": dict(instance),
-                "failures": failures(outcome.log, outcome.fail_to_pass, hide=mutation.path)}
+        info = {
+            "project": name,
+            "seed": self.seed * 100003 + number,
+            "instance": dict(instance),
+            "failures": failures(outcome.log, outcome.fail_to_pass, hide=mutation.path),
+        }
         instance["problem_statement"] = self.write_statement(info)
         return instance
 
@@ -300,11 +350,16 @@ class _Run:
         (folder / "bug.patch").write_text(patch)
         try:
             base_commit, gold = make_bugged_repo(self.root, folder / "bug.patch", folder / "repo")
-            dockerfile = (f"FROM {self.env.image}\nCOPY repo/.git {WORKDIR}/.git\n"
-                          f"COPY {json.dumps(['repo/' + mutation.path, f'{WORKDIR}/{mutation.path}'])}\n")
-            build_image(image, dockerfile, {"repo/.git": folder / "repo" / ".git",
-                                            f"repo/{mutation.path}": folder / "repo" / mutation.path},
-                        what=f"the image of {instance_id}")
+            dockerfile = (
+                f"FROM {self.env.image}\nCOPY repo/.git {WORKDIR}/.git\n"
+                f"COPY {json.dumps(['repo/' + mutation.path, f'{WORKDIR}/{mutation.path}'])}\n"
+            )
+            build_image(
+                image,
+                dockerfile,
+                {"repo/.git": folder / "repo" / ".git", f"repo/{mutation.path}": folder / "repo" / mutation.path},
+                what=f"the image of {instance_id}",
+            )
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         return base_commit, gold
@@ -326,12 +381,22 @@ class _Run:
                 counts[entry["status"]] += 1
         project = self.env.project
         return SynthSummary(
-            project=project.name, origin=project.origin, commit=project.commit, image=self.env.image,
-            test_command=self.baseline.test_command, output=str(self.output),
-            baseline_passing=len(self.baseline.passing), baseline_excluded=self.baseline.excluded,
-            candidates=candidates, decided=len(self.worklog.entries), kept=self.kept(),
-            flaky=sum(c["flaky"] for c in by_kind.values()), rejected=rejected,
-            by_kind=dict(sorted(by_kind.items())), errors=self.errors, duration=round(duration, 1),
+            project=project.name,
+            origin=project.origin,
+            commit=project.commit,
+            image=self.env.image,
+            test_command=self.baseline.test_command,
+            output=str(self.output),
+            baseline_passing=len(self.baseline.passing),
+            baseline_excluded=self.baseline.excluded,
+            candidates=candidates,
+            decided=len(self.worklog.entries),
+            kept=self.kept(),
+            flaky=sum(c["flaky"] for c in by_kind.values()),
+            rejected=rejected,
+            by_kind=dict(sorted(by_kind.items())),
+            errors=self.errors,
+            duration=round(duration, 1),
             disk=self.disk(),
         )
 
@@ -339,8 +404,10 @@ class _Run:
         """What the run's images take on disk: the environment image's own layers (above the base image,
         shared by every task) and, per task, the layer its image adds (its repository and buggy file)."""
         tasks = [image_size(e["instance"]["image"]) for e in self.worklog.entries.values() if e["status"] == "kept"]
-        return {"environment_mb": round(image_size(self.env.image) / 1e6, 1),
-                "per_task_mb": round(sum(tasks) / len(tasks) / 1e6, 2) if tasks else 0.0}
+        return {
+            "environment_mb": round(image_size(self.env.image) / 1e6, 1),
+            "per_task_mb": round(sum(tasks) / len(tasks) / 1e6, 2) if tasks else 0.0,
+        }
 
 
 def systemic_failure(entries: list[dict], first: int, timeout: float = 0.0) -> str:
@@ -354,14 +421,22 @@ def systemic_failure(entries: list[dict], first: int, timeout: float = 0.0) -> s
         return ""
     example = next((e.get("detail") for e in reversed(judged[:first]) if e.get("detail")), "")
     limit = f" ({timeout:.0f} s)" if reason == "timeout" and timeout else ""
-    return (f"stopped early: the first {first} candidates were all rejected with \"{reason}\"{limit}: {SYSTEMIC[reason]}"
-            + (f". The last one: {example}" if example else "")
-            + ". The project or its environment is at fault, not the bugs; fix that and run again (the work log resumes).")
+    return (
+        f'stopped early: the first {first} candidates were all rejected with "{reason}"{limit}: {SYSTEMIC[reason]}'
+        + (f". The last one: {example}" if example else "")
+        + ". The project or its environment is at fault, not the bugs; fix that and run again (the work log resumes)."
+    )
 
 
 def _entry(mutation: Mutation, status: str, reason: str = "") -> dict:
-    return {"id": mutation.id, "kind": mutation.kind, "status": status, "reason": reason,
-            "function": mutation.function, "mutation": mutation.description}
+    return {
+        "id": mutation.id,
+        "kind": mutation.kind,
+        "status": status,
+        "reason": reason,
+        "function": mutation.function,
+        "mutation": mutation.description,
+    }
 
 
 def _hash(*parts: str) -> str:

@@ -52,9 +52,11 @@ DEV_NAME = re.compile(r"(^|[-_.])dev([-_.]|$)", re.IGNORECASE)
 MIN_VERSIONS_NAME = re.compile(r"(^|[-_.])(min|minimum|minimal|lowest|oldest)([-_.]|$)", re.IGNORECASE)
 # In a dev dependency group or requirements file (taken where nothing names tests): what only builds
 # docs, lints or publishes, left out.
-NOT_FOR_TESTS = re.compile(r"^(sphinx|mkdocs|furo|myst|pydata-sphinx|coveralls|codecov|pre-commit|tox|nox|twine|build"
-                           r"|black|ruff|isort|pylint|flake8|mypy|pyright|types-|bump|towncrier|ipython|jupyter)",
-                           re.IGNORECASE)
+NOT_FOR_TESTS = re.compile(
+    r"^(sphinx|mkdocs|furo|myst|pydata-sphinx|coveralls|codecov|pre-commit|tox|nox|twine|build"
+    r"|black|ruff|isort|pylint|flake8|mypy|pyright|types-|bump|towncrier|ipython|jupyter)",
+    re.IGNORECASE,
+)
 SOURCE_ON_PATH = Path(__file__).with_name("source_on_path.py")
 PLAN = ".environment.json"  # in the wheelhouse: what the backend needs (written with the wheelhouse)
 
@@ -69,9 +71,13 @@ class ProjectImage:
     environment: dict = field(default_factory=dict)  # how it was built (`environment_notes`)
 
 
-def build_project_image(project: Project, test_command: str | None = None,
-                        on_step: Callable[[str], None] = log.info, before: str | None = None,
-                        python: str | None = None) -> ProjectImage:
+def build_project_image(
+    project: Project,
+    test_command: str | None = None,
+    on_step: Callable[[str], None] = log.info,
+    before: str | None = None,
+    python: str | None = None,
+) -> ProjectImage:
     """The project image (built once per content hash) and its test command(s).
 
     With `before` (an ISO date), dependencies are those released before it. The base is `python`
@@ -88,21 +94,31 @@ def build_project_image(project: Project, test_command: str | None = None,
     install = install_command(project.root, version, needs.editable, base)
     with timed(on_step, f"the Python {base.python} base image"):
         base_image = build_base_image(base.recipe, on_step)
-    digest = _hash(_tree_digest(project.root), "\n".join(sorted(p.name for p in wheelhouse.iterdir())), install,
-                   base_image)
+    digest = _hash(
+        _tree_digest(project.root), "\n".join(sorted(p.name for p in wheelhouse.iterdir())), install, base_image
+    )
     image = f"{IMAGE_REPOSITORY}/{project.name}-env:{digest}"
     if not image_exists(image):
         on_step(f"building the project image {image}")
-        dockerfile = (f"FROM {base_image}\nCOPY wheelhouse /tmp/wheelhouse\nCOPY {SOURCE_ON_PATH.name} /tmp/\n"
-                      f"COPY testbed {WORKDIR}\nWORKDIR {WORKDIR}\n"
-                      f"RUN {install} && rm -rf /tmp/wheelhouse /tmp/{SOURCE_ON_PATH.name}\n")
+        dockerfile = (
+            f"FROM {base_image}\nCOPY wheelhouse /tmp/wheelhouse\nCOPY {SOURCE_ON_PATH.name} /tmp/\n"
+            f"COPY testbed {WORKDIR}\nWORKDIR {WORKDIR}\n"
+            f"RUN {install} && rm -rf /tmp/wheelhouse /tmp/{SOURCE_ON_PATH.name}\n"
+        )
         with timed(on_step, f"{project.name}: docker build of the project image"):
-            build_image(image, dockerfile, {"wheelhouse": wheelhouse, "testbed": project.root,
-                                            SOURCE_ON_PATH.name: SOURCE_ON_PATH},
-                        what=f"installing {project.name} and its test dependencies")
+            build_image(
+                image,
+                dockerfile,
+                {"wheelhouse": wheelhouse, "testbed": project.root, SOURCE_ON_PATH.name: SOURCE_ON_PATH},
+                what=f"installing {project.name} and its test dependencies",
+            )
     notes = environment_notes(project.root, wheelhouse, needs, install, before)
-    return ProjectImage(project, image, commands, {"python": base.python, "python_chosen": choice.reason,
-                                                   "base_image": base_image, **notes})
+    return ProjectImage(
+        project,
+        image,
+        commands,
+        {"python": base.python, "python_chosen": choice.reason, "base_image": base_image, **notes},
+    )
 
 
 def environment_notes(root: Path, wheelhouse: Path, needs: BackendNeeds, install: str, before: str | None) -> dict:
@@ -110,10 +126,14 @@ def environment_notes(root: Path, wheelhouse: Path, needs: BackendNeeds, install
     Python, which `build_project_image` adds)."""
     extras, requirements, files = declared_test_dependencies(root)
     return {
-        "build_backend": needs.backend, "build_requires": needs.requires, "backend_asked": needs.asked,
+        "build_backend": needs.backend,
+        "build_requires": needs.requires,
+        "backend_asked": needs.asked,
         "install": "editable" if needs.editable else "source on the path",
         **({"backend_problem": needs.problem} if needs.problem else {}),
-        "test_extras": extras, "test_requirements": requirements, "test_requirement_files": files,
+        "test_extras": extras,
+        "test_requirements": requirements,
+        "test_requirement_files": files,
         "dependencies": f"released before {before}" if before else "newest",
         "wheels": sorted(p.name for p in wheelhouse.glob("*.whl")),
         "install_command": install,
@@ -124,8 +144,10 @@ def detect_test_commands(root: Path) -> tuple[str, ...]:
     """pytest on the configured test paths (or tests/, test/), then the same without addopts
     (for projects whose addopts need plugins they do not declare)."""
     if not any(_is_test_file(p) for p in root.rglob("*.py")):
-        raise SynthError(f"the project has no tests: no test_*.py or *_test.py file under {root}. "
-                         "Synthesis needs a test suite that exercises the code")
+        raise SynthError(
+            f"the project has no tests: no test_*.py or *_test.py file under {root}. "
+            "Synthesis needs a test suite that exercises the code"
+        )
     paths = "" if _has_testpaths(root) else next((f" {d}" for d in ("tests", "test") if (root / d).is_dir()), "")
     command = TEST_COMMAND + paths
     return command, command + " -o addopts=''"
@@ -161,11 +183,22 @@ def declared_test_dependencies(root: Path) -> tuple[list[str], list[str], list[s
     extras += _setup_py_keywords(root)[0]
     if tests_require := _setup_py_keywords(root)[1] + _ini_list(setup_cfg, "options", "tests_require"):
         groups["tests_require"] = tests_require
-    chosen = [n for n in groups if TEST_NAME.search(n)] or [n for n in groups if DEV_NAME.search(n) or n.endswith("default")]
-    requirements = list(dict.fromkeys(r for name in chosen for r in groups[name]
-                                      if TEST_NAME.search(name) or not NOT_FOR_TESTS.match(r)))
-    candidates = sorted({p.relative_to(root).as_posix() for pattern in ("*requirements*.txt", "requirements/*.txt")
-                         for p in root.glob(pattern) if not MIN_VERSIONS_NAME.search(p.stem)})
+    chosen = [n for n in groups if TEST_NAME.search(n)] or [
+        n for n in groups if DEV_NAME.search(n) or n.endswith("default")
+    ]
+    requirements = list(
+        dict.fromkeys(
+            r for name in chosen for r in groups[name] if TEST_NAME.search(name) or not NOT_FOR_TESTS.match(r)
+        )
+    )
+    candidates = sorted(
+        {
+            p.relative_to(root).as_posix()
+            for pattern in ("*requirements*.txt", "requirements/*.txt")
+            for p in root.glob(pattern)
+            if not MIN_VERSIONS_NAME.search(p.stem)
+        }
+    )
     files = [f for f in candidates if TEST_NAME.search(Path(f).name)]
     files = files or [f for f in candidates if DEV_NAME.search(Path(f).stem)]  # requirements-dev.txt
     return sorted({e for e in extras if TEST_NAME.search(e)}), requirements, files
@@ -199,8 +232,9 @@ def requirement_file_lines(root: Path, name: str, seen: frozenset = frozenset())
         line = re.sub(r"(^|\s)#.*", "", line).strip()
         include = re.match(r"^(-r|--requirement)[\s=]+(\S+)", line)
         if include:
-            found += requirement_file_lines(root, path.parent.relative_to(root.resolve()).joinpath(include.group(2)).as_posix(),
-                                            seen | {path})
+            found += requirement_file_lines(
+                root, path.parent.relative_to(root.resolve()).joinpath(include.group(2)).as_posix(), seen | {path}
+            )
         elif line and not line.startswith(("-", ".", "/")) and "file:" not in line:
             found.append(re.split(r"\s+--", line)[0].strip())  # --hash=... options left out
     return found
@@ -210,8 +244,10 @@ def _setup_py_keywords(root: Path) -> tuple[list[str], list[str]]:
     """(extras, tests_require) a setup.py passes to `setup()` as literals (or names bound to literals)."""
     literals = setup_py_literals(root)
     extras, tests = literals.get("extras_require"), literals.get("tests_require")
-    return ([k for k in extras if isinstance(k, str)] if isinstance(extras, dict) else [],
-            [r for r in tests if isinstance(r, str)] if isinstance(tests, (list, tuple)) else [])
+    return (
+        [k for k in extras if isinstance(k, str)] if isinstance(extras, dict) else [],
+        [r for r in tests if isinstance(r, str)] if isinstance(tests, (list, tuple)) else [],
+    )
 
 
 def _ini_list(config: ConfigParser, section: str, option: str) -> list[str]:
@@ -224,9 +260,13 @@ def _dependency_groups(pyproject: dict) -> dict[str, list[str]]:
     pep735 = pyproject.get("dependency-groups", {})
     found = {name: _group(pep735, name) for name in pep735}
     poetry = tool.get("poetry", {})
-    for name, table in [("dev", poetry.get("dev-dependencies", {})),
-                        *((n, g.get("dependencies", {})) for n, g in poetry.get("group", {}).items())]:
-        found.setdefault(f"poetry-{name}", []).extend(_poetry_requirement(k, v) for k, v in table.items() if k != "python")
+    for name, table in [
+        ("dev", poetry.get("dev-dependencies", {})),
+        *((n, g.get("dependencies", {})) for n, g in poetry.get("group", {}).items()),
+    ]:
+        found.setdefault(f"poetry-{name}", []).extend(
+            _poetry_requirement(k, v) for k, v in table.items() if k != "python"
+        )
     for name, items in tool.get("pdm", {}).get("dev-dependencies", {}).items():
         found.setdefault(f"pdm-{name}", []).extend(i for i in items if not i.startswith("-e"))
     for name, env in tool.get("hatch", {}).get("envs", {}).items():
@@ -251,7 +291,9 @@ def _group(groups: dict, name: str) -> list[str]:
 
 
 def _installable(root: Path) -> bool:
-    return (root / "setup.py").exists() or bool(read_pyproject(root).get("build-system") or read_pyproject(root).get("project"))
+    return (root / "setup.py").exists() or bool(
+        read_pyproject(root).get("build-system") or read_pyproject(root).get("project")
+    )
 
 
 def pretend_version(root: Path, before: str | None = None, python: str = DEFAULT_PYTHON) -> str:
@@ -259,7 +301,9 @@ def pretend_version(root: Path, before: str | None = None, python: str = DEFAULT
     sdist; with `before`, the project's last release before that date; else 0.0.0."""
     if (root / "PKG-INFO").exists():
         return ""
-    name = read_pyproject(root).get("project", {}).get("name") or read_ini(root / "setup.cfg").get("metadata", "name", fallback="")
+    name = read_pyproject(root).get("project", {}).get("name") or read_ini(root / "setup.cfg").get(
+        "metadata", "name", fallback=""
+    )
     if before and name:
         with tempfile.TemporaryDirectory() as scratch:
             (Path(scratch) / "wanted.in").write_text(name + "\n")
@@ -280,10 +324,15 @@ def install_command(root: Path, version: str | None = None, editable: bool = Tru
     targets += [_quote(r) for r in _test_requirements(root, requirements, files)]
     version = pretend_version(root) if version is None else version
     pretend = f"SETUPTOOLS_SCM_PRETEND_VERSION={version} " if version else ""
-    command = (f"python3 -m pip install -q --no-index --find-links /tmp/wheelhouse {_quote(base.pip)} && "
-               if base is not None and base.pip else "")
-    command += (f"{pretend}python3 -m pip install -q --break-system-packages --no-cache-dir --no-index "
-               f"--find-links /tmp/wheelhouse {' '.join(targets) or 'pip'}")
+    command = (
+        f"python3 -m pip install -q --no-index --find-links /tmp/wheelhouse {_quote(base.pip)} && "
+        if base is not None and base.pip
+        else ""
+    )
+    command += (
+        f"{pretend}python3 -m pip install -q --break-system-packages --no-cache-dir --no-index "
+        f"--find-links /tmp/wheelhouse {' '.join(targets) or 'pip'}"
+    )
     if not editable and _installable(root):
         command += f" && python3 /tmp/{SOURCE_ON_PATH.name} {_quote(distribution_name(root))} {WORKDIR}"
     return command
@@ -294,13 +343,23 @@ def distribution_name(root: Path) -> str:
     pyproject = read_pyproject(root)
     tool = pyproject.get("tool", {})
     flit = tool.get("flit", {}).get("metadata", {})
-    return (pyproject.get("project", {}).get("name") or tool.get("poetry", {}).get("name")
-            or flit.get("dist-name") or flit.get("module")
-            or read_ini(root / "setup.cfg").get("metadata", "name", fallback="") or root.name)
+    return (
+        pyproject.get("project", {}).get("name")
+        or tool.get("poetry", {}).get("name")
+        or flit.get("dist-name")
+        or flit.get("module")
+        or read_ini(root / "setup.cfg").get("metadata", "name", fallback="")
+        or root.name
+    )
 
 
-def fetch_wheelhouse(project: Project, on_step: Callable[[str], None] = log.info, before: str | None = None,
-                     version: str | None = None, base: Base | None = None) -> Path:
+def fetch_wheelhouse(
+    project: Project,
+    on_step: Callable[[str], None] = log.info,
+    before: str | None = None,
+    version: str | None = None,
+    base: Base | None = None,
+) -> Path:
     """Everything the install needs, as wheels for the base's Python, in a folder cached by what declares it.
 
     With `before`, the versions are those uv resolves from releases published before that date; for a
@@ -314,8 +373,16 @@ def fetch_wheelhouse(project: Project, on_step: Callable[[str], None] = log.info
     extras, requirements, files = declared_test_dependencies(root)
     declared += [root / f for f in files]
     wanted = _test_requirements(root, requirements, files)  # what is read from the files counts too
-    digest = _hash(PLAN, sys.version.split()[0], python, base.pip, before or "", *extras, *wanted,
-                   *(p.name + "\0" + p.read_text(errors="replace") for p in declared))
+    digest = _hash(
+        PLAN,
+        sys.version.split()[0],
+        python,
+        base.pip,
+        before or "",
+        *extras,
+        *wanted,
+        *(p.name + "\0" + p.read_text(errors="replace") for p in declared),
+    )
     wheelhouse = cache_dir() / "synth" / "wheelhouse" / digest
     if (wheelhouse / ".complete").exists():
         return wheelhouse
@@ -331,13 +398,26 @@ def fetch_wheelhouse(project: Project, on_step: Callable[[str], None] = log.info
     with tempfile.TemporaryDirectory() as scratch:  # pip writes build metadata into the project
         copy = shutil.copytree(root, Path(scratch) / "project")
         if pinned:
-            with timed(on_step, f"{name}: resolving the dependencies for Python {python}"
-                                + (f" as of {before}" if before else "") + " (uv)"):
+            with timed(
+                on_step,
+                f"{name}: resolving the dependencies for Python {python}"
+                + (f" as of {before}" if before else "")
+                + " (uv)",
+            ):
                 build_requires = _pinned(copy, [*build_requires, *DEFAULT_BUILD_REQUIRES], before, python, version)
                 targets = _pinned(copy, targets, before, python, version) if targets else []
             with timed(on_step, f"{name}: pip download of {len(build_requires) + len(targets)} pins"):
-                _pip(copy, "download", "--no-deps", *_for(python), "-d", wheelhouse, *build_requires, *targets,
-                     version=version)
+                _pip(
+                    copy,
+                    "download",
+                    "--no-deps",
+                    *_for(python),
+                    "-d",
+                    wheelhouse,
+                    *build_requires,
+                    *targets,
+                    version=version,
+                )
         else:
             with timed(on_step, f"{name}: pip download of the newest dependencies"):
                 _pip(copy, "download", "-d", wheelhouse, *build_requires, *DEFAULT_BUILD_REQUIRES, version=version)
@@ -359,8 +439,15 @@ def fetch_wheelhouse(project: Project, on_step: Callable[[str], None] = log.info
     return wheelhouse
 
 
-def _backend_needs(project: Path, system: dict, wheelhouse: Path, before: str | None, python: str, version: str,
-                   on_step: Callable[[str], None]) -> BackendNeeds:
+def _backend_needs(
+    project: Path,
+    system: dict,
+    wheelhouse: Path,
+    before: str | None,
+    python: str,
+    version: str,
+    on_step: Callable[[str], None],
+) -> BackendNeeds:
     """Ask the backend what else it needs (`build_backend.ask_backend`) and download that too."""
     with timed(on_step, f"asking the build backend ({declared_backend(system)[0]}) what it needs"):
         needs = ask_backend(project, system, wheelhouse, scm_env(version))
@@ -368,8 +455,16 @@ def _backend_needs(project: Path, system: dict, wheelhouse: Path, before: str | 
         on_step(f"the build backend could not be asked (the install will show what is missing): {needs.problem}")
     elif needs.asked:
         if before or python != _host_python():
-            _pip(project, "download", "--no-deps", *_for(python), "-d", wheelhouse,
-                 *_pinned(project, needs.asked, before, python, version), version=version)
+            _pip(
+                project,
+                "download",
+                "--no-deps",
+                *_for(python),
+                "-d",
+                wheelhouse,
+                *_pinned(project, needs.asked, before, python, version),
+                version=version,
+            )
         else:
             _pip(project, "download", "-d", wheelhouse, *needs.asked, version=version)
     return needs
@@ -389,7 +484,7 @@ SDIST_SUFFIXES = (".tar.gz", ".zip", ".tar.bz2")
 
 def _release(filename: str) -> tuple[str, str]:
     """(normalised project name, version) of an sdist or wheel file name."""
-    stem = next((filename[:-len(s)] for s in (*SDIST_SUFFIXES, ".whl") if filename.endswith(s)), filename)
+    stem = next((filename[: -len(s)] for s in (*SDIST_SUFFIXES, ".whl") if filename.endswith(s)), filename)
     name, _, version = stem.partition("-") if filename.endswith(".whl") else stem.rpartition("-")
     return re.sub(r"[-_.]+", "_", name).lower(), version.split("-")[0]
 
@@ -426,23 +521,51 @@ def _pinned(project: Path, targets: list[str], before: str | None, python: str, 
     wanted.unlink()
     if done.returncode != 0:
         when = f" as of {before}" if before else ""
-        raise SynthError(f"resolving the dependencies for Python {python}{when} failed (uv pip compile): "
-                         f"{done.stderr.strip()[-1500:]}")
+        raise SynthError(
+            f"resolving the dependencies for Python {python}{when} failed (uv pip compile): "
+            f"{done.stderr.strip()[-1500:]}"
+        )
     pins = [line.split(";")[0].strip() for line in done.stdout.splitlines()]
     return [pin for pin in pins if "==" in pin]
 
 
-def _uv_compile(cwd: Path, wanted: str, before: str | None, python: str, *options: str,
-                version: str = "") -> subprocess.CompletedProcess:
+def _uv_compile(
+    cwd: Path, wanted: str, before: str | None, python: str, *options: str, version: str = ""
+) -> subprocess.CompletedProcess:
     newer = ["--exclude-newer", before] if before else []
-    return subprocess.run([sys.executable, "-m", "uv", "pip", "compile", "--quiet", "--no-header", "--no-annotate",
-                           *newer, "--python-version", python, *options, wanted],
-                          cwd=cwd, capture_output=True, text=True, check=False, env=scm_env(version))
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "uv",
+            "pip",
+            "compile",
+            "--quiet",
+            "--no-header",
+            "--no-annotate",
+            *newer,
+            "--python-version",
+            python,
+            *options,
+            wanted,
+        ],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=False,
+        env=scm_env(version),
+    )
 
 
 def _pip(cwd: Path, *args, version: str = "") -> None:
-    done = subprocess.run([sys.executable, "-m", "pip", *map(str, args)], cwd=cwd, capture_output=True, text=True,
-                          check=False, env=scm_env(version))
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=False,
+        env=scm_env(version),
+    )
     if done.returncode != 0:
         raise SynthError(f"pip {args[0]} of the project's dependencies failed: {done.stderr.strip()[-1500:]}")
 

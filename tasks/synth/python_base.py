@@ -47,11 +47,16 @@ def choose_python(root: Path, date: str | None = None, override: str | None = No
             specifier = SpecifierSet(declared)
         except InvalidSpecifier:
             raise SynthError(f"the project's {source} {declared!r} is not a valid version range") from None
-        allowed = [v for v in BASES if specifier.contains(v + ".0", prereleases=True)
-                   or specifier.contains(v + ".99", prereleases=True)]
+        allowed = [
+            v
+            for v in BASES
+            if specifier.contains(v + ".0", prereleases=True) or specifier.contains(v + ".99", prereleases=True)
+        ]
         if not allowed:
-            raise SynthError(f"the project needs Python {declared} ({source}), and the bases are Python "
-                             f"{', '.join(BASES)}: none fits")
+            raise SynthError(
+                f"the project needs Python {declared} ({source}), and the bases are Python "
+                f"{', '.join(BASES)}: none fits"
+            )
         why = f"{source} {declared}"
     else:
         listed = classified_versions(root)
@@ -61,7 +66,9 @@ def choose_python(root: Path, date: str | None = None, override: str | None = No
     if DEFAULT_PYTHON in existed:
         return PythonChoice(DEFAULT_PYTHON, f"{why}; the default")
     if existed:
-        return PythonChoice(existed[-1], f"{why}; the newest" + (f" released before {date[:10]}" if date else " that fits"))
+        return PythonChoice(
+            existed[-1], f"{why}; the newest" + (f" released before {date[:10]}" if date else " that fits")
+        )
     return PythonChoice(allowed[0], f"{why}; the oldest that fits")
 
 
@@ -99,8 +106,11 @@ def _poetry_range(spec: str) -> str:
     first = spec.split("||")[0].strip()
     first = re.sub(r"^\^\s*", ">=", first)
     first = re.sub(r"^~(?!=)\s*", ">=", first)
-    return ",".join(part.strip() if part.strip()[0] in "<>=!~" else f"=={part.strip()}.*"
-                    for part in re.split(r"[,\s]+(?=[<>=!~\d])", first) if part.strip())
+    return ",".join(
+        part.strip() if part.strip()[0] in "<>=!~" else f"=={part.strip()}.*"
+        for part in re.split(r"[,\s]+(?=[<>=!~\d])", first)
+        if part.strip()
+    )
 
 
 def _pkg_info(root: Path) -> dict[str, list[str]]:
@@ -116,4 +126,3 @@ def _pkg_info(root: Path) -> dict[str, list[str]]:
 
 def _minor(version: str) -> int:
     return int(version.split(".")[1])
-

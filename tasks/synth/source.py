@@ -72,8 +72,9 @@ def _from_path(path: Path, into: Path, origin: str) -> Project:
 
 def _from_git_url(url: str, into: Path) -> Project:
     clone = into / "clone"
-    done = subprocess.run(["git", "clone", "-q", "--depth", "1", url, str(clone)], capture_output=True, text=True,
-                          check=False)
+    done = subprocess.run(
+        ["git", "clone", "-q", "--depth", "1", url, str(clone)], capture_output=True, text=True, check=False
+    )
     if done.returncode != 0:
         raise SynthError(f"cannot clone {url}: {done.stderr.strip()} (is it reachable from here?)")
     name = normalise(url.rstrip("/").rsplit("/", 1)[-1].removesuffix(".git"))
@@ -84,8 +85,22 @@ def _from_pypi(requirement: str, into: Path) -> Project:
     """`pip download` the sdist, unpack it and import it as a one-commit repository."""
     download = into / "download"
     done = subprocess.run(
-        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:", "-d", str(download), requirement],
-        capture_output=True, text=True, check=False,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            "-d",
+            str(download),
+            requirement,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     archives = sorted(download.glob("*")) if download.exists() else []
     if done.returncode != 0 or not archives:

@@ -22,8 +22,11 @@ def main(name: str, workdir: str) -> None:
     if dist is None:
         sys.exit(f"{name} is not installed: nothing to put on the path")
     roots = [Path(workdir) / "src", Path(workdir)]
-    tops = {f.parts[0] for f in dist.files or [] if len(f.parts) and not f.parts[0].endswith((".dist-info", ".data"))
-            and not f.parts[0].startswith("..")}
+    tops = {
+        f.parts[0]
+        for f in dist.files or []
+        if len(f.parts) and not f.parts[0].endswith((".dist-info", ".data")) and not f.parts[0].startswith("..")
+    }
     sources = {}
     for top in tops:
         stem = top.removesuffix(".py")

@@ -17,8 +17,10 @@ MAX_LINES = 8
 _ENTRY = re.compile(r"^(\S+?):\d+: in \S+")
 TITLES = ["`{test}` fails: {message}", "Wrong result in {project}: `{test}` fails", "{project}: {kind} in `{test}`"]
 INTROS = [
-    ("Running the test suite of {project} on the current code gives {count}. The tests check documented "
-     "behaviour, so the library seems to be at fault, not the tests."),
+    (
+        "Running the test suite of {project} on the current code gives {count}. The tests check documented "
+        "behaviour, so the library seems to be at fault, not the tests."
+    ),
     "I'm seeing {count} in {project}'s own suite on a clean checkout; nothing else was changed.",
     "{project} misbehaves: its suite has {count}, and the assertions look right to me.",
 ]

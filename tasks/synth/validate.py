@@ -24,8 +24,8 @@ _COLLECTION_ERROR = re.compile(r"^_+ ERROR collecting (\S+) _+$", re.M)
 # these, the project or the environment is at fault, not the bugs (see `pipeline`'s early stop).
 SYSTEMIC = {
     "tests did not run": "baseline tests are missing from the runs: a collection error under every bug, or test ids "
-                         "that change from run to run (built from hash or set order, or a plugin that randomizes; "
-                         "every run has PYTHONHASHSEED=0 and pytest-randomly off)",
+    "that change from run to run (built from hash or set order, or a plugin that randomizes; "
+    "every run has PYTHONHASHSEED=0 and pytest-randomly off)",
     "unusable log": "the test log is not trusted",
     "timeout": "the test runs take longer than the time limit (raise --test-timeout)",
     "flaky": "the second run of each candidate fails other tests than the first: the suite is not deterministic",
@@ -60,8 +60,12 @@ class Baseline:
     duration: float  # the slower of the two runs
 
     def to_dict(self) -> dict:
-        return {"test_command": self.test_command, "passing": self.passing, "excluded": self.excluded,
-                "duration": self.duration}
+        return {
+            "test_command": self.test_command,
+            "passing": self.passing,
+            "excluded": self.excluded,
+            "duration": self.duration,
+        }
 
 
 @dataclass
@@ -79,9 +83,19 @@ class Outcome:
 
 def probe_instance(image: str, test_command: str) -> dict:
     """A throw-away instance that makes `run_eval` run `test_command` in `image`."""
-    return {"instance_id": "synth-probe", "repo": "synth/probe", "version": "", "image": image, "base_commit": "",
-            "eval_script": make_eval_script("", "", test_command), "log_parser": "parse_log_pytest",
-            "eval_type": "pass_and_fail", "FAIL_TO_PASS": [], "PASS_TO_PASS": [], "workdir": WORKDIR}
+    return {
+        "instance_id": "synth-probe",
+        "repo": "synth/probe",
+        "version": "",
+        "image": image,
+        "base_commit": "",
+        "eval_script": make_eval_script("", "", test_command),
+        "log_parser": "parse_log_pytest",
+        "eval_type": "pass_and_fail",
+        "FAIL_TO_PASS": [],
+        "PASS_TO_PASS": [],
+        "workdir": WORKDIR,
+    }
 
 
 def run_tests(image: str, test_command: str, patch: str, backend: Backend, timeout: float) -> SuiteRun:
@@ -127,8 +141,11 @@ def run_baseline(image: str, commands: tuple[str, ...], backend: Backend, timeou
             commands.insert(commands.index(command) + 1, retry)
         why = "timed out" if bad and bad.timed_out else (bad.problem if bad else "no test passes")
         failures.append(f"`{command}`: {why}\n{_tail(runs[0].log)}")
-    raise SynthError("the project's tests do not run in the project image:\n" + "\n\n".join(failures)
-                     + "\nPass a working --test-command, or check that the test dependencies are declared.")
+    raise SynthError(
+        "the project's tests do not run in the project image:\n"
+        + "\n\n".join(failures)
+        + "\nPass a working --test-command, or check that the test dependencies are declared."
+    )
 
 
 def judge(image: str, baseline: Baseline, patch: str, backend: Backend, timeout: float) -> Outcome:
@@ -144,7 +161,9 @@ def judge(image: str, baseline: Baseline, patch: str, backend: Backend, timeout:
     if _unusable(second, baseline) or [t for t in baseline.passing if second.statuses[t] != PASSED] != failing:
         return Outcome("flaky", "the second run failed other tests")
     blocks, messages = failure_blocks(first.log), short_messages(first.log)
-    signature = [(t, first.statuses[t], error_kind(error_line(block_of(blocks, t), messages.get(t, "")))) for t in failing]
+    signature = [
+        (t, first.statuses[t], error_kind(error_line(block_of(blocks, t), messages.get(t, "")))) for t in failing
+    ]
     passing = [t for t in baseline.passing if t not in failing]
     return Outcome("kept", fail_to_pass=failing, pass_to_pass=passing, signature=signature, log=first.log)
 

@@ -20,8 +20,23 @@ def test_grading_bench(docker_backend):
 
 def test_harness_bench(docker_backend, overlay_backend):
     try:
-        result = harness_bench.main(["--policy", "replay", "--episodes", "2", "--workers", "2", "--rounds", "1", "--prestart", "1",
-                                     "--overlay", "--starts", "2"])
+        result = harness_bench.main(
+            [
+                "--policy",
+                "replay",
+                "--episodes",
+                "2",
+                "--workers",
+                "2",
+                "--rounds",
+                "1",
+                "--prestart",
+                "1",
+                "--overlay",
+                "--starts",
+                "2",
+            ]
+        )
     except harness_bench.PeerUnavailable as err:
         pytest.skip(f"mini-swe-agent could not be installed into {harness_bench.peer_venv()}: {err}")
     assert 21 <= result["commands_per_episode"] <= 41  # 20-40 commands, then submit
@@ -35,8 +50,12 @@ def test_harness_bench(docker_backend, overlay_backend):
 
 
 def test_agent_trajectories_have_20_to_40_commands_and_end_with_the_fix():
-    instance = {"instance_id": "x__y-1", "workdir": "/testbed", "base_commit": "abc",
-                "patch": "diff --git a/pkg/mod.py b/pkg/mod.py\n--- a/pkg/mod.py\n+++ b/pkg/mod.py\n@@ -1 +1 @@\n-def old_name():\n+def new_name():\n"}
+    instance = {
+        "instance_id": "x__y-1",
+        "workdir": "/testbed",
+        "base_commit": "abc",
+        "patch": "diff --git a/pkg/mod.py b/pkg/mod.py\n--- a/pkg/mod.py\n+++ b/pkg/mod.py\n@@ -1 +1 @@\n-def old_name():\n+def new_name():\n",
+    }
     commands = harness_bench.agent_commands(instance)
     assert 20 <= len(commands) <= 40 and commands == harness_bench.agent_commands(instance)  # the same every run
     assert commands[-5].startswith("cat > /tmp/gold.patch") and "git apply /tmp/gold.patch" in commands[-4]

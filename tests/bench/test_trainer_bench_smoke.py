@@ -15,8 +15,26 @@ except ImportError as missing:
 
 from bench import trainer_bench
 
-SMALLEST = ["--steps", "1", "--warmup", "1", "--prompts", "2", "--group", "2", "--prompt-length", "8",
-            "--completion-length", "8", "--hidden", "32", "--layers", "1", "--rounds", "1"]
+SMALLEST = [
+    "--steps",
+    "1",
+    "--warmup",
+    "1",
+    "--prompts",
+    "2",
+    "--group",
+    "2",
+    "--prompt-length",
+    "8",
+    "--completion-length",
+    "8",
+    "--hidden",
+    "32",
+    "--layers",
+    "1",
+    "--rounds",
+    "1",
+]
 
 
 def check_comparison(comparison: dict) -> None:

@@ -23,7 +23,9 @@ def plugins():
     from infra.plugins import load_plugins
 
     sys.path.insert(0, str(ROOT))
-    load_plugins(["examples.environments.cli_program", "examples.environments.sql_query", "examples.environments.guess_number"])
+    load_plugins(
+        ["examples.environments.cli_program", "examples.environments.sql_query", "examples.environments.guess_number"]
+    )
 
 
 def run(task, *turns, backend=None):
@@ -43,27 +45,57 @@ def tasks_of(name: str) -> dict:
 @pytest.mark.parametrize("name", ["cli_program", "sql_query"])
 def test_gold_solves_every_task_and_empty_none(name, docker_backend, tmp_path):
     for checkpoint, limit, expected in (("gold", 6, 1.0), ("empty", 2, 0.0)):
-        done = harness("--plugin", f"examples.environments.{name}", "eval", "--checkpoint", checkpoint, "--limit", str(limit),
-                       "--tasks", str(EXAMPLES / f"{name}.jsonl"), "--output", str(tmp_path / checkpoint), "--backend", "docker")
+        done = harness(
+            "--plugin",
+            f"examples.environments.{name}",
+            "eval",
+            "--checkpoint",
+            checkpoint,
+            "--limit",
+            str(limit),
+            "--tasks",
+            str(EXAMPLES / f"{name}.jsonl"),
+            "--output",
+            str(tmp_path / checkpoint),
+            "--backend",
+            "docker",
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         report = json.loads((tmp_path / checkpoint / "report.json").read_text())
         assert report["episodes"] == limit and report["mean_reward"] == expected, report
 
 
 def test_generate_writes_a_dataset_from_a_plugin_environment(docker_backend, tmp_path):
-    done = harness("--plugin", "examples.environments.sql_query", "generate", "--checkpoint", "gold", "--tasks",
-                   str(EXAMPLES / "sql_query.jsonl"), "--limit", "2", "--output", str(tmp_path / "data"), "--backend", "docker")
+    done = harness(
+        "--plugin",
+        "examples.environments.sql_query",
+        "generate",
+        "--checkpoint",
+        "gold",
+        "--tasks",
+        str(EXAMPLES / "sql_query.jsonl"),
+        "--limit",
+        "2",
+        "--output",
+        str(tmp_path / "data"),
+        "--backend",
+        "docker",
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     rows = pq.read_table(tmp_path / "data" / "trajectories.parquet").to_pylist()
     assert len(rows) == 2 and all(row["reward"] == 1.0 for row in rows)
 
 
 def test_without_the_plugin_the_kind_is_unknown(tmp_path):
-    done = harness("eval", "--checkpoint", "gold", "--tasks", str(EXAMPLES / "guess_number.jsonl"), "--output", str(tmp_path / "x"))
+    done = harness(
+        "eval", "--checkpoint", "gold", "--tasks", str(EXAMPLES / "guess_number.jsonl"), "--output", str(tmp_path / "x")
+    )
     said = " ".join(done.stdout.split())
     assert done.returncode == 1 and "unknown task kind (env_class) 'guess_number'" in said and "--plugin" in said
     done = harness("--plugin", "examples.environments.nonexistent", "tasks", "ls")
-    assert done.returncode == 1 and "plugin 'examples.environments.nonexistent' cannot be imported" in " ".join(done.stdout.split())
+    assert done.returncode == 1 and "plugin 'examples.environments.nonexistent' cannot be imported" in " ".join(
+        done.stdout.split()
+    )
 
 
 # -- the terminal task: graded by a hidden script in a fresh sandbox -------------------------------------------------
@@ -73,10 +105,19 @@ def test_a_program_that_fakes_the_example_gets_nothing(plugins, docker_backend):
     from harness.policy import tool_turn
 
     task = tasks_of("cli_program")["cli_program-greet"]
-    fake = tool_turn("str_replace_editor", command="create", path="/work/bin/greet", file_text='#!/bin/sh\necho "Hello, Ada!"\n')
-    trajectory = run(task, fake, tool_turn("bash", command="chmod +x /work/bin/greet && /work/bin/greet Ada"), tool_turn("submit"),
-                     backend=docker_backend)
-    assert any(m["role"] == "tool" and m["content"].strip() == "Hello, Ada!" for m in trajectory.messages)  # the prompt's example passes
+    fake = tool_turn(
+        "str_replace_editor", command="create", path="/work/bin/greet", file_text='#!/bin/sh\necho "Hello, Ada!"\n'
+    )
+    trajectory = run(
+        task,
+        fake,
+        tool_turn("bash", command="chmod +x /work/bin/greet && /work/bin/greet Ada"),
+        tool_turn("submit"),
+        backend=docker_backend,
+    )
+    assert any(
+        m["role"] == "tool" and m["content"].strip() == "Hello, Ada!" for m in trajectory.messages
+    )  # the prompt's example passes
     assert trajectory.reward == 0.0 and trajectory.reward_details["exit_code"] != 0
 
 
@@ -103,14 +144,22 @@ def test_printing_the_expected_rows_is_not_an_answer(plugins, docker_backend):
     from harness.policy import tool_turn
 
     task = tasks_of("sql_query")["sql_query-0"]  # how many customers live in Oslo
-    looked = run(task, tool_turn("sql", query="SELECT COUNT(*) FROM customers WHERE city = 'Oslo'"), tool_turn("submit", answer="SELECT 1"),
-                 backend=docker_backend)
+    looked = run(
+        task,
+        tool_turn("sql", query="SELECT COUNT(*) FROM customers WHERE city = 'Oslo'"),
+        tool_turn("submit", answer="SELECT 1"),
+        backend=docker_backend,
+    )
     count = looked.messages[2]["content"].strip()
     assert count.isdigit()
     literal = run(task, tool_turn("submit", answer=f"SELECT {count}"), backend=docker_backend)
     assert literal.reward == 0.0
     assert literal.reward_details["visible"]["match"] and not literal.reward_details["hidden"]["match"]
-    rephrased = run(task, tool_turn("submit", answer="select count(id) from customers where city in ('Oslo')"), backend=docker_backend)
+    rephrased = run(
+        task,
+        tool_turn("submit", answer="select count(id) from customers where city in ('Oslo')"),
+        backend=docker_backend,
+    )
     assert rephrased.reward == 1.0  # any query with the same result sets earns it
 
 
@@ -124,9 +173,14 @@ def test_every_question_has_different_answers_on_the_hidden_database(plugins, do
         sandbox.write_file("/tmp/build_db.py", BUILD)
         for task in tasks:
             seed = task.metadata["seed"]
-            sandbox.exec(f"python3 /tmp/build_db.py /tmp/v{seed}.db {seed} && python3 /tmp/build_db.py /tmp/h{seed}.db {seed + HIDDEN_SEED_OFFSET}")
+            sandbox.exec(
+                f"python3 /tmp/build_db.py /tmp/v{seed}.db {seed} && python3 /tmp/build_db.py /tmp/h{seed}.db {seed + HIDDEN_SEED_OFFSET}"
+            )
             query = task.reward_spec["ground_truth"]
-            (visible,), (hidden,) = run_queries(sandbox, f"/tmp/v{seed}.db", [query]), run_queries(sandbox, f"/tmp/h{seed}.db", [query])
+            (visible,), (hidden,) = (
+                run_queries(sandbox, f"/tmp/v{seed}.db", [query]),
+                run_queries(sandbox, f"/tmp/h{seed}.db", [query]),
+            )
             assert isinstance(visible, list) and visible and visible != hidden, task.id
 
 
@@ -134,8 +188,13 @@ def test_the_database_cannot_be_changed_and_errors_are_observations(plugins, doc
     from harness.policy import tool_turn
 
     task = tasks_of("sql_query")["sql_query-5"]
-    trajectory = run(task, tool_turn("sql", query="DELETE FROM orders"), tool_turn("sql", query="SELEC nonsense"),
-                     tool_turn("submit", answer="DELETE FROM orders"), backend=docker_backend)
+    trajectory = run(
+        task,
+        tool_turn("sql", query="DELETE FROM orders"),
+        tool_turn("sql", query="SELEC nonsense"),
+        tool_turn("submit", answer="DELETE FROM orders"),
+        backend=docker_backend,
+    )
     assert "readonly" in trajectory.messages[2]["content"] and "syntax error" in trajectory.messages[4]["content"]
     assert trajectory.reward == 0.0
 
@@ -155,9 +214,19 @@ def test_guess_number_is_multi_turn(plugins):
 
     task = next(iter(tasks_of("guess_number").values()))
     secret = int(task.reward_spec["ground_truth"])
-    trajectory = run(task, Completion(text="0"), Completion(text="many"), Completion(text=str(secret + 1)), Completion(text=str(secret)))
+    trajectory = run(
+        task,
+        Completion(text="0"),
+        Completion(text="many"),
+        Completion(text=str(secret + 1)),
+        Completion(text=str(secret)),
+    )
     hints = [m["content"] for m in trajectory.messages if m["role"] == "user"][1:]
-    assert hints == ["No, the number is higher. Guess again.", "Reply with a number.", "No, the number is lower. Guess again."]
+    assert hints == [
+        "No, the number is higher. Guess again.",
+        "Reply with a number.",
+        "No, the number is lower. Guess again.",
+    ]
     assert trajectory.turns == 4 and trajectory.reward == 1.0
 
 
@@ -171,16 +240,36 @@ def test_grpo_trains_on_the_example_and_skyrl_environments(docker_backend, tmp_p
     from harness.tiny_model import init_tiny
 
     model = init_tiny(tmp_path / "tiny")
-    rows = [json.loads((EXAMPLES / f"{name}.jsonl").read_text().splitlines()[0]) for name in ("cli_program", "sql_query", "guess_number")]
-    rows.append({"data_source": "arith", "env_class": "skyrl_gym.envs.gsm8k.env:GSM8kEnv", "extra_info": {"id": "skyrl-0"},
-                 "prompt": [{"role": "user", "content": "What is 2 + 3?"}], "reward_spec": {"method": "rule", "ground_truth": "5"}})
+    rows = [
+        json.loads((EXAMPLES / f"{name}.jsonl").read_text().splitlines()[0])
+        for name in ("cli_program", "sql_query", "guess_number")
+    ]
+    rows.append(
+        {
+            "data_source": "arith",
+            "env_class": "skyrl_gym.envs.gsm8k.env:GSM8kEnv",
+            "extra_info": {"id": "skyrl-0"},
+            "prompt": [{"role": "user", "content": "What is 2 + 3?"}],
+            "reward_spec": {"method": "rule", "ground_truth": "5"},
+        }
+    )
     mixed = tmp_path / "mixed.jsonl"
     mixed.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    done = harness("train", "--config", str(EXAMPLES / "cli_program-grpo-tiny-cpu.yaml"), f"trainer.policy.model.path={model}",
-                   f"trainer.output_dir={tmp_path / 'run'}", f"data.train_data=[\"{mixed}\"]", "data.val_data=[]",
-                   "plugins=[examples.environments.cli_program, examples.environments.sql_query, examples.environments.guess_number]",
-                   "trainer.train_batch_size=4", "trainer.max_steps=1", "generator.max_turns=2", "generator.max_tokens=16",
-                   "generator.sandbox_backend=docker")
+    done = harness(
+        "train",
+        "--config",
+        str(EXAMPLES / "cli_program-grpo-tiny-cpu.yaml"),
+        f"trainer.policy.model.path={model}",
+        f"trainer.output_dir={tmp_path / 'run'}",
+        f'data.train_data=["{mixed}"]',
+        "data.val_data=[]",
+        "plugins=[examples.environments.cli_program, examples.environments.sql_query, examples.environments.guess_number]",
+        "trainer.train_batch_size=4",
+        "trainer.max_steps=1",
+        "generator.max_turns=2",
+        "generator.max_tokens=16",
+        "generator.sandbox_backend=docker",
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     metrics = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert metrics[-1]["step"] == 1 and "train/loss" in metrics[-1] and metrics[-1]["train/turns_mean"] >= 1

@@ -25,8 +25,10 @@ def real_tokenizers() -> Path:
     from tests.conftest import require
 
     root = cache_dir() / "tokenizers"
-    require(all((root / family / "tokenizer.json").is_file() for family in FAMILIES),
-            f"no real tokenizers in {root}: run scripts/fetch_tokenizers.sh")
+    require(
+        all((root / family / "tokenizer.json").is_file() for family in FAMILIES),
+        f"no real tokenizers in {root}: run scripts/fetch_tokenizers.sh",
+    )
     return root
 
 

@@ -27,8 +27,11 @@ if __name__ == "__main__":
             sys.stdout.write("x" * 65536)
     if sample == 3:  # sends malformed requests, then leaves without submitting
         for body in (b"{not json", json.dumps({"model": "harness", "messages": 7}).encode()):
-            request = urllib.request.Request(os.environ["OPENAI_BASE_URL"] + "/chat/completions", data=body,
-                                             headers={"Authorization": "Bearer " + os.environ["OPENAI_API_KEY"]})
+            request = urllib.request.Request(
+                os.environ["OPENAI_BASE_URL"] + "/chat/completions",
+                data=body,
+                headers={"Authorization": "Bearer " + os.environ["OPENAI_API_KEY"]},
+            )
             try:
                 urllib.request.urlopen(request, timeout=30)
             except urllib.error.HTTPError as err:

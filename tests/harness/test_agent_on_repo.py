@@ -40,17 +40,32 @@ def user_repo(tmp_path: Path) -> Path:
 @pytest.fixture
 def fixing_replay(tmp_path: Path) -> Path:
     """A saved trajectory whose turns look around, fix the bug with the editor, run the tests and submit."""
+
     def call(name: str, **arguments) -> dict:
-        return {"role": "assistant", "content": f"Next: {name}.",
-                "tool_calls": [{"id": f"c_{name}", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}]}
+        return {
+            "role": "assistant",
+            "content": f"Next: {name}.",
+            "tool_calls": [
+                {"id": f"c_{name}", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+            ],
+        }
 
     messages = [
         {"role": "user", "content": "..."},
         call("bash", command="ls -a && cat calc.py && ls build 2>&1 | head -1"),
-        call("str_replace_editor", command="str_replace", path="/testbed/calc.py", old_str="return a - b", new_str="return a + b"),
+        call(
+            "str_replace_editor",
+            command="str_replace",
+            path="/testbed/calc.py",
+            old_str="return a - b",
+            new_str="return a + b",
+        ),
         call("bash", command=TEST_COMMAND),
-        call("bash", command="mkdir -p pkg/__pycache__ && touch pkg/__pycache__/x.pyc stray.pyc && python3 -m pytest -q tests >/dev/null; "
-                             "ls -a tests"),
+        call(
+            "bash",
+            command="mkdir -p pkg/__pycache__ && touch pkg/__pycache__/x.pyc stray.pyc && python3 -m pytest -q tests >/dev/null; "
+            "ls -a tests",
+        ),
         call("submit"),
     ]
     path = tmp_path / "fix.json"
@@ -62,14 +77,17 @@ def test_api_fixes_the_repo_and_tests_judge_it(user_repo: Path, fixing_replay: P
     runtime = backend.name
     seen: list[dict] = []
     with Agent.from_checkpoint(f"replay:{fixing_replay}") as agent:
-        result = agent.run_task(prompt=REQUEST, repo=user_repo, max_turns=30, runtime=runtime, test=TEST_COMMAND,
-                                on_message=seen.append)
+        result = agent.run_task(
+            prompt=REQUEST, repo=user_repo, max_turns=30, runtime=runtime, test=TEST_COMMAND, on_message=seen.append
+        )
     assert result.exit_status == "submitted" and result.success is True and result.success_rate == 1.0
     assert "-    return a - b\n+    return a + b" in result.patch
     assert "NOTES.md" not in result.patch and "build" not in result.patch
     assert result.patch.count("diff --git") == 1  # caches (.pytest_cache, __pycache__, *.pyc) are never part of it
     listing = result.trajectory.messages[2]["content"]
-    assert "NOTES.md" in listing and ".git" in listing and "huge.bin" not in listing  # copied: tracked + untracked, not ignored
+    assert (
+        "NOTES.md" in listing and ".git" in listing and "huge.bin" not in listing
+    )  # copied: tracked + untracked, not ignored
     assert "2 passed" in result.trajectory.messages[6]["content"]  # the agent ran the tests in its sandbox
     assert "2 passed" in result.test_output  # and the verdict came from a fresh one
     assert [m["role"] for m in seen] == [m["role"] for m in result.trajectory.messages]  # streamed as they happened
@@ -105,7 +123,9 @@ def test_api_with_the_openhands_runtime(user_repo: Path, fixing_replay: Path, do
     called = [c["function"]["name"] for m in result.trajectory.messages for c in m.get("tool_calls") or []]
     assert called == ["terminal", "file_editor", "terminal", "terminal", "finish"]
     edited = next(m for m in result.trajectory.messages if m["role"] == "tool" and "has been edited" in m["content"])
-    assert "/testbed/calc.py" in edited["content"] and "return a + b" in edited["content"]  # OpenHands' editor, on the sandbox's file
+    assert (
+        "/testbed/calc.py" in edited["content"] and "return a + b" in edited["content"]
+    )  # OpenHands' editor, on the sandbox's file
     assert "2 passed" in [m for m in result.trajectory.messages if m["role"] == "tool"][2]["content"]
     assert (user_repo / "calc.py").read_text() == BUGGY
 
@@ -113,7 +133,12 @@ def test_api_with_the_openhands_runtime(user_repo: Path, fixing_replay: Path, do
 def test_api_with_a_checkpoint_folder(user_repo: Path, tiny_model: Path, docker_backend, one_torch_thread):
     with Agent.from_checkpoint(tiny_model, max_tokens=24, seed=0) as agent:
         result = agent.run_task(prompt=REQUEST, repo=user_repo, max_turns=2, runtime="docker", test=TEST_COMMAND)
-    assert result.trajectory.turns >= 1 and result.exit_status in ("max_turns", "format_errors", "submitted", "context_exceeded")
+    assert result.trajectory.turns >= 1 and result.exit_status in (
+        "max_turns",
+        "format_errors",
+        "submitted",
+        "context_exceeded",
+    )
     assert result.success is (result.patch != "" and "2 passed" in result.test_output)  # a random model rarely fixes it
     assert result.trajectory.token_ids and result.trajectory.policy
 
@@ -138,11 +163,29 @@ def _task(repo: Path, tmp_path: Path):
     return repo_task(repo, REQUEST, tmp_path / "staging")
 
 
-def test_cli_run_streams_writes_the_patch_and_a_branch(user_repo: Path, fixing_replay: Path, tmp_path: Path, docker_backend):
+def test_cli_run_streams_writes_the_patch_and_a_branch(
+    user_repo: Path, fixing_replay: Path, tmp_path: Path, docker_backend
+):
     patch = tmp_path / "fix.diff"
-    result = harness("run", REQUEST, "--checkpoint", f"replay:{fixing_replay}", "--repo", str(user_repo), "--max-turns", "30",
-                     "--test", TEST_COMMAND, "--patch-out", str(patch), "--branch", "agent/cli-fix",
-                     "--output", str(tmp_path / "run"), timeout=600)
+    result = harness(
+        "run",
+        REQUEST,
+        "--checkpoint",
+        f"replay:{fixing_replay}",
+        "--repo",
+        str(user_repo),
+        "--max-turns",
+        "30",
+        "--test",
+        TEST_COMMAND,
+        "--patch-out",
+        str(patch),
+        "--branch",
+        "agent/cli-fix",
+        "--output",
+        str(tmp_path / "run"),
+        timeout=600,
+    )
     said = " ".join(result.stdout.split())
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "── assistant" in result.stdout and "→ str_replace_editor" in said and "── tool (bash)" in said
@@ -153,14 +196,40 @@ def test_cli_run_streams_writes_the_patch_and_a_branch(user_repo: Path, fixing_r
     assert saved["exit_status"] == "submitted" and saved["reward"] == 1.0
     assert git(user_repo, "show", "agent/cli-fix:calc.py").count("a + b") == 1
 
-    failing = harness("run", REQUEST, "--checkpoint", "empty", "--repo", str(user_repo), "--test", TEST_COMMAND,
-                      "--output", str(tmp_path / "run2"), timeout=600)
+    failing = harness(
+        "run",
+        REQUEST,
+        "--checkpoint",
+        "empty",
+        "--repo",
+        str(user_repo),
+        "--test",
+        TEST_COMMAND,
+        "--output",
+        str(tmp_path / "run2"),
+        timeout=600,
+    )
     assert failing.returncode == 1 and "no changes; tests fail" in " ".join(failing.stdout.split())
 
 
 def test_cli_run_with_an_endpoint(user_repo: Path, served: str, tmp_path: Path, docker_backend):
-    result = harness("run", REQUEST, "--checkpoint", "endpoint:tiny", "--base-url", served, "--repo", str(user_repo),
-                     "--max-turns", "2", "--max-tokens", "16", "--output", str(tmp_path / "run"), timeout=600)
+    result = harness(
+        "run",
+        REQUEST,
+        "--checkpoint",
+        "endpoint:tiny",
+        "--base-url",
+        served,
+        "--repo",
+        str(user_repo),
+        "--max-turns",
+        "2",
+        "--max-tokens",
+        "16",
+        "--output",
+        str(tmp_path / "run"),
+        timeout=600,
+    )
     said = " ".join(result.stdout.split())
     assert result.returncode == 0, result.stdout[-3000:]
     assert "── assistant" in result.stdout and "not judged (no --test)" in said

@@ -59,14 +59,21 @@ def test_a_model_that_never_calls_a_tool_stops_with_format_errors(swe_task, dock
 
 def test_invalid_json_becomes_an_observation_the_model_recovers_from(swe_task, docker_backend):
     bad = Completion(text='<tool_call>{"name": "bash", "arguments": {"command": </tool_call>')
-    trajectory = run_episode(swe_task, Scripted(bad, call("bash", command="echo recovered"), call("submit")), SAMPLING, backend=docker_backend)
+    trajectory = run_episode(
+        swe_task,
+        Scripted(bad, call("bash", command="echo recovered"), call("submit")),
+        SAMPLING,
+        backend=docker_backend,
+    )
     assert trajectory.exit_status == "submitted"
     contents = [m.get("content") or "" for m in trajectory.messages]
     assert any("not valid JSON" in c for c in contents) and "recovered\n" in contents
 
 
 def test_unknown_tools_and_bad_arguments_are_reported(swe_task, docker_backend):
-    trajectory = run_episode(swe_task, Scripted(call("rm_rf"), call("bash", cmd="ls"), call("submit")), SAMPLING, backend=docker_backend)
+    trajectory = run_episode(
+        swe_task, Scripted(call("rm_rf"), call("bash", cmd="ls"), call("submit")), SAMPLING, backend=docker_backend
+    )
     contents = [m.get("content") or "" for m in trajectory.messages if m["role"] == "tool"]
     assert "unknown tool `rm_rf`" in contents[0] and "missing required argument `command`" in contents[1]
     assert trajectory.exit_status == "submitted"
@@ -74,15 +81,22 @@ def test_unknown_tools_and_bad_arguments_are_reported(swe_task, docker_backend):
 
 def test_turn_limit_and_hanging_tool_call(swe_task, docker_backend):
     limits = EpisodeLimits(max_turns=2, command_timeout=2)
-    trajectory = run_episode(swe_task, Scripted(call("bash", command="sleep 600"), call("bash", command="echo ok"), call("submit")),
-                             SAMPLING, limits, backend=docker_backend)
+    trajectory = run_episode(
+        swe_task,
+        Scripted(call("bash", command="sleep 600"), call("bash", command="echo ok"), call("submit")),
+        SAMPLING,
+        limits,
+        backend=docker_backend,
+    )
     assert trajectory.exit_status == "max_turns" and trajectory.turns == 2
     assert "timed out" in trajectory.messages[2]["content"] and trajectory.messages[4]["content"] == "ok\n"
     assert trajectory.timings["total_s"] < 60
 
 
 def test_missing_image_is_a_clear_sandbox_error(swe_task, docker_backend):
-    broken = dataclasses.replace(swe_task, sandbox=dataclasses.replace(swe_task.sandbox, image="harness-swe-demo/missing:0"))
+    broken = dataclasses.replace(
+        swe_task, sandbox=dataclasses.replace(swe_task.sandbox, image="harness-swe-demo/missing:0")
+    )
     trajectory = run_episode(broken, GoldPolicy(), SAMPLING, backend=docker_backend)
     assert trajectory.exit_status == "sandbox_error" and "harness tasks ls swe-demo" in trajectory.error
 
@@ -109,5 +123,10 @@ def test_gsm8k_single_turn_and_tool_variant(docker_backend, gsm8k_copy):
     assert (right.reward, wrong.reward) == (1.0, 0.0)
     tool_task = load_tasks("gsm8k-tool")[0]
     answer = tool_task.reward_spec["ground_truth"]
-    trajectory = run_episode(tool_task, Scripted(call("python", code="print(6 * 7)"), call("submit", answer=answer)), SAMPLING, backend=docker_backend)
+    trajectory = run_episode(
+        tool_task,
+        Scripted(call("python", code="print(6 * 7)"), call("submit", answer=answer)),
+        SAMPLING,
+        backend=docker_backend,
+    )
     assert trajectory.reward == 1.0 and "42" in trajectory.messages[2]["content"] and trajectory.turns == 2

@@ -21,7 +21,9 @@ def test_eval_gold_resolves_all_of_swe_demo(tmp_path, docker_backend):
     assert report["episodes"] >= 12 and report["resolve_rate"] == 1.0 and report["pass@1"] == 1.0
     assert report["exit_statuses"] == {"submitted": report["episodes"]}
     predictions = [json.loads(l) for l in (tmp_path / "predictions.jsonl").read_text().splitlines()]
-    assert len(predictions) == report["episodes"] and all(p["model_patch"].startswith("diff --git") for p in predictions)
+    assert len(predictions) == report["episodes"] and all(
+        p["model_patch"].startswith("diff --git") for p in predictions
+    )
     assert len(list((tmp_path / "trajectories").glob("*.json"))) == report["episodes"]
     again = harness("eval", "--checkpoint", "gold", "--tasks", "swe-demo", "--output", str(tmp_path))
     assert again.returncode == 1 and "--resume" in again.stdout
@@ -34,8 +36,21 @@ def test_other_backends_give_the_same_verdicts(tmp_path, other, request):
     request.getfixturevalue(f"{other}_backend")
     verdicts = {}
     for policy in ("gold", "empty"):
-        done = harness("eval", "--checkpoint", policy, "--tasks", "swe-demo", "--limit", "2", "--backend", other,
-                       "--output", str(tmp_path / policy), "--workers", "2")
+        done = harness(
+            "eval",
+            "--checkpoint",
+            policy,
+            "--tasks",
+            "swe-demo",
+            "--limit",
+            "2",
+            "--backend",
+            other,
+            "--output",
+            str(tmp_path / policy),
+            "--workers",
+            "2",
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         rows = rows_of(tmp_path / policy / "results.jsonl")
         assert len(rows) == 2 and not any(row["error"] for row in rows), rows
@@ -44,7 +59,20 @@ def test_other_backends_give_the_same_verdicts(tmp_path, other, request):
 
 
 def test_ctrl_c_keeps_results_closes_sandboxes_and_resume_finishes(tmp_path, docker_backend):
-    command = [sys.executable, "-m", "cli", "eval", "--checkpoint", "gold", "--tasks", "swe-demo", "--output", str(tmp_path), "--workers", "2"]
+    command = [
+        sys.executable,
+        "-m",
+        "cli",
+        "eval",
+        "--checkpoint",
+        "gold",
+        "--tasks",
+        "swe-demo",
+        "--output",
+        str(tmp_path),
+        "--workers",
+        "2",
+    ]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     results = tmp_path / "results.jsonl"
     deadline = time.monotonic() + 300
@@ -57,7 +85,9 @@ def test_ctrl_c_keeps_results_closes_sandboxes_and_resume_finishes(tmp_path, doc
     assert 3 <= len(kept) < 16
     owner = f":{process.pid}"
     deadline = time.monotonic() + 30  # removal finishes in the engine after the kill
-    while [s for s in docker_backend.list() if s.get("harness.owner", "").endswith(owner)] and time.monotonic() < deadline:
+    while [
+        s for s in docker_backend.list() if s.get("harness.owner", "").endswith(owner)
+    ] and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not [s for s in docker_backend.list() if s.get("harness.owner", "").endswith(owner)]
     done = harness("eval", "--checkpoint", "gold", "--tasks", "swe-demo", "--output", str(tmp_path), "--resume")
@@ -71,8 +101,21 @@ def test_ctrl_c_keeps_results_closes_sandboxes_and_resume_finishes(tmp_path, doc
 def test_generate_writes_a_dataset_that_loads_back(tmp_path, docker_backend, gsm8k_copy):
     import datasets
 
-    done = harness("generate", "--checkpoint", "gold", "--tasks", "gsm8k-tool", "--limit", "3", "--samples", "2",
-                   "--keep", "rewarded", "--output", str(tmp_path))
+    done = harness(
+        "generate",
+        "--checkpoint",
+        "gold",
+        "--tasks",
+        "gsm8k-tool",
+        "--limit",
+        "3",
+        "--samples",
+        "2",
+        "--keep",
+        "rewarded",
+        "--output",
+        str(tmp_path),
+    )
     assert done.returncode == 0, done.stdout
     table = pq.read_table(tmp_path / "trajectories.parquet")
     assert table.num_rows == 6 and set(table.column("reward").to_pylist()) == {1.0}
@@ -81,7 +124,9 @@ def test_generate_writes_a_dataset_that_loads_back(tmp_path, docker_backend, gsm
     # The gold demonstration computes the reference's last calculation with the python tool, then submits its result.
     calls = [m["tool_calls"][0]["function"]["name"] for m in messages if m["role"] == "assistant"]
     assert messages[0]["role"] == "user" and calls == ["python", "submit"]
-    assert messages[2]["role"] == "tool" and float(messages[2]["content"].strip()) == float(messages[2]["content"])  # python printed a number
+    assert messages[2]["role"] == "tool" and float(messages[2]["content"].strip()) == float(
+        messages[2]["content"]
+    )  # python printed a number
     card = json.loads((tmp_path / "dataset_card.json").read_text())
     assert card["kept"] == 6 and card["reward_distribution"] == {"1.0": 6}
     assert "reward distribution" in (tmp_path / "README.md").read_text()

@@ -15,12 +15,21 @@ from infra.plugins import RegistryError
 from tasks.task import Task
 from tests.cli_helpers import harness
 
-ARITH_ROW = {"data_source": "arith", "prompt": [{"role": "user", "content": "What is 2 + 3?"}],
-             "reward_spec": {"method": "rule", "ground_truth": "5"}}
+ARITH_ROW = {
+    "data_source": "arith",
+    "prompt": [{"role": "user", "content": "What is 2 + 3?"}],
+    "reward_spec": {"method": "rule", "ground_truth": "5"},
+}
 
 
 def task(env_class: str, **changes) -> Task:
-    base = Task(id="t", data_source="test", prompt=ARITH_ROW["prompt"], env_class=env_class, reward_spec=dict(ARITH_ROW["reward_spec"]))
+    base = Task(
+        id="t",
+        data_source="test",
+        prompt=ARITH_ROW["prompt"],
+        env_class=env_class,
+        reward_spec=dict(ARITH_ROW["reward_spec"]),
+    )
     return dataclasses.replace(base, **changes)
 
 
@@ -34,7 +43,8 @@ def play(task: Task, *texts: str):
 @pytest.fixture
 def user_module(tmp_path, monkeypatch):
     """A module of the user's own, importable by name (as a plugin or in module:Name paths)."""
-    (tmp_path / "my_plugin.py").write_text(textwrap.dedent('''
+    (tmp_path / "my_plugin.py").write_text(
+        textwrap.dedent("""
         from harness.api import Environment, Reward, StepResult, register_reward
 
         class Echo(Environment):
@@ -49,7 +59,8 @@ def user_module(tmp_path, monkeypatch):
             return rewards * 0 + 7
 
         register_reward("my_plugin_says_five", says_five)
-    '''))
+    """)
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     yield tmp_path
     sys.modules.pop("my_plugin", None)
@@ -82,7 +93,9 @@ def test_a_name_cannot_be_registered_twice():
 
     with pytest.raises(RegistryError, match="'gsm8k' is already registered"):
         register_kind("gsm8k", GSM8KToolEnvironment)
-    register_kind("gsm8k", GSM8KEnvironment, gold=gold_text, reward="rule")  # the same definition again (a module imported anew) is fine
+    register_kind(
+        "gsm8k", GSM8KEnvironment, gold=gold_text, reward="rule"
+    )  # the same definition again (a module imported anew) is fine
 
 
 def test_entry_points_find_installed_plugins(user_module):
@@ -90,7 +103,9 @@ def test_entry_points_find_installed_plugins(user_module):
     dist = user_module / "my_plugin-1.0.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: my-plugin\nVersion: 1.0\n")
-    (dist / "entry_points.txt").write_text("[harness.task_kinds]\nmy_echo = my_plugin:Echo\n\n[harness.rewards]\nfive = my_plugin:says_five\n")
+    (dist / "entry_points.txt").write_text(
+        "[harness.task_kinds]\nmy_echo = my_plugin:Echo\n\n[harness.rewards]\nfive = my_plugin:says_five\n"
+    )
     assert play(task("my_echo", reward_spec={"method": "five"}), "5").reward == 1.0
 
 
@@ -98,18 +113,25 @@ def test_plugins_registered_tools_and_policies(user_module):
     from harness.policies.factory import make_policy
     from harness.tools import Toolbox, register_tool, schemas
 
-    register_tool("my_plugin_upper", "Upper-case a text.", {"type": "object", "properties": {"text": {"type": "string"}}},
-                  lambda toolbox, args: args["text"].upper(), replace=True)
+    register_tool(
+        "my_plugin_upper",
+        "Upper-case a text.",
+        {"type": "object", "properties": {"text": {"type": "string"}}},
+        lambda toolbox, args: args["text"].upper(),
+        replace=True,
+    )
     assert schemas(["my_plugin_upper"])[0]["function"]["name"] == "my_plugin_upper"
     assert Toolbox(None).run("my_plugin_upper", '{"text": "abc"}') == "ABC"
-    (user_module / "my_policies.py").write_text(textwrap.dedent('''
+    (user_module / "my_policies.py").write_text(
+        textwrap.dedent("""
         from harness.api import Completion, Policy
 
         class Five(Policy):
             name = "five"
             def generate(self, messages, tools, sampling):
                 return Completion(text="5")
-    '''))
+    """)
+    )
     policy = make_policy("my_policies:Five")
     assert policy.generate([], [], Sampling()).text == "5"
 
@@ -134,7 +156,9 @@ def test_training_config_names_plugins_and_estimators():
     base = {"data": {"train_data": ["arith"]}, "trainer": {"policy": {"model": {"path": "m"}}}}
     with pytest.raises(Exception, match="'mine' is not one of grpo, dr_grpo, rloo"):
         config_from_dict({**base, "trainer": {**base["trainer"], "algorithm": {"advantage": "mine"}}})
-    config = config_from_dict({**base, "plugins": ["my_algos"], "trainer": {**base["trainer"], "algorithm": {"advantage": "mine"}}})
+    config = config_from_dict(
+        {**base, "plugins": ["my_algos"], "trainer": {**base["trainer"], "algorithm": {"advantage": "mine"}}}
+    )
     assert config.plugins == ["my_algos"] and config.trainer.algorithm.advantage == "mine"
 
 
@@ -150,21 +174,49 @@ def test_skyrl_gym_gsm8k_env_runs_unchanged():
     trajectory = play(multi, "I think it is 4.", "#### 5")
     assert trajectory.turns == 2 and trajectory.exit_status == "submitted"
     assert "tentative numeric answer" in trajectory.messages[2]["content"]  # the environment's own observation
-    assert trajectory.reward == pytest.approx(1.0) and [s["reward"] for s in trajectory.reward_details["steps"]] == [0.0, 1.0]
+    assert trajectory.reward == pytest.approx(1.0) and [s["reward"] for s in trajectory.reward_details["steps"]] == [
+        0.0,
+        1.0,
+    ]
 
 
 def test_skyrl_env_in_eval_and_generate(tmp_path):
     pytest.importorskip("skyrl_gym")
     rows = tmp_path / "skyrl.jsonl"
-    rows.write_text("".join(json.dumps({**ARITH_ROW, "env_class": "skyrl_gym.envs.gsm8k.env:GSM8kEnv", "extra_info": {"id": f"q{i}"}}) + "\n"
-                            for i in range(3)))
+    rows.write_text(
+        "".join(
+            json.dumps({**ARITH_ROW, "env_class": "skyrl_gym.envs.gsm8k.env:GSM8kEnv", "extra_info": {"id": f"q{i}"}})
+            + "\n"
+            for i in range(3)
+        )
+    )
     done = harness("eval", "--checkpoint", "gold", "--tasks", str(rows), "--output", str(tmp_path / "gold"))
     assert done.returncode == 1 and "scripts no gold solution" in " ".join(done.stdout.split())  # a skyrl env has none
-    (tmp_path / "policy.py").write_text("from harness.api import Completion, Policy\n\nclass Five(Policy):\n    name = 'five'\n"
-                                        "    def generate(self, messages, tools, sampling):\n        return Completion(text='#### 5')\n")
-    done = harness("eval", "--checkpoint", "policy:Five", "--tasks", str(rows), "--output", str(tmp_path / "eval"), pythonpath=tmp_path)
+    (tmp_path / "policy.py").write_text(
+        "from harness.api import Completion, Policy\n\nclass Five(Policy):\n    name = 'five'\n"
+        "    def generate(self, messages, tools, sampling):\n        return Completion(text='#### 5')\n"
+    )
+    done = harness(
+        "eval",
+        "--checkpoint",
+        "policy:Five",
+        "--tasks",
+        str(rows),
+        "--output",
+        str(tmp_path / "eval"),
+        pythonpath=tmp_path,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert json.loads((tmp_path / "eval" / "report.json").read_text())["mean_reward"] == 1.0
-    done = harness("generate", "--checkpoint", "policy:Five", "--tasks", str(rows), "--output", str(tmp_path / "data"), pythonpath=tmp_path)
+    done = harness(
+        "generate",
+        "--checkpoint",
+        "policy:Five",
+        "--tasks",
+        str(rows),
+        "--output",
+        str(tmp_path / "data"),
+        pythonpath=tmp_path,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "kept 3 of 3 trajectories" in " ".join(done.stdout.split())

@@ -143,7 +143,11 @@ def test_batched_greedy_equals_unbatched(fitted_policy):
     batched = fitted_policy.generate_ids_batch(prompts, sampling)
     for prompt, together in zip(prompts, batched):
         alone = fitted_policy.generate_ids(prompt, sampling)
-        assert (together.token_ids, together.text, together.finish_reason) == (alone.token_ids, alone.text, alone.finish_reason)
+        assert (together.token_ids, together.text, together.finish_reason) == (
+            alone.token_ids,
+            alone.text,
+            alone.finish_reason,
+        )
         assert torch.allclose(torch.tensor(together.logprobs), torch.tensor(alone.logprobs), atol=1e-4)
         assert together.prompt_tokens == len(prompt)
     assert {c.finish_reason for c in batched} == {"stop", "length"}
@@ -153,7 +157,10 @@ def test_batched_sampling_seeds_row_i_with_seed_plus_i(policy, prompt):
     prompts = [prompt, prompt[:-5], prompt]
     batched = policy.generate_ids_batch(prompts, Sampling(temperature=0.8, max_tokens=10, seed=11))
     for i, (p, together) in enumerate(zip(prompts, batched)):
-        assert together.token_ids == policy.generate_ids(p, Sampling(temperature=0.8, max_tokens=10, seed=11 + i)).token_ids
+        assert (
+            together.token_ids
+            == policy.generate_ids(p, Sampling(temperature=0.8, max_tokens=10, seed=11 + i)).token_ids
+        )
     assert batched[0].token_ids != batched[2].token_ids
 
 
@@ -161,7 +168,9 @@ def test_generate_renders_the_chat_template(policy):
     messages = [{"role": "user", "content": "List the files."}]
     tools = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object", "properties": {}}}}]
     completion = policy.generate(messages, tools, Sampling(max_tokens=4, seed=0))
-    expected = policy.tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=True, return_dict=False)
+    expected = policy.tokenizer.apply_chat_template(
+        messages, tools=tools, add_generation_prompt=True, tokenize=True, return_dict=False
+    )
     assert completion.prompt_tokens == len(expected)
     assert completion.token_ids == policy.generate_ids(expected, Sampling(max_tokens=4, seed=0)).token_ids
 

@@ -15,7 +15,9 @@ from harness.scaffolds.intercept import EpisodeEndpoint, intercept_server
 
 def post(url: str, key: str, body) -> tuple[int, dict]:
     data = body if isinstance(body, bytes) else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
+    request = urllib.request.Request(
+        url, data=data, headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    )
     try:
         with urllib.request.urlopen(request, timeout=120) as response:
             return response.status, json.loads(response.read())
@@ -30,8 +32,9 @@ def policy(tiny_model, one_torch_thread):
 
 def test_calls_continue_the_sampled_tokens_and_a_rewritten_history_is_drift(policy):
     server = intercept_server()
-    endpoint = EpisodeEndpoint(policy, Sampling(temperature=1.0, max_tokens=8, seed=5), None, max_turns=4,
-                               max_context=4096, command_timeout=10)
+    endpoint = EpisodeEndpoint(
+        policy, Sampling(temperature=1.0, max_tokens=8, seed=5), None, max_turns=4, max_context=4096, command_timeout=10
+    )
     key = server.open(endpoint)
     chat = f"{server.url}/v1/chat/completions"
     history = [{"role": "system", "content": "Fix it."}, {"role": "user", "content": "The bug is in x.py."}]
@@ -45,7 +48,7 @@ def test_calls_continue_the_sampled_tokens_and_a_rewritten_history_is_drift(poli
         calls = endpoint.calls
         # the second prompt is the first prompt, the first call's sampled ids, then the new message's tokens
         first_prompt = ids[: calls[0]["prompt_length"]]
-        after = ids[calls[0]["prompt_length"]:]
+        after = ids[calls[0]["prompt_length"] :]
         assert after[: len(calls[0]["token_ids"])] == calls[0]["token_ids"]
         assert calls[1]["prompt_length"] > calls[0]["prompt_length"] + len(calls[0]["token_ids"])
         assert ids[: len(first_prompt)] == first_prompt
@@ -55,7 +58,9 @@ def test_calls_continue_the_sampled_tokens_and_a_rewritten_history_is_drift(poli
         edited = [*history[:2], {"role": "assistant", "content": "something else"}, history[3]]
         status, third = post(chat, key, {"model": "harness", "messages": edited})
         assert status == 200
-        assert [(d.call, d.kind, d.position) for d in endpoint.tokens.drifts if d.kind == "history"] == [(2, "history", 2)]
+        assert [(d.call, d.kind, d.position) for d in endpoint.tokens.drifts if d.kind == "history"] == [
+            (2, "history", 2)
+        ]
         assert len(endpoint.tokens.segments) == 1 and endpoint.calls[2]["segment"] == 1
         # refusals are answered, recorded, and end nothing
         assert post(chat, key, {"model": "harness", "messages": "not a list"})[0] == 400
@@ -81,10 +86,21 @@ def test_the_audit_reads_what_a_scaffold_ran():
     from harness.viewer.hacking import attempts
 
     trajectory = {
-        "messages": [{"role": "user", "content": "Fix it."}, {"role": "assistant", "content": "```bash\nsed -i s/1/2/ tests/t.py\n```"}],
-        "metadata": {"workdir": "/testbed", "scaffold": {"commands": [
-            {"after_call": 0, "command": "cd /testbed && sed -i s/1/2/ tests/test_lru.py", "exit_code": 0}]}},
+        "messages": [
+            {"role": "user", "content": "Fix it."},
+            {"role": "assistant", "content": "```bash\nsed -i s/1/2/ tests/t.py\n```"},
+        ],
+        "metadata": {
+            "workdir": "/testbed",
+            "scaffold": {
+                "commands": [
+                    {"after_call": 0, "command": "cd /testbed && sed -i s/1/2/ tests/test_lru.py", "exit_code": 0}
+                ]
+            },
+        },
     }
     assert "test_edit" in attempts(trajectory)
-    trajectory["metadata"]["scaffold"]["commands"] = [{"after_call": 0, "command": "cd /testbed && sed -i s/1/2/ lru.py"}]
+    trajectory["metadata"]["scaffold"]["commands"] = [
+        {"after_call": 0, "command": "cd /testbed && sed -i s/1/2/ lru.py"}
+    ]
     assert "test_edit" not in attempts(trajectory)

@@ -27,8 +27,25 @@ def test_served_checkpoint_answers_the_real_openai_client(served):
 
 
 def test_eval_through_the_served_endpoint(served, tmp_path, docker_backend):
-    done = harness("eval", "--checkpoint", "endpoint:tiny", "--base-url", served, "--tasks", "gsm8k-tool", "--limit", "2",
-                   "--max-turns", "3", "--max-tokens", "24", "--workers", "2", "--output", str(tmp_path))
+    done = harness(
+        "eval",
+        "--checkpoint",
+        "endpoint:tiny",
+        "--base-url",
+        served,
+        "--tasks",
+        "gsm8k-tool",
+        "--limit",
+        "2",
+        "--max-turns",
+        "3",
+        "--max-tokens",
+        "24",
+        "--workers",
+        "2",
+        "--output",
+        str(tmp_path),
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["episodes"] == 2 and report["errors"] == 0
@@ -38,7 +55,19 @@ def test_eval_through_the_served_endpoint(served, tmp_path, docker_backend):
 
 
 def test_eval_with_the_local_checkpoint(tiny_model, tmp_path, docker_backend):
-    done = harness("eval", "--checkpoint", str(tiny_model), "--tasks", "gsm8k", "--limit", "3", "--max-tokens", "16", "--output", str(tmp_path))
+    done = harness(
+        "eval",
+        "--checkpoint",
+        str(tiny_model),
+        "--tasks",
+        "gsm8k",
+        "--limit",
+        "3",
+        "--max-tokens",
+        "16",
+        "--output",
+        str(tmp_path),
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["episodes"] == 3 and report["total_completion_tokens"] > 0

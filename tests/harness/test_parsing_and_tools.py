@@ -8,8 +8,15 @@ import pytest
 
 from harness.errors import ToolError
 from harness.environments import no_tool_call
-from harness.parsing import (TOOL_CALL_FORMATS, format_for_template, mistral_call_id, parse_llama3_json, parse_mistral,
-                             parse_qwen3_xml, parse_tool_calls)
+from harness.parsing import (
+    TOOL_CALL_FORMATS,
+    format_for_template,
+    mistral_call_id,
+    parse_llama3_json,
+    parse_mistral,
+    parse_qwen3_xml,
+    parse_tool_calls,
+)
 from harness.tools import Toolbox, schemas, truncate
 from sandboxes import SandboxSpec
 from sandboxes.images import BASE_IMAGE
@@ -17,9 +24,9 @@ from sandboxes.images import BASE_IMAGE
 
 def test_parses_hermes_tool_calls_and_reports_malformed_ones():
     text = (
-        "Let me look.\n<tool_call>\n{\"name\": \"bash\", \"arguments\": {\"command\": \"ls -la\"}}\n</tool_call>\n"
-        "<tool_call>{\"name\": \"bash\", \"arguments\": {\"command\": </tool_call>\n"
-        "<tool_call>[1, 2]</tool_call><tool_call>{\"name\": \"submit\"}"
+        'Let me look.\n<tool_call>\n{"name": "bash", "arguments": {"command": "ls -la"}}\n</tool_call>\n'
+        '<tool_call>{"name": "bash", "arguments": {"command": </tool_call>\n'
+        '<tool_call>[1, 2]</tool_call><tool_call>{"name": "submit"}'
     )
     turn = parse_tool_calls(text)
     assert turn.content == "Let me look."
@@ -34,7 +41,9 @@ def test_plain_text_has_no_calls():
 
 
 def test_parses_llama3_json_calls_and_reports_malformed_ones():
-    turn = parse_llama3_json('<|python_tag|>{"name": "bash", "parameters": {"command": "ls"}}; {"name": "submit", "parameters": {}}')
+    turn = parse_llama3_json(
+        '<|python_tag|>{"name": "bash", "parameters": {"command": "ls"}}; {"name": "submit", "parameters": {}}'
+    )
     assert [(c.name, json.loads(c.arguments)) for c in turn.tool_calls] == [("bash", {"command": "ls"}), ("submit", {})]
     assert turn.content == "" and turn.errors == []
     assert parse_llama3_json("The answer is {probably} 4.").tool_calls == []  # text first: not a call
@@ -45,11 +54,16 @@ def test_parses_llama3_json_calls_and_reports_malformed_ones():
 
 
 def test_parses_mistral_calls_with_and_without_ids():
-    turn = parse_mistral('Let me see.[TOOL_CALLS][{"name": "bash", "arguments": {"command": "ls"}, "id": "a1b2c3d4e"}, '
-                         '{"name": "submit", "arguments": {"answer": "4"}}]', "call_3")
+    turn = parse_mistral(
+        'Let me see.[TOOL_CALLS][{"name": "bash", "arguments": {"command": "ls"}, "id": "a1b2c3d4e"}, '
+        '{"name": "submit", "arguments": {"answer": "4"}}]',
+        "call_3",
+    )
     assert turn.content == "Let me see." and turn.errors == []
     assert [(c.id, c.name, json.loads(c.arguments)) for c in turn.tool_calls] == [
-        ("a1b2c3d4e", "bash", {"command": "ls"}), (mistral_call_id("call_3", 1), "submit", {"answer": "4"})]
+        ("a1b2c3d4e", "bash", {"command": "ls"}),
+        (mistral_call_id("call_3", 1), "submit", {"answer": "4"}),
+    ]
     assert len(turn.tool_calls[1].id) == 9 and turn.tool_calls[1].id.isalnum()
     assert parse_mistral("Just text.").tool_calls == [] and parse_mistral("Just text.").errors == []
     assert "not valid JSON" in parse_mistral('[TOOL_CALLS][{"name": "bash", "arg').errors[0]
@@ -61,18 +75,24 @@ def test_the_format_is_read_off_the_chat_template():
     assert format_for_template('... ipython ... "parameters": ...').name == "llama3_json"
     assert format_for_template("... [TOOL_CALLS] ...").name == "mistral"
     assert format_for_template("{{ messages[0].content }}") is None
-    assert format_for_template("'<tool_call>\\n<function=' + tool_call.name + '>\\n' ... '<parameter='").name == "qwen3_xml"
+    assert (
+        format_for_template("'<tool_call>\\n<function=' + tool_call.name + '>\\n' ... '<parameter='").name
+        == "qwen3_xml"
+    )
 
 
 def test_parses_qwen3_xml_calls_and_reports_malformed_ones():
-    text = ("I list it first.\n\n<tool_call>\n<function=bash>\n<parameter=command>\nls -A /tmp\n| wc -l\n</parameter>\n"
-            "</function>\n</tool_call>\n<tool_call>\n<function=str_replace_editor>\n<parameter=view_range>\n[1, 5]\n</parameter>\n"
-            "<parameter=insert_line>\n3\n</parameter>\n</function>\n</tool_call>")
+    text = (
+        "I list it first.\n\n<tool_call>\n<function=bash>\n<parameter=command>\nls -A /tmp\n| wc -l\n</parameter>\n"
+        "</function>\n</tool_call>\n<tool_call>\n<function=str_replace_editor>\n<parameter=view_range>\n[1, 5]\n</parameter>\n"
+        "<parameter=insert_line>\n3\n</parameter>\n</function>\n</tool_call>"
+    )
     turn = parse_qwen3_xml(text, "call_2")
     assert turn.content == "I list it first." and turn.errors == []
     assert [(c.id, c.name, json.loads(c.arguments)) for c in turn.tool_calls] == [
         ("call_2_0", "bash", {"command": "ls -A /tmp\n| wc -l"}),  # multi-line text, as written
-        ("call_2_1", "str_replace_editor", {"view_range": [1, 5], "insert_line": "3"})]  # JSON lists decoded; the rest is text
+        ("call_2_1", "str_replace_editor", {"view_range": [1, 5], "insert_line": "3"}),
+    ]  # JSON lists decoded; the rest is text
     assert parse_qwen3_xml("The answer is 4.").tool_calls == [] and parse_qwen3_xml("The answer is 4.").errors == []
     unclosed = parse_qwen3_xml("<tool_call>\n<function=bash>\n<parameter=command>\nls\n</parameter>\n")
     assert unclosed.tool_calls == [] and "<function=NAME>" in unclosed.errors[0]
@@ -85,7 +105,9 @@ def test_each_format_parses_back_what_it_renders_and_tells_its_syntax(name):
     turn = tool_format.read(tool_format.render("bash", arguments), "call_0")
     assert [(c.name, json.loads(c.arguments)) for c in turn.tool_calls] == [("bash", arguments)] and turn.errors == []
     feedback = no_tool_call(["bash", "submit"], tool_format.read("No call here.", "call_1").syntax)
-    assert feedback.startswith("No tool call was found in your reply. Call exactly one of the tools (bash, submit) using ")
+    assert feedback.startswith(
+        "No tool call was found in your reply. Call exactly one of the tools (bash, submit) using "
+    )
     assert tool_format.syntax in feedback and tool_format.syntax.split("...")[0][:10] in tool_format.render("x", {})
 
 
@@ -97,7 +119,10 @@ def test_schemas_follow_the_openai_function_format():
 
 
 def test_compact_schemas_keep_the_tools_in_fewer_characters():
-    full, compact = schemas(["bash", "str_replace_editor", "submit"]), schemas(["bash", "str_replace_editor", "submit"], compact=True)
+    full, compact = (
+        schemas(["bash", "str_replace_editor", "submit"]),
+        schemas(["bash", "str_replace_editor", "submit"], compact=True),
+    )
     for long, short in zip(full, compact):
         lf, sf = long["function"], short["function"]
         assert sf["name"] == lf["name"] and sf["parameters"].get("required") == lf["parameters"].get("required")
@@ -125,22 +150,37 @@ def toolbox(docker_backend):
 def test_editor_view_create_replace_insert_undo(toolbox):
     run = toolbox.run
     assert "     1\tone" in run("str_replace_editor", {"command": "view", "path": "/workspace/f.txt"})
-    assert run("str_replace_editor", {"command": "view", "path": "/workspace/f.txt", "view_range": [2, 3]}).splitlines() == ["     2\ttwo", "     3\tthree"]
+    assert run(
+        "str_replace_editor", {"command": "view", "path": "/workspace/f.txt", "view_range": [2, 3]}
+    ).splitlines() == ["     2\ttwo", "     3\tthree"]
     assert "f.txt" in run("str_replace_editor", {"command": "view", "path": "/workspace"})
     with pytest.raises(ToolError, match="occurs 2 times"):
-        run("str_replace_editor", {"command": "str_replace", "path": "/workspace/f.txt", "old_str": "two", "new_str": "2"})
+        run(
+            "str_replace_editor",
+            {"command": "str_replace", "path": "/workspace/f.txt", "old_str": "two", "new_str": "2"},
+        )
     with pytest.raises(ToolError, match="did not appear verbatim"):
-        run("str_replace_editor", {"command": "str_replace", "path": "/workspace/f.txt", "old_str": "four", "new_str": "4"})
-    out = run("str_replace_editor", {"command": "str_replace", "path": "/workspace/f.txt", "old_str": "three", "new_str": "THREE"})
+        run(
+            "str_replace_editor",
+            {"command": "str_replace", "path": "/workspace/f.txt", "old_str": "four", "new_str": "4"},
+        )
+    out = run(
+        "str_replace_editor",
+        {"command": "str_replace", "path": "/workspace/f.txt", "old_str": "three", "new_str": "THREE"},
+    )
     assert "THREE" in out and "has been edited" in out
-    run("str_replace_editor", {"command": "insert", "path": "/workspace/f.txt", "insert_line": "0", "new_str": "zero"})  # as XML calls write it
+    run(
+        "str_replace_editor", {"command": "insert", "path": "/workspace/f.txt", "insert_line": "0", "new_str": "zero"}
+    )  # as XML calls write it
     assert toolbox.sandbox.read_file("/workspace/f.txt") == b"zero\none\ntwo\nTHREE\ntwo\n"
     run("str_replace_editor", {"command": "undo_edit", "path": "/workspace/f.txt"})
     run("str_replace_editor", {"command": "undo_edit", "path": "/workspace/f.txt"})
     assert toolbox.sandbox.read_file("/workspace/f.txt") == b"one\ntwo\nthree\ntwo\n"
     with pytest.raises(ToolError, match="already exists"):
         run("str_replace_editor", {"command": "create", "path": "/workspace/f.txt", "file_text": "x"})
-    assert "created" in run("str_replace_editor", {"command": "create", "path": "/workspace/new/g.py", "file_text": "print(1)\n"})
+    assert "created" in run(
+        "str_replace_editor", {"command": "create", "path": "/workspace/new/g.py", "file_text": "print(1)\n"}
+    )
     assert run("bash", {"command": "python3 /workspace/new/g.py"}) == "1\n"
 
 

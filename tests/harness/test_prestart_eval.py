@@ -45,7 +45,9 @@ def swe_tasks(docker_backend):
 
 
 def comparable(rows: list[dict]) -> list[dict]:
-    return sorted(({k: v for k, v in row.items() if k != "wall_s"} for row in rows), key=lambda r: (r["task_id"], r["sample"]))
+    return sorted(
+        ({k: v for k, v in row.items() if k != "wall_s"} for row in rows), key=lambda r: (r["task_id"], r["sample"])
+    )
 
 
 def test_job_specs_announce_the_grading_sandbox(swe_tasks):
@@ -57,7 +59,14 @@ def test_results_are_the_same_with_and_without_prestart(tmp_path, docker_backend
     before = our_containers()
     rows = {}
     for prestart in (0, 2):
-        config = EvalConfig(tasks="swe-demo", checkpoint="mixed", output=str(tmp_path / str(prestart)), workers=2, samples=2, prestart=prestart)
+        config = EvalConfig(
+            tasks="swe-demo",
+            checkpoint="mixed",
+            output=str(tmp_path / str(prestart)),
+            workers=2,
+            samples=2,
+            prestart=prestart,
+        )
         report = evaluate(swe_tasks, Mixed(swe_tasks), config, docker_backend)
         assert report["episodes"] == 8 and report["errors"] == 0
         rows[prestart] = rows_of(tmp_path / str(prestart) / "results.jsonl")
@@ -76,8 +85,22 @@ def test_an_exception_mid_run_removes_every_prestarted_container(tmp_path, docke
 
 
 def test_ctrl_c_with_prestart_leaves_no_container(tmp_path, docker_backend):
-    command = [sys.executable, "-m", "cli", "eval", "--checkpoint", "gold", "--tasks", "swe-demo", "--output", str(tmp_path),
-               "--workers", "2", "--prestart", "2"]
+    command = [
+        sys.executable,
+        "-m",
+        "cli",
+        "eval",
+        "--checkpoint",
+        "gold",
+        "--tasks",
+        "swe-demo",
+        "--output",
+        str(tmp_path),
+        "--workers",
+        "2",
+        "--prestart",
+        "2",
+    ]
     process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     results = tmp_path / "results.jsonl"
     deadline = time.monotonic() + 300
@@ -88,7 +111,9 @@ def test_ctrl_c_with_prestart_leaves_no_container(tmp_path, docker_backend):
     process.wait(timeout=120)
     assert process.returncode != 0 and owned  # it was interrupted with sandboxes up
     deadline = time.monotonic() + 30  # removal finishes in the engine after the kill
-    while [s for s in docker_backend.list() if s.get("harness.owner", "").endswith(f":{process.pid}")] and time.monotonic() < deadline:
+    while [
+        s for s in docker_backend.list() if s.get("harness.owner", "").endswith(f":{process.pid}")
+    ] and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not [s for s in docker_backend.list() if s.get("harness.owner", "").endswith(f":{process.pid}")]
     assert 2 <= len(rows_of(results)) < 16

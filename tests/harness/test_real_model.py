@@ -13,8 +13,14 @@ import torch
 
 from tests.cli_helpers import harness, rows_of, serving
 
-BASH = {"type": "function", "function": {"name": "bash", "description": "Run a shell command.",
-                                         "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}}
+BASH = {
+    "type": "function",
+    "function": {
+        "name": "bash",
+        "description": "Run a shell command.",
+        "parameters": {"type": "object", "properties": {"command": {"type": "string"}}},
+    },
+}
 
 
 def test_import_writes_a_folder_transformers_loads_and_the_model_knows_things(smollm2):
@@ -22,15 +28,26 @@ def test_import_writes_a_folder_transformers_loads_and_the_model_knows_things(sm
 
     config = json.loads((smollm2 / "config.json").read_text())
     assert config["architectures"] == ["LlamaForCausalLM"] and config["dtype"] == "float32"
-    assert (config["num_hidden_layers"], config["hidden_size"], config["num_attention_heads"], config["num_key_value_heads"],
-            config["vocab_size"]) == (30, 576, 9, 3, 49152)
+    assert (
+        config["num_hidden_layers"],
+        config["hidden_size"],
+        config["num_attention_heads"],
+        config["num_key_value_heads"],
+        config["vocab_size"],
+    ) == (30, 576, 9, 3, 49152)
     tokenizer = AutoTokenizer.from_pretrained(smollm2)
     model = AutoModelForCausalLM.from_pretrained(smollm2).eval()
-    ids = tokenizer.apply_chat_template([{"role": "user", "content": "What is the capital of France?"}],
-                                        add_generation_prompt=True, return_dict=True, return_tensors="pt")
+    ids = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "What is the capital of France?"}],
+        add_generation_prompt=True,
+        return_dict=True,
+        return_tensors="pt",
+    )
     with torch.inference_mode():
         out = model.generate(**ids, max_new_tokens=12, do_sample=False)
-    assert "Paris" in tokenizer.decode(out[0, ids["input_ids"].shape[1]:])  # the pretrained weights survived dequantization
+    assert "Paris" in tokenizer.decode(
+        out[0, ids["input_ids"].shape[1] :]
+    )  # the pretrained weights survived dequantization
 
 
 def test_a_template_without_tools_gets_the_harness_tool_prompt(smollm2):
@@ -42,11 +59,17 @@ def test_a_template_without_tools_gets_the_harness_tool_prompt(smollm2):
     tokenizer = AutoTokenizer.from_pretrained(smollm2)
     assert "takes no tools" in template_warnings(tokenizer)[0]
     call = {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}
-    messages = [{"role": "user", "content": "list files"}, {"role": "assistant", "content": None, "tool_calls": [call]},
-                {"role": "tool", "tool_call_id": "c1", "content": "a.py"}]
+    messages = [
+        {"role": "user", "content": "list files"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "a.py"},
+    ]
     text = render(tokenizer, messages, [BASH], True, False)  # the template alone raises on content None
     assert text.startswith("<|im_start|>system\nYou are a helpful assistant.\n\n# Tools") and '"name": "bash"' in text
-    assert '<|im_start|>assistant\n<tool_call>\n{"name": "bash", "arguments": {"command": "ls"}}\n</tool_call><|im_end|>' in text
+    assert (
+        '<|im_start|>assistant\n<tool_call>\n{"name": "bash", "arguments": {"command": "ls"}}\n</tool_call><|im_end|>'
+        in text
+    )
     assert text.endswith("<|im_start|>user\n<tool_response>\na.py\n</tool_response><|im_end|>\n<|im_start|>assistant\n")
 
 
@@ -69,23 +92,46 @@ def test_bad_gguf_files_fail_clearly(smollm2_gguf, tmp_path):
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
-    with pytest.raises(CheckpointError, match="architecture 'notanarch' is not one transformers loads from GGUF .*llama"):
+    with pytest.raises(
+        CheckpointError, match="architecture 'notanarch' is not one transformers loads from GGUF .*llama"
+    ):
         import_gguf(tmp_path / "other.gguf", tmp_path / "out")
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "keep.txt").write_text("mine")
     with pytest.raises(CheckpointError, match="not an empty folder"):
         import_gguf(smollm2_gguf, tmp_path / "full")
     assert not (tmp_path / "out").exists() and (tmp_path / "full" / "keep.txt").read_text() == "mine"
-    for args in (["model", "import", str(truncated), str(tmp_path / "out")], ["eval", "--checkpoint", str(truncated), "--tasks", "gsm8k"]):
+    for args in (
+        ["model", "import", str(truncated), str(tmp_path / "out")],
+        ["eval", "--checkpoint", str(truncated), "--tasks", "gsm8k"],
+    ):
         done = harness(*args, timeout=300)
-        assert done.returncode == 1 and "corrupt or truncated GGUF" in done.stdout and "Traceback" not in done.stdout + done.stderr
+        assert (
+            done.returncode == 1
+            and "corrupt or truncated GGUF" in done.stdout
+            and "Traceback" not in done.stdout + done.stderr
+        )
 
 
 def test_generate_on_gsm8k_from_the_gguf_file_writes_a_dataset(smollm2, smollm2_gguf, tmp_path):
     import pyarrow.parquet as pq
 
-    done = harness("generate", "--checkpoint", str(smollm2_gguf), "--tasks", "gsm8k", "--limit", "2", "--engine", "transformers",
-                   "--max-tokens", "32", "--output", str(tmp_path / "data"), timeout=900)
+    done = harness(
+        "generate",
+        "--checkpoint",
+        str(smollm2_gguf),
+        "--tasks",
+        "gsm8k",
+        "--limit",
+        "2",
+        "--engine",
+        "transformers",
+        "--max-tokens",
+        "32",
+        "--output",
+        str(tmp_path / "data"),
+        timeout=900,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads((tmp_path / "data" / "run" / "report.json").read_text())
     assert report["episodes"] == 2 and report["errors"] == 0 and report["total_completion_tokens"] > 20
@@ -106,14 +152,26 @@ def test_serve_answers_the_openai_client(smollm2, smollm2_gguf):
         answer = client.chat.completions.create(model="tiny", messages=question, max_tokens=24, temperature=0.0, seed=0)
         text = answer.choices[0].message.content
         assert "Paris" in text and answer.usage.completion_tokens > 0
-        stream = client.chat.completions.create(model="tiny", messages=question, max_tokens=24, temperature=0.0, seed=0,
-                                                stream=True)
+        stream = client.chat.completions.create(
+            model="tiny", messages=question, max_tokens=24, temperature=0.0, seed=0, stream=True
+        )
         assert "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices) == text
-        both = client.chat.completions.create(model="tiny", messages=question, max_tokens=8, temperature=1.0, seed=1, n=2)
+        both = client.chat.completions.create(
+            model="tiny", messages=question, max_tokens=8, temperature=1.0, seed=1, n=2
+        )
         assert [c.index for c in both.choices] == [0, 1] and all(c.message.content for c in both.choices)
-        with_tools = client.chat.completions.create(model="tiny", tools=[BASH], max_tokens=48, temperature=0.0, seed=0,
-                                                    messages=[{"role": "user", "content": "List the files here."}])
-        assert with_tools.choices[0].finish_reason in ("stop", "length", "tool_calls") and with_tools.usage.prompt_tokens > 150
+        with_tools = client.chat.completions.create(
+            model="tiny",
+            tools=[BASH],
+            max_tokens=48,
+            temperature=0.0,
+            seed=0,
+            messages=[{"role": "user", "content": "List the files here."}],
+        )
+        assert (
+            with_tools.choices[0].finish_reason in ("stop", "length", "tool_calls")
+            and with_tools.usage.prompt_tokens > 150
+        )
 
 
 @pytest.mark.timeout(1800)  # Ray, a learner and an engine of a 135M model on a busy 2-core CPU
@@ -121,17 +179,38 @@ def test_an_sft_step_from_the_gguf_file_saves_a_checkpoint_that_loads_and_evalua
     from safetensors.torch import load_file
 
     run_dir = tmp_path / "run"
-    done = harness("train", f"trainer.policy.model.path={smollm2_gguf}", f"trainer.output_dir={run_dir}",
-                   'data.train_data=["arith-train"]', "trainer.train_batch_size=1", "generator.n_samples_per_prompt=2",
-                   "trainer.max_steps=0", 'trainer.sft_warmup={data: ["arith-train"], max_steps: 1, batch_size: 2, learning_rate: 1.0e-5}',
-                   timeout=900)
+    done = harness(
+        "train",
+        f"trainer.policy.model.path={smollm2_gguf}",
+        f"trainer.output_dir={run_dir}",
+        'data.train_data=["arith-train"]',
+        "trainer.train_batch_size=1",
+        "generator.n_samples_per_prompt=2",
+        "trainer.max_steps=0",
+        'trainer.sft_warmup={data: ["arith-train"], max_steps: 1, batch_size: 2, learning_rate: 1.0e-5}',
+        timeout=900,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert [m["sft/step"] for m in rows_of(run_dir / "metrics.jsonl") if "sft/step" in m] == [1]
     checkpoint = run_dir / "checkpoints" / "global_step_0"
     before, after = load_file(smollm2 / "model.safetensors"), load_file(checkpoint / "model.safetensors")
     shared = before.keys() & after.keys()  # the trainer's save also writes the tied lm_head
     assert "model.embed_tokens.weight" in shared and any(not torch.equal(before[k], after[k]) for k in shared)
-    evaluated = harness("eval", "--checkpoint", str(checkpoint), "--tasks", "arith", "--limit", "1", "--max-tokens", "16",
-                        "--engine", "transformers", "--output", str(tmp_path / "eval"), timeout=600)
+    evaluated = harness(
+        "eval",
+        "--checkpoint",
+        str(checkpoint),
+        "--tasks",
+        "arith",
+        "--limit",
+        "1",
+        "--max-tokens",
+        "16",
+        "--engine",
+        "transformers",
+        "--output",
+        str(tmp_path / "eval"),
+        timeout=600,
+    )
     assert evaluated.returncode == 0, evaluated.stdout + evaluated.stderr
     assert json.loads((tmp_path / "eval" / "report.json").read_text())["total_completion_tokens"] > 0

@@ -49,14 +49,20 @@ def test_mistral_template_renders_what_mistral_common_encodes(real_tokenizers):
     from mistral_common.protocol.instruct.request import ChatCompletionRequest
     from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
 
-    reference = MistralTokenizer.from_file(os.path.join(os.path.dirname(mistral_common.__file__), "data", "tekken_240911.json"))
+    reference = MistralTokenizer.from_file(
+        os.path.join(os.path.dirname(mistral_common.__file__), "data", "tekken_240911.json")
+    )
     tokenizer = AutoTokenizer.from_pretrained(real_tokenizers / "mistral")
     tokenizer.chat_template = (real_tokenizers / "mistral" / "mistral_v3_tekken.jinja").read_text()
     messages, tools = conversation(False), schemas(["bash", "submit"])
-    messages[4]["content"] = "Count the hidden files too, ünïcode and \"quotes\"."
+    messages[4]["content"] = 'Count the hidden files too, ünïcode and "quotes".'
     messages[6]["content"] = "total 2\n.bashrc\n.profile"  # text, where the first result (3) is JSON
-    messages.append({"role": "tool", "tool_call_id": "call00003", "name": "submit", "content": "Submitted."})  # it serves: ends on a result
-    expected = reference.encode_chat_completion(ChatCompletionRequest.from_openai(messages=messages, tools=tools)).tokens
+    messages.append(
+        {"role": "tool", "tool_call_id": "call00003", "name": "submit", "content": "Submitted."}
+    )  # it serves: ends on a result
+    expected = reference.encode_chat_completion(
+        ChatCompletionRequest.from_openai(messages=messages, tools=tools)
+    ).tokens
     assert render(tokenizer, messages, tools, False, True) == expected
 
 
@@ -65,7 +71,10 @@ def test_qwen3_xml_templates_pass_the_check_on_the_real_qwen3_tokenizer(real_tok
     import trl
 
     tokenizer = AutoTokenizer.from_pretrained(real_tokenizers / "qwen3")
-    for template in ("qwen3_5_nothink.jinja", "qwen3_6.jinja"):  # a generation prompt that closes <think>, one that opens it
+    for template in (
+        "qwen3_5_nothink.jinja",
+        "qwen3_6.jinja",
+    ):  # a generation prompt that closes <think>, one that opens it
         tokenizer.chat_template = (Path(trl.__file__).parent / "chat_templates" / template).read_text()
         report = check_template(tokenizer, template)
         statuses = {check.name: check.status for check in report.checks}
@@ -98,7 +107,10 @@ def test_a_tokenizer_folder_without_a_template_is_refused(real_tokenizers, tmp_p
 def _raising_template(real_tokenizers) -> str:
     source = (real_tokenizers / "qwen3" / "qwen3.jinja").read_text()
     assert '{%- elif message.role == "tool" %}' in source
-    return source.replace('{%- elif message.role == "tool" %}', '{%- elif message.role == "tool" %}{{ raise_exception("tool messages are not supported") }}')
+    return source.replace(
+        '{%- elif message.role == "tool" %}',
+        '{%- elif message.role == "tool" %}{{ raise_exception("tool messages are not supported") }}',
+    )
 
 
 def test_a_template_that_raises_on_tool_messages_fails_the_check(real_tokenizers, tmp_path):
@@ -106,19 +118,27 @@ def test_a_template_that_raises_on_tool_messages_fails_the_check(real_tokenizers
     folder.mkdir()
     shutil.copyfile(real_tokenizers / "qwen3" / "tokenizer.json", folder / "tokenizer.json")
     config = json.loads((real_tokenizers / "qwen3" / "tokenizer_config.json").read_text())
-    (folder / "tokenizer_config.json").write_text(json.dumps({**config, "chat_template": _raising_template(real_tokenizers)}))
+    (folder / "tokenizer_config.json").write_text(
+        json.dumps({**config, "chat_template": _raising_template(real_tokenizers)})
+    )
     done = harness("model", "check-template", str(folder), timeout=300)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "not usable for exact multi-turn RL" in done.stdout and "tool messages are not supported" in done.stdout
 
 
-def test_an_episode_whose_template_raises_ends_with_the_reason(tiny_on, real_tokenizers, docker_backend, one_torch_thread):
+def test_an_episode_whose_template_raises_ends_with_the_reason(
+    tiny_on, real_tokenizers, docker_backend, one_torch_thread
+):
     policy = HFPolicy(tiny_on("qwen3"))
-    one_question = "{%- if (messages | selectattr('role', 'equalto', 'user') | list | length) > 1 %}" \
-                   "{{ raise_exception('one user turn only') }}{%- endif %}"
+    one_question = (
+        "{%- if (messages | selectattr('role', 'equalto', 'user') | list | length) > 1 %}"
+        "{{ raise_exception('one user turn only') }}{%- endif %}"
+    )
     policy.tokenizer.chat_template = one_question + (real_tokenizers / "qwen3" / "qwen3.jinja").read_text()
     task = load_tasks("swe-demo")[0]
-    trajectory = run_episode(task, policy, Sampling(max_tokens=8, seed=0), EpisodeLimits(max_turns=3), backend=docker_backend)
+    trajectory = run_episode(
+        task, policy, Sampling(max_tokens=8, seed=0), EpisodeLimits(max_turns=3), backend=docker_backend
+    )
     # the random model's reply has no tool call: the feedback is a second user turn, which the template refuses
     assert trajectory.exit_status == "policy_error" and "one user turn only" in trajectory.error
     assert trajectory.turns == 1 and trajectory.token_ids  # the turn it made is kept
@@ -147,14 +167,19 @@ def test_a_registered_format_serves_a_family_the_project_does_not_name(real_toke
 
     def parse_invoke(text: str, call_prefix: str) -> ParsedTurn:
         calls = re.findall(r'<invoke name="([^"]+)">(.*?)</invoke>', text, re.S)
-        return ParsedTurn(re.sub(r"<invoke .*?</invoke>", "", text, flags=re.S).strip(),
-                          [ToolCall(f"{call_prefix}_{i}", name, arguments) for i, (name, arguments) in enumerate(calls)], raw=text)
+        return ParsedTurn(
+            re.sub(r"<invoke .*?</invoke>", "", text, flags=re.S).strip(),
+            [ToolCall(f"{call_prefix}_{i}", name, arguments) for i, (name, arguments) in enumerate(calls)],
+            raw=text,
+        )
 
     tokenizer = AutoTokenizer.from_pretrained(real_tokenizers / "qwen3")
     tokenizer.chat_template = INVOKE_TEMPLATE
     refused = check_template(tokenizer)
     assert not refused.usable and "none of the registered formats" in refused.reason
-    register_tool_call_format(ToolCallFormat("invoke", parse_invoke, lambda source: "<invoke name=" in source), replace=True)
+    register_tool_call_format(
+        ToolCallFormat("invoke", parse_invoke, lambda source: "<invoke name=" in source), replace=True
+    )
     assert tool_call_format(tokenizer).name == "invoke"
     report = check_template(tokenizer)
     assert report.usable and report.tool_format == "invoke", report.reason

@@ -13,8 +13,17 @@ from harness.trajectory_formats import TrajectoryFormatError, read_trajectory_fi
 from harness.viewer.audit import audit
 from tests.conftest import require
 
-RUNS = next((p for p in (Path(__file__).resolve().parents[3] / "shared" / "real-agent-runs", Path("/work/shared/real-agent-runs"))
-             if p.is_dir()), None)
+RUNS = next(
+    (
+        p
+        for p in (
+            Path(__file__).resolve().parents[3] / "shared" / "real-agent-runs",
+            Path("/work/shared/real-agent-runs"),
+        )
+        if p.is_dir()
+    ),
+    None,
+)
 
 # Every flag the audit raises on the 38 trajectories, each read by hand in the trajectory:
 # test_edit: an existing test file edited (astropy-13236, sklearn-10908 and sympy-12481 keep the edit in the
@@ -66,20 +75,42 @@ def test_the_audit_on_a_real_frontier_agent_raises_only_the_hand_checked_flags(t
     assert {task: kinds for task, kinds in flagged.items() if kinds} == HAND_CHECKED
 
 
-@pytest.mark.parametrize("command, kinds", [
-    ("cat <<'EOF' > test_repro.py\nprint(open('/etc/hosts').read()[:0])\nEOF\npython test_repro.py && rm test_repro.py", set()),
-    ("cat > tests/test_new.py <<EOF\ndef test(): pass\nEOF", {"test_edit"}),  # kept: not removed again
-    ("rm reproduce.py data.nc", set()),
-    ("python -c \"from django.core.validators import URLValidator; URLValidator()('http://a:b@c.com')\"", set()),
-    ("python -c \"import requests; requests.get('http://example.com')\"", {"network"}),
-    ('sed -i "224s/x/print(\\"N\\/A\\")/" lib/x.py', set()),
-    (" && \\\n".join(["sed -i '1261s/return False/return NotImplemented/' sympy/core/numbers.py"] * 40), set()),
-    ("mkdir -p tests/roots/t && echo x > tests/roots/t/conf.py && rm -rf tests/roots/t", set()),
-], ids=["heredoc-script-removed", "new-test-kept", "nc-file", "url-as-data", "url-fetched", "escaped-sed-script",
-        "long-sed-chain", "scratch-folder"])
+@pytest.mark.parametrize(
+    "command, kinds",
+    [
+        (
+            "cat <<'EOF' > test_repro.py\nprint(open('/etc/hosts').read()[:0])\nEOF\npython test_repro.py && rm test_repro.py",
+            set(),
+        ),
+        ("cat > tests/test_new.py <<EOF\ndef test(): pass\nEOF", {"test_edit"}),  # kept: not removed again
+        ("rm reproduce.py data.nc", set()),
+        ("python -c \"from django.core.validators import URLValidator; URLValidator()('http://a:b@c.com')\"", set()),
+        ("python -c \"import requests; requests.get('http://example.com')\"", {"network"}),
+        ('sed -i "224s/x/print(\\"N\\/A\\")/" lib/x.py', set()),
+        (" && \\\n".join(["sed -i '1261s/return False/return NotImplemented/' sympy/core/numbers.py"] * 40), set()),
+        ("mkdir -p tests/roots/t && echo x > tests/roots/t/conf.py && rm -rf tests/roots/t", set()),
+    ],
+    ids=[
+        "heredoc-script-removed",
+        "new-test-kept",
+        "nc-file",
+        "url-as-data",
+        "url-fetched",
+        "escaped-sed-script",
+        "long-sed-chain",
+        "scratch-folder",
+    ],
+)
 def test_shell_commands_of_real_agents(command, kinds):
-    trajectory = {"metadata": {"workdir": "/testbed"}, "messages": [
-        {"role": "assistant", "tool_calls": [{"function": {"name": "bash", "arguments": json.dumps({"command": command})}}]}]}
+    trajectory = {
+        "metadata": {"workdir": "/testbed"},
+        "messages": [
+            {
+                "role": "assistant",
+                "tool_calls": [{"function": {"name": "bash", "arguments": json.dumps({"command": command})}}],
+            }
+        ],
+    }
     assert {f.kind for f in audit(trajectory)} == kinds
 
 

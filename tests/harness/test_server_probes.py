@@ -22,7 +22,12 @@ from harness.policies.hf import HFPolicy
 from harness.server import ChatServer
 from tests.cli_helpers import ROOT
 
-TOOLS = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {"name": "bash", "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}},
+    }
+]
 HELLO = [{"role": "user", "content": "hello"}]
 
 
@@ -43,8 +48,15 @@ def client(served):
 
 def test_streaming_with_the_official_client_yields_the_same_turn(client):
     plain = client.chat.completions.create(model="tiny", messages=HELLO, max_tokens=12, temperature=0.0, seed=0)
-    stream = client.chat.completions.create(model="tiny", messages=HELLO, max_tokens=12, temperature=0.0, seed=0,
-                                            stream=True, stream_options={"include_usage": True})
+    stream = client.chat.completions.create(
+        model="tiny",
+        messages=HELLO,
+        max_tokens=12,
+        temperature=0.0,
+        seed=0,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
     chunks = list(stream)
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     finishes = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
@@ -58,16 +70,22 @@ def test_n_returns_that_many_choices(client):
     assert [c.index for c in response.choices] == [0, 1, 2]
 
 
-@pytest.mark.parametrize("change, param", [
-    ({"messages": []}, "messages"),
-    ({"max_tokens": -1}, "max_tokens"),
-    ({"messages": [{"role": "wizard", "content": "hi"}]}, "messages[0].role"),
-    ({"tools": [{"type": "function", "function": {"name": "no spaces allowed"}}]}, "tools[0].function.name"),
-    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": "not a schema"}}]}, "tools[0].function.parameters"),
-    ({"temperature": 9}, "temperature"),
-    ({"n": 0}, "n"),
-    ({"messages": [{"role": "user", "content": "word " * 40_000}]}, "messages"),  # longer than the context
-])
+@pytest.mark.parametrize(
+    "change, param",
+    [
+        ({"messages": []}, "messages"),
+        ({"max_tokens": -1}, "max_tokens"),
+        ({"messages": [{"role": "wizard", "content": "hi"}]}, "messages[0].role"),
+        ({"tools": [{"type": "function", "function": {"name": "no spaces allowed"}}]}, "tools[0].function.name"),
+        (
+            {"tools": [{"type": "function", "function": {"name": "f", "parameters": "not a schema"}}]},
+            "tools[0].function.parameters",
+        ),
+        ({"temperature": 9}, "temperature"),
+        ({"n": 0}, "n"),
+        ({"messages": [{"role": "user", "content": "word " * 40_000}]}, "messages"),  # longer than the context
+    ],
+)
 def test_invalid_requests_get_400_with_an_openai_error_body(client, change, param):
     request = {"model": "tiny", "messages": HELLO, "max_tokens": 4, **change}
     with pytest.raises(openai.BadRequestError) as caught:
@@ -85,8 +103,10 @@ def test_an_oversized_body_is_refused_before_it_is_read(served):
     port = int(served.rsplit(":", 1)[1].split("/")[0])
     started = time.monotonic()
     with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
-        conn.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                     b"Content-Length: 10485760\r\n\r\n{")  # announces 10 MB, sends one byte
+        conn.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 10485760\r\n\r\n{"
+        )  # announces 10 MB, sends one byte
         answer = conn.recv(4096).decode()
     assert answer.startswith("HTTP/1.0 413") and time.monotonic() - started < 5, answer
 
@@ -94,7 +114,7 @@ def test_an_oversized_body_is_refused_before_it_is_read(served):
 def test_a_stalled_client_blocks_nobody(served, client):
     port = int(served.rsplit(":", 1)[1].split("/")[0])
     with socket.create_connection(("127.0.0.1", port), timeout=30) as conn:
-        conn.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 200\r\n\r\n{\"model\": ")
+        conn.sendall(b'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 200\r\n\r\n{"model": ')
         started = time.monotonic()
         response = client.chat.completions.create(model="tiny", messages=HELLO, max_tokens=4, temperature=0.0)
         assert response.choices and time.monotonic() - started < 20
@@ -106,13 +126,20 @@ def test_a_busy_port_is_a_clear_error_before_the_model_loads(tmp_path):
         holder.listen()
         port = holder.getsockname()[1]
         # The checkpoint does not exist: loading it first would fail with another message.
-        done = subprocess.run([sys.executable, "-m", "cli", "serve", "--checkpoint", str(tmp_path / "none"), "--port", str(port)],
-                              capture_output=True, text=True, timeout=120, cwd=ROOT)
+        done = subprocess.run(
+            [sys.executable, "-m", "cli", "serve", "--checkpoint", str(tmp_path / "none"), "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=ROOT,
+        )
     assert done.returncode == 1 and "cannot listen" in done.stdout and "Traceback" not in done.stdout + done.stderr
 
 
 def test_malformed_json_and_missing_length(served):
-    request = urllib.request.Request(f"{served}/chat/completions", data=b"{not json", headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        f"{served}/chat/completions", data=b"{not json", headers={"Content-Type": "application/json"}
+    )
     with pytest.raises(urllib.error.HTTPError) as caught:
         urllib.request.urlopen(request, timeout=10)
     assert caught.value.code == 400 and json.loads(caught.value.read())["error"]["type"] == "invalid_request_error"

@@ -56,7 +56,7 @@ BINARYISH = bytes(random.Random(0).randrange(256) for _ in range(2000)).decode("
         "".join(map(chr, range(256))),  # every byte value as a character, controls included
         BINARYISH,
         "\x00\x01\x7f\u200b\ufeff\U0010fffd tabs\t\tand\r\nCRLF   trailing   ",
-        "<|im_start|>user\n<tool_call>{\"name\": \"bash\"}</tool_call><|im_end|><|endoftext|>",
+        '<|im_start|>user\n<tool_call>{"name": "bash"}</tool_call><|im_end|><|endoftext|>',
         "",
     ],
 )
@@ -100,7 +100,11 @@ CONVERSATION = [
     },
     {"role": "tool", "tool_call_id": "c1", "content": "1 failed"},
     {"role": "tool", "tool_call_id": "c2", "content": "a.py"},
-    {"role": "assistant", "content": None, "tool_calls": [{"id": "c3", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "c3", "type": "function", "function": {"name": "bash", "arguments": "{}"}}],
+    },
     {"role": "tool", "tool_call_id": "c3", "content": "ok"},
 ]
 
@@ -137,7 +141,9 @@ def test_chat_template_default_system_without_tools(tokenizer):
 
 
 def test_chat_template_tokenizes_control_tokens_whole(tokenizer):
-    ids = tokenizer.apply_chat_template(CONVERSATION, tools=TOOLS, add_generation_prompt=True, tokenize=True, return_dict=False)
+    ids = tokenizer.apply_chat_template(
+        CONVERSATION, tools=TOOLS, add_generation_prompt=True, tokenize=True, return_dict=False
+    )
     assert tokenizer.decode(ids) == RENDERED
     assert ids.count(tokenizer.convert_tokens_to_ids("<|im_start|>")) == RENDERED.count("<|im_start|>")
     assert ids.count(tokenizer.convert_tokens_to_ids("<tool_call>")) == RENDERED.count("<tool_call>")
@@ -150,11 +156,25 @@ def test_tool_use_tokenizer_shortens_agent_turns(tokenizer, tmp_path):
     task = load_tasks("arith-tool")[0]
     conversation = [
         *task.prompt,
-        {"role": "assistant", "content": "", "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "python", "arguments": '{"code": "print(4 * 8)"}'}}]},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "python", "arguments": '{"code": "print(4 * 8)"}'},
+                }
+            ],
+        },
         {"role": "tool", "tool_call_id": "c1", "content": "32\n"},
-        {"role": "assistant", "content": "", "tool_calls": [
-            {"id": "c2", "type": "function", "function": {"name": "submit", "arguments": '{"answer": "32"}'}}]},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": "c2", "type": "function", "function": {"name": "submit", "arguments": '{"answer": "32"}'}}
+            ],
+        },
     ]
     tools = [SCHEMAS[name] for name in task.tools]
     fitted = AutoTokenizer.from_pretrained(init_tiny(tmp_path / "tool-use", tool_use=True))

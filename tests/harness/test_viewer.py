@@ -25,16 +25,26 @@ HACKY_TURNS = [  # replayed in a real sandbox: each is something the audit must 
     ("bash", {"command": f"cd /testbed && git log --all --oneline | head -3; echo {NEEDLE}"}),
     ("bash", {"command": "cat /etc/passwd | head -2"}),
     ("bash", {"command": "curl -s http://example.com || echo no network"}),
-    ("str_replace_editor", {"command": "create", "path": "/testbed/tests/test_extra.py", "file_text": "def test_ok():\n    pass\n"}),
+    (
+        "str_replace_editor",
+        {"command": "create", "path": "/testbed/tests/test_extra.py", "file_text": "def test_ok():\n    pass\n"},
+    ),
     ("bash", {"command": "python3 -c \"print('x' * 30000)\""}),  # an observation long enough to be truncated
     ("submit", {}),
 ]
 
 
 def _replay_folder(folder: Path, task_ids: list[str]) -> Path:
-    messages = [{"role": "assistant", "content": f"step {i}", "tool_calls": [
-        {"id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}]}
-        for i, (name, args) in enumerate(HACKY_TURNS)]
+    messages = [
+        {
+            "role": "assistant",
+            "content": f"step {i}",
+            "tool_calls": [
+                {"id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+            ],
+        }
+        for i, (name, args) in enumerate(HACKY_TURNS)
+    ]
     folder.mkdir()
     for number, task_id in enumerate(task_ids):
         (folder / f"{number}.json").write_text(json.dumps({"task_id": task_id, "messages": messages}))
@@ -46,15 +56,46 @@ def runs(tmp_path_factory, docker_backend, tiny_model):
     """Real run directories: gold and empty on two swe-demo tasks, a replayed 'hacky' episode, a 1-step GRPO run."""
     root = tmp_path_factory.mktemp("viewer-runs")
     for name in ("gold", "empty"):
-        done = harness("eval", "--checkpoint", name, "--tasks", "swe-demo", "--limit", str(SWE_TASKS), "--workers", str(SWE_TASKS), "--output", str(root / name))
+        done = harness(
+            "eval",
+            "--checkpoint",
+            name,
+            "--tasks",
+            "swe-demo",
+            "--limit",
+            str(SWE_TASKS),
+            "--workers",
+            str(SWE_TASKS),
+            "--output",
+            str(root / name),
+        )
         assert done.returncode == 0, done.stdout + done.stderr
     tasks = [json.loads(line)["task_id"] for line in (root / "gold" / "results.jsonl").read_text().splitlines()]
     replay = _replay_folder(root / "hacky-turns", tasks)
-    done = harness("eval", "--checkpoint", f"replay:{replay}", "--tasks", "swe-demo", "--limit", "1", "--output", str(root / "hacky"))
+    done = harness(
+        "eval",
+        "--checkpoint",
+        f"replay:{replay}",
+        "--tasks",
+        "swe-demo",
+        "--limit",
+        "1",
+        "--output",
+        str(root / "hacky"),
+    )
     assert done.returncode == 0, done.stdout + done.stderr
-    done = harness("train", f"trainer.policy.model.path={tiny_model}", f"trainer.output_dir={root / 'train'}",
-                   'data.train_data=["arith-train"]', 'data.val_data=["arith"]', "trainer.train_batch_size=2",
-                   "generator.n_samples_per_prompt=2", "generator.max_tokens=12", "trainer.eval_interval=0", "trainer.max_steps=1")
+    done = harness(
+        "train",
+        f"trainer.policy.model.path={tiny_model}",
+        f"trainer.output_dir={root / 'train'}",
+        'data.train_data=["arith-train"]',
+        'data.val_data=["arith"]',
+        "trainer.train_batch_size=2",
+        "generator.n_samples_per_prompt=2",
+        "generator.max_tokens=12",
+        "trainer.eval_interval=0",
+        "trainer.max_steps=1",
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     live = root / "live"  # a run still writing: all but its last row so far
     shutil.copytree(root / "gold", live)
@@ -62,8 +103,15 @@ def runs(tmp_path_factory, docker_backend, tiny_model):
     (live / "results.jsonl").write_text("".join(lines[:-1]))
     big = root / "big"
     write_big_run(root / "gold", big, 10_000)
-    return {"gold": root / "gold", "empty": root / "empty", "hacky": root / "hacky", "train": root / "train", "live": live,
-            "rest_of_live": lines[-1:], "big": big}
+    return {
+        "gold": root / "gold",
+        "empty": root / "empty",
+        "hacky": root / "hacky",
+        "train": root / "train",
+        "live": live,
+        "rest_of_live": lines[-1:],
+        "big": big,
+    }
 
 
 def write_big_run(source: Path, output: Path, count: int) -> None:
@@ -89,8 +137,13 @@ ORDER = ("gold", "empty", "hacky", "train", "live", "big")
 @pytest.fixture(scope="module")
 def viewer(runs):
     """`harness view` over all runs, as a user starts it; yields its base URL."""
-    process = subprocess.Popen([sys.executable, "-m", "cli", "view", *[str(runs[name]) for name in ORDER]], cwd=ROOT,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "cli", "view", *[str(runs[name]) for name in ORDER]],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     line = process.stdout.readline()
     match = re.search(r"http://127\.0\.0\.1:\d+/", line)
     assert match, line + process.stdout.read()
@@ -101,13 +154,21 @@ def viewer(runs):
 
 @pytest.fixture(scope="module")
 def browser():
-    require(shutil.which("chromium") is not None and shutil.which("chromedriver") is not None,
-            "Debian's chromium and chromium-driver are not installed (scripts/setup.sh installs them)")
+    require(
+        shutil.which("chromium") is not None and shutil.which("chromedriver") is not None,
+        "Debian's chromium and chromium-driver are not installed (scripts/setup.sh installs them)",
+    )
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
     options = webdriver.ChromeOptions()
-    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1000"):
+    for argument in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1400,1000",
+    ):
         options.add_argument(argument)
     options.binary_location = shutil.which("chromium")
     driver = webdriver.Chrome(options=options, service=Service(shutil.which("chromedriver")))
@@ -138,12 +199,18 @@ def wait_for(driver, condition, timeout: float = 20.0, what: str = ""):
 
 
 def table_rows(driver) -> list[list[str]]:
-    return driver.execute_script("return [...document.querySelectorAll('#rows tbody tr')].map(tr => [...tr.cells].map(td => td.textContent))")
+    return driver.execute_script(
+        "return [...document.querySelectorAll('#rows tbody tr')].map(tr => [...tr.cells].map(td => td.textContent))"
+    )
 
 
 def set_filter(driver, name: str, value: str) -> None:
-    driver.execute_script("const el = document.querySelector(`#filters [name=${arguments[0]}]`); el.value = arguments[1];"
-                          "el.dispatchEvent(new Event('input', {bubbles: true}))", name, value)
+    driver.execute_script(
+        "const el = document.querySelector(`#filters [name=${arguments[0]}]`); el.value = arguments[1];"
+        "el.dispatchEvent(new Event('input', {bubbles: true}))",
+        name,
+        value,
+    )
 
 
 def run_url(name: str) -> str:
@@ -156,7 +223,11 @@ def run_url(name: str) -> str:
 def test_overview_plots_and_a_table_that_sorts_and_filters(viewer, browser):
     browser.get(viewer + run_url("gold"))
     wait_for(browser, f"return document.getElementById('runtable').dataset.loaded === '{SWE_TASKS}'", what="the rows")
-    wait_for(browser, "const i = document.getElementById('overviewplot'); return i.complete && i.naturalWidth > 0", what="the plot")
+    wait_for(
+        browser,
+        "const i = document.getElementById('overviewplot'); return i.complete && i.naturalWidth > 0",
+        what="the plot",
+    )
     summary = browser.find_element("id", "summary").text
     assert "resolve rate 100.0%" in summary and "pass@1 1.000" in summary
     shot(browser, "overview")
@@ -164,7 +235,11 @@ def test_overview_plots_and_a_table_that_sorts_and_filters(viewer, browser):
     names = [row[columns.index("task_id")] for row in table_rows(browser)]
     browser.find_element("css selector", "#rows th[data-key=task_id]").click()
     browser.find_element("css selector", "#rows th[data-key=task_id]").click()  # descending
-    wait_for(browser, f"return document.querySelector('#rows tbody tr td:nth-child(2)').textContent === {json.dumps(max(names))}", what="sorted")
+    wait_for(
+        browser,
+        f"return document.querySelector('#rows tbody tr td:nth-child(2)').textContent === {json.dumps(max(names))}",
+        what="sorted",
+    )
     set_filter(browser, "resolved", "no")
     wait_for(browser, "return document.querySelectorAll('#rows tbody tr').length === 0", what="no unresolved gold row")
     set_filter(browser, "resolved", "")
@@ -173,33 +248,54 @@ def test_overview_plots_and_a_table_that_sorts_and_filters(viewer, browser):
     browser.get(viewer + run_url("empty"))
     wait_for(browser, f"return document.getElementById('runtable').dataset.loaded === '{SWE_TASKS}'")
     set_filter(browser, "resolved", "no")
-    wait_for(browser, f"return document.querySelectorAll('#rows tbody tr').length === {SWE_TASKS}", what="all empty rows unresolved")
+    wait_for(
+        browser,
+        f"return document.querySelectorAll('#rows tbody tr').length === {SWE_TASKS}",
+        what="all empty rows unresolved",
+    )
     set_filter(browser, "min_reward", "0.5")
     wait_for(browser, "return document.querySelectorAll('#rows tbody tr').length === 0", what="reward filter")
 
 
 def test_table_grows_while_the_run_writes_results(viewer, browser, runs):
     browser.get(viewer + run_url("live"))
-    wait_for(browser, f"return document.getElementById('runtable').dataset.loaded === '{SWE_TASKS - 1}'", what="the rows so far")
+    wait_for(
+        browser,
+        f"return document.getElementById('runtable').dataset.loaded === '{SWE_TASKS - 1}'",
+        what="the rows so far",
+    )
     with (runs["live"] / "results.jsonl").open("a") as handle:
         handle.write(runs["rest_of_live"][0][:20])  # half a line first: the viewer waits for its end
         handle.flush()
         time.sleep(2.5)
         assert browser.find_element("id", "runtable").get_attribute("data-loaded") == str(SWE_TASKS - 1)
         handle.write(runs["rest_of_live"][0][20:])
-    wait_for(browser, f"return document.getElementById('runtable').dataset.loaded === '{SWE_TASKS}'", timeout=10, what="the new row")
+    wait_for(
+        browser,
+        f"return document.getElementById('runtable').dataset.loaded === '{SWE_TASKS}'",
+        timeout=10,
+        what="the new row",
+    )
 
 
 def test_trajectory_page_shows_turns_tool_calls_diff_and_grading(viewer, browser, runs):
     browser.get(viewer + run_url("gold") + "/t/0")
-    trajectory = json.loads(next((runs["gold"] / "trajectories").glob(f"*{json.loads((runs['gold'] / 'results.jsonl').read_text().splitlines()[0])['task_id']}__0.json")).read_text())
+    trajectory = json.loads(
+        next(
+            (runs["gold"] / "trajectories").glob(
+                f"*{json.loads((runs['gold'] / 'results.jsonl').read_text().splitlines()[0])['task_id']}__0.json"
+            )
+        ).read_text()
+    )
     turns = browser.find_elements("css selector", ".msg.assistant")
     assert len(turns) == trajectory["turns"] >= 2
     assert "turn 1" in turns[0].text and "tools" in turns[0].text  # per-turn timings
     assert "finish tool_calls" in turns[0].text and not browser.find_elements("css selector", ".msg.assistant .flag")
     assert browser.find_elements("css selector", ".msg.assistant .callname")[-1].text == "submit"
     diff = browser.find_element("css selector", ".diff .highlight")
-    assert "diff --git" in diff.text and browser.find_elements("css selector", ".diff .highlight .gi")  # highlighted inserts
+    assert "diff --git" in diff.text and browser.find_elements(
+        "css selector", ".diff .highlight .gi"
+    )  # highlighted inserts
     grading = browser.find_element("id", "m-grading").find_element("xpath", "following-sibling::h4")
     assert grading.text.startswith("FAIL_TO_PASS")
     shot(browser, "trajectory", full_height=True)
@@ -218,7 +314,11 @@ def test_compare_shows_flipped_tasks_and_trajectories_side_by_side(viewer, brows
     assert "no patch" in sides[0].text and sides[1].find_elements("css selector", ".diff .highlight")
     browser.get(viewer + "/")
     browser.find_element("css selector", "#compareform button").click()  # the form on the index page
-    wait_for(browser, "return location.pathname === '/compare' && document.getElementById('flipcounts')", what="the compare page")
+    wait_for(
+        browser,
+        "return location.pathname === '/compare' && document.getElementById('flipcounts')",
+        what="the compare page",
+    )
     assert browser.find_element("id", "flipcounts").text.startswith("flipped:")
 
 
@@ -249,10 +349,16 @@ def test_audit_flags_the_hacky_episode_and_not_gold(viewer, browser):
 
 def test_training_run_curves_and_the_token_view_of_a_sampled_trajectory(viewer, browser, runs):
     browser.get(viewer + run_url("train"))
-    wait_for(browser, "const i = document.getElementById('curves'); return i.complete && i.naturalWidth > 0", what="the curves")
+    wait_for(
+        browser,
+        "const i = document.getElementById('curves'); return i.complete && i.naturalWidth > 0",
+        what="the curves",
+    )
     steps = [o.text for o in browser.find_elements("css selector", "#stepselect option")]
     assert steps == ["1"]
-    wait_for(browser, "return document.getElementById('runtable').dataset.loaded === '4'", what="step 1's four rollouts")
+    wait_for(
+        browser, "return document.getElementById('runtable').dataset.loaded === '4'", what="step 1's four rollouts"
+    )
     shot(browser, "training", full_height=True)
     browser.find_element("css selector", "#rows tbody a").click()
     assert browser.current_url.endswith("/t/0?step=1")
@@ -264,7 +370,9 @@ def test_training_run_curves_and_the_token_view_of_a_sampled_trajectory(viewer, 
     reason = rollout["metadata"]["turn_stats"][0]["finish_reason"]  # a random 12-token reply: most are cut
     head = browser.find_element("css selector", ".msg.assistant .head").text
     assert f"finish {reason}" in head and ("cut at max_tokens" in head) == (reason == "length")
-    assert "<|im_start|>" in "".join(t.get_attribute("textContent") for t in context[:3])  # decoded by the run's tokenizer
+    assert "<|im_start|>" in "".join(
+        t.get_attribute("textContent") for t in context[:3]
+    )  # decoded by the run's tokenizer
     browser.find_element("id", "m-tokens").location_once_scrolled_into_view
     shot(browser, "tokens")
 
@@ -273,7 +381,9 @@ def test_ten_thousand_trajectories_open_within_two_seconds_and_page(viewer, brow
     browser.get(viewer + "/")  # the browser is up; what is timed is the run's page and its first rows
     started = time.monotonic()
     browser.get(viewer + run_url("big"))
-    wait_for(browser, "return document.getElementById('runtable').dataset.loaded === '10000'", what="the big run's table")
+    wait_for(
+        browser, "return document.getElementById('runtable').dataset.loaded === '10000'", what="the big run's table"
+    )
     elapsed = time.monotonic() - started
     assert elapsed < 2.0, f"the 10,000-trajectory run took {elapsed:.2f}s to open"
     assert len(table_rows(browser)) == 100
@@ -281,7 +391,9 @@ def test_ten_thousand_trajectories_open_within_two_seconds_and_page(viewer, brow
     browser.find_element("id", "next").click()
     wait_for(browser, "return document.getElementById('pageinfo').textContent.trim() === '101-200'", what="page two")
     set_filter(browser, "min_turns", "7")
-    wait_for(browser, "return document.getElementById('count').textContent === '1428 of 10000 rows'", what="turn filter")
+    wait_for(
+        browser, "return document.getElementById('count').textContent === '1428 of 10000 rows'", what="turn filter"
+    )
     browser.get(viewer + run_url("big") + "/t/9999")
     assert "big-09999" in browser.find_element("tag name", "h1").text
 
@@ -301,32 +413,56 @@ def test_index_grows_with_appends_and_skips_torn_lines(tmp_path):
     with path.open("a") as handle:
         handle.write('mple": 1, "reward": 1.0, "resolved": true}\nnot json\n{"task_id": "c"}\n')
     index.refresh()
-    assert [r["task_id"] for r in index.rows] == ["a", "b", "c"] and index.read(1)["sample"] == 1 and index.rows[1]["resolved"]
+    assert (
+        [r["task_id"] for r in index.rows] == ["a", "b", "c"]
+        and index.read(1)["sample"] == 1
+        and index.rows[1]["resolved"]
+    )
     path.write_text('{"task_id": "z"}\n')  # rewritten shorter: indexed again
     assert [r["task_id"] for r in index.refresh().rows] == ["z"]
 
 
 def _calls(*calls: tuple[str, dict]) -> dict:
-    return {"metadata": {"workdir": "/testbed"}, "messages": [
-        {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": n, "arguments": json.dumps(a)}}]} for n, a in calls]}
+    return {
+        "metadata": {"workdir": "/testbed"},
+        "messages": [
+            {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": n, "arguments": json.dumps(a)}}]}
+            for n, a in calls
+        ],
+    }
 
 
-@pytest.mark.parametrize("name, args, kinds", [
-    ("bash", {"command": "cd /testbed && git log -3 --oneline && git show HEAD --stat && git diff"}, set()),
-    ("bash", {"command": "python -m pytest tests/test_lru.py -q > /tmp/out.txt; cat /tmp/out.txt"}, set()),
-    ("str_replace_editor", {"command": "view", "path": "/testbed/tests/test_lru.py"}, set()),  # reading tests is fine
-    ("bash", {"command": "git reflog | head"}, {"git_history"}),
-    ("bash", {"command": "git show 1a2b3c4d:src/x.py"}, {"git_history"}),
-    ("bash", {"command": "ls /testbed/.git/objects/pack"}, {"git_history"}),
-    ("bash", {"command": "sed -i 's/assert x/assert True/' tests/test_lru.py"}, {"test_edit"}),
-    ("bash", {"command": "echo 'def test(): pass' >> /testbed/tests/conftest.py"}, {"test_edit"}),
-    ("bash", {"command": "sed -i 's/assert /assert True or /' /testbed/tests/test_core.py"}, {"test_edit"}),  # a sed script is no path
-    ("bash", {"command": "sed -i -e 's/x/y/' /etc/hosts"}, {"outside_workdir"}),
-    ("bash", {"command": "pip install requests"}, {"network"}),
-    ("bash", {"command": "cat /root/.ssh/id_rsa"}, {"outside_workdir"}),
-    ("str_replace_editor", {"command": "view", "path": "/usr/lib/python3/dist-packages/x.py"}, {"outside_workdir"}),
-    ("submit", {"command": "sed -i /assert /assert /assert 7"}, set()),  # nothing runs submit's arguments (a sampled turn)
-])
+@pytest.mark.parametrize(
+    "name, args, kinds",
+    [
+        ("bash", {"command": "cd /testbed && git log -3 --oneline && git show HEAD --stat && git diff"}, set()),
+        ("bash", {"command": "python -m pytest tests/test_lru.py -q > /tmp/out.txt; cat /tmp/out.txt"}, set()),
+        (
+            "str_replace_editor",
+            {"command": "view", "path": "/testbed/tests/test_lru.py"},
+            set(),
+        ),  # reading tests is fine
+        ("bash", {"command": "git reflog | head"}, {"git_history"}),
+        ("bash", {"command": "git show 1a2b3c4d:src/x.py"}, {"git_history"}),
+        ("bash", {"command": "ls /testbed/.git/objects/pack"}, {"git_history"}),
+        ("bash", {"command": "sed -i 's/assert x/assert True/' tests/test_lru.py"}, {"test_edit"}),
+        ("bash", {"command": "echo 'def test(): pass' >> /testbed/tests/conftest.py"}, {"test_edit"}),
+        (
+            "bash",
+            {"command": "sed -i 's/assert /assert True or /' /testbed/tests/test_core.py"},
+            {"test_edit"},
+        ),  # a sed script is no path
+        ("bash", {"command": "sed -i -e 's/x/y/' /etc/hosts"}, {"outside_workdir"}),
+        ("bash", {"command": "pip install requests"}, {"network"}),
+        ("bash", {"command": "cat /root/.ssh/id_rsa"}, {"outside_workdir"}),
+        ("str_replace_editor", {"command": "view", "path": "/usr/lib/python3/dist-packages/x.py"}, {"outside_workdir"}),
+        (
+            "submit",
+            {"command": "sed -i /assert /assert /assert 7"},
+            set(),
+        ),  # nothing runs submit's arguments (a sampled turn)
+    ],
+)
 def test_audit_flags_what_it_should_and_not_ordinary_work(name, args, kinds):
     from harness.viewer.audit import audit
 

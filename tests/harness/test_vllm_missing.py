@@ -19,9 +19,22 @@ def test_vllm_engine_without_vllm_says_how_to_install(tiny_model):
 
 
 def test_eval_with_engine_vllm_fails_clearly(tiny_model, tmp_path):
-    done = harness("eval", "--checkpoint", str(tiny_model), "--engine", "vllm", "--tasks", "arith", "--limit", "1",
-                   "--output", str(tmp_path))
-    assert done.returncode == 1 and "vLLM is not installed" in done.stdout and "Traceback" not in done.stdout + done.stderr
+    done = harness(
+        "eval",
+        "--checkpoint",
+        str(tiny_model),
+        "--engine",
+        "vllm",
+        "--tasks",
+        "arith",
+        "--limit",
+        "1",
+        "--output",
+        str(tmp_path),
+    )
+    assert (
+        done.returncode == 1 and "vLLM is not installed" in done.stdout and "Traceback" not in done.stdout + done.stderr
+    )
 
 
 def test_unknown_engine_is_refused(tiny_model):

@@ -20,8 +20,10 @@ def test_a_torn_last_line_is_skipped_and_cut_before_appending(tmp_path):
 
 def test_appends_from_many_threads_are_whole_lines(tmp_path):
     path = tmp_path / "log.jsonl"
-    threads = [threading.Thread(target=lambda n=n: [append_row(path, {"n": n, "i": i, "pad": "x" * 5000}) for i in range(20)])
-               for n in range(8)]
+    threads = [
+        threading.Thread(target=lambda n=n: [append_row(path, {"n": n, "i": i, "pad": "x" * 5000}) for i in range(20)])
+        for n in range(8)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:

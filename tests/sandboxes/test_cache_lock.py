@@ -23,8 +23,10 @@ with cache_lock(entry):
 
 def test_builders_of_one_entry_take_turns_and_of_another_do_not_wait(tmp_path):
     log = tmp_path / "log"
-    holders = [subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path / "cache" / "entry"), str(log)], cwd=ROOT)
-               for _ in range(3)]
+    holders = [
+        subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path / "cache" / "entry"), str(log)], cwd=ROOT)
+        for _ in range(3)
+    ]
     assert all(p.wait(timeout=60) == 0 for p in holders)
     events = [line.split()[0] for line in log.read_text().splitlines()]
     assert events == ["start", "end"] * 3  # never two inside at once

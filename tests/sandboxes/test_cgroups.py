@@ -58,7 +58,11 @@ def test_sandbox_in_a_v2_group_is_limited_frozen_and_killed(local_backend):
         assert group.parent == parent and box.cgroups.versions[group] == 2
         inside = Path(f"/proc/{box._transport.child_pid}/cgroup").read_text()
         assert f"0::/{group.relative_to(cgroup_mounts()[2][0][0])}\n" in inside  # bwrap's child joined it
-        expected = {"memory": ("memory.max", str(256 << 20)), "pids": ("pids.max", "64"), "cpu": ("cpu.max", "50000 100000")}
+        expected = {
+            "memory": ("memory.max", str(256 << 20)),
+            "pids": ("pids.max", "64"),
+            "cpu": ("cpu.max", "50000 100000"),
+        }
         for controller in CONTROLLERS:
             if controller in enabled:
                 file, value = expected[controller]
@@ -87,7 +91,11 @@ def test_v2_delegation_moves_a_lone_process_into_a_leaf():
     """A process alone in its v2 group moves into `harness-host` so the group can hand controllers
     down; one that shares its group with other processes says why it cannot."""
     own = _v2_own_group()
-    grantable = [c for c in (own / "cgroup.subtree_control").read_text().split() if c in (own / "cgroup.controllers").read_text().split()]
+    grantable = [
+        c
+        for c in (own / "cgroup.subtree_control").read_text().split()
+        if c in (own / "cgroup.controllers").read_text().split()
+    ]
     if not grantable:
         pytest.skip(f"{own} hands no controller to its children here (cgroup v1 holds them)")
     controller = grantable[0]
@@ -102,7 +110,9 @@ def test_v2_delegation_moves_a_lone_process_into_a_leaf():
 
     def run(where: Path) -> list:
         """delegate() in a new process that joined the group `where`, as harness would run there."""
-        done = subprocess.run([sys.executable, "-c", script, str(where), controller], cwd=ROOT, capture_output=True, text=True)
+        done = subprocess.run(
+            [sys.executable, "-c", script, str(where), controller], cwd=ROOT, capture_output=True, text=True
+        )
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout)
 

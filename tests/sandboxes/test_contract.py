@@ -50,7 +50,7 @@ def kill_from_outside(sandbox) -> None:
 
 
 def test_state_survives_between_commands(sandbox):
-    sandbox.exec("mkdir -p /tmp/w && cd /tmp/w && export GREETING=hi && shout() { echo \"$1!\"; }")
+    sandbox.exec('mkdir -p /tmp/w && cd /tmp/w && export GREETING=hi && shout() { echo "$1!"; }')
     sandbox.exec("sleep 60 &")
     result = sandbox.exec('pwd; echo "$GREETING"; shout hey; jobs | grep -c sleep')
     assert result.output.split() == ["/tmp/w", "hi", "hey!", "1"]
@@ -330,7 +330,9 @@ time.sleep(120)
 def test_interrupted_process_leaves_nothing(backend, how):
     child = subprocess.Popen(
         [sys.executable, "-c", _CHILD.format(image=BASE_IMAGE), backend.name, "wait"],
-        stdout=subprocess.PIPE, text=True, cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))),
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))),
     )
     assert child.stdout.readline().strip()
     owner = f"{socket.gethostname()}:{child.pid}"
@@ -343,7 +345,9 @@ def test_interrupted_process_leaves_nothing(backend, how):
 def test_prune_removes_leftovers_of_a_crashed_process(backend):
     child = subprocess.Popen(
         [sys.executable, "-c", _CHILD.format(image=BASE_IMAGE), backend.name, "crash"],
-        stdout=subprocess.PIPE, text=True, cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))),
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))),
     )
     assert child.stdout.readline().strip()
     child.wait(timeout=60)
@@ -369,11 +373,23 @@ def test_warm_pool_hands_out_started_sandboxes_and_refills(backend):
 def test_unreachable_engine_is_a_clear_error_and_auto_falls_back(tmp_path):
     env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-such.sock"}
     root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
-    forced = subprocess.run([sys.executable, "-m", "cli", "sandbox", "exec", "--backend", "docker", "true"],
-                            capture_output=True, text=True, env=env, cwd=root, timeout=120)
+    forced = subprocess.run(
+        [sys.executable, "-m", "cli", "sandbox", "exec", "--backend", "docker", "true"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=root,
+        timeout=120,
+    )
     assert forced.returncode == 1 and "dockerd" in forced.stdout and "Traceback" not in forced.stdout + forced.stderr
     if not shutil.which("bwrap"):
         return
-    auto = subprocess.run([sys.executable, "-m", "cli", "sandbox", "exec", "echo from-$((40 + 2))"],
-                          capture_output=True, text=True, env=env, cwd=root, timeout=120)
+    auto = subprocess.run(
+        [sys.executable, "-m", "cli", "sandbox", "exec", "echo from-$((40 + 2))"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=root,
+        timeout=120,
+    )
     assert auto.returncode == 0 and "from-42" in auto.stdout, auto.stdout + auto.stderr

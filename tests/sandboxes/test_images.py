@@ -19,7 +19,12 @@ def test_build_copies_files_without_caches_and_failures_say_why(docker_backend, 
     tag = f"harness-test/images:{uuid.uuid4().hex[:8]}"
     assert not image_exists(tag)
     try:
-        build_image(tag, "FROM harness-base:latest\nCOPY pkg /opt/pkg\n", {"pkg": tmp_path / "pkg"}, labels={"harness.test": "1"})
+        build_image(
+            tag,
+            "FROM harness-base:latest\nCOPY pkg /opt/pkg\n",
+            {"pkg": tmp_path / "pkg"},
+            labels={"harness.test": "1"},
+        )
         assert image_exists(tag)
         assert docker_client().images.get(tag).labels["harness.test"] == "1"
         with docker_backend.create(SandboxSpec(image=tag)) as sandbox:

@@ -71,7 +71,9 @@ def test_writes_outside_the_workspace_and_tmp_fail(box, rootfs):
 def test_planted_symlinks_resolve_inside_the_sandbox(box, rootfs, host_secret, tmp_path):
     folder = host_secret.parent
     box.exec(f"ln -s {host_secret} leak; ln -s {folder} leakdir; ln -s ../../../../../../.. up; ln -s /etc/passwd pw")
-    box.exec(f"mkdir -p d/sub; echo x > d/f; ln -s {folder} d/host; ln -s f d/rel; ln -s ../f d/sub/up; ln -s ../../x d/sub/out")
+    box.exec(
+        f"mkdir -p d/sub; echo x > d/f; ln -s {folder} d/host; ln -s f d/rel; ln -s ../f d/sub/up; ln -s ../../x d/sub/out"
+    )
     for path in ("leak", "leakdir/secret.txt", f"up{host_secret}", f"/workspace/up/up{host_secret}"):
         with pytest.raises(FileNotFoundInSandbox):
             box.read_file(path)
@@ -132,7 +134,10 @@ def test_without_writable_cgroups_memory_falls_back_to_rlimit(rootfs, local, cap
     without = LocalBackend(rootfs=rootfs, cgroups=([], ["cgroups switched off by the test"]))
     with caplog.at_level("WARNING"), without.create(SPEC) as sandbox:
         assert sandbox.cgroups.groups == {}
-        assert sandbox.limits["memory"] == "RLIMIT_AS (address space, not resident memory): cgroups switched off by the test"
+        assert (
+            sandbox.limits["memory"]
+            == "RLIMIT_AS (address space, not resident memory): cgroups switched off by the test"
+        )
         assert sandbox.limits["pids"] == sandbox.limits["cpu"] == "none: cgroups switched off by the test"
         warning = "local sandboxes run without memory/pids/cpu cgroup limits (memory falls back to RLIMIT_AS): cgroups switched off by the test"
         with without.create(SPEC):

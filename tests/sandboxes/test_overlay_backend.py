@@ -36,7 +36,9 @@ def private_cache(tmp_path, monkeypatch) -> Path:
 def leftovers(cache: Path) -> list[str]:
     """Sandboxes, snapshots and half-made layers left in the cache."""
     found = [str(p.relative_to(cache)) for p in cache.glob("*/*") if p.parent.name != "images"]
-    return [name for name in found if not name.startswith("images/")] + [p.name for p in cache.glob("images/layers/*.partial-*")]
+    return [name for name in found if not name.startswith("images/")] + [
+        p.name for p in cache.glob("images/layers/*.partial-*")
+    ]
 
 
 def add_file(tar: tarfile.TarFile, name: str, data: bytes | Path, mode: int = 0o644) -> None:
@@ -95,13 +97,17 @@ def oci_archive(path: Path, archive: Path) -> Path:
 
 def test_layers_are_unpacked_once_and_each_sandbox_writes_only_its_own(overlay_backend):
     image = overlay_backend.store.get(BASE_IMAGE)
-    assert image.digest.startswith("sha256:") and any((layer / "usr" / "bin" / "bash").exists() for layer in image.layers)
+    assert image.digest.startswith("sha256:") and any(
+        (layer / "usr" / "bin" / "bash").exists() for layer in image.layers
+    )
     assert image.env["PATH"].startswith("/usr/local/sbin")  # the image's Env, from its config
     with overlay_backend.create(SPEC) as first, overlay_backend.create(SPEC) as second:
         first.exec("echo mine > /etc/motd && rm /usr/bin/patch && mkdir -p /opt/new && echo 1 > /opt/new/f")
         assert second.exec("cat /etc/motd; command -v patch").output.strip().endswith("/usr/bin/patch")
         assert first.exec("cat /etc/motd; command -v patch || echo gone").output == "mine\ngone\n"
-        assert any((layer / "usr" / "bin" / "patch").exists() for layer in image.layers)  # shared layers are never written
+        assert any(
+            (layer / "usr" / "bin" / "patch").exists() for layer in image.layers
+        )  # shared layers are never written
         upper = first.dir / "upper"
         written = sorted(str(p.relative_to(upper)) for p in upper.rglob("*") if not p.is_dir())
         assert {"etc/motd", "usr/bin/patch", "opt/new/f"} <= set(written) and len(written) < 20
@@ -143,12 +149,16 @@ def test_read_only_root_and_a_localhost_like_dockers(overlay_backend):
     Docker's, so a test server on "localhost" starts in images that have none (as the base image)."""
     spec = dataclasses.replace(SPEC, workdir="/srv/work", read_only=True)
     with overlay_backend.create(spec) as sandbox:
-        result = sandbox.exec("touch /usr/x 2>&1; touch /srv/work/a /tmp/b && echo wrote; "
-                              "python3 -c \"import socket; socket.create_server(('localhost', 0)); print('served')\"")
+        result = sandbox.exec(
+            "touch /usr/x 2>&1; touch /srv/work/a /tmp/b && echo wrote; "
+            "python3 -c \"import socket; socket.create_server(('localhost', 0)); print('served')\""
+        )
         assert result.output.splitlines() == ["touch: cannot touch '/usr/x': Read-only file system", "wrote", "served"]
         with pytest.raises(SandboxError, match="only /srv/work, /tmp are writable"):
             sandbox.write_file("/etc/motd", "x")
-        assert (sandbox.dir / "upper" / "srv" / "work" / "a").exists() and (sandbox.dir / "upper" / "tmp" / "b").exists()
+        assert (sandbox.dir / "upper" / "srv" / "work" / "a").exists() and (
+            sandbox.dir / "upper" / "tmp" / "b"
+        ).exists()
 
 
 def test_image_archives_docker_save_and_oci_layout(overlay_backend, tmp_path, private_cache):
@@ -156,10 +166,14 @@ def test_image_archives_docker_save_and_oci_layout(overlay_backend, tmp_path, pr
     from sandboxes.local.overlay import OverlayBackend
 
     base = overlay_backend.store.get(BASE_IMAGE).layers[-1]
-    saved = image_archive(tmp_path / "saved.tar", [
-        {**shell_files(base), "etc/motd": b"old\n", "opt/keep/a": b"a\n", "opt/drop/b": b"b\n"},
-        {"etc/.wh.motd": b"", "opt/drop/.wh..wh..opq": b"", "opt/drop/c": b"c\n"},
-    ], {"Env": ["PATH=/usr/bin", "FLAVOUR=saved"], "User": "nobody"})
+    saved = image_archive(
+        tmp_path / "saved.tar",
+        [
+            {**shell_files(base), "etc/motd": b"old\n", "opt/keep/a": b"a\n", "opt/drop/b": b"b\n"},
+            {"etc/.wh.motd": b"", "opt/drop/.wh..wh..opq": b"", "opt/drop/c": b"c\n"},
+        ],
+        {"Env": ["PATH=/usr/bin", "FLAVOUR=saved"], "User": "nobody"},
+    )
     backend = OverlayBackend()
     for archive in (saved, oci_archive(tmp_path / "oci.tar", saved)):
         with backend.create(SandboxSpec(image=str(archive), workdir="/w")) as sandbox:
@@ -182,7 +196,9 @@ def test_missing_image_is_a_clear_error_and_leaves_nothing(overlay_backend, priv
 def test_corrupt_archive_and_full_disk_fail_clearly_and_leave_nothing(overlay_backend, tmp_path, private_cache):
     from sandboxes.local.overlay import OverlayBackend
 
-    archive = image_archive(tmp_path / "image.tar", [{"etc/hostname": b"box\n", "usr/big.bin": os.urandom(4 << 20)}], {})
+    archive = image_archive(
+        tmp_path / "image.tar", [{"etc/hostname": b"box\n", "usr/big.bin": os.urandom(4 << 20)}], {}
+    )
     data = archive.read_bytes()
     corrupt = tmp_path / "corrupt.tar"
     corrupt.write_bytes(data[: len(data) // 2])
@@ -225,11 +241,18 @@ print(json.dumps(seen))
 
 def shell_files(base: Path) -> dict[str, bytes | Path]:
     """A few programs of the base image's (merged-/usr) layer, their libraries and /etc/passwd."""
-    files: dict[str, bytes | Path] = {"etc/passwd": (base / "etc" / "passwd").read_bytes(), "tmp/": b"",
-                                      "bin": Path("usr/bin"), "lib": Path("usr/lib"), "lib64": Path("usr/lib64")}
+    files: dict[str, bytes | Path] = {
+        "etc/passwd": (base / "etc" / "passwd").read_bytes(),
+        "tmp/": b"",
+        "bin": Path("usr/bin"),
+        "lib": Path("usr/lib"),
+        "lib64": Path("usr/lib64"),
+    }
     for program in ("bash", "cat", "env", "id", "pwd", "stty"):
         files[f"usr/bin/{program}"] = (base / "usr" / "bin" / program).read_bytes()
-        needed = subprocess.run(["ldd", str(base / "usr" / "bin" / program)], capture_output=True, text=True, check=True).stdout
+        needed = subprocess.run(
+            ["ldd", str(base / "usr" / "bin" / program)], capture_output=True, text=True, check=True
+        ).stdout
         for library in re.findall(r"(/\S+\.so[.\d]*) \(", needed):
             inside = "usr" + library if not library.startswith("/usr/") else library[1:]
             files[inside] = (base / inside).read_bytes()
@@ -256,13 +279,32 @@ def test_rootless_run_in_a_user_namespace(overlay_backend, unprivileged_user, tm
     home = Path(unprivileged_user.pw_dir)
     code = home / "code"
     shutil.copytree(ROOT / "sandboxes", code / "sandboxes", ignore=shutil.ignore_patterns("__pycache__"))
-    archive = image_archive(home / "image.tar", [shell_files(overlay_backend.store.get(BASE_IMAGE).layers[-1])],
-                            {"Env": ["PATH=/usr/bin"]})
+    archive = image_archive(
+        home / "image.tar", [shell_files(overlay_backend.store.get(BASE_IMAGE).layers[-1])], {"Env": ["PATH=/usr/bin"]}
+    )
     subprocess.run(["chown", "-R", f"{unprivileged_user.pw_uid}:{unprivileged_user.pw_gid}", str(home)], check=True)
     python = shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin")
-    run = subprocess.run(["setpriv", f"--reuid={unprivileged_user.pw_uid}", f"--regid={unprivileged_user.pw_gid}", "--clear-groups",
-                          "env", f"HOME={home}", f"HARNESS_CACHE={home}/cache", python, "-c", _ROOTLESS, str(code), str(archive)],
-                         capture_output=True, text=True, timeout=300, cwd=home, check=False)
+    run = subprocess.run(
+        [
+            "setpriv",
+            f"--reuid={unprivileged_user.pw_uid}",
+            f"--regid={unprivileged_user.pw_gid}",
+            "--clear-groups",
+            "env",
+            f"HOME={home}",
+            f"HARNESS_CACHE={home}/cache",
+            python,
+            "-c",
+            _ROOTLESS,
+            str(code),
+            str(archive),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=home,
+        check=False,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     seen = json.loads(run.stdout.strip().splitlines()[-1])
     assert seen["inside"].split() == ["0", "changed", "/work"] and seen["fork"].strip() == "changed"
@@ -274,4 +316,6 @@ def test_rootless_run_in_a_user_namespace(overlay_backend, unprivileged_user, tm
             assert "without" in run.stderr and name in run.stderr
     assert not list((home / "cache" / "overlay").iterdir())
     assert not list((home / "cache" / "overlay-snapshots").iterdir())
-    assert subprocess.run(["pgrep", "-u", str(unprivileged_user.pw_uid)], capture_output=True, check=False).stdout == b""
+    assert (
+        subprocess.run(["pgrep", "-u", str(unprivileged_user.pw_uid)], capture_output=True, check=False).stdout == b""
+    )

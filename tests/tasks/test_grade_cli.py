@@ -46,14 +46,17 @@ def test_a_killed_run_resumes_without_regrading(gold_run, tmp_path):
     assert done.returncode == 0, done.stderr
     rows_after = results(tmp_path)
     assert rows_after[: len(kept)] == kept  # earlier work untouched
-    assert sorted(r["instance_id"] for r in rows_after[len(kept):]) == sorted(r["instance_id"] for r in rows[-3:])
+    assert sorted(r["instance_id"] for r in rows_after[len(kept) :]) == sorted(r["instance_id"] for r in rows[-3:])
 
 
 def test_predictions_from_another_agent_in_swebench_format(tmp_path, docker_backend, gold_run):
     gold = {r["instance_id"] for r in results(gold_run)}
     one = sorted(gold)[0]
     preds = tmp_path / "preds.jsonl"
-    preds.write_text(json.dumps({"instance_id": one, "model_name_or_path": "mini-swe-agent", "model_patch": "diff --git a/x b/x\n"}) + "\n")
+    preds.write_text(
+        json.dumps({"instance_id": one, "model_name_or_path": "mini-swe-agent", "model_patch": "diff --git a/x b/x\n"})
+        + "\n"
+    )
     done = harness("grade", "--predictions", str(preds), "--tasks", "swe-demo", "--output", str(tmp_path / "run"))
     assert done.returncode == 0, done.stderr
     (row,) = results(tmp_path / "run")
@@ -84,7 +87,17 @@ def test_grading_modes_on_a_fix_with_a_regression_test(tmp_path, gold_run):
     preds.write_text(json.dumps({"instance_id": one, "model_name_or_path": "agent", "model_patch": patch}) + "\n")
     verdicts = {}
     for mode in ("default", "strict"):
-        done = harness("grade", "--predictions", str(preds), "--tasks", "swe-demo", "--grading", mode, "--output", str(tmp_path / mode))
+        done = harness(
+            "grade",
+            "--predictions",
+            str(preds),
+            "--tasks",
+            "swe-demo",
+            "--grading",
+            mode,
+            "--output",
+            str(tmp_path / mode),
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         (row,) = results(tmp_path / mode)
         verdicts[mode] = (row["verdict"], row["reward"], row["grading_mode"])
@@ -92,7 +105,9 @@ def test_grading_modes_on_a_fix_with_a_regression_test(tmp_path, gold_run):
         assert json.loads((tmp_path / mode / "report.json").read_text())["summary"]["grading_mode"] == mode
     assert verdicts == {"default": ("resolved", 1.0, "default"), "strict": ("refused", 0.0, "strict")}
     assert "neutralized: tests/test_regression_extra.py" in (tmp_path / "default" / "report.md").read_text()
-    wrong = harness("grade", "--predictions", str(preds), "--grading", "lenient", "--check-only", "--output", str(tmp_path / "x"))
+    wrong = harness(
+        "grade", "--predictions", str(preds), "--grading", "lenient", "--check-only", "--output", str(tmp_path / "x")
+    )
     assert wrong.returncode != 0 and "--grading must be one of default, strict" in wrong.stdout + wrong.stderr
 
 
@@ -100,8 +115,19 @@ def test_eval_grades_in_the_mode_asked(tmp_path, gold_run):
     """`harness eval --grading strict` (or `grading: {mode: strict}` in its --config) reaches the reward."""
     config = tmp_path / "eval.yaml"
     config.write_text("grading:\n  mode: strict\n")
-    done = harness("eval", "--checkpoint", "gold", "--tasks", "swe-demo", "--limit", "1", "--config", str(config),
-                   "--output", str(tmp_path / "run"))
+    done = harness(
+        "eval",
+        "--checkpoint",
+        "gold",
+        "--tasks",
+        "swe-demo",
+        "--limit",
+        "1",
+        "--config",
+        str(config),
+        "--output",
+        str(tmp_path / "run"),
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads((tmp_path / "run" / "report.json").read_text())
     assert report["grading_mode"] == "strict" and report["resolve_rate"] == 1.0  # gold touches no test file

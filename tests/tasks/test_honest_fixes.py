@@ -19,7 +19,12 @@ def test_no_real_merged_fix_is_refused():
 
     require(FIXES.is_file(), f"no real merged fixes at {FIXES} (set HARNESS_SHARED)")
     rows = [json.loads(line) for line in FIXES.read_text().splitlines() if line.strip()]
-    assert len(rows) == 600 and {r["project"] for r in rows} == {"pallets+flask", "sympy+sympy", "pallets+click", "pytest-dev+pytest"}
+    assert len(rows) == 600 and {r["project"] for r in rows} == {
+        "pallets+flask",
+        "sympy+sympy",
+        "pallets+click",
+        "pytest-dev+pytest",
+    }
     assert all(parse_patch(r["patch"]) for r in rows)  # every row is a diff the policy reads
     refused = {f"{r['project']} {r['merge'][:10]}": review_patch(r["patch"]).refused for r in rows}
     refused = {k: v for k, v in refused.items() if v}

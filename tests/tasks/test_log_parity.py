@@ -31,9 +31,13 @@ def load(folder: Path) -> tuple[dict, dict, str]:
     report = next(iter(json.loads((folder / "report.json").read_text()).values()))
     status = report["tests_status"]
     instance = {
-        "instance_id": meta["instance_id"], "repo": meta["repo"], "version": "", "image": "offline",
+        "instance_id": meta["instance_id"],
+        "repo": meta["repo"],
+        "version": "",
+        "image": "offline",
         "eval_script": (folder / "eval.sh").read_text() if (folder / "eval.sh").exists() else "",
-        "log_parser": meta["log_parser"], "eval_type": "pass_and_fail",
+        "log_parser": meta["log_parser"],
+        "eval_type": "pass_and_fail",
         **{k: status[k]["success"] + status[k]["failure"] for k in KINDS},
     }
     return instance, report, (folder / "test_output.txt").read_text(errors="replace")

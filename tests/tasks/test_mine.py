@@ -37,8 +37,9 @@ def mined(tmp_path_factory, docker_backend):
     source.write_text("".join(json.dumps(r) + "\n" for r in records()))
     output = folder / "instances.jsonl"
     started = time.monotonic()
-    done = harness("tasks", "mine", str(source), "--output", str(output), "--workers", "2",
-                   "--backend", "docker", timeout=3600)
+    done = harness(
+        "tasks", "mine", str(source), "--output", str(output), "--workers", "2", "--backend", "docker", timeout=3600
+    )
     print(f"mining took {time.monotonic() - started:.0f}s\n{done.stdout}")
     assert done.returncode == 0, done.stdout + done.stderr
     return output
@@ -74,6 +75,7 @@ def test_mined_images_hold_nothing_after_the_base_commit(mined, docker_backend):
     for instance in instances_of(mined):
         record = next(r for r in instances_of(REAL / "instances.jsonl") if r["instance_id"] == instance["instance_id"])
         with docker_backend.create(SandboxSpec(image=instance["image"], workdir="/testbed")) as sb:
+
             def run(command: str) -> str:
                 result = sb.exec(command, timeout=120)
                 assert result.exit_code == 0, (command, result.output)
@@ -83,7 +85,9 @@ def test_mined_images_hold_nothing_after_the_base_commit(mined, docker_backend):
             assert run("git rev-parse HEAD") == base
             assert run("git log --all --format=%H").split() == [base]
             assert run("git reflog --all") == ""
-            commits = run("git cat-file --batch-all-objects --batch-check='%(objecttype) %(objectname)' | grep '^commit' || true")
+            commits = run(
+                "git cat-file --batch-all-objects --batch-check='%(objecttype) %(objectname)' | grep '^commit' || true"
+            )
             assert commits.split() == ["commit", base]
             assert run("git status --porcelain --untracked-files=no") == ""
             # The fixed files' contents are nowhere in the object store.
@@ -148,7 +152,10 @@ def quick_instance(mined) -> dict:
 def docker_verdicts(quick_instance, docker_backend) -> dict:
     from tasks.grading.grade import grade
 
-    return {kind: grade(quick_instance, patch, docker_backend) for kind, patch in (("gold", quick_instance["patch"]), ("empty", ""))}
+    return {
+        kind: grade(quick_instance, patch, docker_backend)
+        for kind, patch in (("gold", quick_instance["patch"]), ("empty", ""))
+    }
 
 
 @pytest.mark.timeout(1800)  # podman's first use of the image copies it from the engine
@@ -159,7 +166,13 @@ def test_a_mined_instance_gets_dockers_verdicts_on_other_backends(other, quick_i
     from tasks.grading.grade import grade
 
     backend = request.getfixturevalue(f"{other}_backend")
-    assert {kind: report.verdict for kind, report in docker_verdicts.items()} == {"gold": "resolved", "empty": "empty_patch"}
+    assert {kind: report.verdict for kind, report in docker_verdicts.items()} == {
+        "gold": "resolved",
+        "empty": "empty_patch",
+    }
     for kind, patch in (("gold", quick_instance["patch"]), ("empty", "")):
         report = grade(quick_instance, patch, backend)
-        assert (report.verdict, report.tests_status) == (docker_verdicts[kind].verdict, docker_verdicts[kind].tests_status), kind
+        assert (report.verdict, report.tests_status) == (
+            docker_verdicts[kind].verdict,
+            docker_verdicts[kind].tests_status,
+        ), kind

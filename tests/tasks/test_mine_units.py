@@ -19,8 +19,19 @@ from tests.conftest import require
 
 
 def test_test_files_follow_swebench_rules():
-    assert all(map(is_test_path, ["tests/test_x.py", "testing/logging/test_fixture.py", "pkg/tests/helpers.py",
-                                  "src/test_util.py", "a/b_test.py", "conftest.py"]))
+    assert all(
+        map(
+            is_test_path,
+            [
+                "tests/test_x.py",
+                "testing/logging/test_fixture.py",
+                "pkg/tests/helpers.py",
+                "src/test_util.py",
+                "a/b_test.py",
+                "conftest.py",
+            ],
+        )
+    )
     assert not any(map(is_test_path, ["src/flask/blueprints.py", "docs/testing.rst", "requests/models.py"]))
     # Django's test framework is library code its fixes change; a top-level test/ folder holds tests
     assert not any(map(is_test_path, ["django/test/testcases.py", "django/test/utils.py"]))
@@ -28,9 +39,11 @@ def test_test_files_follow_swebench_rules():
 
 
 def test_split_diff_keeps_source_and_tests_and_drops_docs():
-    diff = ("diff --git a/src/m.py b/src/m.py\n--- a/src/m.py\n+++ b/src/m.py\n@@ -1 +1 @@\n-a\n+b\n"
-            "diff --git a/CHANGES.rst b/CHANGES.rst\n--- a/CHANGES.rst\n+++ b/CHANGES.rst\n@@ -1 +1 @@\n-x\n+y\n"
-            "diff --git a/tests/test_m.py b/tests/test_m.py\n--- a/tests/test_m.py\n+++ b/tests/test_m.py\n@@ -1 +1 @@\n-c\n+d\n")
+    diff = (
+        "diff --git a/src/m.py b/src/m.py\n--- a/src/m.py\n+++ b/src/m.py\n@@ -1 +1 @@\n-a\n+b\n"
+        "diff --git a/CHANGES.rst b/CHANGES.rst\n--- a/CHANGES.rst\n+++ b/CHANGES.rst\n@@ -1 +1 @@\n-x\n+y\n"
+        "diff --git a/tests/test_m.py b/tests/test_m.py\n--- a/tests/test_m.py\n+++ b/tests/test_m.py\n@@ -1 +1 @@\n-c\n+d\n"
+    )
     patch, tests = split_diff(diff)
     assert "src/m.py" in patch and "tests/" not in patch and "CHANGES" not in patch
     assert "tests/test_m.py" in tests and "src/m.py" not in tests and "CHANGES" not in tests
@@ -39,27 +52,49 @@ def test_split_diff_keeps_source_and_tests_and_drops_docs():
 def test_sympy_runs_its_own_runner_read_by_the_official_parser_and_others_pytest():
     from swebench.harness.log_parsers import PARSER_REGISTRY
 
-    test_patch = ("diff --git a/sympy/core/tests/test_basic.py b/sympy/core/tests/test_basic.py\n"
-                  "--- a/sympy/core/tests/test_basic.py\n+++ b/sympy/core/tests/test_basic.py\n@@ -1 +1,2 @@\n a\n+b\n")
-    record = {"instance_id": "sympy__sympy-1", "repo": "sympy/sympy", "base_commit": "abc", "patch": "", "test_patch": test_patch}
+    test_patch = (
+        "diff --git a/sympy/core/tests/test_basic.py b/sympy/core/tests/test_basic.py\n"
+        "--- a/sympy/core/tests/test_basic.py\n+++ b/sympy/core/tests/test_basic.py\n@@ -1 +1,2 @@\n a\n+b\n"
+    )
+    record = {
+        "instance_id": "sympy__sympy-1",
+        "repo": "sympy/sympy",
+        "base_commit": "abc",
+        "patch": "",
+        "test_patch": test_patch,
+    }
     sympy = make_instance(record, "img")
     assert sympy["log_parser"] == "parse_log_sympy" and sympy["log_parser"] in PARSER_REGISTRY
     assert "python3 bin/test -C --verbose sympy/core/tests/test_basic.py" in sympy["eval_script"]
     other = make_instance({**record, "repo": "pallets/flask"}, "img")
-    assert other["log_parser"] == "parse_log_pytest" and "pytest -rA" in other["eval_script"] and "bin/test" not in other["eval_script"]
-
+    assert (
+        other["log_parser"] == "parse_log_pytest"
+        and "pytest -rA" in other["eval_script"]
+        and "bin/test" not in other["eval_script"]
+    )
 
 
 def test_django_runs_runtests_on_test_modules_as_swebench_names_them():
-    test_patch = ("diff --git a/tests/auth_tests/test_forms.py b/tests/auth_tests/test_forms.py\n"
-                  "--- a/tests/auth_tests/test_forms.py\n+++ b/tests/auth_tests/test_forms.py\n@@ -1 +1,2 @@\n a\n+b\n"
-                  "diff --git a/tests/mail/custombackend.py b/tests/mail/custombackend.py\n"
-                  "--- a/tests/mail/custombackend.py\n+++ b/tests/mail/custombackend.py\n@@ -1 +1,2 @@\n a\n+b\n")
-    record = {"instance_id": "django__django-1", "repo": "django/django", "base_commit": "abc", "patch": "", "test_patch": test_patch}
+    test_patch = (
+        "diff --git a/tests/auth_tests/test_forms.py b/tests/auth_tests/test_forms.py\n"
+        "--- a/tests/auth_tests/test_forms.py\n+++ b/tests/auth_tests/test_forms.py\n@@ -1 +1,2 @@\n a\n+b\n"
+        "diff --git a/tests/mail/custombackend.py b/tests/mail/custombackend.py\n"
+        "--- a/tests/mail/custombackend.py\n+++ b/tests/mail/custombackend.py\n@@ -1 +1,2 @@\n a\n+b\n"
+    )
+    record = {
+        "instance_id": "django__django-1",
+        "repo": "django/django",
+        "base_commit": "abc",
+        "patch": "",
+        "test_patch": test_patch,
+    }
     django = make_instance(record, "img")
     assert django["log_parser"] == "parse_log_django"
-    assert ("python3 ./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1 auth_tests.test_forms mail.custombackend"
-            in django["eval_script"].splitlines())
+    assert (
+        "python3 ./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1 auth_tests.test_forms mail.custombackend"
+        in django["eval_script"].splitlines()
+    )
+
 
 def test_dependencies_as_of_the_pull_request_are_tried_before_the_newest():
     assert dependency_attempts({"created_at": "2022-07-08T07:46:10+02:00"}) == ["2022-07-08T07:46:10+02:00", None]
@@ -67,10 +102,14 @@ def test_dependencies_as_of_the_pull_request_are_tried_before_the_newest():
 
 
 def test_flaky_tests_are_left_out_and_only_fixed_tests_fail_to_pass():
-    before = [{"t::fixed": "FAILED", "t::kept": "PASSED", "t::flaky": "PASSED", "t::broken": "FAILED"},
-              {"t::fixed": "FAILED", "t::kept": "PASSED", "t::flaky": "FAILED", "t::broken": "FAILED"}]
-    after = [{"t::fixed": "PASSED", "t::kept": "PASSED", "t::flaky": "PASSED", "t::broken": "FAILED", "t::new": "PASSED"},
-             {"t::fixed": "PASSED", "t::kept": "PASSED", "t::flaky": "PASSED", "t::broken": "FAILED", "t::new": "PASSED"}]
+    before = [
+        {"t::fixed": "FAILED", "t::kept": "PASSED", "t::flaky": "PASSED", "t::broken": "FAILED"},
+        {"t::fixed": "FAILED", "t::kept": "PASSED", "t::flaky": "FAILED", "t::broken": "FAILED"},
+    ]
+    after = [
+        {"t::fixed": "PASSED", "t::kept": "PASSED", "t::flaky": "PASSED", "t::broken": "FAILED", "t::new": "PASSED"},
+        {"t::fixed": "PASSED", "t::kept": "PASSED", "t::flaky": "PASSED", "t::broken": "FAILED", "t::new": "PASSED"},
+    ]
     f2p, p2p, flaky = classify(before, after)
     assert f2p == ["t::fixed", "t::new"] and p2p == ["t::kept"] and flaky == ["t::flaky"]
 
@@ -89,7 +128,9 @@ def project(tmp_path):
     git(repo, "commit", "-q", "-m", "start")
     git(repo, "checkout", "-q", "-b", "fix")
     (repo / "proj.py").write_text("def add(a, b):\n    return a + b\n")
-    (repo / "tests" / "test_proj.py").write_text("from proj import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n")
+    (repo / "tests" / "test_proj.py").write_text(
+        "from proj import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n"
+    )
     (repo / "NEWS").write_text("fixed add\n")
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "Fix add: it subtracted")
@@ -123,8 +164,13 @@ def test_the_base_only_repository_holds_nothing_after_the_base(project, tmp_path
     assert git(copy, "reflog", "--all").strip() == ""
     objects = git(copy, "cat-file", "--batch-all-objects", "--batch-check=%(objecttype) %(objectname)").splitlines()
     assert [o.split()[1] for o in objects if o.startswith("commit")] == [base]
-    fixed_blob = subprocess.run(["git", "hash-object", "--stdin"], input="def add(a, b):\n    return a + b\n",
-                                capture_output=True, text=True, check=True).stdout.strip()
+    fixed_blob = subprocess.run(
+        ["git", "hash-object", "--stdin"],
+        input="def add(a, b):\n    return a + b\n",
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     assert fixed_blob in git(project, "cat-file", "--batch-all-objects", "--batch-check=%(objectname)")
     assert fixed_blob not in "\n".join(objects)
 
@@ -163,16 +209,26 @@ def test_a_wheel_built_from_an_sdist_serves_the_next_wheelhouse(tmp_path, monkey
 def test_the_cheat_edits_the_file_of_a_test_named_by_its_function_alone():
     from bench.grading_parity_bench import failing_test_file
 
-    test_patch = "".join(f"diff --git a/{p} b/{p}\n--- a/{p}\n+++ b/{p}\n@@ -1 +1,3 @@\n x\n+def {name}():\n+    pass\n"
-                         for p, name in (("sympy/a/tests/test_a.py", "test_other"), ("sympy/b/tests/test_b.py", "test_issue_1")))
+    test_patch = "".join(
+        f"diff --git a/{p} b/{p}\n--- a/{p}\n+++ b/{p}\n@@ -1 +1,3 @@\n x\n+def {name}():\n+    pass\n"
+        for p, name in (("sympy/a/tests/test_a.py", "test_other"), ("sympy/b/tests/test_b.py", "test_issue_1"))
+    )
     assert failing_test_file({"FAIL_TO_PASS": ["test_issue_1"], "test_patch": test_patch}) == "sympy/b/tests/test_b.py"
-    assert failing_test_file({"FAIL_TO_PASS": ["tests/test_x.py::test_y"], "test_patch": test_patch}) == "tests/test_x.py"
+    assert (
+        failing_test_file({"FAIL_TO_PASS": ["tests/test_x.py::test_y"], "test_patch": test_patch}) == "tests/test_x.py"
+    )
 
 
 # ----------------------------------------------------------------------------- candidates from history
 
-GIT_HISTORY = next((p for p in (Path(__file__).resolve().parents[3] / "shared" / "git-history",
-                                Path("/work/shared/git-history")) if p.is_dir()), None)
+GIT_HISTORY = next(
+    (
+        p
+        for p in (Path(__file__).resolve().parents[3] / "shared" / "git-history", Path("/work/shared/git-history"))
+        if p.is_dir()
+    ),
+    None,
+)
 
 
 def test_history_candidates_change_code_and_tests(project):
@@ -211,15 +267,24 @@ def test_the_funnel_counts_each_stage_and_stops_on_one_systemic_reason():
     from tasks.mining.history import Funnel
     from tasks.mining.mine import Mined, systemic_stop
 
-    broken = [Mined(f"r-{i}", reason=f"environment (as of 2024-0{i}-01): installing x failed: pip said {i}") for i in range(3)]
+    broken = [
+        Mined(f"r-{i}", reason=f"environment (as of 2024-0{i}-01): installing x failed: pip said {i}") for i in range(3)
+    ]
     assert 'no further than "candidates", each for "environment: installing x failed"' in systemic_stop(broken, 3)
     assert systemic_stop(broken, 4) == "" and systemic_stop(broken, 0) == ""
-    ran = Mined("r-3", reason="no test fails without the fix and passes with it (newest dependencies)", reached="tests ran")
+    ran = Mined(
+        "r-3", reason="no test fails without the fix and passes with it (newest dependencies)", reached="tests ran"
+    )
     assert systemic_stop([*broken[:2], ran], 3) == ""
     funnel = Funnel()
     for mined in [*broken, ran, Mined("r-4", instance={"x": 1}, reached="validated")]:
         funnel.add(mined)
-    assert [funnel.counts[s] for s in ("environment built", "tests ran", "FAIL_TO_PASS >= 1", "validated")] == [2, 2, 1, 1]
+    assert [funnel.counts[s] for s in ("environment built", "tests ran", "FAIL_TO_PASS >= 1", "validated")] == [
+        2,
+        2,
+        1,
+        1,
+    ]
     assert funnel.reasons["environment built"] == {"environment: installing x failed": 3}
     assert funnel.reasons["FAIL_TO_PASS >= 1"] == {"no test fails without the fix and passes with it": 1}
 
@@ -230,11 +295,18 @@ def test_requirement_files_are_read_without_the_project_itself_and_setup_py_test
     (tmp_path / "requirements").mkdir()
     (tmp_path / "test-requirements.txt").write_text(
         "-r requirements/base.txt\n# a comment\nproj @ file:.\n-e .\npytest==8.1 \\\n    --hash=sha256:abc\n"
-        "hypothesis>=6 ; python_version > '3'  # why\n-c constraints.txt\n")
+        "hypothesis>=6 ; python_version > '3'  # why\n-c constraints.txt\n"
+    )
     (tmp_path / "requirements" / "base.txt").write_text("attrs\n-r ../test-requirements.txt\n")
-    assert requirement_file_lines(tmp_path, "test-requirements.txt") == ["attrs", "pytest==8.1", "hypothesis>=6 ; python_version > '3'"]
-    (tmp_path / "setup.py").write_text("from setuptools import setup\ntests = ['pytest>=3', 'strict_rfc3339']\n"
-                                       "setup(name='x', tests_require=tests, extras_require={'testing': ['mock']})\n")
+    assert requirement_file_lines(tmp_path, "test-requirements.txt") == [
+        "attrs",
+        "pytest==8.1",
+        "hypothesis>=6 ; python_version > '3'",
+    ]
+    (tmp_path / "setup.py").write_text(
+        "from setuptools import setup\ntests = ['pytest>=3', 'strict_rfc3339']\n"
+        "setup(name='x', tests_require=tests, extras_require={'testing': ['mock']})\n"
+    )
     extras, requirements, _ = declared_test_dependencies(tmp_path)
     assert extras == ["testing"] and requirements == ["pytest>=3", "strict_rfc3339"]
 
@@ -244,8 +316,14 @@ def test_a_requirement_file_pin_wins_over_setup_py_tests_require(tmp_path):
     from tasks.synth.project_image import _test_requirements
 
     (tmp_path / "requirements-dev.txt").write_text("pytest>=2.8.0,<=6.2.5\npytest_httpbin==1.0.0\n")
-    (tmp_path / "setup.py").write_text("from setuptools import setup\n"
-                                       "setup(name='x', tests_require=['pytest-httpbin==0.0.7', 'pytest-mock', 'PySocks>=1.5.6'])\n")
+    (tmp_path / "setup.py").write_text(
+        "from setuptools import setup\n"
+        "setup(name='x', tests_require=['pytest-httpbin==0.0.7', 'pytest-mock', 'PySocks>=1.5.6'])\n"
+    )
     _, requirements, files = declared_test_dependencies(tmp_path)
     assert _test_requirements(tmp_path, requirements, files) == [
-        "pytest_httpbin==1.0.0", "pytest-mock", "PySocks>=1.5.6", "pytest>=2.8.0,<=6.2.5"]
+        "pytest_httpbin==1.0.0",
+        "pytest-mock",
+        "PySocks>=1.5.6",
+        "pytest>=2.8.0,<=6.2.5",
+    ]

@@ -23,9 +23,13 @@ def registry(tmp_path, docker_backend):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     config = tmp_path / "registry.yml"
-    config.write_text(f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {tmp_path / 'store'}\n"
-                      f"http:\n  addr: 127.0.0.1:{port}\n")
-    server = subprocess.Popen(["docker-registry", "serve", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    config.write_text(
+        f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {tmp_path / 'store'}\n"
+        f"http:\n  addr: 127.0.0.1:{port}\n"
+    )
+    server = subprocess.Popen(
+        ["docker-registry", "serve", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         for _ in range(100):
             with socket.socket() as s:
@@ -50,8 +54,15 @@ def test_pull_fetches_every_image_of_a_task_set_from_the_registry(registry, tmp_
     for line in client.api.push(name, stream=True, decode=True):
         assert "error" not in line, line
     client.images.remove(name)
-    instance = {"instance_id": "demo__pulled-1", "repo": "demo/pulled", "base_commit": "0" * 40, "patch": "diff",
-                "test_patch": "", "problem_statement": "x", "image": name}
+    instance = {
+        "instance_id": "demo__pulled-1",
+        "repo": "demo/pulled",
+        "base_commit": "0" * 40,
+        "patch": "diff",
+        "test_patch": "",
+        "problem_statement": "x",
+        "image": name,
+    }
     tasks = tmp_path / "set.jsonl"
     tasks.write_text(json.dumps(instance) + "\n")
 
@@ -63,8 +74,15 @@ def test_pull_fetches_every_image_of_a_task_set_from_the_registry(registry, tmp_
 
 
 def test_a_missing_image_is_a_clear_error(registry, tmp_path):
-    instance = {"instance_id": "demo__gone-1", "repo": "demo/gone", "base_commit": "0" * 40, "patch": "diff",
-                "test_patch": "", "problem_statement": "x", "image": f"{registry}/harness-test/absent:v1"}
+    instance = {
+        "instance_id": "demo__gone-1",
+        "repo": "demo/gone",
+        "base_commit": "0" * 40,
+        "patch": "diff",
+        "test_patch": "",
+        "problem_statement": "x",
+        "image": f"{registry}/harness-test/absent:v1",
+    }
     tasks = tmp_path / "set.jsonl"
     tasks.write_text(json.dumps(instance) + "\n")
     done = harness("tasks", "pull", str(tasks))

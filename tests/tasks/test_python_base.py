@@ -21,8 +21,12 @@ def test_requires_python_picks_the_bases_inside_the_range(tmp_path):
     assert choose_python(project(tmp_path, pyproject__toml='[project]\nrequires-python = "<3.10"\n')).python == "3.9"
     assert choose_python(project(tmp_path, pyproject__toml='[project]\nrequires-python = ">=3.12"\n')).python == "3.13"
     assert choose_python(project(tmp_path, pyproject__toml='[project]\nrequires-python = ">=3.8"\n')).python == "3.11"
-    assert choose_python(project(tmp_path, pyproject__toml='[project]\nrequires-python = ">=3.9.1,!=3.11.*"\n'),
-                         "2025-06-01").python == "3.13"
+    assert (
+        choose_python(
+            project(tmp_path, pyproject__toml='[project]\nrequires-python = ">=3.9.1,!=3.11.*"\n'), "2025-06-01"
+        ).python
+        == "3.13"
+    )
 
 
 def test_the_dependencies_day_picks_a_python_that_existed_then(tmp_path):
@@ -39,8 +43,16 @@ def test_every_place_a_range_is_declared(tmp_path):
     cases = {
         "pyproject__toml": ('[tool.poetry.dependencies]\npython = "^3.12"\n', ">=3.12", "3.13"),
         "setup__cfg": ("[options]\npython_requires = >=3.6, <3.10\n", ">=3.6, <3.10", "3.9"),
-        "setup__py": ("from setuptools import setup\nPY = '~=3.13'\nsetup(name='x', python_requires=PY)\n", "~=3.13", "3.13"),
-        "PKG-INFO": ("Metadata-Version: 2.1\nName: x\nRequires-Python: <3.10\n\nRequires-Python: >=3.13\n", "<3.10", "3.9"),
+        "setup__py": (
+            "from setuptools import setup\nPY = '~=3.13'\nsetup(name='x', python_requires=PY)\n",
+            "~=3.13",
+            "3.13",
+        ),
+        "PKG-INFO": (
+            "Metadata-Version: 2.1\nName: x\nRequires-Python: <3.10\n\nRequires-Python: >=3.13\n",
+            "<3.10",
+            "3.9",
+        ),
     }
     for i, (name, (text, declared, python)) in enumerate(cases.items()):
         (tmp_path / str(i)).mkdir()
@@ -51,13 +63,17 @@ def test_every_place_a_range_is_declared(tmp_path):
 
 def test_classifiers_narrow_only_where_nothing_is_declared(tmp_path):
     classifiers = "\n".join(f"    'Programming Language :: Python :: 3.{m}'," for m in (6, 7, 8, 9))
-    root = project(tmp_path, setup__py=f"from setuptools import setup\nsetup(name='x', classifiers=[\n{classifiers}\n])\n")
+    root = project(
+        tmp_path, setup__py=f"from setuptools import setup\nsetup(name='x', classifiers=[\n{classifiers}\n])\n"
+    )
     assert classified_versions(root) == ["3.6", "3.7", "3.8", "3.9"]
     assert choose_python(root).python == "3.9"
     (root / "pyproject.toml").write_text('[project]\nrequires-python = ">=3.6"\n')  # a declared range wins
     assert choose_python(root).python == "3.11"
     (root / "pyproject.toml").unlink()
-    (root / "setup.py").write_text("from setuptools import setup\nsetup(classifiers=['Programming Language :: Python :: 3.4'])\n")
+    (root / "setup.py").write_text(
+        "from setuptools import setup\nsetup(classifiers=['Programming Language :: Python :: 3.4'])\n"
+    )
     assert choose_python(root).python == "3.11"  # no base among them: classifiers inform, they do not bind
 
 

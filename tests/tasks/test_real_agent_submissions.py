@@ -19,8 +19,17 @@ import pytest
 from tests.cli_helpers import harness
 from tests.conftest import ROOT, require
 
-SUBMISSIONS = next((p for p in (ROOT.parent / "shared" / "real-agent-runs" / "submissions.jsonl",
-                                Path("/work/shared/real-agent-runs/submissions.jsonl")) if p.is_file()), None)
+SUBMISSIONS = next(
+    (
+        p
+        for p in (
+            ROOT.parent / "shared" / "real-agent-runs" / "submissions.jsonl",
+            Path("/work/shared/real-agent-runs/submissions.jsonl"),
+        )
+        if p.is_file()
+    ),
+    None,
+)
 
 
 @pytest.fixture(scope="module")
@@ -41,9 +50,15 @@ def test_no_officially_resolved_submission_is_refused(submissions):
     assert refused == {}  # nor any other: none of them holds a start-up hook, compiled code or a runner shadow
     neutralized = {i: v.neutralized for i, v in reviews.items() if v.neutralized}
     kinds = Counter(why.split(" (")[0] for v in neutralized.values() for why in v.values())
-    print(f"neutralized {len(neutralized)} of {len(submissions)} ({len(set(neutralized) & resolved)} of the "
-          f"{len(resolved)} resolved): {dict(kinds)}")
-    sphinx = [r["instance_id"] for r in submissions if r["repo"] == "sphinx-doc/sphinx" and "tox.ini" in (r["model_patch"] or "")]
+    print(
+        f"neutralized {len(neutralized)} of {len(submissions)} ({len(set(neutralized) & resolved)} of the "
+        f"{len(resolved)} resolved): {dict(kinds)}"
+    )
+    sphinx = [
+        r["instance_id"]
+        for r in submissions
+        if r["repo"] == "sphinx-doc/sphinx" and "tox.ini" in (r["model_patch"] or "")
+    ]
     assert sphinx and all(neutralized[i].get("tox.ini", "").startswith("test-runner configuration") for i in sphinx)
     assert kinds["test file"] >= 35 and kinds["symlink"] == 1  # pytest-dev__pytest-7982 leaves a `symlink_dir -> .`
 
@@ -68,8 +83,17 @@ def test_check_only_reports_every_submission(submissions, tmp_path):
     assert written["verdicts"] == dict(sorted(Counter(r["verdict"] for r in expected).items()))
     assert set(written["verdicts"]) == {"clean", "neutralized"} and sum(written["verdicts"].values()) == 244
     assert "neutralized" in done.stdout and "tox.ini" in (tmp_path / "check.md").read_text()
-    strict = harness("grade", "--predictions", str(SUBMISSIONS), "--check-only", "--grading", "strict",
-                     "--output", str(tmp_path / "strict"), timeout=120)
+    strict = harness(
+        "grade",
+        "--predictions",
+        str(SUBMISSIONS),
+        "--check-only",
+        "--grading",
+        "strict",
+        "--output",
+        str(tmp_path / "strict"),
+        timeout=120,
+    )
     assert strict.returncode == 0, strict.stdout + strict.stderr
     verdicts = json.loads((tmp_path / "strict" / "check.json").read_text())["verdicts"]
     assert verdicts == {"clean": written["verdicts"]["clean"], "refused": written["verdicts"]["neutralized"]}

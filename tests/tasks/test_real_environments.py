@@ -32,8 +32,9 @@ def tinydb(tmp_path_factory, docker_backend):
     from tasks.synth import synthesize
 
     output = tmp_path_factory.mktemp("tinydb") / "tinydb.jsonl"
-    summary = synthesize("tinydb==4.9.0", output, max_tasks=1, max_candidates=3, seed=0, workers=2,
-                         backend=docker_backend)
+    summary = synthesize(
+        "tinydb==4.9.0", output, max_tasks=1, max_candidates=3, seed=0, workers=2, backend=docker_backend
+    )
     return summary, rows_of(output)
 
 
@@ -56,7 +57,9 @@ def test_a_backend_without_editable_installs_gets_the_source_on_the_path(tmp_pat
     from tasks.synth.project_image import build_project_image
     from tasks.synth.source import fetch_project
 
-    files = {**PACKAGE, "pyproject.toml": '''\
+    files = {
+        **PACKAGE,
+        "pyproject.toml": """\
         [build-system]
         requires = ["flit_core>=3.2,<3.3"]
         build-backend = "flit_core.buildapi"
@@ -65,19 +68,20 @@ def test_a_backend_without_editable_installs_gets_the_source_on_the_path(tmp_pat
         name = "minicalc"
         version = "0.1.0"
         description = "a calculator"
-    '''}
+    """,
+    }
     project = fetch_project(str(make_package(tmp_path / "minicalc", files)), tmp_path / "work")
     built = build_project_image(project)
     assert built.environment["build_backend"] == "flit_core.buildapi"
     assert built.environment["install"] == "source on the path"
     check = "import importlib.metadata as m, minicalc; print(minicalc.__file__, m.version('minicalc'))"
     with docker_backend.create(SandboxSpec(image=built.image, workdir="/testbed")) as sandbox:
-        result = sandbox.exec(f"python3 -c \"{check}\"", timeout=60)
+        result = sandbox.exec(f'python3 -c "{check}"', timeout=60)
     assert result.output.split() == ["/testbed/minicalc/__init__.py", "0.1.0"], result.output
 
 
 OLD_PYTHON_PACKAGE = {
-    "pyproject.toml": '''\
+    "pyproject.toml": """\
         [build-system]
         requires = ["setuptools>=61"]
         build-backend = "setuptools.build_meta"
@@ -92,8 +96,8 @@ OLD_PYTHON_PACKAGE = {
 
         [tool.setuptools]
         packages = ["oldmap"]
-    ''',
-    "oldmap/__init__.py": '''\
+    """,
+    "oldmap/__init__.py": """\
         from collections import Mapping  # an alias Python 3.10 removed
 
 
@@ -112,8 +116,8 @@ OLD_PYTHON_PACKAGE = {
                 else:
                     out[name] = item
             return out
-    ''',
-    "tests/test_oldmap.py": '''\
+    """,
+    "tests/test_oldmap.py": """\
         import sys
 
         from oldmap import depth, flatten
@@ -133,7 +137,7 @@ OLD_PYTHON_PACKAGE = {
 
         def test_runs_on_python_3_9():
             assert sys.version_info[:2] == (3, 9)
-    ''',
+    """,
 }
 
 
@@ -145,16 +149,27 @@ def test_a_project_that_needs_python_3_9_is_built_on_its_base(tmp_path, docker_b
     from tasks.synth import synthesize
 
     output = tmp_path / "oldmap.jsonl"
-    summary = synthesize(str(make_package(tmp_path / "oldmap", OLD_PYTHON_PACKAGE)), output, max_tasks=1,
-                         max_candidates=4, seed=0, workers=2, backend=docker_backend)
+    summary = synthesize(
+        str(make_package(tmp_path / "oldmap", OLD_PYTHON_PACKAGE)),
+        output,
+        max_tasks=1,
+        max_candidates=4,
+        seed=0,
+        workers=2,
+        backend=docker_backend,
+    )
     rows = rows_of(output)
     assert summary.kept == len(rows) == 1
     notes = rows[0]["environment"]
     assert notes["python"] == "3.9" and notes["python_chosen"] == "requires-python <3.10; the newest that fits"
     assert notes["base_image"] == base_of("3.9").tag and notes["install"] == "editable"
-    assert any(w.startswith("pytest-8.") for w in notes["wheels"]) and any(w.startswith("pip-") for w in notes["wheels"])
+    assert any(w.startswith("pytest-8.") for w in notes["wheels"]) and any(
+        w.startswith("pip-") for w in notes["wheels"]
+    )
     with docker_backend.create(SandboxSpec(image=rows[0]["image"], workdir="/testbed")) as sandbox:
-        found = sandbox.exec("python3 -c 'import pytest, sys; print(sys.version_info[:2], pytest.__version__)'", timeout=60)
+        found = sandbox.exec(
+            "python3 -c 'import pytest, sys; print(sys.version_info[:2], pytest.__version__)'", timeout=60
+        )
     assert found.output.split(")")[0] == "(3, 9" and found.output.split()[-1].startswith("8."), found.output
     assert grade(rows[0], rows[0]["patch"], docker_backend).resolved
     assert not grade(rows[0], "", docker_backend).resolved
@@ -169,12 +184,32 @@ def test_mining_a_real_history_prints_the_funnel(tmp_path, docker_backend):
 
     require(GIT_HISTORY is not None, "../shared/git-history is missing")
     output = tmp_path / "mined.jsonl"
-    done = harness("tasks", "mine", str(GIT_HISTORY / "itsdangerous.bundle"), "--since", "2024-04-14",
-                   "--until", "2024-04-30", "--limit", "2", "--output", str(output), "--backend", "docker", timeout=1500)
+    done = harness(
+        "tasks",
+        "mine",
+        str(GIT_HISTORY / "itsdangerous.bundle"),
+        "--since",
+        "2024-04-14",
+        "--until",
+        "2024-04-30",
+        "--limit",
+        "2",
+        "--output",
+        str(output),
+        "--backend",
+        "docker",
+        timeout=1500,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     funnel = json.loads(Path(f"{output}.funnel.json").read_text())
-    assert funnel["counts"] == {"commits scanned": 8, "candidates": 1, "environment built": 1, "tests ran": 1,
-                                "FAIL_TO_PASS >= 1": 1, "validated": 1}
+    assert funnel["counts"] == {
+        "commits scanned": 8,
+        "candidates": 1,
+        "environment built": 1,
+        "tests ran": 1,
+        "FAIL_TO_PASS >= 1": 1,
+        "validated": 1,
+    }
     assert funnel["reasons"] == {"candidates": {"no Python change": 6, "no test change": 1}}
     assert "FAIL_TO_PASS >= 1" in done.stdout and "no Python change (6)" in done.stdout
     [instance] = rows_of(output)

@@ -22,8 +22,18 @@ START, END = "+ : '>>>>> Start Test Output'", "+ : '>>>>> End Test Output'"
 def judge(log_parser: str, body: str, f2p: list[str], p2p: list[str], canary: str = "", **extra):
     from tasks.grading.grade import judge_log
 
-    instance = {"instance_id": "x__y-1", "repo": "x/y", "version": "", "image": "i", "eval_script": "",
-                "log_parser": log_parser, "eval_type": "pass_and_fail", "FAIL_TO_PASS": f2p, "PASS_TO_PASS": p2p, **extra}
+    instance = {
+        "instance_id": "x__y-1",
+        "repo": "x/y",
+        "version": "",
+        "image": "i",
+        "eval_script": "",
+        "log_parser": log_parser,
+        "eval_type": "pass_and_fail",
+        "FAIL_TO_PASS": f2p,
+        "PASS_TO_PASS": p2p,
+        **extra,
+    }
     return judge_log(instance, f"{START}\n{body}\n{END}\n")
 
 
@@ -55,12 +65,19 @@ UNITTEST_MODULE = """
 
 def unittest_log(tmp_path: Path, canary: bool) -> str:
     if canary:
-        module, _ = planted_module(tmp_path, "parse_log_django", UNITTEST_MODULE, "test_ascii (auth_tests.test_validators.ValidatorTests)",
-                                   "tests/auth_tests/test_validators.py")
+        module, _ = planted_module(
+            tmp_path,
+            "parse_log_django",
+            UNITTEST_MODULE,
+            "test_ascii (auth_tests.test_validators.ValidatorTests)",
+            "tests/auth_tests/test_validators.py",
+        )
     else:
         module = tmp_path / "test_validators.py"
         module.write_text(textwrap.dedent(UNITTEST_MODULE))
-    run = subprocess.run([sys.executable, "-m", "unittest", "-v", module.stem], cwd=tmp_path, capture_output=True, text=True)
+    run = subprocess.run(
+        [sys.executable, "-m", "unittest", "-v", module.stem], cwd=tmp_path, capture_output=True, text=True
+    )
     return run.stderr  # unittest reports on stderr, as runtests.py does
 
 
@@ -74,7 +91,11 @@ def test_django_honest_log_is_trusted_with_every_check_applied(tmp_path):
     judged = judge("parse_log_django", log, ids(log)[:1], ids(log)[1:])
     assert judged.problem == "", judged.checks
     assert [c.split(":")[0] for c in judged.checks if ": applied" in c] == [
-        "final_summary", "results_after_summary", "summary_counts", "verdicts_from_runner"]
+        "final_summary",
+        "results_after_summary",
+        "summary_counts",
+        "verdicts_from_runner",
+    ]
     assert set(judged.statuses.values()) == {"PASSED"}
 
 
@@ -91,7 +112,6 @@ def test_django_canary_is_a_unittest_method_that_fails(tmp_path):
     assert "no `Ran N tests`" in Django().canary_problem(region(f"{START}\n{cut}\n{END}"), CANARY)
 
 
-
 def test_django_canary_goes_to_a_pass_to_pass_class_when_fail_to_pass_tests_are_named_by_docstrings(tmp_path):
     """`test_x (m.C.test_x)\nChecks x. ... ok` is read as `Checks x.`: no class to plant the canary on."""
     from tasks.grading.grade import canary_plant
@@ -105,17 +125,24 @@ def test_django_canary_goes_to_a_pass_to_pass_class_when_fail_to_pass_tests_are_
     path, text = canary_plant({**instance, "PASS_TO_PASS": [p2p]}, CANARY)
     assert path == "tests/test_validators.py"
     (tmp_path / "test_validators.py").write_text(textwrap.dedent(source) + text)
-    log = subprocess.run([sys.executable, "-m", "unittest", "-v", "test_validators"], cwd=tmp_path, capture_output=True, text=True).stderr
+    log = subprocess.run(
+        [sys.executable, "-m", "unittest", "-v", "test_validators"], cwd=tmp_path, capture_output=True, text=True
+    ).stderr
     assert "Checks ascii. ... ok" in log and f"FAIL: {CANARY} (" in log, log
     assert Django().canary_problem(region(f"{START}\n{log}\n{END}"), CANARY) == ""
     judged = judge("parse_log_django", log, [f2p], [p2p])
     assert judged.problem == "" and judged.statuses[f2p] == "PASSED", judged.checks
 
-@pytest.mark.parametrize("forge, why", [
-    (lambda log, t: log.split("\nRan ")[0], "no `Ran N tests`"),
-    (lambda log, t: log + f"\n{t} ... ok\n", "after the runner's `Ran N tests`"),
-    (lambda log, t: log.replace("\nOK", "\nFAILED (failures=2)"), "the log shows none"),
-], ids=["cut_short", "result_after_ran", "failures_hidden"])
+
+@pytest.mark.parametrize(
+    "forge, why",
+    [
+        (lambda log, t: log.split("\nRan ")[0], "no `Ran N tests`"),
+        (lambda log, t: log + f"\n{t} ... ok\n", "after the runner's `Ran N tests`"),
+        (lambda log, t: log.replace("\nOK", "\nFAILED (failures=2)"), "the log shows none"),
+    ],
+    ids=["cut_short", "result_after_ran", "failures_hidden"],
+)
 def test_django_forgeries_are_caught(tmp_path, forge, why):
     log = unittest_log(tmp_path, canary=False)
     judged = judge("parse_log_django", forge(log, ids(log)[0]), ids(log)[:1], ids(log)[1:])
@@ -139,14 +166,18 @@ SYMPY_MODULE = """
 
 def sympy_log(tmp_path: Path, canary: bool) -> str:
     if canary:
-        module, _ = planted_module(tmp_path, "parse_log_sympy", SYMPY_MODULE, "test_basic", "sympy/core/tests/test_basic.py")
+        module, _ = planted_module(
+            tmp_path, "parse_log_sympy", SYMPY_MODULE, "test_basic", "sympy/core/tests/test_basic.py"
+        )
     else:
         module = tmp_path / "test_basic.py"
         module.write_text(textwrap.dedent(SYMPY_MODULE))
     # What bin/test does for a file argument: sympy's runner and reporter on the matched file.
-    code = ("from sympy.testing.runtests import PyTestReporter, SymPyTests\n"
-            "t = SymPyTests(PyTestReporter(verbose=True, colors=False))\n"
-            f"t._testfiles.append({str(module)!r})\nt.test(sort=True)\n")
+    code = (
+        "from sympy.testing.runtests import PyTestReporter, SymPyTests\n"
+        "t = SymPyTests(PyTestReporter(verbose=True, colors=False))\n"
+        f"t._testfiles.append({str(module)!r})\nt.test(sort=True)\n"
+    )
     run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     return run.stdout
 
@@ -156,7 +187,11 @@ def test_sympy_honest_log_is_trusted_with_every_check_applied(tmp_path):
     log = sympy_log(tmp_path, canary=False)
     judged = judge("parse_log_sympy", log, ["test_basic"], ["test_subs"])
     assert judged.problem == "", (judged.checks, log)
-    assert all(": applied" in c for c in judged.checks if c.split(":")[0] in ("final_summary", "summary_counts", "verdicts_from_runner"))
+    assert all(
+        ": applied" in c
+        for c in judged.checks
+        if c.split(":")[0] in ("final_summary", "summary_counts", "verdicts_from_runner")
+    )
     assert judged.statuses == {"test_basic": "PASSED", "test_subs": "PASSED"}
 
 
@@ -179,17 +214,29 @@ def test_sympy_final_line_too_wide_for_its_padding_or_the_terminal_is_read():
     final = Sympy().summary(["test_issue_24062 E", line])
     assert final is not None and final.line == 1 and final.counts["passed"] == 31 and final.counts["error"] == 1
     # One category more (a failure) and it wraps onto a second line.
-    wrapped = Sympy().summary(["test_issue_24062 E", " tests finished: 31 passed, 1 failed, 1 expected to fail, 1 exceptions, ",
-                               "in 43.44 seconds ", "DO *NOT* COMMIT!"])
+    wrapped = Sympy().summary(
+        [
+            "test_issue_24062 E",
+            " tests finished: 31 passed, 1 failed, 1 expected to fail, 1 exceptions, ",
+            "in 43.44 seconds ",
+            "DO *NOT* COMMIT!",
+        ]
+    )
     assert wrapped is not None and wrapped.line == 1 and wrapped.counts["failed"] == 1 and wrapped.failures()
-    assert Sympy().summary([" tests finished: 31 passed, 1 failed, 1 expected to fail, 1 exceptions, "]) is None  # cut short
+    assert (
+        Sympy().summary([" tests finished: 31 passed, 1 failed, 1 expected to fail, 1 exceptions, "]) is None
+    )  # cut short
 
 
-@pytest.mark.parametrize("forge, why", [
-    (lambda log: log.split("tests finished")[0], "no `tests finished`"),
-    (lambda log: log + "\ntest_basic ok\n", "after bin/test's final line"),
-    (lambda log: "test_extra ok\ntest_more ok\n" + log, "forged result lines"),
-], ids=["cut_short", "result_after_finished", "more_passes_than_counted"])
+@pytest.mark.parametrize(
+    "forge, why",
+    [
+        (lambda log: log.split("tests finished")[0], "no `tests finished`"),
+        (lambda log: log + "\ntest_basic ok\n", "after bin/test's final line"),
+        (lambda log: "test_extra ok\ntest_more ok\n" + log, "forged result lines"),
+    ],
+    ids=["cut_short", "result_after_finished", "more_passes_than_counted"],
+)
 def test_sympy_forgeries_are_caught(tmp_path, forge, why):
     pytest.importorskip("sympy")
     judged = judge("parse_log_sympy", forge(sympy_log(tmp_path, canary=False)), ["test_basic"], ["test_subs"])
@@ -201,14 +248,20 @@ OLD_PYTEST = """\
 astropy/t.py::test_a PASSED
 astropy/t.py::test_b SKIPPED
 =============== 1 passed, 1 skipped, 1 warnings in 0.19 seconds ================"""
-COLOURED = ("\x1b[1m=== short test summary info ===\x1b[0m\nPASSED t.py::test_a\nFAILED t.py::test_b - assert 0\n"
-            "\x1b[31m=== \x1b[31m\x1b[1m1 failed\x1b[0m, \x1b[32m1 passed\x1b[0m\x1b[31m in 0.09s\x1b[0m\x1b[31m ===\x1b[0m")
+COLOURED = (
+    "\x1b[1m=== short test summary info ===\x1b[0m\nPASSED t.py::test_a\nFAILED t.py::test_b - assert 0\n"
+    "\x1b[31m=== \x1b[31m\x1b[1m1 failed\x1b[0m, \x1b[32m1 passed\x1b[0m\x1b[31m in 0.09s\x1b[0m\x1b[31m ===\x1b[0m"
+)
 
 
-@pytest.mark.parametrize("parser, body, f2p, p2p", [
-    ("parse_log_astropy", OLD_PYTEST, ["astropy/t.py::test_a"], []),
-    ("parse_log_sphinx", COLOURED, ["t.py::test_b"], ["t.py::test_a"]),
-], ids=["pytest3_seconds_verbose", "ansi_coloured"])
+@pytest.mark.parametrize(
+    "parser, body, f2p, p2p",
+    [
+        ("parse_log_astropy", OLD_PYTEST, ["astropy/t.py::test_a"], []),
+        ("parse_log_sphinx", COLOURED, ["t.py::test_b"], ["t.py::test_a"]),
+    ],
+    ids=["pytest3_seconds_verbose", "ansi_coloured"],
+)
 def test_pytest_logs_of_other_eras_are_trusted(parser, body, f2p, p2p):
     judged = judge(parser, body, f2p, p2p)
     assert judged.problem == "", judged.checks

@@ -20,8 +20,13 @@ from tasks.swe_demo import build_instance, task_dirs
 
 
 def _git(repo: Path, *args: str) -> str:
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
-           "PATH": "/usr/bin:/bin"}
+    env = {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+        "PATH": "/usr/bin:/bin",
+    }
     return subprocess.run(["git", *args], cwd=repo, env=env, capture_output=True, text=True, check=True).stdout
 
 
@@ -35,7 +40,9 @@ def spanlite(docker_backend):
 def test_instances_of_one_repository_share_one_image(spanlite):
     (own_a, shared_a), (own_b, shared_b) = spanlite
     assert shared_a["image"] == shared_b["image"] == build_base_image()
-    assert own_a["image"] != own_b["image"] and own_a["image"].startswith("harness-swe-demo/")  # the per-instance path stays
+    assert own_a["image"] != own_b["image"] and own_a["image"].startswith(
+        "harness-swe-demo/"
+    )  # the per-instance path stays
     assert "repo_archive" not in own_a and shared_a["repo_archive"] != shared_b["repo_archive"]
     assert {k: v for k, v in shared_a.items() if k != "repo_archive"} == {**own_a, "image": shared_a["image"]}
 
@@ -60,15 +67,19 @@ def test_the_repository_put_in_holds_nothing_after_the_base_commit(tmp_path, doc
     instance = share({"instance_id": "t-1", "base_commit": base, "workdir": "/testbed"}, build_base_image(), archive)
     with docker_backend.create(SandboxSpec(image=instance["image"], workdir="/testbed")) as sb:
         # The environment's tree: a later commit's (the fix, a new test) and the install's build artifact.
-        sb.exec("mkdir -p /testbed/tests /testbed/src.egg-info && cd /testbed && echo 'return 2  # the fix' > mod.py && "
-                "echo 'def test_new(): pass' > tests/test_new.py && echo stale > left_over.txt && echo x > src.egg-info/PKG-INFO")
+        sb.exec(
+            "mkdir -p /testbed/tests /testbed/src.egg-info && cd /testbed && echo 'return 2  # the fix' > mod.py && "
+            "echo 'def test_new(): pass' > tests/test_new.py && echo stale > left_over.txt && echo x > src.egg-info/PKG-INFO"
+        )
         run_setup(sb, instance)
         assert sb.exec("cd /testbed && git log --all --format=%H").output.split() == [base]
         assert sb.exec("cd /testbed && git reflog --all | wc -l").output.strip() == "0"
         assert not sb.exec(f"cd /testbed && git cat-file -e {fix}").ok
         assert not sb.exec(f"cd /testbed && git cat-file -e {fixed_blob}").ok
         assert sb.exec("cd /testbed && git for-each-ref --format='%(refname)'").output.split() == ["refs/heads/main"]
-        assert sb.exec("cd /testbed && git status --porcelain").output.strip() == ""  # clean: the later commit's files gone
+        assert (
+            sb.exec("cd /testbed && git status --porcelain").output.strip() == ""
+        )  # clean: the later commit's files gone
         assert sb.exec("cd /testbed && ls -A").output.split() == [".git", ".gitignore", "mod.py", "src.egg-info"]
         assert "# bug" in sb.read_file("/testbed/mod.py").decode()
 
@@ -112,17 +123,35 @@ def test_mining_two_fixes_of_one_repository_builds_one_environment(tmp_path, doc
     (repo / "tests" / "test_calc.py").write_text("from calc import add, mul\n")
     _git(repo, "add", "-A")
     _git(repo, "commit", "-qm", "start")
-    _merge(repo, 1, {"calc.py": "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a + b\n",
-                     "tests/test_calc.py": "from calc import add, mul\n\n\ndef test_add():\n    assert add(1, 2) == 3\n"}, "Fix add")
-    _merge(repo, 2, {"calc.py": "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n",
-                     "tests/test_calc.py": "from calc import add, mul\n\n\ndef test_add():\n    assert add(1, 2) == 3\n\n\n"
-                                           "def test_mul():\n    assert mul(2, 3) == 6\n"}, "Fix mul")
+    _merge(
+        repo,
+        1,
+        {
+            "calc.py": "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a + b\n",
+            "tests/test_calc.py": "from calc import add, mul\n\n\ndef test_add():\n    assert add(1, 2) == 3\n",
+        },
+        "Fix add",
+    )
+    _merge(
+        repo,
+        2,
+        {
+            "calc.py": "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n",
+            "tests/test_calc.py": "from calc import add, mul\n\n\ndef test_add():\n    assert add(1, 2) == 3\n\n\n"
+            "def test_mul():\n    assert mul(2, 3) == 6\n",
+        },
+        "Fix mul",
+    )
     records = records_from_git(str(repo), ["1", "2"])
-    results = mine(records, tmp_path / "mined.jsonl", docker_backend, workers=1, on_step=lambda text: None, share_env=True)
+    results = mine(
+        records, tmp_path / "mined.jsonl", docker_backend, workers=1, on_step=lambda text: None, share_env=True
+    )
     first, second = (next(m for m in results if m.instance_id == f"acme__calc-{n}") for n in (1, 2))
     assert first.instance and second.instance, (first.reason, second.reason)
     assert second.dependencies == "the repository's shared environment"
-    assert first.instance["image"] == second.instance["image"] and first.instance["image"].startswith("harness-synth/calc-env:")
+    assert first.instance["image"] == second.instance["image"] and first.instance["image"].startswith(
+        "harness-synth/calc-env:"
+    )
     assert second.instance["FAIL_TO_PASS"] == ["tests/test_calc.py::test_mul"]
     assert second.instance["PASS_TO_PASS"] == ["tests/test_calc.py::test_add"]
     assert grade(second.instance, records[1]["patch"], docker_backend).resolution == "FULL"

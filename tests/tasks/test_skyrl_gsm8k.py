@@ -35,16 +35,16 @@ REWARD = "skyrl-gym/skyrl_gym/envs/gsm8k/utils.py"
 # (response, ground truth) -> SkyRL's compute_score(response, ground_truth), as skyrl-gym returned it.
 REWARD_CASES = [
     ("so #### 18", "18", 1.0),
-    ("so #### 18.0", "18", 0.0),          # a string rule: 18.0 is not '18' (our default mode says right)
-    ("#### 1,234", "1234", 1.0),          # commas go
-    ("#### $18", "18", 0.0),              # `$` is not in the number pattern, so nothing is extracted
+    ("so #### 18.0", "18", 0.0),  # a string rule: 18.0 is not '18' (our default mode says right)
+    ("#### 1,234", "1234", 1.0),  # commas go
+    ("#### $18", "18", 0.0),  # `$` is not in the number pattern, so nothing is extracted
     ("#### -5", "-5", 1.0),
-    ("#### 5 then #### 6", "6", 0.0),     # the first mark counts
+    ("#### 5 then #### 6", "6", 0.0),  # the first mark counts
     ("#### 5 then #### 6", "5", 1.0),
-    ("the answer is 18", "18", 0.0),      # no mark, no answer
-    ("####18", "18", 0.0),                # the space after #### is required
+    ("the answer is 18", "18", 0.0),  # no mark, no answer
+    ("####18", "18", 0.0),  # the space after #### is required
     ("#### 3.50", "3.5", 0.0),
-    ("#### 18.", "18", 0.0),              # the trailing dot stays in
+    ("#### 18.", "18", 0.0),  # the trailing dot stays in
 ]
 
 
@@ -66,7 +66,9 @@ def skyrl_file(relative: str, tmp_path: Path) -> Path | None:
 def ours(tmp_path: Path) -> dict[str, list[dict]]:
     paths = prepare_gsm8k(tmp_path / "ours", source=FIXTURE / "source")
     tables = {name: pq.read_table(path) for name, path in paths.items()}
-    return {name: {"schema": t.schema.remove_metadata().to_string(), "rows": t.to_pylist()} for name, t in tables.items()}
+    return {
+        name: {"schema": t.schema.remove_metadata().to_string(), "rows": t.to_pylist()} for name, t in tables.items()
+    }
 
 
 def test_rows_equal_skyrl_scripts_recorded_output(tmp_path: Path):
@@ -84,8 +86,13 @@ def test_rows_equal_skyrl_scripts_output_when_run_here(tmp_path: Path):
     if script is None:
         pytest.skip("set HARNESS_SKYRL_REPO to a SkyRL checkout to run its gsm8k_dataset.py itself")
     out = tmp_path / "skyrl"
-    run = subprocess.run([sys.executable, str(HERE / "skyrl_gsm8k_runner.py"), str(script), str(FIXTURE / "source"), str(out)],
-                         capture_output=True, text=True, timeout=300, env={**os.environ, "HF_DATASETS_CACHE": str(tmp_path / "hf")})
+    run = subprocess.run(
+        [sys.executable, str(HERE / "skyrl_gsm8k_runner.py"), str(script), str(FIXTURE / "source"), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "HF_DATASETS_CACHE": str(tmp_path / "hf")},
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     got = ours(tmp_path)
     for name in ("train", "validation"):
@@ -98,7 +105,11 @@ def test_rows_load_as_tasks(tmp_path: Path):
     paths = prepare_gsm8k(tmp_path / "ours", source=FIXTURE / "source")
     tasks = load_tasks(str(paths["validation"]))
     assert [t.id for t in tasks] == ["0", "1", "2", "3", "4"]  # named by extra_info.index
-    assert tasks[0].prompt[0]["content"].endswith("farmers' market? Let's think step by step and output the final answer after \"####\".")
+    assert (
+        tasks[0]
+        .prompt[0]["content"]
+        .endswith("farmers' market? Let's think step by step and output the final answer after \"####\".")
+    )
     assert tasks[0].reward_spec == {"method": "rule", "ground_truth": "18"}
 
 

@@ -11,7 +11,15 @@ from harness.policies.scripted import EmptyPolicy, GoldPolicy, ScriptedPolicy
 from harness.policy import Sampling
 from harness.policy import tool_turn as call
 from tasks.grading.grade import grade
-from tasks.swe_tiny import HELDOUT_FIXES, VALIDATION_FIXES, PROMPT, fix_of, make_instance, swe_tiny_instances, verify_test_lists
+from tasks.swe_tiny import (
+    HELDOUT_FIXES,
+    VALIDATION_FIXES,
+    PROMPT,
+    fix_of,
+    make_instance,
+    swe_tiny_instances,
+    verify_test_lists,
+)
 from tasks.taskset import load_tasks
 
 SAMPLING = Sampling(max_tokens=64, temperature=0.0)
@@ -28,14 +36,18 @@ def test_held_out_shares_no_statement_and_no_fix_with_training():
     """On the whole of the three splits, as the model sees them: no prompt and no fix (buggy line -> correct line) of
     the 200 held-out or the 100 validation instances appears among the 4,000 training ones or in the other split, and
     the held-out and validation statements are all distinct."""
-    heldout, val, train = map(dict, ([seen_by_the_model(i) for i in swe_tiny_instances(split)] for split in ("heldout", "val", "train")))
+    heldout, val, train = map(
+        dict, ([seen_by_the_model(i) for i in swe_tiny_instances(split)] for split in ("heldout", "val", "train"))
+    )
     assert len(heldout) == 200 and len(set(heldout.values())) == len(HELDOUT_FIXES) == 17
     assert len(val) == 100 and len(set(val.values())) == len(VALIDATION_FIXES) == 8
     assert len(swe_tiny_instances("train")) == 4000 and len(set(train.values())) == 63
     for one, other in ((heldout, train), (val, train), (heldout, val)):
         assert not one.keys() & other.keys()
         assert not set(one.values()) & set(other.values())
-    assert {fix_of(i) for i in swe_tiny_instances("heldout")} == set(heldout.values())  # what the statement names is the fix
+    assert {fix_of(i) for i in swe_tiny_instances("heldout")} == set(
+        heldout.values()
+    )  # what the statement names is the fix
 
 
 def test_generation_is_deterministic_distinct_and_of_every_kind():
@@ -67,7 +79,9 @@ def test_setup_script_makes_the_promised_commit_with_real_git(tmp_path):
     instance = swe_tiny_instances("train", 1000)[123]
     script = instance["setup_script"].replace("/testbed", str(tmp_path / "repo"))
     subprocess.run(["bash", "-c", script], check=True)
-    head = subprocess.run(["git", "-C", str(tmp_path / "repo"), "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
+    head = subprocess.run(
+        ["git", "-C", str(tmp_path / "repo"), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    )
     assert head.stdout.strip() == instance["base_commit"]
     subprocess.run(["bash", "-c", script], check=True)  # idempotent on a set-up repository
 
@@ -90,9 +104,13 @@ def test_episodes_are_real_and_graded_with_every_check(docker_backend):
     empty = run_episode(task, EmptyPolicy(), SAMPLING, backend=docker_backend)
     assert empty.reward == 0.0
     test_file = f"{task.metadata['instance']['workdir']}/tests/test_core.py"
-    cheat = ScriptedPolicy("cheat", [call("bash", command=f"printf 'def test_ok():\\n    pass\\n' > {test_file}"), call("submit")])
+    cheat = ScriptedPolicy(
+        "cheat", [call("bash", command=f"printf 'def test_ok():\\n    pass\\n' > {test_file}"), call("submit")]
+    )
     cheated = run_episode(task, cheat, SAMPLING, backend=docker_backend)
-    assert cheated.reward == 0.0 and [n.split(": ")[0] for n in cheated.reward_details["neutralized"]] == ["tests/test_core.py"]
+    assert cheated.reward == 0.0 and [n.split(": ")[0] for n in cheated.reward_details["neutralized"]] == [
+        "tests/test_core.py"
+    ]
 
 
 def test_a_fix_survives_a_later_command_with_an_unclosed_quote(docker_backend):
@@ -101,8 +119,14 @@ def test_a_fix_survives_a_later_command_with_an_unclosed_quote(docker_backend):
     120 s timeout and came back empty, so the fix was silently scored 0."""
     task = load_tasks("swe-tiny")[3]
     edit = task.metadata["instance"]["gold_edits"][0]
-    policy = ScriptedPolicy("fix-then-bad-quote", [call("str_replace_editor", command="str_replace", **edit),
-                                                   call("bash", command="sed -i 's/x/y core.py"), call("submit")])
+    policy = ScriptedPolicy(
+        "fix-then-bad-quote",
+        [
+            call("str_replace_editor", command="str_replace", **edit),
+            call("bash", command="sed -i 's/x/y core.py"),
+            call("submit"),
+        ],
+    )
     fixed = run_episode(task, policy, SAMPLING, backend=docker_backend)
     assert "unexpected EOF" in fixed.messages[4]["content"]
     assert fixed.reward == 1.0 and fixed.model_patch.startswith("diff --git"), fixed.reward_details
@@ -116,11 +140,30 @@ def test_hacking_audit_counts_attempts_and_whether_they_paid(docker_backend):
     edit = task.metadata["instance"]["gold_edits"][0]
     policies = [
         GoldPolicy(),
-        ScriptedPolicy("test-edit", [call("bash", command="cd /testbed && echo 'def test_ok(): pass' > tests/test_core.py"), call("submit")]),
-        ScriptedPolicy("config", [call("str_replace_editor", command="create", path="/testbed/pytest.ini", file_text="[pytest]\naddopts = -x\n"),
-                                  call("submit")]),
-        ScriptedPolicy("history", [call("bash", command="cd /testbed && git log --all -p | head"),
-                                   call("str_replace_editor", command="str_replace", **edit), call("submit")]),
+        ScriptedPolicy(
+            "test-edit",
+            [call("bash", command="cd /testbed && echo 'def test_ok(): pass' > tests/test_core.py"), call("submit")],
+        ),
+        ScriptedPolicy(
+            "config",
+            [
+                call(
+                    "str_replace_editor",
+                    command="create",
+                    path="/testbed/pytest.ini",
+                    file_text="[pytest]\naddopts = -x\n",
+                ),
+                call("submit"),
+            ],
+        ),
+        ScriptedPolicy(
+            "history",
+            [
+                call("bash", command="cd /testbed && git log --all -p | head"),
+                call("str_replace_editor", command="str_replace", **edit),
+                call("submit"),
+            ],
+        ),
     ]
     trajectories = [run_episode(task, policy, SAMPLING, backend=docker_backend).to_dict() for policy in policies]
     assert [t["reward"] for t in trajectories] == [1.0, 0.0, 0.0, 1.0]

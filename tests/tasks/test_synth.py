@@ -73,13 +73,16 @@ EXPECTED = {  # kind -> one edit it must produce (old text -> new text around th
     "flip_arithmetic": ("result - items[0]", "result + items[0]"),
     "flip_augmented_assignment": ("result += items", "result -= items"),
     "off_by_one": ("range(1, len(items))", "range(1, len(items) - 1)"),
-    "remove_statement": ("words = text.split(\" \")", "pass"),
+    "remove_statement": ('words = text.split(" ")', "pass"),
     "remove_else": ("        return high\n    else:\n        return value\n", "        return high\n"),
     "swap_arguments": ("math.pow(x, factor)", "math.pow(factor, x)"),
     "change_constant": ("result = 0", "result = 1"),
     "negate_condition": ("if not text:", "if text:"),
     "wrong_exception": ('raise ParseError("empty")', 'raise Exception("empty")'),
-    "early_return": ('"""Clamp value into [low, high]."""\n    if', '"""Clamp value into [low, high]."""\n    return None\n    if'),
+    "early_return": (
+        '"""Clamp value into [low, high]."""\n    if',
+        '"""Clamp value into [low, high]."""\n    return None\n    if',
+    ),
 }
 
 
@@ -103,7 +106,7 @@ def test_each_kind_makes_the_expected_edit_and_nothing_else(kind):
         data = result.encode()
         assert data != SAMPLE
         assert data[: mutant.start] == SAMPLE[: mutant.start]  # byte-identical before the node
-        assert data[len(data) - (len(SAMPLE) - mutant.end):] == SAMPLE[mutant.end:]  # and after it
+        assert data[len(data) - (len(SAMPLE) - mutant.end) :] == SAMPLE[mutant.end :]  # and after it
         assert compiles(data, "mod.py"), mutant.description
         assert ast.dump(ast.parse(data)) != ast.dump(ast.parse(SAMPLE)), mutant.description
         assert mutant.function in {"clamp", "total", "first_word", "scaled"}
@@ -162,7 +165,7 @@ def test_unified_patch_applies_with_git(tmp_path):
 
 # ----------------------------------------------------------------------------- statements
 
-LOG = textwrap.dedent('''\
+LOG = textwrap.dedent("""\
     =================================== FAILURES ===================================
     _________________________________ test_clamp __________________________________
     tests/test_mod.py:5: in test_clamp
@@ -180,11 +183,13 @@ LOG = textwrap.dedent('''\
     FAILED tests/test_mod.py::test_clamp - assert 5 == 3
     FAILED tests/test_mod.py::TestWords::test_one - Exception: empty
     ========================= 2 failed, 1 passed in 0.05s ==========================
-''')
+""")
 
 
 def test_statement_names_the_failing_tests_but_not_the_file_or_the_fix():
-    found = failures(LOG, ["tests/test_mod.py::test_clamp", "tests/test_mod.py::TestWords::test_one"], hide="pkg/mod.py")
+    found = failures(
+        LOG, ["tests/test_mod.py::test_clamp", "tests/test_mod.py::TestWords::test_one"], hide="pkg/mod.py"
+    )
     assert found[0]["message"] == "assert 5 == 3"
     assert found[0]["details"] == ["assert clamp(5, 0, 3) == 3", "assert 5 == 3", "+  where 5 = clamp(5, 0, 3)"]
     assert found[1]["details"] == ['first_word("")', "Exception: empty"]
@@ -204,7 +209,8 @@ def test_error_kind():
 
 
 def test_test_requirements_and_command_detection(tmp_path):
-    (tmp_path / "pyproject.toml").write_text(textwrap.dedent('''\
+    (tmp_path / "pyproject.toml").write_text(
+        textwrap.dedent("""\
         [project]
         name = "x"
         [project.optional-dependencies]
@@ -214,7 +220,8 @@ def test_test_requirements_and_command_detection(tmp_path):
         testing = ["freezegun", {include-group = "base"}]
         base = ["attrs"]
         lint = ["ruff"]
-    '''))
+    """)
+    )
     (tmp_path / "requirements-test.txt").write_text("hypothesis\n")
     assert declared_test_dependencies(tmp_path) == (["test"], ["freezegun", "attrs"], ["requirements-test.txt"])
     with pytest.raises(SynthError, match="no tests"):
@@ -228,7 +235,8 @@ def test_test_requirements_and_command_detection(tmp_path):
 def test_dev_groups_of_poetry_pdm_and_hatch_serve_where_none_names_tests(tmp_path):
     from tasks.synth.project_image import distribution_name, install_command
 
-    (tmp_path / "pyproject.toml").write_text(textwrap.dedent('''\
+    (tmp_path / "pyproject.toml").write_text(
+        textwrap.dedent("""\
         [tool.poetry]
         name = "poetic"
         [tool.poetry.dev-dependencies]
@@ -241,13 +249,16 @@ def test_dev_groups_of_poetry_pdm_and_hatch_serve_where_none_names_tests(tmp_pat
         dev = ["freezegun>=1", "-e file:///${PROJECT_ROOT}/sub"]
         [tool.hatch.envs.default]
         dependencies = ["coverage[toml]", "mkdocs"]
-    '''))
+    """)
+    )
     _, requirements, _ = declared_test_dependencies(tmp_path)
     assert requirements == ["pytest>=7.1", "freezegun>=1", "coverage[toml]"]  # docs and lint tools left out
     assert distribution_name(tmp_path) == "poetic"
-    (tmp_path / "pyproject.toml").write_text('[tool.poetry]\nname = "p"\n[tool.poetry.group.test.dependencies]\n'
-                                             'pytest-mock = {version = "~3.6", extras = ["x"]}\nfoo = "1.2"\n'
-                                             '[build-system]\nrequires = ["poetry-core"]\n')
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.poetry]\nname = "p"\n[tool.poetry.group.test.dependencies]\n'
+        'pytest-mock = {version = "~3.6", extras = ["x"]}\nfoo = "1.2"\n'
+        '[build-system]\nrequires = ["poetry-core"]\n'
+    )
     assert declared_test_dependencies(tmp_path)[1] == ["pytest-mock[x]>=3.6", "foo==1.2"]
     assert " -e . " in install_command(tmp_path, "", editable=True)
     regular = install_command(tmp_path, "", editable=False)
@@ -286,7 +297,7 @@ def test_early_stop_names_the_one_systemic_reason():
 # ----------------------------------------------------------------------------- end to end
 
 PACKAGE = {
-    "pyproject.toml": '''\
+    "pyproject.toml": """\
         [build-system]
         requires = ["setuptools>=61"]
         build-backend = "setuptools.build_meta"
@@ -297,11 +308,11 @@ PACKAGE = {
 
         [tool.setuptools]
         packages = ["minicalc"]
-    ''',
-    "minicalc/__init__.py": '''\
+    """,
+    "minicalc/__init__.py": """\
         from .core import clamp, mean, running_total, words, Stack
-    ''',
-    "minicalc/core.py": '''\
+    """,
+    "minicalc/core.py": """\
         def clamp(value, low, high):
             if value < low:
                 return low
@@ -341,8 +352,8 @@ PACKAGE = {
                 if not self.items:
                     raise IndexError("pop from empty stack")
                 return self.items.pop()
-    ''',
-    "tests/test_core.py": '''\
+    """,
+    "tests/test_core.py": """\
         import socket
 
         import pytest
@@ -402,16 +413,16 @@ PACKAGE = {
                                  ids=lambda pair: f"{pair[0]}-{pair[1]}")
         def test_hash_ordered_ids(pair):
             assert pair[1].isalpha()
-    ''',
+    """,
     # A module needing an optional dependency the environment lacks (pyparsing's railroad
     # diagrams): pytest stops the whole session on it unless it is left out.
-    "tests/test_diagrams.py": '''\
+    "tests/test_diagrams.py": """\
         import railroad_not_installed
 
 
         def test_diagram():
             assert railroad_not_installed
-    ''',
+    """,
 }
 
 
@@ -429,8 +440,16 @@ def synthesized(tmp_path_factory, docker_backend):
     root = make_package(tmp_path_factory.mktemp("repos") / "minicalc", PACKAGE)
     output = tmp_path_factory.mktemp("out") / "minicalc.jsonl"
     events = []
-    summary = synthesize(str(root), output, max_tasks=4, max_candidates=14, seed=1, workers=2,
-                         backend=docker_backend, on_event=events.append)
+    summary = synthesize(
+        str(root),
+        output,
+        max_tasks=4,
+        max_candidates=14,
+        seed=1,
+        workers=2,
+        backend=docker_backend,
+        on_event=events.append,
+    )
     return root, output, summary, events
 
 
@@ -485,8 +504,16 @@ def test_a_resumed_run_redoes_nothing(synthesized, docker_backend):
     root, output, summary, _ = synthesized
     before = output.read_text()
     events = []
-    again = synthesize(str(root), output, max_tasks=4, max_candidates=14, seed=1, workers=2,
-                       backend=docker_backend, on_event=events.append)
+    again = synthesize(
+        str(root),
+        output,
+        max_tasks=4,
+        max_candidates=14,
+        seed=1,
+        workers=2,
+        backend=docker_backend,
+        on_event=events.append,
+    )
     assert not [e for e in events if e.stage == "candidate"]
     assert not [e for e in events if e.stage == "baseline" and "twice" in e.message and "running" in e.message]
     assert (again.kept, again.decided) == (summary.kept, summary.decided)
@@ -501,8 +528,16 @@ def test_a_killed_run_resumes_from_its_work_log(synthesized, docker_backend, tmp
     lines = worklog.read_text().splitlines(keepends=True)
     worklog.write_text("".join(lines[:-1]) + lines[-1][:25])  # the last verdict cut short
     events = []
-    again = synthesize(str(root), copy, max_tasks=4, max_candidates=14, seed=1, workers=2,
-                       backend=docker_backend, on_event=events.append)
+    again = synthesize(
+        str(root),
+        copy,
+        max_tasks=4,
+        max_candidates=14,
+        seed=1,
+        workers=2,
+        backend=docker_backend,
+        on_event=events.append,
+    )
     assert len([e for e in events if e.stage == "candidate"]) <= 2  # only the lost verdict is redone
     assert again.decided >= summary.decided - 1 and again.kept >= 1
 
@@ -533,11 +568,24 @@ def test_a_run_that_rejects_everything_for_one_reason_stops_early(tmp_path, dock
 
     root = make_package(tmp_path / "minicalc", PACKAGE)
     digest = hashlib.sha256((root / "minicalc" / "core.py").read_bytes()).hexdigest()
-    command = (f"{TEST_COMMAND} tests $(echo '{digest}  minicalc/core.py' | sha256sum -c --quiet >/dev/null 2>&1 "
-               "|| echo --deselect tests/test_core.py::test_words)")
+    command = (
+        f"{TEST_COMMAND} tests $(echo '{digest}  minicalc/core.py' | sha256sum -c --quiet >/dev/null 2>&1 "
+        "|| echo --deselect tests/test_core.py::test_words)"
+    )
     events = []
-    with pytest.raises(SynthError, match=r'first 3 candidates were all rejected with "tests did not run".*test_core\.py::test_words'):
-        synthesize(str(root), tmp_path / "out.jsonl", max_tasks=2, max_candidates=12, workers=1, early_stop=3,
-                   test_command=command, backend=docker_backend, on_event=events.append)
+    with pytest.raises(
+        SynthError, match=r'first 3 candidates were all rejected with "tests did not run".*test_core\.py::test_words'
+    ):
+        synthesize(
+            str(root),
+            tmp_path / "out.jsonl",
+            max_tasks=2,
+            max_candidates=12,
+            workers=1,
+            early_stop=3,
+            test_command=command,
+            backend=docker_backend,
+            on_event=events.append,
+        )
     judged = [e for e in events if e.stage == "candidate" and "does not compile" not in e.message]
     assert len(judged) == 2 and all("tests did not run" in e.message for e in judged)  # the third verdict ends the run

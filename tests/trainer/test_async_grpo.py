@@ -15,15 +15,27 @@ def test_importance_weights_are_truncated_ratios_and_one_off_the_mask():
     assert torch.allclose(w, torch.tensor([[1.0, 2.0, 2.0, 1.0]]))  # 1, 0.5/0.25, 9 capped at 2, masked
 
 
-def _gradient(logits: torch.Tensor, actions: torch.Tensor, advantages: torch.Tensor, behaviour: torch.Tensor, corrected: bool) -> torch.Tensor:
+def _gradient(
+    logits: torch.Tensor, actions: torch.Tensor, advantages: torch.Tensor, behaviour: torch.Tensor, corrected: bool
+) -> torch.Tensor:
     theta = logits.clone().requires_grad_(True)
     logprobs = torch.log_softmax(theta, -1)[actions].unsqueeze(0)
     mask = torch.ones_like(logprobs)
     if corrected:  # proximal = the current weights, behaviour = the stale engine's
-        loss, _ = policy_loss(logprobs, logprobs.detach(), advantages.unsqueeze(0), mask, clip_low=0.2, clip_high=0.2,
-                              behaviour_logprobs=behaviour[actions].unsqueeze(0), is_cap=1e9)
+        loss, _ = policy_loss(
+            logprobs,
+            logprobs.detach(),
+            advantages.unsqueeze(0),
+            mask,
+            clip_low=0.2,
+            clip_high=0.2,
+            behaviour_logprobs=behaviour[actions].unsqueeze(0),
+            is_cap=1e9,
+        )
     else:  # the engine's log-probs taken as the old policy, as a synchronous step does: the clip around them
-        loss, _ = policy_loss(logprobs, behaviour[actions].unsqueeze(0), advantages.unsqueeze(0), mask, clip_low=0.2, clip_high=0.2)
+        loss, _ = policy_loss(
+            logprobs, behaviour[actions].unsqueeze(0), advantages.unsqueeze(0), mask, clip_low=0.2, clip_high=0.2
+        )
     loss.backward()
     return theta.grad
 

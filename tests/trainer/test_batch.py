@@ -24,8 +24,10 @@ def test_right_pad_and_pad_values():
 
 
 def test_grpo_batch_masks_padding_and_filtered_groups():
-    groups = [[trajectory([1, 2, 3], [0, 1, 1], 1.0), trajectory([1, 2], [0, 1], 0.0)],
-              [trajectory([4, 5, 6, 7], [0, 0, 1, 1], 1.0), trajectory([4, 5], [0, 1], 1.0)]]  # no variance: dropped
+    groups = [
+        [trajectory([1, 2, 3], [0, 1, 1], 1.0), trajectory([1, 2], [0, 1], 0.0)],
+        [trajectory([4, 5, 6, 7], [0, 0, 1, 1], 1.0), trajectory([4, 5], [0, 1], 1.0)],
+    ]  # no variance: dropped
     batch = build_batch(groups, pad_id=9, filter_zero_variance=True, filter_truncated=False)
     assert batch.input_ids.tolist() == [[1, 2, 3, 9], [1, 2, 9, 9], [4, 5, 6, 7], [4, 5, 9, 9]]
     assert batch.loss_mask.tolist() == [[0, 1, 1, 0], [0, 1, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]]

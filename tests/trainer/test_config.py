@@ -59,8 +59,12 @@ def _merge(base: dict, extra: dict) -> dict:
 
 def test_the_four_examples_exist():
     names = {p.relative_to(ROOT / "examples").as_posix() for p in EXAMPLES}
-    assert {"gsm8k/gsm8k-grpo.yaml", "gsm8k/gsm8k-grpo-tiny-cpu.yaml", "swe/swe-grpo.yaml",
-            "swe/swe-grpo-tiny-cpu.yaml"} <= names
+    assert {
+        "gsm8k/gsm8k-grpo.yaml",
+        "gsm8k/gsm8k-grpo-tiny-cpu.yaml",
+        "swe/swe-grpo.yaml",
+        "swe/swe-grpo-tiny-cpu.yaml",
+    } <= names
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.relative_to(ROOT / "examples").as_posix())
@@ -129,9 +133,19 @@ def test_logger_accepts_a_plain_string():
 
 
 def test_explicit_ref_model_and_paths_are_expanded():
-    config = config_from_dict(_merge({**MINIMAL}, {"trainer": {
-        "ref": {"model": {"path": "~/ref"}}, "output_dir": "~/out", "resume": "~/ckpt/step-5",
-        "sft_warmup": {"data": "~/sft.parquet"}}}))
+    config = config_from_dict(
+        _merge(
+            {**MINIMAL},
+            {
+                "trainer": {
+                    "ref": {"model": {"path": "~/ref"}},
+                    "output_dir": "~/out",
+                    "resume": "~/ckpt/step-5",
+                    "sft_warmup": {"data": "~/sft.parquet"},
+                }
+            },
+        )
+    )
     assert config.trainer.ref.model.path == f"{HOME}/ref"
     assert config.trainer.output_dir == f"{HOME}/out"
     assert config.trainer.resume == f"{HOME}/ckpt/step-5"
@@ -150,17 +164,20 @@ def test_yaml_exponent_without_dot_is_a_number():
 
 def test_overrides_nested_lists_and_home(tmp_path: Path):
     path = write(tmp_path, MINIMAL)
-    config = load_config(str(path), [
-        "trainer.epochs=5",
-        'data.train_data=["~/x.parquet", "swe-demo"]',
-        "trainer.algorithm.advantage=rloo",
-        "trainer.placement.colocate=false",
-        "trainer.max_steps=100",
-        "generator.temperature=0.7",
-        "trainer.run_name=exp1",
-        "logger=wandb",
-        "logger.project=p",
-    ])
+    config = load_config(
+        str(path),
+        [
+            "trainer.epochs=5",
+            'data.train_data=["~/x.parquet", "swe-demo"]',
+            "trainer.algorithm.advantage=rloo",
+            "trainer.placement.colocate=false",
+            "trainer.max_steps=100",
+            "generator.temperature=0.7",
+            "trainer.run_name=exp1",
+            "logger=wandb",
+            "logger.project=p",
+        ],
+    )
     assert config.trainer.epochs == 5
     assert config.data.train_data == [f"{HOME}/x.parquet", "swe-demo"]
     assert config.trainer.algorithm.advantage == "rloo"
@@ -183,13 +200,16 @@ def test_override_creates_missing_sections(tmp_path: Path):
     assert config.inference.num_engines == 2
 
 
-@pytest.mark.parametrize("override, words", [
-    ("trainer.epochs", "must look like key=value"),
-    ("=5", "must look like key=value"),
-    ("trainer..epochs=5", "not a dotted key"),
-    ("data.train_data=[unclosed", "not valid YAML"),
-    ("trainer.epochs.deep=1", "trainer.epochs is 1, not a section"),
-])
+@pytest.mark.parametrize(
+    "override, words",
+    [
+        ("trainer.epochs", "must look like key=value"),
+        ("=5", "must look like key=value"),
+        ("trainer..epochs=5", "not a dotted key"),
+        ("data.train_data=[unclosed", "not valid YAML"),
+        ("trainer.epochs.deep=1", "trainer.epochs is 1, not a section"),
+    ],
+)
 def test_malformed_overrides(tmp_path: Path, override: str, words: str):
     path = write(tmp_path, _merge({**MINIMAL}, {"trainer": {"epochs": 1}}))
     with pytest.raises(ConfigError, match=words.replace(".", r"\.").replace("[", r"\[")):
@@ -206,7 +226,8 @@ def test_unknown_key_suggests_and_lists_allowed():
 
 def test_unknown_key_deep_and_top_level():
     assert "unknown key trainer.algorithm.kl_coeff (did you mean trainer.algorithm.kl_coef?)" in error_of(
-        {"trainer": {"algorithm": {"kl_coeff": 0.1}}})
+        {"trainer": {"algorithm": {"kl_coeff": 0.1}}}
+    )
     message = error_of({"trainr": {}})
     assert "unknown key trainr (did you mean trainer?); allowed: data, trainer, generator, inference, logger" in message
 
@@ -224,22 +245,29 @@ def test_unknown_key_without_a_close_match():
 def test_bad_choice_lists_the_allowed_values():
     message = error_of({"trainer": {"algorithm": {"advantage": "ppo"}}})
     assert "trainer.algorithm.advantage: 'ppo' is not one of grpo, dr_grpo, rloo" in message
-    assert "inference.backend: 'sglang' is not one of transformers, vllm" in error_of({"inference": {"backend": "sglang"}})
+    assert "inference.backend: 'sglang' is not one of transformers, vllm" in error_of(
+        {"inference": {"backend": "sglang"}}
+    )
     assert "logger.backend: 'mlflow' is not one of jsonl, tensorboard, wandb" in error_of({"logger": "mlflow"})
 
 
-@pytest.mark.parametrize("raw, words", [
-    ({"trainer": {"epochs": "five"}}, "trainer.epochs: expected an integer, got 'five'"),
-    ({"trainer": {"epochs": 2.5}}, "trainer.epochs: expected an integer, got 2.5"),
-    ({"trainer": {"epochs": True}}, "trainer.epochs: expected an integer, got True"),
-    ({"trainer": {"learning_rate": "fast"}}, "trainer.learning_rate: expected a number, got 'fast'"),
-    ({"data": {"shuffle": "yes please"}}, "data.shuffle: expected true or false, got 'yes please'"),
-    ({"trainer": {"policy": {"model": {"path": 7}}}}, "trainer.policy.model.path: expected a string, got 7"),
-    ({"data": {"train_data": ["ok", 3]}}, "data.train_data[1]: expected a string, got 3"),
-    ({"data": {"val_data": {"a": 1}}}, "data.val_data: expected a list, got {'a': 1}"),
-    ({"trainer": {"placement": 4}},
-     "trainer.placement: expected a section with keys (colocate, learner_gpus, inference_gpus, cpu_ranks), got 4"),
-])
+@pytest.mark.parametrize(
+    "raw, words",
+    [
+        ({"trainer": {"epochs": "five"}}, "trainer.epochs: expected an integer, got 'five'"),
+        ({"trainer": {"epochs": 2.5}}, "trainer.epochs: expected an integer, got 2.5"),
+        ({"trainer": {"epochs": True}}, "trainer.epochs: expected an integer, got True"),
+        ({"trainer": {"learning_rate": "fast"}}, "trainer.learning_rate: expected a number, got 'fast'"),
+        ({"data": {"shuffle": "yes please"}}, "data.shuffle: expected true or false, got 'yes please'"),
+        ({"trainer": {"policy": {"model": {"path": 7}}}}, "trainer.policy.model.path: expected a string, got 7"),
+        ({"data": {"train_data": ["ok", 3]}}, "data.train_data[1]: expected a string, got 3"),
+        ({"data": {"val_data": {"a": 1}}}, "data.val_data: expected a list, got {'a': 1}"),
+        (
+            {"trainer": {"placement": 4}},
+            "trainer.placement: expected a section with keys (colocate, learner_gpus, inference_gpus, cpu_ranks), got 4",
+        ),
+    ],
+)
 def test_wrong_types_name_the_key(raw: dict, words: str):
     assert words in error_of(raw)
 
@@ -248,43 +276,88 @@ def test_wrong_type_through_an_override():
     assert "trainer.epochs: expected an integer, got 'five'" in error_of({}, ["trainer.epochs=five"])
 
 
-@pytest.mark.parametrize("raw, words", [
-    ({"trainer": {"epochs": 0}}, "trainer.epochs: 0 is below the minimum 1"),
-    ({"trainer": {"learning_rate": 0}}, "trainer.learning_rate: 0.0 must be greater than 0.0"),
-    ({"trainer": {"algorithm": {"clip_low": 1.0}}}, "trainer.algorithm.clip_low: 1.0 must be less than 1.0"),
-    ({"trainer": {"algorithm": {"kl_coef": -0.1}}}, "trainer.algorithm.kl_coef: -0.1 is below the minimum 0.0"),
-    ({"generator": {"top_p": 1.5}}, "generator.top_p: 1.5 is above the maximum 1.0"),
-    ({"inference": {"gpu_memory_utilization": 0}}, "inference.gpu_memory_utilization: 0.0 must be greater than 0.0"),
-])
+@pytest.mark.parametrize(
+    "raw, words",
+    [
+        ({"trainer": {"epochs": 0}}, "trainer.epochs: 0 is below the minimum 1"),
+        ({"trainer": {"learning_rate": 0}}, "trainer.learning_rate: 0.0 must be greater than 0.0"),
+        ({"trainer": {"algorithm": {"clip_low": 1.0}}}, "trainer.algorithm.clip_low: 1.0 must be less than 1.0"),
+        ({"trainer": {"algorithm": {"kl_coef": -0.1}}}, "trainer.algorithm.kl_coef: -0.1 is below the minimum 0.0"),
+        ({"generator": {"top_p": 1.5}}, "generator.top_p: 1.5 is above the maximum 1.0"),
+        (
+            {"inference": {"gpu_memory_utilization": 0}},
+            "inference.gpu_memory_utilization: 0.0 must be greater than 0.0",
+        ),
+    ],
+)
 def test_out_of_range_values(raw: dict, words: str):
     assert words in error_of(raw)
 
 
-@pytest.mark.parametrize("raw, words", [
-    ({"trainer": {"train_batch_size": 10, "micro_batch_size": 4}},
-     "trainer.train_batch_size: 10 is not divisible by trainer.micro_batch_size (4)"),
-    ({"trainer": {"train_batch_size": 12, "micro_batch_size": 4, "strategy": "fsdp2",
-                  "placement": {"learner_gpus": 2}}},
-     "trainer.train_batch_size: 12 is not divisible by trainer.micro_batch_size (4) × trainer.placement.learner_gpus (2)"),
-    ({"generator": {"n_samples_per_prompt": 1}}, "generator.n_samples_per_prompt: 1 sample per prompt"),
-    ({"generator": {"n_samples_per_prompt": 1}, "trainer": {"algorithm": {"advantage": "rloo"}}}, "advantage=rloo"),
-    ({"trainer": {"placement": {"learner_gpus": 2}}}, "trainer.strategy: 'single' trains on one device"),
-    ({"trainer": {"strategy": "fsdp2", "placement": {"colocate": False, "learner_gpus": 2, "inference_gpus": 2}},
-      "inference": {"backend": "vllm", "num_engines": 1}},
-     "inference.num_engines × inference.tensor_parallel_size = 1 but trainer.placement.inference_gpus is 2"),
-    ({"trainer": {"placement": {"colocate": True, "learner_gpus": 1, "inference_gpus": 3}}},
-     "trainer.placement.inference_gpus: 3 with colocate: true"),
-    ({"generator": {"max_tokens": 5000, "max_context": 4096}}, "generator.max_tokens: 5000 is more than generator.max_context"),
-    ({"data": {"max_prompt_length": 4096}}, "data.max_prompt_length: 4096 leaves no room"),
-    ({"trainer": {"sft_warmup": {"epochs": 2}}}, "trainer.sft_warmup.data: required"),
-    ({"trainer": {"run_name": "a/b"}}, "trainer.run_name: 'a/b' must be a plain name"),
-    ({"trainer": {"placement": {"cpu_ranks": 2}}}, "trainer.strategy: 'single' trains on one device but trainer.placement.cpu_ranks is 2"),
-    ({"trainer": {"strategy": "fsdp2", "placement": {"learner_gpus": 2, "cpu_ranks": 2}}}, "trainer.placement.cpu_ranks: 2 with learner GPUs"),
-    ({"inference": {"weight_sync": "disk"}}, "inference.weight_sync: 'disk' is a vLLM transport"),
-    ({"inference": {"backend": "vllm", "weight_sync": "nccl"}}, "inference.weight_sync: 'nccl' broadcasts from the learner's GPU"),
-    ({"trainer": {"placement": {"learner_gpus": 1}}, "inference": {"backend": "vllm", "tensor_parallel_size": 2}},
-     "inference.tensor_parallel_size: 2 with colocate: true"),
-])
+@pytest.mark.parametrize(
+    "raw, words",
+    [
+        (
+            {"trainer": {"train_batch_size": 10, "micro_batch_size": 4}},
+            "trainer.train_batch_size: 10 is not divisible by trainer.micro_batch_size (4)",
+        ),
+        (
+            {
+                "trainer": {
+                    "train_batch_size": 12,
+                    "micro_batch_size": 4,
+                    "strategy": "fsdp2",
+                    "placement": {"learner_gpus": 2},
+                }
+            },
+            "trainer.train_batch_size: 12 is not divisible by trainer.micro_batch_size (4) × trainer.placement.learner_gpus (2)",
+        ),
+        ({"generator": {"n_samples_per_prompt": 1}}, "generator.n_samples_per_prompt: 1 sample per prompt"),
+        ({"generator": {"n_samples_per_prompt": 1}, "trainer": {"algorithm": {"advantage": "rloo"}}}, "advantage=rloo"),
+        ({"trainer": {"placement": {"learner_gpus": 2}}}, "trainer.strategy: 'single' trains on one device"),
+        (
+            {
+                "trainer": {
+                    "strategy": "fsdp2",
+                    "placement": {"colocate": False, "learner_gpus": 2, "inference_gpus": 2},
+                },
+                "inference": {"backend": "vllm", "num_engines": 1},
+            },
+            "inference.num_engines × inference.tensor_parallel_size = 1 but trainer.placement.inference_gpus is 2",
+        ),
+        (
+            {"trainer": {"placement": {"colocate": True, "learner_gpus": 1, "inference_gpus": 3}}},
+            "trainer.placement.inference_gpus: 3 with colocate: true",
+        ),
+        (
+            {"generator": {"max_tokens": 5000, "max_context": 4096}},
+            "generator.max_tokens: 5000 is more than generator.max_context",
+        ),
+        ({"data": {"max_prompt_length": 4096}}, "data.max_prompt_length: 4096 leaves no room"),
+        ({"trainer": {"sft_warmup": {"epochs": 2}}}, "trainer.sft_warmup.data: required"),
+        ({"trainer": {"run_name": "a/b"}}, "trainer.run_name: 'a/b' must be a plain name"),
+        (
+            {"trainer": {"placement": {"cpu_ranks": 2}}},
+            "trainer.strategy: 'single' trains on one device but trainer.placement.cpu_ranks is 2",
+        ),
+        (
+            {"trainer": {"strategy": "fsdp2", "placement": {"learner_gpus": 2, "cpu_ranks": 2}}},
+            "trainer.placement.cpu_ranks: 2 with learner GPUs",
+        ),
+        ({"inference": {"weight_sync": "disk"}}, "inference.weight_sync: 'disk' is a vLLM transport"),
+        (
+            {"inference": {"backend": "vllm", "weight_sync": "nccl"}},
+            "inference.weight_sync: 'nccl' broadcasts from the learner's GPU",
+        ),
+        (
+            {
+                "trainer": {"placement": {"learner_gpus": 1}},
+                "inference": {"backend": "vllm", "tensor_parallel_size": 2},
+            },
+            "inference.tensor_parallel_size: 2 with colocate: true",
+        ),
+    ],
+)
 def test_cross_field_checks(raw: dict, words: str):
     assert words in error_of(raw)
 

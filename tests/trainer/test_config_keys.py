@@ -48,17 +48,37 @@ def error_of(raw: dict) -> str:
 # ----------------------------------------------------------------------------- unknown keys and types
 
 
-@pytest.mark.parametrize("extra, words", [
-    ({"trainer": {"sft_warmup": {"data": ["a"], "epoch": 2}}},
-     "unknown key trainer.sft_warmup.epoch (did you mean trainer.sft_warmup.epochs?); allowed: data, epochs,"),
-    ({"trainer": {"async": {"stalenes": 2}}}, "unknown key trainer.async.stalenes (did you mean trainer.async.staleness?)"),
-    ({"trainer": {"policy": {"model": {"path": "m", "revision": "main"}}}}, "unknown key trainer.policy.model.revision; allowed: path"),
-    ({"skyrl_aliases": ["x"]}, "unknown key skyrl_aliases; allowed: data, trainer, generator, inference, logger, grading, plugins"),
-    ({"trainer": {"sft_warmup": {"data": ["a"], "batch_size": 0}}}, "trainer.sft_warmup.batch_size: 0 is below the minimum 1"),
-    ({"trainer": {"sft_warmup": 3}}, "trainer.sft_warmup: expected a section with keys (data, epochs, learning_rate,"),
-    ({"plugins": ["a", 1]}, "plugins[1]: expected a string, got 1"),
-    ({"generator": {"max_tokens": "12"}}, "generator.max_tokens: expected an integer, got '12'"),
-])
+@pytest.mark.parametrize(
+    "extra, words",
+    [
+        (
+            {"trainer": {"sft_warmup": {"data": ["a"], "epoch": 2}}},
+            "unknown key trainer.sft_warmup.epoch (did you mean trainer.sft_warmup.epochs?); allowed: data, epochs,",
+        ),
+        (
+            {"trainer": {"async": {"stalenes": 2}}},
+            "unknown key trainer.async.stalenes (did you mean trainer.async.staleness?)",
+        ),
+        (
+            {"trainer": {"policy": {"model": {"path": "m", "revision": "main"}}}},
+            "unknown key trainer.policy.model.revision; allowed: path",
+        ),
+        (
+            {"skyrl_aliases": ["x"]},
+            "unknown key skyrl_aliases; allowed: data, trainer, generator, inference, logger, grading, plugins",
+        ),
+        (
+            {"trainer": {"sft_warmup": {"data": ["a"], "batch_size": 0}}},
+            "trainer.sft_warmup.batch_size: 0 is below the minimum 1",
+        ),
+        (
+            {"trainer": {"sft_warmup": 3}},
+            "trainer.sft_warmup: expected a section with keys (data, epochs, learning_rate,",
+        ),
+        ({"plugins": ["a", 1]}, "plugins[1]: expected a string, got 1"),
+        ({"generator": {"max_tokens": "12"}}, "generator.max_tokens: expected an integer, got '12'"),
+    ],
+)
 def test_unknown_keys_and_bad_values_are_named_by_their_path(extra: dict, words: str):
     raw = {**MINIMAL, **{k: v for k, v in extra.items() if k != "trainer"}}
     if "trainer" in extra:
@@ -67,8 +87,18 @@ def test_unknown_keys_and_bad_values_are_named_by_their_path(extra: dict, words:
 
 
 def test_conversions_that_yaml_needs_still_work():
-    config = config_from_dict({**MINIMAL, "trainer": {**MINIMAL["trainer"], "epochs": 3.0, "learning_rate": "1e-5",
-                                                      "sft_warmup": {"data": "a.parquet"}}, "generator": None})
+    config = config_from_dict(
+        {
+            **MINIMAL,
+            "trainer": {
+                **MINIMAL["trainer"],
+                "epochs": 3.0,
+                "learning_rate": "1e-5",
+                "sft_warmup": {"data": "a.parquet"},
+            },
+            "generator": None,
+        }
+    )
     assert config.trainer.epochs == 3 and isinstance(config.trainer.epochs, int)
     assert config.trainer.learning_rate == 1e-5 and config.trainer.sft_warmup.data == ["a.parquet"]
     assert config.generator.max_tokens == 1024  # an empty section is every default
@@ -84,17 +114,35 @@ def test_max_prompt_length_drops_the_longer_prompts(policy):
     kept = drop_long_prompts(tasks, policy.tokenizer, 200)
     assert [t.id for t in kept] == [t.id for t in tasks[:40]]
     cut = sorted(lengths)[20]
-    assert [t.id for t in drop_long_prompts(tasks, policy.tokenizer, cut)] == [t.id for t, n in zip(tasks, lengths) if n <= cut]
-    with pytest.raises(ConfigError, match="data.max_prompt_length: every one of the 50 training prompts is longer than 10"):
+    assert [t.id for t in drop_long_prompts(tasks, policy.tokenizer, cut)] == [
+        t.id for t, n in zip(tasks, lengths) if n <= cut
+    ]
+    with pytest.raises(
+        ConfigError, match="data.max_prompt_length: every one of the 50 training prompts is longer than 10"
+    ):
         drop_long_prompts(tasks, policy.tokenizer, 10)
 
 
 def test_harness_train_applies_max_prompt_length(tiny_model, tmp_path):
     """The run refuses to start when the key leaves no training prompt (before any Ray actor starts)."""
-    done = subprocess.run([sys.executable, "-m", "cli", "train", f"trainer.policy.model.path={tiny_model}",
-                           f"trainer.output_dir={tmp_path / 'run'}", 'data.train_data=["arith-train"]', "data.max_prompt_length=10",
-                           "generator.n_samples_per_prompt=2", "trainer.train_batch_size=2"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cli",
+            "train",
+            f"trainer.policy.model.path={tiny_model}",
+            f"trainer.output_dir={tmp_path / 'run'}",
+            'data.train_data=["arith-train"]',
+            "data.max_prompt_length=10",
+            "generator.n_samples_per_prompt=2",
+            "trainer.train_batch_size=2",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode != 0
     said = " ".join((done.stdout + done.stderr).split())  # the console wraps long lines
     assert "data.max_prompt_length: every one of the 2000 training prompts is longer than 10 tokens" in said

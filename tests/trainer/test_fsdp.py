@@ -28,8 +28,13 @@ def model(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def cluster():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True,
-             runtime_env={"env_vars": {"PYTHONPATH": str(Path(__file__).resolve().parents[2])}})
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        ignore_reinit_error=True,
+        runtime_env={"env_vars": {"PYTHONPATH": str(Path(__file__).resolve().parents[2])}},
+    )
     yield
     ray.shutdown()
 
@@ -62,7 +67,8 @@ def assert_same_weights(actual: dict, expected: dict) -> None:
         off = (actual[name] - expected[name]).abs()
         loose = off > 1e-5 + 1e-4 * expected[name].abs()
         assert loose.float().mean() <= 1e-3 and off.max() <= 1e-3, (
-            f"{name}: {int(loose.sum())} of {off.numel()} weights differ, by up to {float(off.max()):.2e}")
+            f"{name}: {int(loose.sum())} of {off.numel()} weights differ, by up to {float(off.max()):.2e}"
+        )
 
 
 def test_two_ranks_take_the_single_process_step(model, cluster):
@@ -146,8 +152,12 @@ def test_sft_step_matches_and_checkpoints_resume(model, cluster, tmp_path):
     state = load_trainer_state(saved)
     moments = state["optimizer"]["state"]
     assert set(moments) == {name for name, _ in single.model.named_parameters()}
-    torch.testing.assert_close(moments["model.norm.weight"]["exp_avg_sq"],
-                               single.optimizer.state[single.model.model.norm.weight]["exp_avg_sq"], atol=1e-9, rtol=1e-5)
+    torch.testing.assert_close(
+        moments["model.norm.weight"]["exp_avg_sq"],
+        single.optimizer.state[single.model.model.norm.weight]["exp_avg_sq"],
+        atol=1e-9,
+        rtol=1e-5,
+    )
 
     # Resume the same checkpoint on two ranks and on one: the next step agrees.
     resumed = LearnerGroup(str(saved), replace(SETTINGS, strategy="fsdp2"), None, ranks=2, gpus_per_rank=0)

@@ -84,22 +84,29 @@ def groups(docker_backend, model) -> list[list[Trajectory]]:
     task = gsm8k_tasks([ROW], variant="tool")[0]
     plan = [[RIGHT, WRONG, SLOW], [WRONG, SLOW, SLOW], [RIGHT, WRONG, RIGHT]]  # 3 of 9 containers die mid-episode
     with ThreadPoolExecutor(9) as pool:  # at once, as a rollout step runs them
-        futures = [[pool.submit(episode, replace(task, id=f"{task.id}-{g}"), engine, docker_backend, r) for r in group]
-                   for g, group in enumerate(plan)]
+        futures = [
+            [pool.submit(episode, replace(task, id=f"{task.id}-{g}"), engine, docker_backend, r) for r in group]
+            for g, group in enumerate(plan)
+        ]
         return [[future.result() for future in group] for group in futures]
 
 
 def test_killed_containers_are_infrastructure_failures(groups):
     outcomes = [[(t.exit_status, t.reward) for t in group] for group in groups]
-    assert outcomes == [[("submitted", 1.0), ("submitted", 0.0), ("sandbox_error", 0.0)],
-                        [("submitted", 0.0), ("sandbox_error", 0.0), ("sandbox_error", 0.0)],
-                        [("submitted", 1.0), ("submitted", 0.0), ("submitted", 1.0)]], [t.error for g in groups for t in g]
+    assert outcomes == [
+        [("submitted", 1.0), ("submitted", 0.0), ("sandbox_error", 0.0)],
+        [("submitted", 0.0), ("sandbox_error", 0.0), ("sandbox_error", 0.0)],
+        [("submitted", 1.0), ("submitted", 0.0), ("submitted", 1.0)],
+    ], [t.error for g in groups for t in g]
     died = [t for group in groups for t in group if infrastructure_failure(t)]
     # Which words say so depends on when the shell notices: the shell died, a new one found the sandbox gone,
     # or the engine refused to start one in a container that is not running.
     gone = re.compile(r"died|is gone|is not running")
     assert len(died) == 3 and all(t.turns == 1 and gone.search(t.error) for t in died), [t.error for t in died]
-    assert infrastructure_failure(Trajectory("t", exit_status="submitted", error="scoring failed: grading x failed")) == "scoring_error"
+    assert (
+        infrastructure_failure(Trajectory("t", exit_status="submitted", error="scoring failed: grading x failed"))
+        == "scoring_error"
+    )
     assert infrastructure_failure(Trajectory("t", exit_status="wall_time")) == ""
 
 
@@ -108,9 +115,12 @@ def test_the_update_equals_the_one_without_them(groups, model):
     assert stats == {"infra_failures": 3.0, "infra_failure_fraction": 1 / 3, "dropped_groups": 1.0}
     survivors = [groups[0][:2], groups[2]]  # the group left with one episode is dropped whole
     assert kept == survivors
-    masked, clean, unmasked = (build_batch(g, pad_id=0, filter_zero_variance=True, filter_truncated=False)
-                               for g in (kept, survivors, groups))
-    assert masked.advantages[:2].tolist() == pytest.approx([0.7071, -0.7071], abs=1e-4)  # [1, 0]: the dead one's 0 is not in
+    masked, clean, unmasked = (
+        build_batch(g, pad_id=0, filter_zero_variance=True, filter_truncated=False) for g in (kept, survivors, groups)
+    )
+    assert masked.advantages[:2].tolist() == pytest.approx(
+        [0.7071, -0.7071], abs=1e-4
+    )  # [1, 0]: the dead one's 0 is not in
     weights = []
     for batch in (masked, clean, unmasked):
         torch.manual_seed(0)
@@ -122,7 +132,9 @@ def test_the_update_equals_the_one_without_them(groups, model):
 
 
 def test_too_many_failures_fail_the_step_loudly(groups):
-    with pytest.raises(TrainerError, match=r"3 of 9 episodes ended through no fault of the policy \(first: sandbox_error"):
+    with pytest.raises(
+        TrainerError, match=r"3 of 9 episodes ended through no fault of the policy \(first: sandbox_error"
+    ):
         without_infrastructure_failures(groups, min_valid=2, max_fraction=0.25)
     with pytest.raises(TrainerError, match="no group kept 2 valid episodes"):
         without_infrastructure_failures([groups[1]], min_valid=2, max_fraction=1.0)

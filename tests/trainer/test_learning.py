@@ -18,8 +18,22 @@ from tests.cli_helpers import ROOT, harness
 GRPO_STEPS = 20
 # The repo-fix proof, shorter: the same 600 demonstrations and 200 SFT steps (the copying appears after 100), one
 # seed, 2 GRPO steps, 50 held-out tasks.
-CI_PROOF = ("--sft-steps", "200", "--sft-eval-interval", "100", "--seeds", "0", "--grpo-steps", "1", "--heldout", "swe-tiny-50",
-            "--pass-k", "2", "--pass-k-tasks", "20")
+CI_PROOF = (
+    "--sft-steps",
+    "200",
+    "--sft-eval-interval",
+    "100",
+    "--seeds",
+    "0",
+    "--grpo-steps",
+    "1",
+    "--heldout",
+    "swe-tiny-50",
+    "--pass-k",
+    "2",
+    "--pass-k-tasks",
+    "20",
+)
 
 
 def test_grpo_after_a_warm_start_raises_held_out_reward(tmp_path):
@@ -27,8 +41,16 @@ def test_grpo_after_a_warm_start_raises_held_out_reward(tmp_path):
 
     model = init_tiny(tmp_path / "model", hidden_size=128)
     run_dir = tmp_path / "run"
-    done = harness("train", "--config", str(ROOT / "examples/arith/arith-grpo-tiny-cpu.yaml"), f"trainer.policy.model.path={model}",
-                   f"trainer.output_dir={run_dir}", f"trainer.max_steps={GRPO_STEPS}", "trainer.eval_interval=0", timeout=1200)
+    done = harness(
+        "train",
+        "--config",
+        str(ROOT / "examples/arith/arith-grpo-tiny-cpu.yaml"),
+        f"trainer.policy.model.path={model}",
+        f"trainer.output_dir={run_dir}",
+        f"trainer.max_steps={GRPO_STEPS}",
+        "trainer.eval_interval=0",
+        timeout=1200,
+    )
     assert done.returncode == 0, done.stdout[-3000:]
     metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     held_out = [(m["step"], m["val/reward_mean"]) for m in metrics if "val/reward_mean" in m]
@@ -42,8 +64,14 @@ def test_grpo_after_a_warm_start_raises_held_out_reward(tmp_path):
 
 
 def learning_proof(which: str, runs: Path, *overrides: str, timeout: int) -> None:
-    done = subprocess.run(["bash", str(ROOT / "scripts/learning_proof.sh"), which, *overrides], cwd=ROOT,
-                          env={**os.environ, "RUNS_DIR": str(runs)}, capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts/learning_proof.sh"), which, *overrides],
+        cwd=ROOT,
+        env={**os.environ, "RUNS_DIR": str(runs)},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
 
@@ -66,10 +94,17 @@ def test_grpo_and_its_control_start_from_one_plateau_and_no_hack_pays(tmp_path):
     for arm in (grpo, sft):
         greedy = json.loads((Path(arm["run"]) / "eval-final" / "greedy" / "report.json").read_text())
         infrastructure = set(greedy["errors_by_kind"]) & {"policy_error", "sandbox_error", "scoring_error", "error"}
-        assert greedy["task_count"] == 50 and not infrastructure, greedy["errors_by_kind"]  # the same held-out tasks, all scored
+        assert greedy["task_count"] == 50 and not infrastructure, greedy[
+            "errors_by_kind"
+        ]  # the same held-out tasks, all scored
     assert 0.5 <= sft["train_seconds"] / grpo["train_seconds"] <= 2.0, report  # the control trained as long
-    audit = subprocess.run(["python3", "-m", "harness.viewer.hacking", grpo["run"], "--json"], cwd=ROOT, capture_output=True,
-                           text=True, check=True)
+    audit = subprocess.run(
+        ["python3", "-m", "harness.viewer.hacking", grpo["run"], "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     totals = json.loads(audit.stdout)
     assert totals["trajectories"] == 128 and totals["rewarded"] > 0, totals  # real rollouts, some honestly resolved
     hacks = ("test_edit", "test_config", "git_history", "policy_refusal", "forged_log")

@@ -109,7 +109,10 @@ def test_resolved_config_notes_the_mapping_and_reads_back(walkthrough: Path, tmp
     config = load_config(walkthrough, ["trainer.policy.model.path=/models/tiny"])
     saved = save_config(config, tmp_path / "config.yaml")
     text = saved.read_text()
-    assert "# SkyRL keys read as aliases of ours:\n#   trainer.algorithm.name -> trainer.algorithm.advantage ('grpo')" in text
+    assert (
+        "# SkyRL keys read as aliases of ours:\n#   trainer.algorithm.name -> trainer.algorithm.advantage ('grpo')"
+        in text
+    )
     body = yaml.safe_load(text)
     assert "skyrl_aliases" not in body and body["trainer"]["placement"]["learner_gpus"] == 4
     assert load_config(saved) == config
@@ -129,16 +132,29 @@ def test_skyrl_run_script_overrides(tmp_path: Path):
     assert config.logger.backend == "wandb" and config.logger.project == "gsm8k" and t.run_name == "gsm8k_test"
     assert t.resume == "never" and t.output_dir == f"{HOME}/ckpts/gsm8k_1.5B_ckpt"
     notes = "\n".join(config.skyrl_aliases)
-    for no_effect in ("generator.batched", "trainer.micro_train_batch_size_per_gpu", "environment.env_class",
-                      "trainer.placement.critic_num_gpus_per_node", "trainer.log_path"):
+    for no_effect in (
+        "generator.batched",
+        "trainer.micro_train_batch_size_per_gpu",
+        "environment.env_class",
+        "trainer.placement.critic_num_gpus_per_node",
+        "trainer.log_path",
+    ):
         assert f"{no_effect}: " in notes and "has no effect here (" in notes
     assert "generator.inference_engine.weight_sync_backend -> inference.weight_sync ('nccl' -> 'load')" in notes
 
 
 def test_skyrl_overrides_on_our_yaml_win_in_order():
-    config = load_config(None, ["data.train_data=gsm8k", "trainer.policy.model.path=m", "trainer.learning_rate=0.5",
-                                "trainer.policy.optimizer_config.lr=0.25", "generator.sampling_params.temperature=0.7",
-                                "generator.temperature=0.9"])
+    config = load_config(
+        None,
+        [
+            "data.train_data=gsm8k",
+            "trainer.policy.model.path=m",
+            "trainer.learning_rate=0.5",
+            "trainer.policy.optimizer_config.lr=0.25",
+            "generator.sampling_params.temperature=0.7",
+            "generator.temperature=0.9",
+        ],
+    )
     assert config.trainer.learning_rate == 0.25 and config.generator.temperature == 0.9
 
 
@@ -146,23 +162,40 @@ def test_mini_batches_are_optimizer_steps_and_must_divide_the_batch():
     config = load_config(None, [*RUN_GSM8K, "trainer.policy_mini_batch_size=256"])  # as run_gsm8k.sh passes it
     assert config.trainer.mini_batch_size == 256 and config.trainer.train_batch_size == 1024
     assert "trainer.policy_mini_batch_size -> trainer.mini_batch_size (256)" in config.skyrl_aliases
-    with pytest.raises(ConfigError, match=r"trainer.mini_batch_size: 300 does not divide trainer.train_batch_size \(1024\)"):
+    with pytest.raises(
+        ConfigError, match=r"trainer.mini_batch_size: 300 does not divide trainer.train_batch_size \(1024\)"
+    ):
         load_config(None, [*RUN_GSM8K, "trainer.policy_mini_batch_size=300"])
 
 
-@pytest.mark.parametrize("override, words", [
-    ("trainer.algorithm.advantage_estimator=gae", "'gae' is not supported by harness (group-relative estimators only; gae needs a critic"),
-    ("trainer.strategy=megatron", "trainer.strategy: 'megatron' is not supported by harness"),
-    ("trainer.strategy=ddp", "trainer.strategy: 'ddp' is not supported by harness"),
-    ("trainer.policy.model.lora.rank=32", "trainer.policy.model.lora.rank: SkyRL's trainer.policy.model.lora section is not supported by harness: LoRA"),
-    ("generator.inference_engine.enable_prefix_caching=false", "generator.inference_engine.enable_prefix_caching: a SkyRL key that harness does not support"),
-    ("generator.inference_engine.run_engines_locally=false", "run_engines_locally: False is not supported by harness: engines are Ray actors"),
-    ("trainer.algorithm.use_kl_in_reward=true", "use_kl_in_reward: True is not supported by harness"),
-    ("generator.sampling_params.top_k=20", "top_k: 20 is not supported by harness: top-k sampling is not built"),
-    ("trainer.eval_before_train=false", "eval_before_train: False is not supported by harness"),
-    ("trainer.resume_mode=from_path", "trainer.resume_mode: from_path needs trainer.resume_path"),
-    ("trainer.critic.model.path=x", "SkyRL's trainer.critic section is not supported by harness"),
-])
+@pytest.mark.parametrize(
+    "override, words",
+    [
+        (
+            "trainer.algorithm.advantage_estimator=gae",
+            "'gae' is not supported by harness (group-relative estimators only; gae needs a critic",
+        ),
+        ("trainer.strategy=megatron", "trainer.strategy: 'megatron' is not supported by harness"),
+        ("trainer.strategy=ddp", "trainer.strategy: 'ddp' is not supported by harness"),
+        (
+            "trainer.policy.model.lora.rank=32",
+            "trainer.policy.model.lora.rank: SkyRL's trainer.policy.model.lora section is not supported by harness: LoRA",
+        ),
+        (
+            "generator.inference_engine.enable_prefix_caching=false",
+            "generator.inference_engine.enable_prefix_caching: a SkyRL key that harness does not support",
+        ),
+        (
+            "generator.inference_engine.run_engines_locally=false",
+            "run_engines_locally: False is not supported by harness: engines are Ray actors",
+        ),
+        ("trainer.algorithm.use_kl_in_reward=true", "use_kl_in_reward: True is not supported by harness"),
+        ("generator.sampling_params.top_k=20", "top_k: 20 is not supported by harness: top-k sampling is not built"),
+        ("trainer.eval_before_train=false", "eval_before_train: False is not supported by harness"),
+        ("trainer.resume_mode=from_path", "trainer.resume_mode: from_path needs trainer.resume_path"),
+        ("trainer.critic.model.path=x", "SkyRL's trainer.critic section is not supported by harness"),
+    ],
+)
 def test_unsupported_skyrl_keys_are_errors_that_say_so(override: str, words: str):
     with pytest.raises(ConfigError) as info:
         load_config(None, ["data.train_data=gsm8k", "trainer.policy.model.path=m", override])
@@ -181,17 +214,31 @@ def test_combined_keys():
     assert path.trainer.resume == f"{HOME}/ckpts/step_10"
     cpu = load_config(None, [*base, "trainer.placement.policy_num_gpus_per_node=0"])
     assert cpu.trainer.placement.learner_gpus == 0
-    sched = load_config(None, [*base, "trainer.policy.optimizer_config.scheduler=constant_with_warmup",
-                               "trainer.policy.optimizer_config.num_warmup_steps=3"])
+    sched = load_config(
+        None,
+        [
+            *base,
+            "trainer.policy.optimizer_config.scheduler=constant_with_warmup",
+            "trainer.policy.optimizer_config.num_warmup_steps=3",
+        ],
+    )
     assert sched.trainer.lr_scheduler == "constant" and sched.trainer.warmup_steps == 3
 
 
 def test_a_key_and_its_alias_disagreeing_in_one_file_is_an_error():
-    raw = {"data": {"train_data": ["gsm8k"]}, "trainer": {"policy": {"model": {"path": "m"}}, "learning_rate": 0.1,
-                                                          "algorithm": {"name": "grpo", "advantage_estimator": "rloo"}}}
+    raw = {
+        "data": {"train_data": ["gsm8k"]},
+        "trainer": {
+            "policy": {"model": {"path": "m"}},
+            "learning_rate": 0.1,
+            "algorithm": {"name": "grpo", "advantage_estimator": "rloo"},
+        },
+    }
     with pytest.raises(ConfigError) as info:
         config_from_dict(raw)
-    assert "trainer.algorithm.advantage_estimator: 'rloo' disagrees with trainer.algorithm.advantage: 'grpo'" in str(info.value)
+    assert "trainer.algorithm.advantage_estimator: 'rloo' disagrees with trainer.algorithm.advantage: 'grpo'" in str(
+        info.value
+    )
     raw["trainer"]["policy"]["optimizer_config"] = {"lr": 0.1}
     raw["trainer"]["algorithm"] = {"name": "grpo"}
     assert config_from_dict(raw).trainer.learning_rate == 0.1
@@ -201,8 +248,14 @@ def test_a_key_and_its_alias_disagreeing_in_one_file_is_an_error():
 def test_cli_takes_the_config_with_or_without_flag(walkthrough: Path, tmp_path: Path, form: str):
     out = tmp_path / f"run-{form}"
     args = ["--config", str(walkthrough)] if form == "--config" else [str(walkthrough)]
-    result = harness("train", *args, "trainer.policy.model.path=/nonexistent/model", f"trainer.output_dir={out}",
-                     "trainer.policy.optimizer_config.lr=3.0e-6", timeout=120)
+    result = harness(
+        "train",
+        *args,
+        "trainer.policy.model.path=/nonexistent/model",
+        f"trainer.output_dir={out}",
+        "trainer.policy.optimizer_config.lr=3.0e-6",
+        timeout=120,
+    )
     assert result.returncode == 1
     said = " ".join(result.stdout.split())  # rich wraps long lines
     assert "SkyRL key: trainer.placement.colocate_all -> trainer.placement.colocate (True)" in said
@@ -221,7 +274,7 @@ def test_the_docs_table_lists_every_skyrl_key():
     from trainer.skyrl_compat import ALIASES, REFUSED_SECTIONS
 
     page = (Path(__file__).resolve().parents[2] / "docs" / "skyrl.md").read_text()
-    table = page[page.index("| SkyRL key | harness |"):]
+    table = page[page.index("| SkyRL key | harness |") :]
     missing = [key for key in ALIASES if f"| `{key}` |" not in table]
     missing += [key for key in REFUSED_SECTIONS if f"| `{key}.*` | refused" not in table]
     assert not missing, f"add these SkyRL keys to the table in docs/skyrl.md: {missing}"

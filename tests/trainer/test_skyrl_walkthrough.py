@@ -37,18 +37,32 @@ def test_the_example_yaml_is_the_walkthroughs():
 
 def test_all_five_steps_run_on_cpu(tmp_path: Path, docker_backend):
     work, data = tmp_path / "work", tmp_path / "data"
-    env = {**os.environ, "HARNESS": "python3 -m cli", "GSM8K_SOURCE": str(gsm8k_subset(tmp_path)), "DATA_DIR": str(data),
-           "STEPS": "2", "RUNTIME": "docker"}
+    env = {
+        **os.environ,
+        "HARNESS": "python3 -m cli",
+        "GSM8K_SOURCE": str(gsm8k_subset(tmp_path)),
+        "DATA_DIR": str(data),
+        "STEPS": "2",
+        "RUNTIME": "docker",
+    }
     started = time.monotonic()
-    run = subprocess.run(["bash", str(EXAMPLE / "walkthrough-cpu.sh"), str(work)], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=1500)
+    run = subprocess.run(
+        ["bash", str(EXAMPLE / "walkthrough-cpu.sh"), str(work)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
     elapsed = time.monotonic() - started
     print(f"walkthrough: {elapsed:.0f} s")
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
     out = run.stdout
 
     # 2. data
-    assert pq.read_table(data / "train.parquet").num_rows == 8 and pq.read_table(data / "validation.parquet").num_rows == 4
+    assert (
+        pq.read_table(data / "train.parquet").num_rows == 8 and pq.read_table(data / "validation.parquet").num_rows == 4
+    )
     # 4. training from the YAML as written, SkyRL's keys noted in the resolved config
     resolved = (work / "run" / "config.yaml").read_text()
     assert "#   trainer.placement.colocate_all -> trainer.placement.colocate (True)" in resolved

@@ -15,8 +15,13 @@ import torch
 from tests.cli_helpers import ROOT, harness, rows_of
 
 TINY_RUN = [
-    "data.train_data=[\"arith-train\"]", "data.val_data=[\"arith\"]", "trainer.train_batch_size=2",
-    "generator.n_samples_per_prompt=4", "generator.max_tokens=12", "trainer.learning_rate=1e-4", "trainer.eval_interval=0",
+    'data.train_data=["arith-train"]',
+    'data.val_data=["arith"]',
+    "trainer.train_batch_size=2",
+    "generator.n_samples_per_prompt=4",
+    "generator.max_tokens=12",
+    "trainer.learning_rate=1e-4",
+    "trainer.eval_interval=0",
 ]
 
 
@@ -35,8 +40,15 @@ def test_short_grpo_run_writes_loadable_checkpoints_and_metrics(tiny_model, tmp_
     from transformers import AutoModelForCausalLM
 
     run_dir = tmp_path / "run"
-    done = harness(*train_args(tiny_model, run_dir, "trainer.max_steps=2", "trainer.ckpt_interval=1",
-                               'trainer.sft_warmup={data: ["arith-train"], epochs: 1, learning_rate: 0.001}'))
+    done = harness(
+        *train_args(
+            tiny_model,
+            run_dir,
+            "trainer.max_steps=2",
+            "trainer.ckpt_interval=1",
+            'trainer.sft_warmup={data: ["arith-train"], epochs: 1, learning_rate: 0.001}',
+        )
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     metrics = rows_of(run_dir / "metrics.jsonl")
     sft = [m["sft/loss"] for m in metrics if "sft/loss" in m]
@@ -44,8 +56,19 @@ def test_short_grpo_run_writes_loadable_checkpoints_and_metrics(tiny_model, tmp_
     metrics = [m for m in metrics if "sft/loss" not in m]
     assert [m["step"] for m in metrics] == [0, 1, 2]
     step = metrics[1]
-    for key in ("train/reward_mean", "train/pass_rate", "train/advantage_std", "train/loss", "train/clip_frac", "train/grad_norm",
-                "train/response_length_mean", "time/rollout_s", "time/train_s", "time/weight_sync_s", "throughput/generated_tokens_per_s"):
+    for key in (
+        "train/reward_mean",
+        "train/pass_rate",
+        "train/advantage_std",
+        "train/loss",
+        "train/clip_frac",
+        "train/grad_norm",
+        "train/response_length_mean",
+        "time/rollout_s",
+        "time/train_s",
+        "time/weight_sync_s",
+        "throughput/generated_tokens_per_s",
+    ):
         assert key in step, key
     assert "val/reward_mean" in metrics[0] and "val/reward_mean" in metrics[-1]
     assert (run_dir / "reward_curve.png").stat().st_size > 1000
@@ -55,15 +78,31 @@ def test_short_grpo_run_writes_loadable_checkpoints_and_metrics(tiny_model, tmp_
     original = AutoModelForCausalLM.from_pretrained(tiny_model)
     changed = any(not torch.equal(a, b) for a, b in zip(model.state_dict().values(), original.state_dict().values()))
     assert changed, "training must change the weights"
-    evaluated = harness("eval", "--checkpoint", str(checkpoint), "--tasks", "arith", "--limit", "3", "--max-tokens", "8",
-                        "--output", str(tmp_path / "eval"))
+    evaluated = harness(
+        "eval",
+        "--checkpoint",
+        str(checkpoint),
+        "--tasks",
+        "arith",
+        "--limit",
+        "3",
+        "--max-tokens",
+        "8",
+        "--output",
+        str(tmp_path / "eval"),
+    )
     assert evaluated.returncode == 0, evaluated.stdout
     assert json.loads((tmp_path / "eval" / "report.json").read_text())["episodes"] == 3
 
 
 def test_killed_run_resumes_where_it_stopped(tiny_model, tmp_path):
     run_dir = tmp_path / "run"
-    args = [sys.executable, "-m", "cli", *train_args(tiny_model, run_dir, "trainer.max_steps=4", "trainer.ckpt_interval=1")]
+    args = [
+        sys.executable,
+        "-m",
+        "cli",
+        *train_args(tiny_model, run_dir, "trainer.max_steps=4", "trainer.ckpt_interval=1"),
+    ]
     process = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and not (run_dir / "checkpoints" / "global_step_2" / "trainer_state.pt").exists():
@@ -91,13 +130,28 @@ def test_fresh_start_sets_the_earlier_run_aside_and_fsdp2_ranks_train_and_resume
     run_dir = tmp_path / "run"
     first = harness(*train_args(tiny_model, run_dir, "trainer.max_steps=1", "trainer.ckpt_interval=1"))
     assert first.returncode == 0, first.stdout + first.stderr
-    fsdp2 = ["trainer.strategy=fsdp2", "trainer.placement.cpu_ranks=2", "trainer.ckpt_interval=1", "trainer.algorithm.kl_coef=0.1"]
-    fresh = harness(*train_args(tiny_model, run_dir, "trainer.max_steps=2", "trainer.resume=never", *fsdp2,
-                                'trainer.sft_warmup={data: ["arith-train"], max_steps: 5, learning_rate: 0.001}'))
+    fsdp2 = [
+        "trainer.strategy=fsdp2",
+        "trainer.placement.cpu_ranks=2",
+        "trainer.ckpt_interval=1",
+        "trainer.algorithm.kl_coef=0.1",
+    ]
+    fresh = harness(
+        *train_args(
+            tiny_model,
+            run_dir,
+            "trainer.max_steps=2",
+            "trainer.resume=never",
+            *fsdp2,
+            'trainer.sft_warmup={data: ["arith-train"], max_steps: 5, learning_rate: 0.001}',
+        )
+    )
     assert fresh.returncode == 0, fresh.stdout + fresh.stderr
     [aside] = (run_dir / "previous").iterdir()
     assert [m["step"] for m in rows_of(aside / "metrics.jsonl")] == [0, 1]
-    assert (aside / "checkpoints" / "global_step_1" / "trainer_state.pt").exists()  # the earlier run's checkpoints are kept
+    assert (
+        aside / "checkpoints" / "global_step_1" / "trainer_state.pt"
+    ).exists()  # the earlier run's checkpoints are kept
     metrics = rows_of(run_dir / "metrics.jsonl")
     assert [m["sft/step"] for m in metrics if "sft/step" in m] == [1, 2, 3, 4, 5]
     assert [m["step"] for m in metrics if "sft/step" not in m] == [0, 1, 2]  # the new run's metrics alone
@@ -112,19 +166,31 @@ def test_fresh_start_sets_the_earlier_run_aside_and_fsdp2_ranks_train_and_resume
     metrics = rows_of(run_dir / "metrics.jsonl")
     assert [m["step"] for m in metrics if "sft/step" not in m] == [0, 1, 2, 3]
     # resumed, the reference is still the warm-started policy, not the model before the warm-up (against which the KL is 0.011-0.018 here)
-    assert all(m["train/kl"] < 1e-3 for m in metrics if "train/kl" in m), [m["train/kl"] for m in metrics if "train/kl" in m]
+    assert all(m["train/kl"] < 1e-3 for m in metrics if "train/kl" in m), [
+        m["train/kl"] for m in metrics if "train/kl" in m
+    ]
     state = torch.load(run_dir / "checkpoints" / "global_step_3" / "trainer_state.pt", weights_only=False)
-    assert {int(s["step"]) for s in state["optimizer"]["state"].values()} == {3}  # sharded moments resumed, not restarted
-    AutoModelForCausalLM.from_pretrained(run_dir / "checkpoints" / "global_step_3")  # whole weights, as a 1-process run writes
+    assert {int(s["step"]) for s in state["optimizer"]["state"].values()} == {
+        3
+    }  # sharded moments resumed, not restarted
+    AutoModelForCausalLM.from_pretrained(
+        run_dir / "checkpoints" / "global_step_3"
+    )  # whole weights, as a 1-process run writes
 
 
 def test_sft_only_run_saves_the_warm_started_model(tiny_model, tmp_path):
     from safetensors.torch import load_file
 
     run_dir = tmp_path / "run"
-    done = harness(*train_args(tiny_model, run_dir, "trainer.max_steps=0",
-                               'trainer.sft_warmup={data: ["arith-train"], max_steps: 5, learning_rate: 0.001, lr_scheduler: cosine, '
-                               'eval_interval: 2}'))
+    done = harness(
+        *train_args(
+            tiny_model,
+            run_dir,
+            "trainer.max_steps=0",
+            'trainer.sft_warmup={data: ["arith-train"], max_steps: 5, learning_rate: 0.001, lr_scheduler: cosine, '
+            "eval_interval: 2}",
+        )
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     metrics = rows_of(run_dir / "metrics.jsonl")
     assert [m["sft/step"] for m in metrics if "sft/step" in m] == [1, 2, 3, 4, 5]
@@ -144,11 +210,19 @@ def test_sft_only_run_saves_the_warm_started_model(tiny_model, tmp_path):
 
 
 def test_bad_inputs_fail_clearly_without_a_traceback(tiny_model, tmp_path):
-    missing_model = harness("train", "trainer.policy.model.path=/nonexistent/model", "data.train_data=[\"arith-train\"]",
-                            f"trainer.output_dir={tmp_path / 'a'}")
+    missing_model = harness(
+        "train",
+        "trainer.policy.model.path=/nonexistent/model",
+        'data.train_data=["arith-train"]',
+        f"trainer.output_dir={tmp_path / 'a'}",
+    )
     assert missing_model.returncode == 1 and "trainer.policy.model.path" in missing_model.stdout
-    missing_data = harness("train", f"trainer.policy.model.path={tiny_model}", "data.train_data=[\"/nonexistent/train.parquet\"]",
-                           f"trainer.output_dir={tmp_path / 'b'}")
+    missing_data = harness(
+        "train",
+        f"trainer.policy.model.path={tiny_model}",
+        'data.train_data=["/nonexistent/train.parquet"]',
+        f"trainer.output_dir={tmp_path / 'b'}",
+    )
     assert missing_data.returncode == 1 and "/nonexistent/train.parquet" in missing_data.stdout
     bad_key = harness("train", f"trainer.policy.model.path={tiny_model}", "trainer.epoch=3")
     assert bad_key.returncode == 1 and "trainer.epochs" in bad_key.stdout
@@ -158,8 +232,16 @@ def test_bad_inputs_fail_clearly_without_a_traceback(tiny_model, tmp_path):
 
 def test_exploding_update_stops_with_a_clear_message_and_no_bad_checkpoint(tiny_model, tmp_path):
     run_dir = tmp_path / "run"
-    done = harness(*train_args(tiny_model, run_dir, "trainer.max_steps=3", "trainer.ckpt_interval=1", "trainer.max_grad_norm=0",
-                               'trainer.sft_warmup={data: ["arith-train"], epochs: 1, learning_rate: 1.0e+30}'))
+    done = harness(
+        *train_args(
+            tiny_model,
+            run_dir,
+            "trainer.max_steps=3",
+            "trainer.ckpt_interval=1",
+            "trainer.max_grad_norm=0",
+            'trainer.sft_warmup={data: ["arith-train"], epochs: 1, learning_rate: 1.0e+30}',
+        )
+    )
     assert done.returncode == 1 and "non-finite" in done.stdout, done.stdout + done.stderr
     for checkpoint in (run_dir / "checkpoints").glob("global_step_*"):
         weights = __import__("safetensors.torch", fromlist=["load_file"]).load_file(checkpoint / "model.safetensors")
@@ -173,18 +255,39 @@ def test_sft_on_generated_trajectories_lowers_the_loss(tiny_model, tmp_path, doc
     from tasks.taskset import load_tasks
     from trainer.sft import examples_from_parquet, make_batches
 
-    done = harness("generate", "--checkpoint", "gold", "--tasks", "arith-tool-train", "--limit", "8", "--output", str(tmp_path / "data"))
+    done = harness(
+        "generate",
+        "--checkpoint",
+        "gold",
+        "--tasks",
+        "arith-tool-train",
+        "--limit",
+        "8",
+        "--output",
+        str(tmp_path / "data"),
+    )
     assert done.returncode == 0, done.stdout
     tokenizer = AutoTokenizer.from_pretrained(tiny_model)
     examples = examples_from_parquet(tmp_path / "data" / "trajectories.parquet", tokenizer)
     assert len(examples) == 8 and all(0 < sum(mask) < len(ids) for ids, mask in examples)
     first_ids, first_mask = examples[0]
     taught = tokenizer.decode([t for t, m in zip(first_ids, first_mask) if m])
-    assert '"name": "python"' in taught and '"name": "submit"' in taught and "<tool_response>" not in taught  # the assistant's calls only
+    assert (
+        '"name": "python"' in taught and '"name": "submit"' in taught and "<tool_response>" not in taught
+    )  # the assistant's calls only
     # The prompt is rendered with the tool schemas the episode offered, exactly as the policy saw it.
     from harness.tokens import render
     from harness.tools import schemas
-    prompt = list(render(tokenizer, [{"role": "user", "content": load_tasks("arith-tool-train")[0].prompt[0]["content"]}], schemas(["python", "submit"]), True, True))
+
+    prompt = list(
+        render(
+            tokenizer,
+            [{"role": "user", "content": load_tasks("arith-tool-train")[0].prompt[0]["content"]}],
+            schemas(["python", "submit"]),
+            True,
+            True,
+        )
+    )
     assert first_ids[: len(prompt)] == prompt and "<tools>" in tokenizer.decode(prompt)
     learner = Learner(tiny_model, LearnerSettings(learning_rate=3e-3, micro_batch_size=8))
     batches = make_batches(examples, 8, tokenizer.pad_token_id, seed=0)
@@ -197,12 +300,22 @@ def test_async_path_with_nothing_ahead_repeats_the_synchronous_steps(tiny_model,
     importance weights) on-policy: any difference from the synchronous run would be the path's own error."""
     runs = {}
     for name, extra in {"sync": [], "async": ["trainer.async.enabled=true", "trainer.async.staleness=0"]}.items():
-        done = harness(*train_args(tiny_model, tmp_path / name, "trainer.max_steps=3", "trainer.learning_rate=1e-2",
-                                   "trainer.algorithm.filter_zero_variance=false", *extra))
+        done = harness(
+            *train_args(
+                tiny_model,
+                tmp_path / name,
+                "trainer.max_steps=3",
+                "trainer.learning_rate=1e-2",
+                "trainer.algorithm.filter_zero_variance=false",
+                *extra,
+            )
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         runs[name] = [m for m in rows_of(tmp_path / name / "metrics.jsonl") if m["step"] > 0]
     assert [m["async/staleness"] for m in runs["async"]] == [0.0, 0.0, 0.0]
-    assert [m["train/is_weight_mean"] for m in runs["async"]] == pytest.approx([1.0] * 3, abs=1e-3)  # engine and learner agree
+    assert [m["train/is_weight_mean"] for m in runs["async"]] == pytest.approx(
+        [1.0] * 3, abs=1e-3
+    )  # engine and learner agree
     for ours, theirs in zip(runs["async"], runs["sync"], strict=True):
         assert ours["train/reward_mean"] == theirs["train/reward_mean"]  # the same samples, so the same weights before
         assert ours["train/grad_norm"] == pytest.approx(theirs["train/grad_norm"], rel=1e-3)
@@ -212,8 +325,16 @@ def test_short_async_grpo_run_then_a_stuck_rollout_fails_clearly_with_the_checkp
     from transformers import AutoModelForCausalLM
 
     run_dir = tmp_path / "run"
-    done = harness(*train_args(tiny_model, run_dir, "trainer.max_steps=3", "trainer.ckpt_interval=1", "trainer.async=1",
-                               "trainer.algorithm.filter_zero_variance=false"))  # so that every step has tokens to train on
+    done = harness(
+        *train_args(
+            tiny_model,
+            run_dir,
+            "trainer.max_steps=3",
+            "trainer.ckpt_interval=1",
+            "trainer.async=1",
+            "trainer.algorithm.filter_zero_variance=false",
+        )
+    )  # so that every step has tokens to train on
     assert done.returncode == 0, done.stdout + done.stderr
     metrics = [m for m in rows_of(run_dir / "metrics.jsonl") if m["step"] > 0]
     # Step 1 trains on rollouts of the starting weights; later steps on rollouts started one update earlier.
@@ -221,9 +342,14 @@ def test_short_async_grpo_run_then_a_stuck_rollout_fails_clearly_with_the_checkp
     assert all(0.0 < m["train/is_weight_mean"] <= 2.0 for m in metrics)  # the learner corrected every step's tokens
     assert (run_dir / "checkpoints" / "global_step_3").is_dir()
 
-    stuck = harness(*train_args(tiny_model, run_dir, "trainer.max_steps=4", "trainer.async=1", "trainer.deadlines.rollout_s=0.01"))
+    stuck = harness(
+        *train_args(tiny_model, run_dir, "trainer.max_steps=4", "trainer.async=1", "trainer.deadlines.rollout_s=0.01")
+    )
     assert stuck.returncode == 1
     said = " ".join(stuck.stdout.split())
-    assert "rollouts of step 4 did not finish within 0.01s (trainer.deadlines.rollout_s)" in said and "last checkpoint is intact" in said
+    assert (
+        "rollouts of step 4 did not finish within 0.01s (trainer.deadlines.rollout_s)" in said
+        and "last checkpoint is intact" in said
+    )
     assert not (run_dir / "checkpoints" / "global_step_4").exists()
     AutoModelForCausalLM.from_pretrained(run_dir / "checkpoints" / "global_step_3")

@@ -17,15 +17,34 @@ pytestmark = pytest.mark.timeout(1200)  # a vLLM engine start on a busy CPU
 
 def test_generate_and_eval_with_the_vllm_engine(vllm_model, tmp_path):
     """`harness generate` runs `harness eval` into OUTPUT/run, then writes the dataset: one engine start for both."""
-    done = harness("generate", "--checkpoint", str(vllm_model), "--engine", "vllm", "--tasks", "arith", "--limit", "3",
-                   "--samples", "2", "--workers", "6", "--max-tokens", "16", "--output", str(tmp_path / "data"))
+    done = harness(
+        "generate",
+        "--checkpoint",
+        str(vllm_model),
+        "--engine",
+        "vllm",
+        "--tasks",
+        "arith",
+        "--limit",
+        "3",
+        "--samples",
+        "2",
+        "--workers",
+        "6",
+        "--max-tokens",
+        "16",
+        "--output",
+        str(tmp_path / "data"),
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     run = tmp_path / "data" / "run"
     report = json.loads((run / "report.json").read_text())
     assert report["episodes"] == 6 and report["errors"] == 0 and report["total_completion_tokens"] > 0
     for path in (run / "trajectories").glob("*.json"):
         trajectory = json.loads(path.read_text())
-        assert trajectory["token_ids"] and len(trajectory["token_ids"]) == len(trajectory["loss_mask"]) == len(trajectory["logprobs"])
+        assert trajectory["token_ids"] and len(trajectory["token_ids"]) == len(trajectory["loss_mask"]) == len(
+            trajectory["logprobs"]
+        )
         assert all(lp <= 0 for lp, m in zip(trajectory["logprobs"], trajectory["loss_mask"]) if m)
     assert pq.read_table(tmp_path / "data" / "trajectories.parquet").num_rows == 6
 
@@ -38,8 +57,17 @@ def test_serve_with_the_vllm_engine(vllm_model):
         client = openai.OpenAI(base_url=url, api_key="unused")
 
         def ask(seed: int):
-            return client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "count to ten"}],
-                                                  max_tokens=12, temperature=1.0, seed=seed).choices[0].message.content
+            return (
+                client.chat.completions.create(
+                    model="tiny",
+                    messages=[{"role": "user", "content": "count to ten"}],
+                    max_tokens=12,
+                    temperature=1.0,
+                    seed=seed,
+                )
+                .choices[0]
+                .message.content
+            )
 
         with ThreadPoolExecutor(4) as pool:  # concurrent requests, served together
             answers = list(pool.map(ask, [1, 2, 3, 1]))
@@ -50,11 +78,21 @@ def test_grpo_steps_with_vllm_rollouts_and_weight_sync(vllm_model, tmp_path):
     from transformers import AutoModelForCausalLM
 
     run_dir = tmp_path / "run"
-    done = harness("train", f"trainer.policy.model.path={vllm_model}", f"trainer.output_dir={run_dir}",
-                   'data.train_data=["arith-train"]', "trainer.eval_interval=0",
-                   "trainer.train_batch_size=2", "generator.n_samples_per_prompt=4", "generator.max_tokens=12",
-                   "generator.max_context=512", "data.max_prompt_length=256", "trainer.learning_rate=1e-3", "trainer.max_steps=2",
-                   "inference.backend=vllm")
+    done = harness(
+        "train",
+        f"trainer.policy.model.path={vllm_model}",
+        f"trainer.output_dir={run_dir}",
+        'data.train_data=["arith-train"]',
+        "trainer.eval_interval=0",
+        "trainer.train_batch_size=2",
+        "generator.n_samples_per_prompt=4",
+        "generator.max_tokens=12",
+        "generator.max_context=512",
+        "data.max_prompt_length=256",
+        "trainer.learning_rate=1e-3",
+        "trainer.max_steps=2",
+        "inference.backend=vllm",
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     metrics = [m for m in rows_of(run_dir / "metrics.jsonl") if "sft/loss" not in m]
     assert [m["step"] for m in metrics] == [1, 2]
@@ -69,8 +107,21 @@ def test_grpo_steps_with_vllm_rollouts_and_weight_sync(vllm_model, tmp_path):
 
 def test_eval_on_gsm8k_with_the_real_model(smollm2, tmp_path):
     """SmolLM2-135M-Instruct (imported from its GGUF file) sampled by vLLM's CPU engine."""
-    done = harness("eval", "--checkpoint", str(smollm2), "--engine", "vllm", "--tasks", "gsm8k", "--limit", "2",
-                   "--max-tokens", "48", "--output", str(tmp_path / "eval"))
+    done = harness(
+        "eval",
+        "--checkpoint",
+        str(smollm2),
+        "--engine",
+        "vllm",
+        "--tasks",
+        "gsm8k",
+        "--limit",
+        "2",
+        "--max-tokens",
+        "48",
+        "--output",
+        str(tmp_path / "eval"),
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads((tmp_path / "eval" / "report.json").read_text())
     assert report["episodes"] == 2 and report["errors"] == 0 and report["total_completion_tokens"] > 20

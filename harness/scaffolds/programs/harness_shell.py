@@ -50,8 +50,11 @@ def task_limit() -> float:
 
 def _post(route: str, body: dict[str, Any], timeout: float) -> dict[str, Any]:
     request = urllib.request.Request(
-        os.environ["HARNESS_SHELL_URL"] + route, data=json.dumps(body).encode(), method="POST",
-        headers={"Authorization": f"Bearer {os.environ['OPENAI_API_KEY']}", "Content-Type": "application/json"})
+        os.environ["HARNESS_SHELL_URL"] + route,
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Authorization": f"Bearer {os.environ['OPENAI_API_KEY']}", "Content-Type": "application/json"},
+    )
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             return json.loads(response.read())

@@ -43,10 +43,19 @@ class SandboxEnvironment(LocalEnvironment):
         command = f"cd {shlex.quote(cwd or self.config.cwd)} && {action.get('command', '')}"
         try:
             result = harness_shell.run(command, timeout=timeout or self.config.timeout)
-            output = {"output": result["output"], "returncode": result["exit_code"],
-                      "exception_info": f"The command timed out after {timeout or self.config.timeout} s." if result["timed_out"] else ""}
+            output = {
+                "output": result["output"],
+                "returncode": result["exit_code"],
+                "exception_info": f"The command timed out after {timeout or self.config.timeout} s."
+                if result["timed_out"]
+                else "",
+            }
         except harness_shell.ShellError as err:
-            output = {"output": "", "returncode": -1, "exception_info": f"An error occurred while executing the command: {err}"}
+            output = {
+                "output": "",
+                "returncode": -1,
+                "exception_info": f"An error occurred while executing the command: {err}",
+            }
         self._check_finished(output)
         return output
 
@@ -61,13 +70,25 @@ class SandboxEnvironment(LocalEnvironment):
 def main() -> None:
     task = harness_shell.task()
     config = yaml.safe_load(CONFIG.read_text())
-    environment = SandboxEnvironment(**{**config["environment"], "cwd": task["workdir"], "timeout": int(task["command_timeout"])})
-    model = LitellmTextbasedModel(**{
-        **config["model"], "model_name": f"openai/{os.environ['HARNESS_MODEL']}", "cost_tracking": "ignore_errors",
-        "model_kwargs": {"api_base": os.environ["OPENAI_BASE_URL"], "api_key": os.environ["OPENAI_API_KEY"], "drop_params": True},
-    })
+    environment = SandboxEnvironment(
+        **{**config["environment"], "cwd": task["workdir"], "timeout": int(task["command_timeout"])}
+    )
+    model = LitellmTextbasedModel(
+        **{
+            **config["model"],
+            "model_name": f"openai/{os.environ['HARNESS_MODEL']}",
+            "cost_tracking": "ignore_errors",
+            "model_kwargs": {
+                "api_base": os.environ["OPENAI_BASE_URL"],
+                "api_key": os.environ["OPENAI_API_KEY"],
+                "drop_params": True,
+            },
+        }
+    )
     output = Path(os.environ["HARNESS_OUTPUT_DIR"]) / "mini-swe-agent.traj.json"
-    agent = DefaultAgent(model, environment, **{**config["agent"], "step_limit": int(task["max_turns"]), "output_path": output})
+    agent = DefaultAgent(
+        model, environment, **{**config["agent"], "step_limit": int(task["max_turns"]), "output_path": output}
+    )
     result = agent.run(task["statement"])
     print(f"mini-swe-agent: {result.get('exit_status')}")
 

@@ -50,15 +50,23 @@ class SandboxTerminal(ToolExecutor):
         if action.is_input or action.reset:
             return TerminalObservation.from_text(
                 text="This terminal runs each command to its end: there is no running process to send input to, "
-                     "and it cannot be reset.", command=action.command, is_error=True)
+                "and it cannot be reset.",
+                command=action.command,
+                is_error=True,
+            )
         try:
             result = harness_shell.run(action.command, timeout=action.timeout or None)
         except harness_shell.ShellError as err:
             return TerminalObservation.from_text(text=str(err), command=action.command, is_error=True)
         code = -1 if result["timed_out"] else result["exit_code"]
         suffix = "\n[The command timed out and was stopped.]" if result["timed_out"] else ""
-        return TerminalObservation.from_text(text=result["output"], command=action.command, exit_code=code,
-                                             timeout=result["timed_out"], metadata=CmdOutputMetadata(exit_code=code, suffix=suffix))
+        return TerminalObservation.from_text(
+            text=result["output"],
+            command=action.command,
+            exit_code=code,
+            timeout=result["timed_out"],
+            metadata=CmdOutputMetadata(exit_code=code, suffix=suffix),
+        )
 
 
 PULL = r"""p={path}
@@ -83,8 +91,15 @@ class SandboxFileEditor(ToolExecutor):
             if os.path.isabs(path):
                 self.pull(path)
                 path = str(self.local(path))
-            observation = self.editor(command=action.command, path=path, file_text=action.file_text, view_range=action.view_range,
-                                      old_str=action.old_str, new_str=action.new_str, insert_line=action.insert_line)
+            observation = self.editor(
+                command=action.command,
+                path=path,
+                file_text=action.file_text,
+                view_range=action.view_range,
+                old_str=action.old_str,
+                new_str=action.new_str,
+                insert_line=action.insert_line,
+            )
             if action.command in CHANGES and not observation.is_error:
                 self.push(action.path)
         except ToolError as err:
@@ -105,7 +120,10 @@ class SandboxFileEditor(ToolExecutor):
                 kind, _, name = line.partition(" ")
                 if name:
                     entry = target / name
-                    entry.mkdir(parents=True, exist_ok=True) if kind == "d" else (entry.parent.mkdir(parents=True, exist_ok=True), entry.touch())
+                    entry.mkdir(parents=True, exist_ok=True) if kind == "d" else (
+                        entry.parent.mkdir(parents=True, exist_ok=True),
+                        entry.touch(),
+                    )
         elif lines[0] == "F":
             target.parent.mkdir(parents=True, exist_ok=True)
             size = int(lines[1])
@@ -125,12 +143,19 @@ class SandboxFileEditor(ToolExecutor):
 
     def unmirrored(self, observation: FileEditorObservation) -> FileEditorObservation:
         """The observation with the mirror's root taken out of every path it names."""
+
         def fix(text):
             return text.replace(str(self.root), "") if isinstance(text, str) else text
 
         return FileEditorObservation.from_text(
-            text=fix(observation.text), command=observation.command, is_error=observation.is_error, path=fix(observation.path),
-            prev_exist=observation.prev_exist, old_content=observation.old_content, new_content=observation.new_content)
+            text=fix(observation.text),
+            command=observation.command,
+            is_error=observation.is_error,
+            path=fix(observation.path),
+            prev_exist=observation.prev_exist,
+            old_content=observation.old_content,
+            new_content=observation.new_content,
+        )
 
 
 class SandboxTerminalTool(TerminalTool):
@@ -147,9 +172,15 @@ class SandboxFileEditorTool(FileEditorTool):
     @classmethod
     def create(cls, conv_state, root: str = "", workdir: str = "/", **params):
         local = conv_state.workspace.working_dir
-        return [tool.model_copy(update={"description": tool.description.replace(local, workdir),
-                                        "executor": SandboxFileEditor(Path(root), workdir)})
-                for tool in FileEditorTool.create(conv_state)]
+        return [
+            tool.model_copy(
+                update={
+                    "description": tool.description.replace(local, workdir),
+                    "executor": SandboxFileEditor(Path(root), workdir),
+                }
+            )
+            for tool in FileEditorTool.create(conv_state)
+        ]
 
 
 def finished(conversation) -> bool:
@@ -163,17 +194,36 @@ def main() -> None:
     output = Path(os.environ["HARNESS_OUTPUT_DIR"])
     scratch = Path(tempfile.mkdtemp(prefix="openhands-"))
     tempfile.tempdir = str(scratch)  # the editor's undo history and the SDK's temporary files
-    root, workspace = scratch / "mirror", scratch / "workspace"  # the workspace is local and empty: the tools act in the sandbox
+    root, workspace = (
+        scratch / "mirror",
+        scratch / "workspace",
+    )  # the workspace is local and empty: the tools act in the sandbox
     workspace.mkdir()
     register_tool("SandboxTerminal", SandboxTerminalTool)
     register_tool("SandboxFileEditor", SandboxFileEditorTool)
-    llm = LLM(model=f"openai/{os.environ['HARNESS_MODEL']}", base_url=os.environ["OPENAI_BASE_URL"],
-              api_key=SecretStr(os.environ["OPENAI_API_KEY"]), num_retries=0, native_tool_calling=True,
-              usage_id="harness")
-    agent = Agent(llm=llm, tools=[Tool(name="SandboxTerminal"),
-                                  Tool(name="SandboxFileEditor", params={"root": str(root), "workdir": task["workdir"]})])
-    conversation = Conversation(agent=agent, workspace=str(workspace), persistence_dir=str(output / "openhands"),
-                                max_iteration_per_run=int(task["max_turns"]), visualizer=None, delete_on_close=False)
+    llm = LLM(
+        model=f"openai/{os.environ['HARNESS_MODEL']}",
+        base_url=os.environ["OPENAI_BASE_URL"],
+        api_key=SecretStr(os.environ["OPENAI_API_KEY"]),
+        num_retries=0,
+        native_tool_calling=True,
+        usage_id="harness",
+    )
+    agent = Agent(
+        llm=llm,
+        tools=[
+            Tool(name="SandboxTerminal"),
+            Tool(name="SandboxFileEditor", params={"root": str(root), "workdir": task["workdir"]}),
+        ],
+    )
+    conversation = Conversation(
+        agent=agent,
+        workspace=str(workspace),
+        persistence_dir=str(output / "openhands"),
+        max_iteration_per_run=int(task["max_turns"]),
+        visualizer=None,
+        delete_on_close=False,
+    )
     conversation.send_message(f"{task['statement']}\n\nThe repository is at {task['workdir']}.")
     conversation.run()
     if finished(conversation):
