@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+import pydantic
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -77,6 +78,10 @@ def friendly_errors(command):
             return command(*args, **kwargs)
         except (SandboxError, TaskError, HarnessError, TrainerError, InfraError) as err:
             console.print(f"[bold red]error:[/] {err}", highlight=False)
+            raise typer.Exit(1)
+        except pydantic.ValidationError as err:  # a setting built here from flags and YAML (EvalConfig)
+            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
+            console.print(f"[bold red]error:[/] invalid setting: {problems}", highlight=False)
             raise typer.Exit(1)
         except KeyboardInterrupt:
             console.print("[yellow]interrupted; sandboxes closed[/]")
@@ -277,7 +282,7 @@ def eval_command(
     scaffold: str = ScaffoldOption,
 ):
     """Evaluate a checkpoint, endpoint or scripted policy on a task set; writes a report."""
-    from harness.evaluate import load_eval_settings
+    from harness.evaluate import EvalConfig, load_eval_settings
     from harness.policies.endpoint import EndpointLimits
 
     settings = load_eval_settings(config)
@@ -285,40 +290,39 @@ def eval_command(
     endpoint_limits = EndpointLimits.from_dict(
         {**settings.get("endpoint", {}), **{k: v for k, v in flags.items() if v is not None}}
     )
-    _run_eval(
-        checkpoint,
-        tasks,
-        output,
+    eval_config = EvalConfig(
+        checkpoint=checkpoint,
+        tasks=tasks,
+        output=str(output or ""),
         samples=samples,
         workers=workers,
         max_turns=max_turns,
         temperature=temperature,
         max_tokens=max_tokens,
         limit=limit,
-        resume=resume,
-        force=force,
         base_url=base_url,
         backend=backend,
         ray_address=ray_address,
         engine=engine,
-        endpoint_limits=endpoint_limits,
+        endpoint=endpoint_limits,
         episode_timeout=episode_timeout or settings.get("episode_timeout"),
         reward_mode=reward_mode,
         grading_mode=grading or settings.get("grading", {}).get("mode"),
         prestart=prestart,
         scaffold=scaffold,
     )
+    _run_eval(eval_config, resume=resume, force=force)
 
 
-def _run_eval(checkpoint: str, tasks: str, output: Optional[Path], **settings):
+def _run_eval(config, resume: bool = False, force: bool = False):
     """An eval run (harness.eval_setup) with a progress bar, then its report; exit 1 when every episode failed."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from harness.eval_setup import prepare_eval
 
-    with console.status(f"loading {tasks}"):
+    with console.status(f"loading {config.tasks}"):
         run = prepare_eval(
-            checkpoint, tasks, output, note=lambda message: console.print(f"[yellow]{message}[/]"), **settings
+            config, resume=resume, force=force, note=lambda message: console.print(f"[yellow]{message}[/]")
         )
     stats = {"resolved": 0, "errors": 0}
     columns = [
@@ -374,27 +378,28 @@ def generate_command(
     scaffold: str = ScaffoldOption,
 ):
     """Write a synthetic trajectory dataset (Parquet, ready for SFT) with a dataset card."""
+    from harness.evaluate import EvalConfig
     from harness.generate import write_dataset
 
     if keep not in ("all", "rewarded"):
         raise HarnessError(f"--keep must be all or rewarded, not {keep!r}")
-    run = _run_eval(
-        checkpoint,
-        tasks,
-        output / "run",
+    run_config = EvalConfig(
+        checkpoint=checkpoint,
+        tasks=tasks,
+        output=str(output / "run"),
         samples=samples,
         workers=workers,
         max_turns=max_turns,
         temperature=temperature,
         max_tokens=max_tokens,
         limit=limit,
-        resume=resume,
         base_url=base_url,
         backend=backend,
         ray_address=ray_address,
         engine=engine,
         scaffold=scaffold,
     )
+    run = _run_eval(run_config, resume=resume)
     card = write_dataset(run.output, output, run.config, keep=keep, min_reward=min_reward)
     console.print(f"kept {card['kept']} of {card['generated']} trajectories: {output / 'trajectories.parquet'}")
 

@@ -23,7 +23,6 @@ from .checkpoints import template_warnings
 from .distributed import PolicySource
 from .errors import HarnessError
 from .evaluate import EvalConfig, check_run_dir, evaluate
-from .policies.endpoint import EndpointLimits
 from .policies.factory import make_policy
 from .policy import Policy
 from .scaffolds import OWN_LOOP, get_scaffold
@@ -67,81 +66,40 @@ class EvalRun:
                 self.policy.close()
 
 
-def default_output(checkpoint: str, tasks: str) -> Path:
-    name = Path(checkpoint).name or checkpoint
-    return Path("runs") / f"eval-{name.replace(':', '_')}-{Path(tasks).stem}"
-
-
 def prepare_eval(
-    checkpoint: str,
-    tasks: str,
-    output: Path | None = None,
-    *,
-    samples: int = 1,
-    workers: int = 4,
-    max_turns: int | None = None,
-    temperature: float = 0.0,
-    max_tokens: int = 1024,
-    limit: int | None = None,
-    resume: bool = False,
-    force: bool = False,
-    base_url: str | None = None,
-    backend: str = "auto",
-    ray_address: str | None = None,
-    engine: str = "auto",
-    endpoint_limits: EndpointLimits | None = None,
-    episode_timeout: float | None = None,
-    reward_mode: str | None = None,
-    grading_mode: str | None = None,
-    prestart: int = 0,
-    scaffold: str = OWN_LOOP,
-    note: Callable[[str], None] = lambda message: None,
+    config: EvalConfig, *, resume: bool = False, force: bool = False, note: Callable[[str], None] = lambda message: None
 ) -> EvalRun:
     """Everything before the first episode; `note` hears what the user should know (e.g. a fallback backend)."""
-    driver = get_scaffold(scaffold)  # an unknown name fails before anything starts
+    driver = get_scaffold(config.scaffold)  # an unknown name fails before anything starts
     if driver is not None:
         driver.argv()  # a scaffold from PyPI is installed into its venv now, not in the first episode
-    if ray_address and scaffold != OWN_LOOP:
-        raise HarnessError(f"--scaffold {scaffold} runs on this machine only, not on a Ray cluster (--ray-address)")
-    task_list = with_grading_mode(with_reward_mode(load_tasks(tasks)[:limit], reward_mode), grading_mode)
+    if config.ray_address and config.scaffold != OWN_LOOP:
+        raise HarnessError(
+            f"--scaffold {config.scaffold} runs on this machine only, not on a Ray cluster (--ray-address)"
+        )
+    tasks = load_tasks(config.tasks)[: config.limit]
+    task_list = with_grading_mode(with_reward_mode(tasks, config.reward_mode), config.grading_mode)
     if not task_list:
-        raise TaskError(f"{tasks} holds no tasks")
-    sandbox_backend = get_backend(backend) if any(t.sandbox for t in task_list) and not ray_address else None
-    if (
-        backend == "auto" and sandbox_backend is not None and sandbox_backend.name != "docker"
-    ):  # a fallback, not a choice
-        note("no Docker engine answers: episodes run in the local bubblewrap backend")
-    output = output or default_output(checkpoint, tasks)
-    config = EvalConfig(
-        tasks=tasks,
-        checkpoint=checkpoint,
-        output=str(output),
-        samples=samples,
-        workers=workers,
-        max_turns=max_turns,
-        temperature=temperature,
-        max_tokens=max_tokens,
-        backend=backend,
-        limit=limit,
-        base_url=base_url if checkpoint.startswith("endpoint:") else None,
-        episode_timeout=float(episode_timeout or EvalConfig.episode_timeout),
-        prestart=prestart,
-        grading_mode=grading_mode or "default",
-        scaffold=scaffold,
-    )
+        raise TaskError(f"{config.tasks} holds no tasks")
+    needs_sandbox = any(t.sandbox for t in task_list) and not config.ray_address
+    sandbox_backend = get_backend(config.backend) if needs_sandbox else None
+    if config.backend == "auto" and sandbox_backend is not None and sandbox_backend.name != "docker":
+        note("no Docker engine answers: episodes run in the local bubblewrap backend")  # a fallback, not a choice
     check_run_dir(task_list, config, resume, force)
-    if ray_address:
+    if config.ray_address:
         return EvalRun(
             task_list,
             config,
             None,
             None,
-            Cluster(ray_address, backend=backend),
-            PolicySource(checkpoint, base_url),
+            Cluster(config.ray_address, backend=config.backend),
+            PolicySource(config.checkpoint, config.base_url),
             resume,
             force,
         )
-    policy = make_policy(checkpoint, base_url=base_url, engine=engine, endpoint_limits=endpoint_limits)
+    policy = make_policy(
+        config.checkpoint, base_url=config.base_url, engine=config.engine, endpoint_limits=config.endpoint
+    )
     if policy.tokenizer is not None and any(task.tools for task in task_list):
         config.notes += template_warnings(policy.tokenizer)
         for warning in config.notes:

@@ -13,11 +13,12 @@ import json
 from collections import Counter, defaultdict
 from contextlib import nullcontext
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from dataclasses import asdict, dataclass, field
 from math import comb
 from pathlib import Path
 from statistics import mean
 from typing import Any, Callable
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from sandboxes import Backend, close_all
 from sandboxes.cluster import Cluster
@@ -29,6 +30,7 @@ from .batching import shared_policy
 from .distributed import PolicySource, run_episodes
 from .episode import EpisodeLimits, run_episode
 from .errors import HarnessError
+from .policies.endpoint import EndpointLimits
 from .policy import Policy, Sampling
 from .eval_queue import AgentSlots, job_specs, start_ahead
 from .scaffolds import OWN_LOOP, get_scaffold
@@ -50,31 +52,51 @@ IDENTITY_FIELDS = (
 )
 
 
-@dataclass
-class EvalConfig:
+class EvalConfig(BaseModel):
+    """One evaluation run's settings, built whole where the run is asked for (`harness eval|generate`'s flags and
+    `--config` YAML, or Python) and passed whole to `prepare_eval` and `evaluate`."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
     tasks: str
     checkpoint: str
-    output: str
-    samples: int = 1
-    workers: int = 4
-    max_turns: int | None = None
-    temperature: float = 0.0
-    max_tokens: int = 1024
+    output: str = ""  # the run directory; empty: runs/eval-<checkpoint>-<tasks>
+    samples: int = Field(1, ge=1)
+    workers: int = Field(4, ge=1)
+    max_turns: int | None = Field(None, ge=1)  # a cap: a task's own limit applies if lower
+    temperature: float = Field(0.0, ge=0.0)
+    max_tokens: int = Field(1024, ge=1)
     max_context: int = 32_768
     seed: int | None = 0
     backend: str = "auto"
-    limit: int | None = None
-    base_url: str | None = None
-    episode_timeout: float = 1800.0  # seconds per episode (checked between turns)
+    limit: int | None = Field(None, ge=1)
+    base_url: str | None = None  # kept for endpoint:MODEL checkpoints only
+    episode_timeout: float = Field(1800.0, gt=0)  # seconds per episode (checked between turns)
     # Sandboxes of one image started ahead of the queue (0: none); with it, grading overlaps the next episodes.
-    prestart: int = 0
-    grading_mode: str = (
-        "default"  # SWE-bench grading: default (test and runner-config edits neutralized) or strict (scored 0)
-    )
+    prestart: int = Field(0, ge=0)
+    # SWE-bench grading: default (test and runner-config edits neutralized) or strict (scored 0); None: default, and
+    # no SWE-bench task needed.
+    grading_mode: str | None = None
+    reward_mode: str | None = None  # GSM8K's rule for every task; None: each task's own
     # What drives the turns: `harness` (our own loop) or a registered scaffold (harness.scaffolds).
     scaffold: str = "harness"
+    engine: str = "auto"  # how a checkpoint folder is run: transformers, vllm or auto
+    ray_address: str | None = None  # episodes on a Ray cluster's nodes
+    endpoint: EndpointLimits | None = Field(None, exclude=True)  # bounds on endpoint calls
     # What the reader of the report should know about how the episodes ran (e.g. the harness's own tool prompt).
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+
+    @field_validator("episode_timeout", "engine", "backend", "scaffold", mode="before")
+    @classmethod
+    def _unset_is_default(cls, value: Any, info) -> Any:
+        return cls.model_fields[info.field_name].default if value is None else value
+
+    @model_validator(mode="after")
+    def _resolved(self) -> "EvalConfig":
+        self.output = self.output or str(default_output(self.checkpoint, self.tasks))
+        if not self.checkpoint.startswith("endpoint:"):
+            self.base_url = None
+        return self
 
     def identity(self, tasks: list[Task]) -> dict[str, Any]:
         """What this run is; `--resume` must ask for the same."""
@@ -83,6 +105,11 @@ class EvalConfig:
             **({"scaffold": self.scaffold} if self.scaffold != OWN_LOOP else {}),  # runs of our own loop as before
             "task_ids_sha256": content_hash(json.dumps([t.id for t in tasks])),
         }
+
+
+def default_output(checkpoint: str, tasks: str) -> Path:
+    name = Path(checkpoint).name or checkpoint
+    return Path("runs") / f"eval-{name.replace(':', '_')}-{Path(tasks).stem}"
 
 
 def check_run_dir(tasks: list[Task], config: EvalConfig, resume: bool, force: bool) -> None:
@@ -104,7 +131,7 @@ def evaluate(
     out = Path(config.output)
     results_path = out / RESULTS
     if not open_run(out, "eval", config.identity(tasks), resume=resume, force=force):
-        atomic_write(out / "config.json", json.dumps(asdict(config), indent=1))
+        atomic_write(out / "config.json", config.model_dump_json(indent=1))
     (out / "trajectories").mkdir(parents=True, exist_ok=True)
     drop_partial_line(results_path)
     done = {(r["task_id"], r["sample"]) for r in read_results(results_path)}
@@ -299,7 +326,7 @@ def build_report(rows: list[dict[str, Any]], config: EvalConfig) -> dict[str, An
         "errors_by_kind": dict(Counter(error_kind(r) for r in rows if r["error"])),
         "error_examples": _error_examples(rows),
         "all_failed": bool(rows) and all(failed(r) for r in rows),
-        "grading_mode": config.grading_mode,
+        "grading_mode": config.grading_mode or "default",
         "neutralized": sum(bool(r.get("neutralized")) for r in rows),
         "notes": config.notes,
         "per_task": {

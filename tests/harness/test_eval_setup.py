@@ -6,23 +6,48 @@ import json
 
 import pytest
 
-from harness.eval_setup import default_output, prepare_eval
+from harness.eval_setup import prepare_eval
+from harness.evaluate import EvalConfig, default_output
 from infra.rundir import RunMismatch
 
 
 def test_an_eval_run_from_python_reports_and_refuses_a_second_run_in_its_folder(tmp_path):
-    run = prepare_eval("gold", "arith", tmp_path / "run", limit=3, samples=2, workers=2)
+    run = prepare_eval(
+        EvalConfig(checkpoint="gold", tasks="arith", output=str(tmp_path / "run"), limit=3, samples=2, workers=2)
+    )
     assert run.episodes == 6 and run.config.samples == 2 and run.cluster is None
     seen = []
     report = run.run(on_result=seen.append)
     assert report["episodes"] == 6 == len(seen) and report["resolve_rate"] == 1.0
     assert json.loads((tmp_path / "run" / "config.json").read_text())["samples"] == 2
     with pytest.raises(RunMismatch, match="different run"):
-        prepare_eval("empty", "arith", tmp_path / "run", limit=3)
+        prepare_eval(EvalConfig(checkpoint="empty", tasks="arith", output=str(tmp_path / "run"), limit=3))
     assert default_output("endpoint:m", "sets/x.jsonl").as_posix() == "runs/eval-endpoint_m-x"
 
 
 def test_a_chosen_local_backend_is_not_reported_as_a_fallback_from_docker(tmp_path):
     heard = []
-    run = prepare_eval("gold", "arith-tool", tmp_path / "run", limit=1, backend="local", note=heard.append)
+    run = prepare_eval(
+        EvalConfig(checkpoint="gold", tasks="arith-tool", output=str(tmp_path / "run"), limit=1, backend="local"),
+        note=heard.append,
+    )
     assert run.config.backend == "local" and heard == []
+
+
+def test_settings_are_checked_where_the_config_is_built(tmp_path):
+    import pydantic
+
+    from tests.cli_helpers import harness
+
+    config = EvalConfig(checkpoint="gold", tasks="arith", base_url="http://127.0.0.1:9/v1", episode_timeout=None)
+    assert config.output == "runs/eval-gold-arith" and config.episode_timeout == 1800.0
+    assert config.base_url is None  # only an endpoint:MODEL checkpoint keeps one
+    with pytest.raises(pydantic.ValidationError, match="episode_timeout"):
+        EvalConfig(checkpoint="gold", tasks="arith", episode_timeout=-1)
+    settings = tmp_path / "eval.yaml"
+    settings.write_text("episode_timeout: -5\n")
+    done = harness(
+        "eval", "--checkpoint", "gold", "--tasks", "arith", "--config", str(settings), "--output", str(tmp_path / "run")
+    )
+    assert done.returncode == 1 and "invalid setting: episode_timeout" in done.stdout, done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr and not (tmp_path / "run").exists()
