@@ -17,7 +17,7 @@ from tests.cli_helpers import ROOT, harness
 
 GRPO_STEPS = 20
 # The repo-fix proof, shorter: the same 600 demonstrations and 200 SFT steps (the copying appears after 100), one
-# seed, 2 GRPO steps, 50 held-out tasks.
+# seed, 1 GRPO step, 50 held-out tasks.
 CI_PROOF = (
     "--sft-steps",
     "200",
@@ -76,16 +76,17 @@ def learning_proof(which: str, runs: Path, *overrides: str, timeout: int) -> Non
 
 
 @pytest.mark.timeout(2400)
-def test_grpo_and_its_control_start_from_one_plateau_and_no_hack_pays(tmp_path):
-    """`learning_proof.sh swe`, CI-sized: arith-tool's SFT stage, gold swe-tiny demonstrations, the SFT checkpoint
+def test_grpo_and_its_control_start_from_one_plateau_and_no_hack_pays(swe_proof_runs):
+    """`learning_proof.sh swe`, CI-sized: arith-tool's SFT stage (started when the session's tests were collected,
+    tests/trainer/conftest.py), gold swe-tiny demonstrations, the SFT checkpoint
     chosen on swe-tiny-val, then from it GRPO (real episodes in bubblewrap sandboxes, graded by the SWE-bench
     grader) and, as the control, SFT continued on the same demonstrations for the same training time; both scored
     on held-out tasks that share no statement and no fix with training.
 
     What it asserts is the experiment's construction, which the full proof's verdict rests on, not that GRPO wins:
     measured over seeds it does not (docs/learning.md)."""
-    learning_proof("swe", tmp_path, *CI_PROOF, timeout=2300)
-    report = json.loads((tmp_path / "swe-proof.json").read_text())
+    learning_proof("swe", swe_proof_runs, *CI_PROOF, timeout=2300)
+    report = json.loads((swe_proof_runs / "swe-proof.json").read_text())
     curve = dict(report["plateau"]["validation_curve"])
     assert sorted(curve) == [100, 200]
     best = max(sorted(curve), key=lambda step: curve[step])  # the earliest of the best validation rates
