@@ -8,7 +8,6 @@ Usage: python3 source_on_path.py DISTRIBUTION WORKDIR
 
 import re
 import sys
-import sysconfig
 from importlib import metadata
 from pathlib import Path
 
@@ -45,7 +44,9 @@ def main(name: str, workdir: str) -> None:
                 child.rmdir()
         if folder.is_dir() and not any(folder.iterdir()):
             folder.rmdir()
-    site = Path(sysconfig.get_paths()["purelib"])
+    # Beside the distribution's own metadata: sysconfig's purelib is not where pip installs on every base
+    # (bullseye's Python 3.9 names /usr/lib/python3.9/site-packages, pip uses /usr/local/.../dist-packages).
+    site = Path(dist.locate_file(""))
     (site / f"_{normalised(name)}_source.pth").write_text("".join(sorted({f"{p}\n" for p in sources.values()})))
     print(f"{name}: {', '.join(sorted(sources))} imported from {', '.join(sorted({str(p) for p in sources.values()}))}")
 
