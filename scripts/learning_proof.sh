@@ -4,12 +4,11 @@
 # task in sandboxes. Prints the held-out reward before and after GRPO; each run folder holds
 # reward_curve.png, metrics.jsonl and the final Hugging Face checkpoint.
 #
-#   bash scripts/learning_proof.sh [single|tool|both|swe|stage0] [OVERRIDES]     (default: both)
+#   bash scripts/learning_proof.sh [single|tool|both|swe] [OVERRIDES]     (default: both)
 #
 # `swe`: the repo-fix proof on generated swe-tiny tasks (real episodes in sandboxes, graded by the SWE-bench
 # grader): from arith-tool's SFT stage, an SFT plateau on gold demonstrations, then GRPO against continued SFT
 # over seeds (scripts/swe_proof.py; its options, e.g. --seeds 0 --grpo-steps 3, follow `swe`).
-# `stage0`: arith-tool's SFT stage alone, which `tool` and `swe` then reuse from the same RUNS_DIR.
 #
 # OVERRIDES (dotted config keys, e.g. trainer.max_steps=5) apply to the GRPO runs of `single` and `tool`.
 set -euo pipefail
@@ -69,10 +68,6 @@ if [ "$which" = tool ] || [ "$which" = both ]; then
       trainer.sft_warmup.data="[\"$runs/arith-tool-gold-700/trajectories.parquet\", \"$runs/arith-tool-no-tools/trajectories.parquet\"]" \
       "${overrides[@]}"
   report "$runs/arith-tool-grpo" $((SECONDS - start))
-fi
-
-if [ "$which" = stage0 ]; then
-  tool_sft
 fi
 
 if [ "$which" = swe ]; then

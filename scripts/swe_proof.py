@@ -54,7 +54,12 @@ def main() -> int:
     parser.add_argument(
         "--sft-arm-steps",
         type=int,
-        help="the control's SFT steps (default: as many as take the GRPO run's training time)",
+        help="the control's SFT steps (default: it trains as long as the GRPO run did, by its measured seconds)",
+    )
+    parser.add_argument(
+        "--until-plateau",
+        action="store_true",
+        help="stop after the plateau and its held-out scores (the arms, run later from the same --runs, reuse them)",
     )
     parser.add_argument(
         "--grpo-lr", type=float, help="GRPO's learning rate (default: the config's); its runs are named by it"
@@ -68,6 +73,8 @@ def main() -> int:
     plateau = sft_plateau(plateau_run, args.start, [gold], args)
     report = {"plateau": plateau_summary(plateau_run, plateau), "arms": {}}
     report["plateau"]["heldout"] = evaluate(runs / "eval-plateau", plateau, args)
+    if args.until_plateau:
+        return 0
     grpo_name = f"grpo-lr{args.grpo_lr:g}" if args.grpo_lr else "grpo"
     for seed in args.seeds:
         grpo_run = runs / f"swe-{grpo_name}-seed{seed}"
@@ -75,10 +82,10 @@ def main() -> int:
             grpo(grpo_run, plateau, seed, args)
             arm_summary(grpo_run, "grpo", seed, args)
         if "sft" in args.arms:
-            budget = grpo_seconds(grpo_run) if (grpo_run / "done").exists() else None
-            steps = args.sft_arm_steps or (sft_steps_for(budget, plateau_run, args) if budget else args.grpo_steps * 10)
+            budget = grpo_seconds(grpo_run) if (grpo_run / "done").exists() and not args.sft_arm_steps else None
+            steps = args.sft_arm_steps or (None if budget else args.grpo_steps * 10)
             sft_run = runs / f"swe-sft-seed{seed}"
-            continued_sft(sft_run, plateau, gold, seed, steps, args)
+            continued_sft(sft_run, plateau, gold, seed, steps, budget)
             arm_summary(sft_run, "sft", seed, args)
         report["arms"] = collect_arms(runs, args)
         write_report(runs, report)
@@ -169,13 +176,15 @@ def grpo(run: Path, start: Path, seed: int, args) -> None:
     )
 
 
-def continued_sft(run: Path, start: Path, gold: Path, seed: int, steps: int, args) -> None:
+def continued_sft(run: Path, start: Path, gold: Path, seed: int, steps: int | None, seconds: float | None) -> None:
+    """SFT from the plateau for `steps` steps, or for `seconds` of training steps (measured as it runs)."""
     train(
         run,
         SFT_CONFIG,
         f"trainer.policy.model.path={start}",
         f"trainer.sft_warmup.data={json.dumps([str(gold)])}",
-        f"trainer.sft_warmup.max_steps={steps}",
+        f"trainer.sft_warmup.max_steps={steps or 'null'}",
+        f"trainer.sft_warmup.max_seconds={seconds or 'null'}",
         "trainer.sft_warmup.epochs=100",
         "trainer.sft_warmup.eval_interval=null",
         "data.val_data=[]",
@@ -246,12 +255,6 @@ def grpo_seconds(run: Path) -> float:
     return sum(
         m.get("time/rollout_s", 0) + m.get("time/train_s", 0) + m.get("time/weight_sync_s", 0) for m in metrics(run)
     )
-
-
-def sft_steps_for(seconds: float, plateau_run: Path, args) -> int:
-    """SFT steps that take `seconds`, at the plateau run's measured seconds per step."""
-    per_step = statistics.median(m["sft/step_s"] for m in metrics(plateau_run) if "sft/step_s" in m)
-    return max(1, round(seconds / per_step))
 
 
 def plateau_summary(run: Path, plateau: Path) -> dict:

@@ -181,6 +181,9 @@ class SFTWarmupConfig(Section):
     batch_size: Int | None = Field(None, ge=1)
     #: Stop the warm-up after this many optimizer steps even if epochs remain (a partial warm start); null = no cap.
     max_steps: Int | None = Field(None, ge=1)
+    #: Stop the warm-up once its optimizer steps have taken this many seconds (the sum of `sft/step_s`, evaluations
+    #: excluded), even if steps remain: SFT trained for as long as another run, e.g. a control arm; null = no cap.
+    max_seconds: Float | None = Field(None, gt=0.0)
     #: Every this many warm-up steps (and after the last), evaluate on `data.val_data` (greedy) and save the model as
     #: `checkpoints/sft_step_N/`; `checkpoints/sft_best` names the best one (validation pass rate, earliest on a tie),
     #: for choosing the warm start on a validation split. null = no evaluation during the warm-up.

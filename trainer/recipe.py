@@ -426,10 +426,14 @@ def _sft_warmup(
     total = warm.epochs * -(-len(examples) // size)
     total = min(total, warm.max_steps) if warm.max_steps else total
     best = None  # (validation pass rate, step)
+    trained = 0.0  # seconds of optimizer steps
     for number, batch in enumerate(itertools.islice(batches, warm.max_steps), start=1):
+        if warm.max_seconds and trained >= warm.max_seconds:
+            break
         lr = warm.learning_rate * lr_factor(number - 1, 0, total, warm.lr_scheduler)
         clock = time.monotonic()
         metrics = learner.sft_step(batch, lr) | {"sft/step_s": time.monotonic() - clock}
+        trained += metrics["sft/step_s"]
         if warm.eval_interval and (number % warm.eval_interval == 0 or number == total):
             best = max(
                 best or (-1.0, 0),

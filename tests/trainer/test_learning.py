@@ -77,11 +77,11 @@ def learning_proof(which: str, runs: Path, *overrides: str, timeout: int) -> Non
 
 @pytest.mark.timeout(2400)
 def test_grpo_and_its_control_start_from_one_plateau_and_no_hack_pays(swe_proof_runs):
-    """`learning_proof.sh swe`, CI-sized: arith-tool's SFT stage (started when the session's tests were collected,
-    tests/trainer/conftest.py), gold swe-tiny demonstrations, the SFT checkpoint
-    chosen on swe-tiny-val, then from it GRPO (real episodes in bubblewrap sandboxes, graded by the SWE-bench
-    grader) and, as the control, SFT continued on the same demonstrations for the same training time; both scored
-    on held-out tasks that share no statement and no fix with training.
+    """`learning_proof.sh swe`, CI-sized: arith-tool's SFT stage, gold swe-tiny demonstrations and the SFT checkpoint
+    chosen on swe-tiny-val (all started when the session's tests were collected, tests/trainer/conftest.py), then
+    from it GRPO (real episodes in bubblewrap sandboxes, graded by the SWE-bench grader) and, as the control, SFT
+    continued on the same demonstrations for the same training time; both scored on held-out tasks that share no
+    statement and no fix with training.
 
     What it asserts is the experiment's construction, which the full proof's verdict rests on, not that GRPO wins:
     measured over seeds it does not (docs/learning.md)."""
