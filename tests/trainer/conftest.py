@@ -36,7 +36,7 @@ def _start_plateau() -> None:
 
 
 def pytest_collection_finish(session):
-    if any(item.name == PROOF_TEST for item in session.items):
+    if not session.config.option.collectonly and any(item.name == PROOF_TEST for item in session.items):
         _start_plateau()
 
 
