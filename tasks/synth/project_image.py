@@ -94,8 +94,12 @@ def build_project_image(
     install = install_command(project.root, version, needs.editable, base)
     with timed(on_step, f"the Python {base.python} base image"):
         base_image = build_base_image(base.recipe, on_step)
-    digest = _hash(
-        _tree_digest(project.root), "\n".join(sorted(p.name for p in wheelhouse.iterdir())), install, base_image
+    digest = _hash(  # the script the install runs is part of the image: a changed script builds anew
+        _tree_digest(project.root),
+        "\n".join(sorted(p.name for p in wheelhouse.iterdir())),
+        install,
+        base_image,
+        SOURCE_ON_PATH.read_text(),
     )
     image = f"{IMAGE_REPOSITORY}/{project.name}-env:{digest}"
     if not image_exists(image):
