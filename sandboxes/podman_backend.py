@@ -3,8 +3,10 @@
 For hosts where users may run Podman but not a Docker daemon (most clusters that allow containers at
 all). The client is docker-py, pointed at Podman's socket: `$CONTAINER_HOST` (a `unix://` URL) where
 set, else Podman's default socket for this user (`/run/podman/podman.sock` for root,
-`$XDG_RUNTIME_DIR/podman/podman.sock` otherwise), else a `podman system service` this process starts
-on `<cache>/podman/podman.sock`, which exits by itself after ten idle minutes.
+`$XDG_RUNTIME_DIR/podman/podman.sock` otherwise), else a `podman system service` on
+`<cache>/podman/podman.sock`, shared by every process that uses it. That service exits by itself after
+ten idle minutes, so each process using it pings it while it lives and starts it again if it is gone
+(a long quiet spell would otherwise leave the process a client of a dead socket).
 
 What differs from Docker:
 - rlimits: Podman gives each container RLIMIT_NOFILE 1048576 and RLIMIT_NPROC above what it may
@@ -20,6 +22,7 @@ What differs from Docker:
 
 from __future__ import annotations
 
+import logging
 import os
 import resource
 import shutil
@@ -41,6 +44,7 @@ SERVICE_IDLE_S = 600  # a service this process starts exits after this long with
 NPROC_CEILING = 32768  # Podman's own RLIMIT_NPROC: no container may have more
 LOAD_TIMEOUT_S = 1800  # copying an image in: Podman answers once all of it is stored
 _client_lock = threading.Lock()
+log = logging.getLogger(__name__)
 _client = None
 
 
@@ -58,7 +62,10 @@ def _connect():
     import docker
 
     def answering(url: str):
-        client = docker.DockerClient(base_url=url, timeout=120, max_pool_size=256)
+        try:  # the client asks the service its API version as it is made
+            client = docker.DockerClient(base_url=url, timeout=120, max_pool_size=256)
+        except Exception:
+            return None
         try:
             client.ping()
         except Exception:
@@ -78,11 +85,26 @@ def _connect():
         if os.geteuid() == 0
         else f"{os.environ.get('XDG_RUNTIME_DIR', f'/run/user/{os.getuid()}')}/podman/podman.sock"
     )
+    if Path(default).exists() and (client := answering(f"unix://{default}")) is not None:
+        return client
     own = cache_dir() / "podman" / "podman.sock"
-    for path in (default, own):
-        if Path(path).exists() and (client := answering(f"unix://{path}")) is not None:
-            return client
-    return _start_service(own, answering)
+    if not (own.exists() and (client := answering(f"unix://{own}")) is not None):
+        client = _start_service(own, answering)
+    threading.Thread(target=_keep_serving, args=(own, answering), name="podman-service", daemon=True).start()
+    return client
+
+
+def _keep_serving(socket_path: Path, answering) -> None:
+    """Ping the shared service well within its idle time, and start it again where it has gone."""
+    while True:
+        time.sleep(SERVICE_IDLE_S / 4)
+        if (client := answering(f"unix://{socket_path}")) is not None:
+            client.close()
+            continue
+        try:
+            _start_service(socket_path, answering).close()
+        except EngineUnavailable as err:
+            log.warning("%s", err)
 
 
 def _start_service(socket_path: Path, answering):
