@@ -47,7 +47,7 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--grpo-steps", type=int, default=6)
     parser.add_argument("--heldout", default="swe-tiny")
-    parser.add_argument("--pass-k", type=int, default=4)
+    parser.add_argument("--pass-k", type=int, default=4, help="samples per task for pass@k (0: greedy only)")
     parser.add_argument("--pass-k-tasks", type=int, default=100, help="pass@k on the first N held-out tasks")
     parser.add_argument("--hack-share", type=float, default=0.0)
     parser.add_argument("--arms", nargs="+", default=["grpo", "sft"], choices=["grpo", "sft"])
@@ -201,11 +201,8 @@ def final_checkpoint(run: Path) -> Path:
 def evaluate(out: Path, checkpoint: Path, args) -> dict:
     """Greedy resolve rate on the whole held-out set, and pass@k from `--pass-k` samples at temperature 0.5 (the
     training temperature) on its first `--pass-k-tasks` tasks."""
-    scores = {}
-    for name, extra in (
-        ("greedy", []),
-        ("sampled", ["--samples", str(args.pass_k), "--temperature", "0.5", "--limit", str(args.pass_k_tasks)]),
-    ):
+    scores = {"pass@k": {}}
+    for name, extra in evaluations(args):
         folder = out / name
         if not (folder / "report.json").exists():
             harness(
@@ -240,6 +237,12 @@ def evaluate(out: Path, checkpoint: Path, args) -> dict:
                 for k in range(1, args.pass_k + 1)
             }
     return scores
+
+
+def evaluations(args) -> list[tuple[str, list[str]]]:
+    """The evaluations of each checkpoint, by folder name: greedy, and the pass@k samples unless `--pass-k 0`."""
+    sampled = ["--samples", str(args.pass_k), "--temperature", "0.5", "--limit", str(args.pass_k_tasks)]
+    return [("greedy", [])] + ([("sampled", sampled)] if args.pass_k else [])
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -283,7 +286,7 @@ def collect_arms(runs: Path, args) -> dict[str, list[dict]]:
     arms: dict[str, list[dict]] = {}
     for run in sorted(runs.glob("swe-*-seed*")):
         arm, _, seed = run.name.removeprefix("swe-").rpartition("-seed")
-        evaluated = all((run / "eval-final" / name / "report.json").exists() for name in ("greedy", "sampled"))
+        evaluated = all((run / "eval-final" / name / "report.json").exists() for name, _ in evaluations(args))
         if evaluated and arm != "grpo-hack":
             arms.setdefault(arm, []).append(arm_summary(run, "sft" if arm == "sft" else "grpo", int(seed), args))
     return arms
