@@ -13,7 +13,7 @@ import queue
 import threading
 from concurrent.futures import Future
 from dataclasses import replace
-from typing import Any
+from typing import Any, Callable
 
 from .policy import Completion, Policy, Sampling
 
@@ -24,17 +24,18 @@ class BatchingPolicy(Policy):
 
     def __init__(self, policy: Policy, max_batch: int = 64, wait_s: float = 0.01):
         self.policy = policy
-        self.name, self.tokenizer = policy.name, policy.tokenizer
+        self.name, self.tokenizer, self.streams_tokens = policy.name, policy.tokenizer, policy.streams_tokens
         self.max_batch = max_batch
         self.wait_s = wait_s
-        self.requests: queue.Queue[tuple[list[int], Sampling, Future] | None] = queue.Queue()
+        self.requests: queue.Queue[tuple[list[int], Sampling, Future, Callable | None] | None] = queue.Queue()
         self.lock = threading.Lock()  # generation and weight loading never overlap
         self.thread = threading.Thread(target=self._serve, name="batching-policy", daemon=True)
         self.thread.start()
 
-    def generate_ids(self, prompt_ids: list[int], sampling: Sampling) -> Completion:
+    def generate_ids(self, prompt_ids: list[int], sampling: Sampling, listener: Callable | None = None) -> Completion:
+        """`listener`, where the policy streams tokens, is called with the tokens so far as each is sampled."""
         future: Future = Future()
-        self.requests.put((prompt_ids, sampling, future))
+        self.requests.put((prompt_ids, sampling, future, listener))
         return future.result()
 
     def load_weights(self, state_dict: dict[str, Any]) -> None:
@@ -73,15 +74,17 @@ class BatchingPolicy(Policy):
         try:
             with self.lock:
                 if hasattr(self.policy, "generate_ids_batch"):
+                    streaming = self.streams_tokens and any(r[3] for r in requests)  # the argument only when used
+                    listeners = {"listeners": [r[3] for r in requests]} if streaming else {}
                     results = self.policy.generate_ids_batch(
-                        [r[0] for r in requests], requests[0][1], seeds=[r[1].seed for r in requests]
+                        [r[0] for r in requests], requests[0][1], seeds=[r[1].seed for r in requests], **listeners
                     )
                 else:
                     results = [self.policy.generate_ids(r[0], r[1]) for r in requests]
-            for (_, _, future), result in zip(requests, results):
+            for (_, _, future, _), result in zip(requests, results):
                 future.set_result(result)
         except Exception as err:  # every waiting episode learns what went wrong
-            for _, _, future in requests:
+            for _, _, future, _ in requests:
                 future.set_exception(err)
 
 

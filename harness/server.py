@@ -3,7 +3,8 @@
 `GET /v1/models` and `POST /v1/chat/completions` with what clients send: `tools` (tool calls
 the model writes in the Hermes format come back as native `tool_calls`), `n` choices,
 `stream: true` (server-sent events: a role chunk, the content, tool calls, the finish reason,
-optional usage, `data: [DONE]`; the text is sent once generated, not token by token). Invalid
+optional usage, `data: [DONE]`; without `tools`, on a transformers checkpoint, the content as its tokens are
+sampled, else once the turn is generated: a reply is read for tool calls only when whole). Invalid
 requests get 400 with an OpenAI-style error body naming the parameter, an unknown model 404, a
 body over `max_body` bytes 413 (decided from Content-Length, before reading). Each connection
 has its own thread with a socket timeout, and generation goes through the batching policy
@@ -15,12 +16,14 @@ from __future__ import annotations
 
 import json
 import logging
+import queue
+import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Callable
 
 from .batching import shared_policy
 from .errors import HarnessError, PolicyError
@@ -194,18 +197,31 @@ class ChatService:
         self.context = getattr(policy, "context", None)
         self.pool = ThreadPoolExecutor(max_workers=MAX_N, thread_name_prefix="choice")
 
+    @property
+    def streams_tokens(self) -> bool:
+        return self.shared.streams_tokens
+
     def complete(self, request: ChatRequest) -> tuple[list[Completion], int]:
-        prompt_tokens = self._check_context(request)
+        """The request's `n` choices and its prompt's token count (what every service behind the handler answers)."""
+        prompt_tokens = self.check(request)
+        return self.generate(request), prompt_tokens
+
+    def generate(self, request: ChatRequest, listeners: list[Callable] | None = None) -> list[Completion]:
+        """The request's `n` choices; `listeners[i]` (where the policy streams tokens) hears choice i's tokens."""
         seeds = request.sampling.row_seeds(request.n)
         samplings = [Sampling(**{**request.sampling.__dict__, "seed": seed}) for seed in seeds]
-        futures = [self.pool.submit(self.shared.generate, request.messages, request.tools, s) for s in samplings]
+        if listeners is None:
+            futures = [self.pool.submit(self.shared.generate, request.messages, request.tools, s) for s in samplings]
+        else:
+            ids = list(render(self.policy.tokenizer, request.messages, request.tools, True, True))
+            futures = [self.pool.submit(self.shared.generate_ids, ids, s, h) for s, h in zip(samplings, listeners)]
         try:
-            completions = [f.result() for f in futures]
+            return [f.result() for f in futures]
         except PolicyError as err:
             raise ApiError(400, str(err)) from None
-        return completions, prompt_tokens
 
-    def _check_context(self, request: ChatRequest) -> int:
+    def check(self, request: ChatRequest) -> int:
+        """The prompt's token count; ApiError(400) where the template rejects it or it exceeds the context."""
         if self.policy.tokenizer is None:
             return 0
         try:
@@ -235,8 +251,10 @@ def choices(
     for index, completion in enumerate(completions):
         if completion.tool_calls is not None:  # native calls (an endpoint, a scripted turn) pass as they are
             turn = ParsedTurn(completion.text, list(completion.tool_calls))
-        else:
+        elif tools:
             turn = tool_format.parse(completion.text, f"call_{uuid.uuid4().hex[:8]}")
+        else:  # no tools offered: the text as generated, whatever it looks like
+            turn = ParsedTurn(completion.text)
         message: dict[str, Any] = {"role": "assistant", "content": turn.content if turn.tool_calls else completion.text}
         finish = completion.finish_reason
         if turn.tool_calls and tools:
@@ -265,34 +283,68 @@ def _response(
     }
 
 
-def stream_chunks(response: dict[str, Any], include_usage: bool) -> list[dict[str, Any]]:
-    """The server-sent chunks of a finished response, in the order OpenAI sends them."""
-    base = {
+def chunk(response: dict[str, Any], index: int, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    """One server-sent chunk of `response` (its id, creation time and model): `delta` for choice `index`."""
+    return {
         "id": response["id"],
         "object": "chat.completion.chunk",
         "created": response["created"],
         "model": response["model"],
+        "choices": [{"index": index, "delta": delta, "finish_reason": finish}],
     }
+
+
+ROLE_DELTA = {"role": "assistant", "content": ""}
+
+
+def closing_chunks(response: dict[str, Any], include_usage: bool, sent: list[str]) -> list[dict[str, Any]]:
+    """The chunks that end each choice of a finished response, after the role chunk and the `sent[index]` text
+    already streamed: the rest of its content, its tool calls, its finish reason; then the usage if asked for."""
     chunks = []
     for choice in response["choices"]:
         index, message = choice["index"], choice["message"]
-        chunks.append(
-            {
-                **base,
-                "choices": [{"index": index, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}],
-            }
-        )
-        if message.get("content"):
-            chunks.append(
-                {**base, "choices": [{"index": index, "delta": {"content": message["content"]}, "finish_reason": None}]}
-            )
+        content, already = message.get("content") or "", sent[index]
+        if not content.startswith(already):
+            log.warning("choice %d: the streamed text is not a prefix of the turn's content", index)
+        elif rest := content[len(already) :]:
+            chunks.append(chunk(response, index, {"content": rest}))
         for position, call in enumerate(message.get("tool_calls") or []):
-            delta = {"tool_calls": [{"index": position, **call}]}
-            chunks.append({**base, "choices": [{"index": index, "delta": delta, "finish_reason": None}]})
-        chunks.append({**base, "choices": [{"index": index, "delta": {}, "finish_reason": choice["finish_reason"]}]})
+            chunks.append(chunk(response, index, {"tool_calls": [{"index": position, **call}]}))
+        chunks.append(chunk(response, index, {}, choice["finish_reason"]))
     if include_usage:
-        chunks.append({**base, "choices": [], "usage": response["usage"]})
+        chunks.append({**chunk(response, 0, {}), "choices": [], "usage": response["usage"]})
     return chunks
+
+
+def stream_chunks(response: dict[str, Any], include_usage: bool) -> list[dict[str, Any]]:
+    """The server-sent chunks of a finished response, in the order OpenAI sends them."""
+    starts = [chunk(response, choice["index"], ROLE_DELTA) for choice in response["choices"]]
+    return starts + closing_chunks(response, include_usage, [""] * len(response["choices"]))
+
+
+class TextDeltas:
+    """A turn's text as its tokens arrive, cut as the finished turn's text will be (`completion`): each update
+    gives the text that may be sent now, holding back what an end token, a stop string or an unfinished
+    UTF-8 character could still change."""
+
+    def __init__(self, tokenizer, eos_ids: set[int], stops: list[str]):
+        self.tokenizer, self.eos_ids, self.stops = tokenizer, eos_ids, stops
+        self.sent = ""
+
+    def update(self, ids: list[int]) -> str:
+        body = ids[:-1] if ids and ids[-1] in self.eos_ids else ids
+        text = self.tokenizer.decode(body, skip_special_tokens=False)
+        cuts = [text.find(stop) for stop in self.stops if stop in text]
+        if cuts:
+            text = text[: min(cuts)]
+        else:  # a suffix that may begin a stop string waits for the next token
+            held = max((n for stop in self.stops for n in range(1, len(stop)) if text.endswith(stop[:n])), default=0)
+            text = text[: len(text) - held]
+        text = text.rstrip("\ufffd")
+        if not text.startswith(self.sent):  # a decoder that rewrote earlier text: the rest goes at the end
+            return ""
+        delta, self.sent = text[len(self.sent) :], text
+        return delta
 
 
 class ChatServer(ThreadingHTTPServer):
@@ -346,6 +398,8 @@ class _Handler(BaseHTTPRequestHandler):
             if service is None:
                 raise ApiError(503, "the model is still loading")
             request = parse_request(self._read_json(), service.model_name)
+            if request.stream and not request.tools and getattr(service, "streams_tokens", False):
+                return self._stream_as_sampled(service, request, service.check(request))
             completions, prompt_tokens = service.complete(request)
             response = _response(
                 service.model_name,
@@ -398,16 +452,69 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(err.status, err.body())
 
     def _send_stream(self, chunks: list[dict[str, Any]]) -> None:
+        self._start_events()
+        for one in chunks:
+            self._event(one)
+        self._event("[DONE]")
+
+    def _stream_as_sampled(self, service: ChatService, request: ChatRequest, prompt_tokens: int) -> None:
+        """Each choice's text as its tokens are sampled (the generation runs on a thread of its own; this one
+        writes), then the closing chunks of the finished response. A client that leaves ends the writing, not the
+        turn."""
+        policy = service.policy
+        eos = getattr(policy, "eos_ids", set())
+        trackers = [TextDeltas(policy.tokenizer, eos, request.sampling.stop) for _ in range(request.n)]
+        deltas: queue.Queue[tuple[int, str]] = queue.Queue()
+
+        def listener(index: int) -> Callable[[list[int]], None]:
+            return lambda ids: deltas.put((index, trackers[index].update(ids)))
+
+        outcome: dict[str, Any] = {}
+
+        def generate() -> None:
+            try:
+                outcome["completions"] = service.generate(request, [listener(i) for i in range(request.n)])
+            except Exception as err:  # noqa: BLE001 - reported to the client as an error event
+                outcome["error"] = err
+
+        thread = threading.Thread(target=generate, name="stream", daemon=True)
+        thread.start()
+        head = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": service.model_name}
+        try:
+            self._start_events()
+            for index in range(request.n):
+                self._event(chunk(head, index, ROLE_DELTA))
+            while thread.is_alive() or not deltas.empty():
+                try:
+                    index, text = deltas.get(timeout=0.05)
+                except queue.Empty:
+                    continue
+                if text:
+                    self._event(chunk(head, index, {"content": text}))
+            if "error" in outcome:
+                log.error("generation failed mid-stream: %s", outcome["error"])
+                self._event(ApiError(500, f"generation failed: {outcome['error']}").body())
+            else:
+                tool_format = tool_call_format(policy.tokenizer)
+                response = _response(service.model_name, outcome["completions"], prompt_tokens, [], tool_format)
+                response |= head  # the id and time the streamed chunks carried
+                for one in closing_chunks(response, request.include_usage, [t.sent for t in trackers]):
+                    self._event(one)
+            self._event("[DONE]")
+        except (BrokenPipeError, ConnectionResetError):  # the client left mid-stream
+            self.close_connection = True
+
+    def _start_events(self) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Connection", "close")
         self.end_headers()
         self.close_connection = True
-        for chunk in chunks:
-            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-            self.wfile.flush()
-        self.wfile.write(b"data: [DONE]\n\n")
+
+    def _event(self, payload: dict[str, Any] | str) -> None:
+        data = payload if isinstance(payload, str) else json.dumps(payload)
+        self.wfile.write(f"data: {data}\n\n".encode())
         self.wfile.flush()
 
     def log_message(self, fmt, *args):

@@ -24,6 +24,8 @@ class HFPolicy(Policy):
     one that completed the stop string, while `text` is cut before it.
     """
 
+    streams_tokens = True
+
     def __init__(self, path: str | Path, device: str = "auto", dtype: str | torch.dtype = "auto"):
         path = Path(path)
         if not (path / "config.json").is_file():
@@ -50,10 +52,15 @@ class HFPolicy(Policy):
 
     @torch.inference_mode()
     def generate_ids_batch(
-        self, prompts: list[list[int]], sampling: Sampling, seeds: list[int | None] | None = None
+        self,
+        prompts: list[list[int]],
+        sampling: Sampling,
+        seeds: list[int | None] | None = None,
+        listeners: list | None = None,
     ) -> list[Completion]:
         """One turn per prompt, sampled together (left padding). Row i is seeded with seeds[i] when given,
-        else with sampling.seed + i, so a batch reproduces the unbatched calls with those seeds."""
+        else with sampling.seed + i, so a batch reproduces the unbatched calls with those seeds. A listener
+        (listeners[i], or None) is called with row i's tokens so far each time one is sampled."""
         limits = [self._token_budget(prompt, sampling.max_tokens) for prompt in prompts]
         input_ids, mask = self._left_pad(prompts)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
@@ -79,6 +86,8 @@ class HFPolicy(Policy):
                     tokens[i].append(token)
                     logprobs[i].append(logprob)
                     reasons[i] = self._finish_reason(tokens[i], limits[i], sampling.stop)
+                    if listeners and listeners[i]:
+                        listeners[i](tokens[i])
             input_ids = new_tokens[:, None]
             mask = torch.cat([mask, mask.new_ones(len(prompts), 1)], dim=-1)
             positions = positions[:, -1:] + 1

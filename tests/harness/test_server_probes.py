@@ -65,6 +65,46 @@ def test_streaming_with_the_official_client_yields_the_same_turn(client):
     assert chunks[-1].usage.completion_tokens == plain.usage.completion_tokens
 
 
+def streamed_texts(stream) -> tuple[dict[int, list[str]], dict[int, str]]:
+    """Each choice's content deltas and finish reason, from the official client's chunks."""
+    deltas: dict[int, list[str]] = {}
+    finishes: dict[int, str] = {}
+    for one in stream:
+        for choice in one.choices:
+            if choice.delta.content:
+                deltas.setdefault(choice.index, []).append(choice.delta.content)
+            if choice.finish_reason:
+                finishes[choice.index] = choice.finish_reason
+    return deltas, finishes
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"temperature": 0.0, "seed": 0},
+        {"temperature": 1.0, "seed": 3, "n": 2},  # choices interleave, each with its own text
+        {"temperature": 1.0, "seed": 5, "stop": "STOP"},  # replaced below by a character of the sampled text
+    ],
+)
+def test_streaming_sends_the_text_token_by_token_and_it_adds_up_to_the_turn(client, settings):
+    if "stop" in settings:  # a stop string met after the text's start: nothing from it on is ever sent
+        text = client.chat.completions.create(model="tiny", messages=HELLO, max_tokens=32, **{**settings, "stop": None})
+        whole = text.choices[0].message.content
+        later = [c for i, c in enumerate(whole) if i >= len(whole) // 2 and c not in whole[:i]]  # new in its 2nd half
+        assert later, f"the text has one character only: {whole!r}"
+        settings = {**settings, "stop": later[0]}
+    plain = client.chat.completions.create(model="tiny", messages=HELLO, max_tokens=32, **settings)
+    deltas, finishes = streamed_texts(
+        client.chat.completions.create(model="tiny", messages=HELLO, max_tokens=32, stream=True, **settings)
+    )
+    for choice in plain.choices:
+        assert "".join(deltas[choice.index]) == choice.message.content and choice.message.content
+        assert len(deltas[choice.index]) > 3  # sent piece by piece, not once generated
+        assert finishes[choice.index] == choice.finish_reason
+    if "stop" in settings:
+        assert settings["stop"] not in "".join(deltas[0]) and plain.choices[0].finish_reason == "stop"
+
+
 def test_n_returns_that_many_choices(client):
     response = client.chat.completions.create(model="tiny", messages=HELLO, max_tokens=6, temperature=1.0, seed=3, n=3)
     assert [c.index for c in response.choices] == [0, 1, 2]
