@@ -57,11 +57,6 @@ def main() -> int:
         help="the control's SFT steps (default: it trains as long as the GRPO run did, by its measured seconds)",
     )
     parser.add_argument(
-        "--until-plateau",
-        action="store_true",
-        help="stop after the plateau and its held-out scores (the arms, run later from the same --runs, reuse them)",
-    )
-    parser.add_argument(
         "--grpo-lr", type=float, help="GRPO's learning rate (default: the config's); its runs are named by it"
     )
     args = parser.parse_args()
@@ -73,8 +68,6 @@ def main() -> int:
     plateau = sft_plateau(plateau_run, args.start, [gold], args)
     report = {"plateau": plateau_summary(plateau_run, plateau), "arms": {}}
     report["plateau"]["heldout"] = evaluate(runs / "eval-plateau", plateau, args)
-    if args.until_plateau:
-        return 0
     grpo_name = f"grpo-lr{args.grpo_lr:g}" if args.grpo_lr else "grpo"
     for seed in args.seeds:
         grpo_run = runs / f"swe-{grpo_name}-seed{seed}"
