@@ -27,7 +27,7 @@ def _start_proof() -> None:
         _proof["process"] = subprocess.Popen(
             ["nice", "-n", "19", "bash", str(ROOT / "scripts/learning_proof.sh"), "swe", *CI_PROOF],
             cwd=ROOT,
-            env={**os.environ, "RUNS_DIR": str(runs)},
+            env={**os.environ, "RUNS_DIR": str(runs), "RAY_TMPDIR": str(runs)},  # Ray's sessions apart from the tests'
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
