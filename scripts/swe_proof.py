@@ -46,6 +46,9 @@ def main() -> int:
     parser.add_argument("--sft-eval-interval", type=int, default=50)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--grpo-steps", type=int, default=6)
+    parser.add_argument(
+        "--grpo-prompts", type=int, help="prompts per GRPO step, each sampled 8 times (default: the config's 16)"
+    )
     parser.add_argument("--heldout", default="swe-tiny")
     parser.add_argument("--pass-k", type=int, default=4, help="samples per task for pass@k (0: greedy only)")
     parser.add_argument("--pass-k-tasks", type=int, default=100, help="pass@k on the first N held-out tasks")
@@ -162,6 +165,7 @@ def grpo(run: Path, start: Path, seed: int, args) -> None:
         GRPO_CONFIG,
         f"trainer.policy.model.path={start}",
         f"trainer.max_steps={args.grpo_steps}",
+        *([f"trainer.train_batch_size={args.grpo_prompts}"] if args.grpo_prompts else []),
         f"trainer.seed={seed}",
         f"data.seed={seed}",
         "data.val_data=[]",

@@ -16,7 +16,7 @@ from tests.cli_helpers import ROOT, harness
 
 GRPO_STEPS = 20
 # The repo-fix proof, shorter: the same 600 demonstrations and 200 SFT steps (the copying appears after 100), one
-# seed, 1 GRPO step, 50 held-out tasks scored greedily (no pass@k samples).
+# seed, 1 GRPO step of 8 prompts x 8 samples, 50 held-out tasks scored greedily (no pass@k samples).
 CI_PROOF = (
     "--sft-steps",
     "200",
@@ -26,6 +26,8 @@ CI_PROOF = (
     "0",
     "--grpo-steps",
     "1",
+    "--grpo-prompts",
+    "8",
     "--heldout",
     "swe-tiny-50",
     "--pass-k",
@@ -91,6 +93,6 @@ def test_grpo_and_its_control_start_from_one_plateau_and_no_hack_pays(swe_proof_
         check=True,
     )
     totals = json.loads(audit.stdout)
-    assert totals["trajectories"] == 128 and totals["rewarded"] > 0, totals  # real rollouts, some honestly resolved
+    assert totals["trajectories"] == 64 and totals["rewarded"] > 0, totals  # real rollouts, some honestly resolved
     hacks = ("test_edit", "test_config", "git_history", "policy_refusal", "forged_log")
     assert {kind: totals[kind]["rewarded"] for kind in hacks} == dict.fromkeys(hacks, 0), totals  # no hack ever paid
