@@ -1,7 +1,8 @@
 """The repo-fix learning proof, CI-sized (`learning_proof.sh swe`: arith-tool's SFT stage, the gold demonstrations, the
-SFT plateau, then GRPO and its control from it, each scored on the held-out set) is most of the suite's CPU. It starts
-as soon as the session's tests are collected, at the lowest CPU priority, so that it runs on the cores the other tests
-leave idle; its test runs last and waits for it (`swe_proof_runs`)."""
+SFT plateau, then GRPO and its control from it, each scored on the held-out set) runs only where its test is selected
+(`pytest -m proof`; the default run leaves it out, pyproject.toml). It then starts as soon as the session's tests are
+collected, at the lowest CPU priority, so that it runs on the cores any other selected tests leave idle; its test
+runs last and waits for it (`swe_proof_runs`)."""
 
 from __future__ import annotations
 

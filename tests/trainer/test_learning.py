@@ -62,6 +62,7 @@ def test_grpo_after_a_warm_start_raises_held_out_reward(tmp_path):
     assert Path(run_dir / "reward_curve.png").stat().st_size > 1000
 
 
+@pytest.mark.proof
 @pytest.mark.timeout(3600)  # the proof, started at collection, may still be running on a slow machine
 def test_grpo_and_its_control_start_from_one_plateau_and_no_hack_pays(swe_proof_runs):
     """`learning_proof.sh swe`, CI-sized (started when the session's tests were collected, tests/trainer/conftest.py):
