@@ -28,6 +28,7 @@ from typing import Any, Callable
 from .batching import shared_policy
 from .errors import HarnessError, PolicyError
 from .parsing import ParsedTurn, ToolCallFormat, object_arguments, tool_call_format
+from .policies.local import turn_text
 from .policy import Completion, Policy, Sampling
 from .tokens import render
 
@@ -332,14 +333,10 @@ class TextDeltas:
         self.sent = ""
 
     def update(self, ids: list[int]) -> str:
-        body = ids[:-1] if ids and ids[-1] in self.eos_ids else ids
-        text = self.tokenizer.decode(body, skip_special_tokens=False)
-        cuts = [text.find(stop) for stop in self.stops if stop in text]
-        if cuts:
-            text = text[: min(cuts)]
-        else:  # a suffix that may begin a stop string waits for the next token
-            held = max((n for stop in self.stops for n in range(1, len(stop)) if text.endswith(stop[:n])), default=0)
-            text = text[: len(text) - held]
+        text = turn_text(self.tokenizer, self.eos_ids, ids, self.stops)
+        # a suffix that may begin a stop string waits (once a stop is met the turn ends; the rest is sent with it)
+        held = max((n for stop in self.stops for n in range(1, len(stop)) if text.endswith(stop[:n])), default=0)
+        text = text[: len(text) - held]
         text = text.rstrip("\ufffd")
         if not text.startswith(self.sent):  # a decoder that rewrote earlier text: the rest goes at the end
             return ""

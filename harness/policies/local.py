@@ -27,16 +27,21 @@ def eos_ids(*ids: int | list[int] | None) -> set[int]:
     return flat
 
 
+def turn_text(tokenizer, eos: set[int], ids: list[int], stops: list[str]) -> str:
+    """The text of sampled ids: a final end token dropped, cut before the first stop string."""
+    body = ids[:-1] if ids and ids[-1] in eos else ids
+    text = tokenizer.decode(body, skip_special_tokens=False)
+    cuts = [text.find(stop) for stop in stops if stop in text]
+    return text[: min(cuts)] if cuts else text
+
+
 def completion(
     tokenizer, eos: set[int], prompt_len: int, ids: list[int], logprobs: list[float], reason: str, stops: list[str]
 ) -> Completion:
     """A turn from the exact sampled ids: `token_ids` keep them all (the end token included), `text` drops a
     final end token and is cut before the first stop string."""
-    body = ids[:-1] if ids and ids[-1] in eos else ids
-    text = tokenizer.decode(body, skip_special_tokens=False)
-    cuts = [text.find(stop) for stop in stops if stop in text]
     return Completion(
-        text=text[: min(cuts)] if cuts else text,
+        text=turn_text(tokenizer, eos, ids, stops),
         finish_reason=reason,
         token_ids=ids,
         logprobs=logprobs,
