@@ -132,6 +132,7 @@ class _ExecSocketTransport:
 class DockerSandbox(Sandbox):
     backend = "docker"
     engine = "docker engine"  # what enforces the limits, as `limits` says
+    pause_to_commit = True  # a snapshot freezes the container (its cgroup's freezer) while it is taken
 
     def __init__(self, spec: SandboxSpec, container, api, output_cap: int | None = None):
         super().__init__(spec)
@@ -152,7 +153,7 @@ class DockerSandbox(Sandbox):
         try:
             exec_id = self.api.exec_create(
                 self.container.id,
-                ["bash", "--norc", "--noprofile", "-i"],
+                self._shell_command(),
                 stdin=True,
                 tty=True,
                 user=self.spec.user or "",
@@ -162,6 +163,9 @@ class DockerSandbox(Sandbox):
         except Exception as err:
             raise SandboxClosed(f"cannot start a shell in sandbox {self.id}: {err}") from None
         return _ExecSocketTransport(self.api, self.container.id, sock)
+
+    def _shell_command(self) -> list[str]:
+        return ["bash", "--norc", "--noprofile", "-i"]
 
     def _alive(self) -> bool:
         try:
@@ -314,6 +318,7 @@ class DockerSandbox(Sandbox):
 
     def _snapshot(self, cwd: str, env: dict[str, str]) -> Snapshot:
         image = self.container.commit(
+            pause=self.pause_to_commit,
             repository="harness-snapshot",
             tag=self.id,
             conf={"WorkingDir": cwd, "Env": [f"{k}={v}" for k, v in env.items()], "Labels": labels()},
@@ -358,7 +363,7 @@ class DockerBackend(Backend):
     def create(self, spec: SandboxSpec) -> DockerSandbox:
         container = self._run_container(spec)
         try:
-            sandbox = self.sandbox_class(spec, container, self.api, self.output_cap)
+            sandbox = self.sandbox_class(spec, container, self.api, self.output_cap, **self._sandbox_options())
             if spec.disk and self._disk_quota_supported is False:
                 sandbox._watch_writable_layer()
             return sandbox
@@ -368,6 +373,10 @@ class DockerBackend(Backend):
             except Exception:
                 pass
             raise
+
+    def _sandbox_options(self) -> dict:
+        """What this backend's sandbox class takes beyond the spec, the container, the API and the output cap."""
+        return {}
 
     def _run_container(self, spec: SandboxSpec):
         import docker.errors

@@ -23,6 +23,8 @@ if [ "$mode" = dev ]; then
   command -v podman >/dev/null || missing+=(podman)  # the podman sandbox backend's tests
   # Podman's container init (--init): its recommends are met by Docker's tini, which Podman does not look for
   [ -x /usr/libexec/podman/catatonit ] || missing+=(catatonit)
+  # Rootless Podman (an ordinary user's, tests/sandboxes/test_podman_rootless.py): the setuid id mappers
+  command -v newuidmap >/dev/null || missing+=(uidmap)
 fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "== apt-get install ${missing[*]}"

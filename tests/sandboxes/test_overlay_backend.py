@@ -11,7 +11,6 @@ import hashlib
 import io
 import json
 import os
-import pwd
 import re
 import shutil
 import subprocess
@@ -257,18 +256,6 @@ def shell_files(base: Path) -> dict[str, bytes | Path]:
             inside = "usr" + library if not library.startswith("/usr/") else library[1:]
             files[inside] = (base / inside).read_bytes()
     return files
-
-
-@pytest.fixture
-def unprivileged_user():
-    require(os.geteuid() == 0 and shutil.which("useradd") is not None, "making a user for the rootless run needs root")
-    name = f"harness-rl-{os.getpid() % 100000}"
-    subprocess.run(["useradd", "--create-home", "--shell", "/bin/sh", name], check=True, capture_output=True)
-    try:
-        yield pwd.getpwnam(name)
-    finally:
-        subprocess.run(["pkill", "-KILL", "-u", name], capture_output=True, check=False)  # only that user's processes
-        subprocess.run(["userdel", "--remove", name], capture_output=True, check=False)
 
 
 def test_rootless_run_in_a_user_namespace(overlay_backend, unprivileged_user, tmp_path):
