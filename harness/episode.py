@@ -63,7 +63,7 @@ def run_episode(
     trajectory = Trajectory(task_id=task.id, sample=sample, policy=policy.name)
     if task.sandbox is not None:
         trajectory.metadata["workdir"] = task.sandbox.workdir  # what the viewer's audit counts as inside
-    timings = {"policy_s": 0.0, "env_s": 0.0}
+    timings = trajectory.timings = {"policy_s": 0.0, "env_s": 0.0}  # a scaffold adds its turns' times here
     env = make_environment(task, backend, sandbox, limits.command_timeout)
     ledger = None
     try:
@@ -103,7 +103,6 @@ def run_episode(
     if ledger is not None:
         trajectory.token_ids, trajectory.loss_mask, trajectory.logprobs = ledger.ids, ledger.mask, ledger.logprobs
     timings["total_s"] = time.monotonic() - started
-    trajectory.timings = timings
     return trajectory
 
 

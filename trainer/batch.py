@@ -103,6 +103,15 @@ def without_infrastructure_failures(
     }
 
 
+def token_rows(trajectory: Trajectory) -> list[tuple[list[int], list[int], list[float]]]:
+    """The token ids, loss masks and logprobs a trajectory is trained on: its token fields, after the earlier token
+    segments of an episode whose scaffold rewrote its history (`metadata.scaffold.token_segments`,
+    harness.scaffolds.intercept). Every answer the policy sampled is in one of them."""
+    earlier = (trajectory.metadata.get("scaffold") or {}).get("token_segments") or []
+    rows = [(s["token_ids"], s["loss_mask"], s["logprobs"]) for s in earlier]
+    return [*rows, (trajectory.token_ids, trajectory.loss_mask, trajectory.logprobs)]
+
+
 def build_batch(
     groups: list[list[Trajectory]],
     pad_id: int,
@@ -110,7 +119,8 @@ def build_batch(
     filter_zero_variance: bool = True,
     filter_truncated: bool = True,
 ) -> Batch:
-    """Stack the groups' trajectories; compute group advantages; mask out filtered samples."""
+    """Stack the groups' trajectories, one row per token segment (`token_rows`); compute group advantages (a
+    trajectory's rows share its advantage); mask out filtered samples."""
     trajectories = [t for g in groups for t in g]
     missing = [t.task_id for t in trajectories if t.token_ids is None]
     if missing:
@@ -130,9 +140,12 @@ def build_batch(
         truncated = torch.tensor([was_truncated(t) for t in trajectories], dtype=torch.bool)
         dropped_truncated = int((truncated & keep).sum())
         keep &= ~truncated
-    batch = token_batch([(t.token_ids, t.loss_mask) for t in trajectories], pad_id)
+    rows = [token_rows(t) for t in trajectories]
+    owner = torch.tensor([i for i, own in enumerate(rows) for _ in own])  # the trajectory of each row
+    rows = [row for own in rows for row in own]
+    batch = token_batch([(ids, mask) for ids, mask, _ in rows], pad_id)
     length = batch.input_ids.shape[1]
-    batch.loss_mask *= keep.unsqueeze(1).float()
+    batch.loss_mask *= keep[owner].unsqueeze(1).float()
     stats = {
         "reward_mean": rewards.mean().item(),
         "pass_rate": (rewards >= 1.0).float().mean().item(),
@@ -140,14 +153,14 @@ def build_batch(
         "advantage_std": advantages.std().item() if len(advantages) > 1 else 0.0,
         "dropped_zero_variance": float(dropped_zero_var),
         "dropped_truncated": float(dropped_truncated),
-        "response_length_mean": float(sum(sum(t.loss_mask) for t in trajectories) / len(trajectories)),
+        "response_length_mean": float(sum(sum(mask) for _, mask, _ in rows) / len(trajectories)),
         "sequence_length_max": float(length),
     }
     return replace(
         batch,
-        old_logprobs=pad_values([t.logprobs for t in trajectories], length),
-        advantages=advantages,
-        rewards=rewards,
-        groups=group_ids,
+        old_logprobs=pad_values([logprobs for _, _, logprobs in rows], length),
+        advantages=advantages[owner],
+        rewards=rewards[owner],
+        groups=group_ids[owner],
         stats=stats,
     )

@@ -36,7 +36,7 @@ from tasks.taskset import load_tasks
 
 from .algorithms import ADVANTAGE_ESTIMATORS
 from .async_grpo import RolloutsAhead, get_within, rollout_submitter
-from .batch import build_batch, without_infrastructure_failures
+from .batch import build_batch, token_rows, without_infrastructure_failures
 from .checkpoint import latest_checkpoint, load_trainer_state
 from .config import ModelConfig, PolicyConfig, TrainConfig, save_config, to_dict
 from .errors import ConfigError, TrainerError
@@ -353,7 +353,7 @@ def _grpo_step(
     clock = time.monotonic()
     sync_weights(cfg.inference.weight_sync, learner, engines, cfg.trainer.deadlines.weight_sync_s)
     sync_s = time.monotonic() - clock
-    generated = sum(sum(t.loss_mask) for t in trajectories)
+    generated = sum(sum(mask) for t in trajectories for _, mask, _ in token_rows(t))
     policy_s = sum(t.timings.get("policy_s", 0.0) for t in trajectories)
     env_s = sum(t.timings.get("env_s", 0.0) for t in trajectories)
     return {

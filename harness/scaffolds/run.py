@@ -235,7 +235,8 @@ def _record(trajectory, endpoint: EpisodeEndpoint, scaffold: "Scaffold", outcome
     trajectory.prompt_tokens = sum(c["prompt_length"] for c in endpoint.calls)
     for name in ("token_ids", "loss_mask", "logprobs"):
         setattr(trajectory, name, record.pop(name, None))
-    trajectory.timings["policy_s"] = sum(c["policy_s"] for c in endpoint.calls)
+    trajectory.timings["policy_s"] += sum(c["policy_s"] for c in endpoint.calls)
+    trajectory.timings["env_s"] += sum(r.get("duration") or 0.0 for r in endpoint.commands)
     # per turn, as our loop keeps them (the viewer; the trainer's filter_truncated reads the finish reason)
     trajectory.metadata["turn_stats"] = [
         {

@@ -34,6 +34,23 @@ def test_grpo_batch_masks_padding_and_filtered_groups():
     assert batch.old_logprobs[1].tolist() == [-0.5, -0.5, 0.0, 0.0] and batch.stats["dropped_zero_variance"] == 2.0
 
 
+def test_a_scaffold_episode_trains_on_every_token_segment_with_its_advantage():
+    """A scaffold that rewrote its history (mini-swe-agent drops a reply without one action) left earlier segments:
+    each is a row of the batch, with the episode's advantage, so every answer the policy sampled is trained on."""
+    rewritten = trajectory([1, 2, 8], [0, 0, 1], 1.0)
+    rewritten.metadata["scaffold"] = {
+        "token_segments": [{"token_ids": [1, 2, 7, 7], "loss_mask": [0, 0, 1, 1], "logprobs": [0.0, 0.0, -0.25, -0.75]}]
+    }
+    batch = build_batch([[rewritten, trajectory([1, 2, 9], [0, 0, 1], 0.0)]], pad_id=0, filter_truncated=False)
+    assert batch.input_ids.tolist() == [[1, 2, 7, 7], [1, 2, 8, 0], [1, 2, 9, 0]]
+    assert batch.loss_mask.tolist() == [[0, 0, 1, 1], [0, 0, 1, 0], [0, 0, 1, 0]]
+    assert batch.old_logprobs[0].tolist() == [0.0, 0.0, -0.25, -0.75]
+    resolved, failed = batch.advantages[1].item(), batch.advantages[2].item()
+    assert resolved > 0 > failed and batch.advantages.tolist() == [resolved, resolved, failed]
+    assert batch.groups.tolist() == [0, 0, 0] and batch.rewards.tolist() == [1.0, 1.0, 0.0]
+    assert batch.stats["response_length_mean"] == 2.0 and batch.stats["reward_mean"] == 0.5
+
+
 def test_sft_batches_use_the_same_padding():
     (batch,) = make_batches([([1, 2, 3], [0, 1, 1]), ([4], [1])], batch_size=2, pad_id=0, seed=0)
     rows = sorted(zip(batch.input_ids.tolist(), batch.loss_mask.tolist()))

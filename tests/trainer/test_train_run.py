@@ -353,3 +353,45 @@ def test_short_async_grpo_run_then_a_stuck_rollout_fails_clearly_with_the_checkp
     )
     assert not (run_dir / "checkpoints" / "global_step_4").exists()
     AutoModelForCausalLM.from_pretrained(run_dir / "checkpoints" / "global_step_3")
+
+
+def test_grpo_through_mini_swe_agent_trains_on_the_tokens_the_endpoint_recorded(tiny_model, tmp_path, docker_backend):
+    """One GRPO step whose episodes mini-swe-agent drives (the shipped example config): the batch is the tokens and
+    logprobs the intercepting endpoint recorded, and the learner scores them as the engine sampled them. The tiny
+    random model resolves no swe-tiny task, so every advantage is 0 and the weights stay: what is checked is that
+    the scaffold's samples are what the learner consumed, token for token."""
+    run_dir = tmp_path / "run"
+    done = harness(
+        "train",
+        "--config",
+        "examples/scaffolds/swe-tiny-grpo-mini-swe-agent-tiny-cpu.yaml",
+        f"trainer.policy.model.path={tiny_model}",
+        f"trainer.output_dir={run_dir}",
+        "trainer.train_batch_size=1",
+        "trainer.micro_batch_size=1",
+        "generator.n_samples_per_prompt=2",
+        "trainer.algorithm.filter_zero_variance=false",
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    [step] = rows_of(run_dir / "metrics.jsonl")
+    trajectories = rows_of(run_dir / "rollouts" / "step_000001.jsonl")
+    assert step["step"] == 1 and len(trajectories) == 2
+    for t in trajectories:
+        scaffold = t["metadata"]["scaffold"]
+        assert scaffold["name"] == "mini-swe-agent" and t["turns"] == len(scaffold["calls"]) >= 1, t["error"]
+        assert t["timings"]["policy_s"] > 0 and len(t["token_ids"]) == len(t["loss_mask"]) == len(t["logprobs"])
+        segments = [*scaffold["token_segments"], t]  # a history the scaffold rewrote starts a new segment
+        for call in scaffold["calls"]:  # each sampled answer, where the engine continued its segment's prompt
+            segment = segments[call["segment"]]
+            where = slice(call["prompt_length"], call["prompt_length"] + len(call["token_ids"]))
+            assert segment["token_ids"][where] == call["token_ids"] and segment["logprobs"][where] == call["logprobs"]
+            assert set(segment["loss_mask"][where]) == {1}
+        assert sum(sum(s["loss_mask"]) for s in segments) == sum(len(c["token_ids"]) for c in scaffold["calls"])
+    assert any(t["metadata"]["scaffold"]["token_segments"] for t in trajectories)  # the random replies' format errors
+    sampled = sum(len(c["token_ids"]) for t in trajectories for c in t["metadata"]["scaffold"]["calls"])
+    assert step["train/trained_tokens"] == sampled  # every sampled token, and nothing else
+    assert step["train/ratio_mean"] == pytest.approx(1.0, abs=1e-5)  # the learner's logprobs are the engine's
+    assert step["train/turns_mean"] == sum(t["turns"] for t in trajectories) / 2
+    assert step["time/generation_s_summed"] > 0
+    assert (run_dir / "checkpoints" / "global_step_1").is_dir()
