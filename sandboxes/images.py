@@ -3,7 +3,9 @@
 One base per Python: Debian bullseye (3.9), bookworm (3.11, the default) and trixie (3.13), each
 with the suite's own python3, pytest, pip and git. The image tag is a hash of the recipe, so
 building twice is a no-op; the root filesystem is kept at `<cache>/rootfs/<hash>`, where the local
-(bubblewrap) backend runs it and from where the Docker image is imported.
+(bubblewrap) backend runs it and from where the Docker image is imported. A base's builder
+(`builder_recipe`: the same plus a compiler and the Python headers) is built the same way, only
+where an sdist must be compiled for that base's Python.
 """
 
 from __future__ import annotations
@@ -60,6 +62,9 @@ BASES = {
         Base("3.13", "2024-10-07", {**BASE_RECIPE, "suite": "trixie"}),
     )
 }
+# What a builder adds to its base: a C and C++ compiler and the Python headers, to build sdists with C extensions
+# into wheels for the base's Python (`builder_recipe`).
+BUILD_PACKAGES = ["gcc", "g++", "libc6-dev", "python3-dev"]
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -76,6 +81,13 @@ def base_of(python: str) -> Base:
     if python not in BASES:
         raise SandboxError(f"no base for Python {python!r}: the bases are Python {', '.join(BASES)}")
     return BASES[python]
+
+
+def builder_recipe(recipe: dict) -> dict:
+    """The recipe of a base's builder: the same Debian release and packages plus `BUILD_PACKAGES`. It builds
+    sdists into wheels for the base's Python; no project image starts from it, so the bases stay without a
+    compiler."""
+    return {**recipe, "packages": [*recipe["packages"], *BUILD_PACKAGES]}
 
 
 def base_rootfs(recipe: dict = BASE_RECIPE) -> Path:

@@ -3,8 +3,10 @@
 Dependencies are fetched on the host (`pip download` into a wheelhouse: the build backend and
 what it asks for (`build_backend`), the runtime dependencies, test extras, test dependency groups
 and test requirement files),
-sdists among them are turned into wheels there (each release once: the wheels built are kept in
-a host cache for the next wheelhouse that pins it), and the image installs from that wheelhouse
+sdists among them are turned into wheels for the base's Python (on the host, or where that is not
+pure Python and the base's Python is not the host's, by the base's own Python in a container of its
+builder; each release once per Python: the wheels built are kept in a host cache for the next
+wheelhouse that pins it), and the image installs from that wheelhouse
 with `--no-index` while the build has no network: an editable install where the backend can make
 one, else a regular install with the installed modules replaced by the source folder on the path
 (`source_on_path.py`). What was done is the image's `environment` notes (each instance carries
@@ -23,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import re
 import shutil
 import subprocess
@@ -36,7 +39,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from sandboxes import SandboxError, images
-from sandboxes.images import DEFAULT_PYTHON, Base, base_of, build_base_image, cache_dir, image_exists
+from sandboxes.images import (
+    DEFAULT_PYTHON,
+    Base,
+    base_of,
+    build_base_image,
+    builder_recipe,
+    cache_dir,
+    image_exists,
+)
 
 from ..swe import TEST_COMMAND, WORKDIR
 from .build_backend import DEFAULT_BUILD_REQUIRES, BackendNeeds, ask_backend, declared_backend, scm_env
@@ -381,6 +392,9 @@ def fetch_wheelhouse(
         PLAN,
         sys.version.split()[0],
         python,
+        # For another Python, sdists that are not pure Python are built by that Python (`_build_wheels`):
+        # wheelhouses from before, holding the host's builds, are not reused.
+        "built in the base" if python != _host_python() else "",
         base.pip,
         before or "",
         *extras,
@@ -431,11 +445,10 @@ def fetch_wheelhouse(
             _pip(copy, "download", "--no-deps", *_for(python), "-d", wheelhouse, base.pip, version=version)
         needs = _backend_needs(copy, system, wheelhouse, before, python, version, on_step)
         sdists = [p for p in wheelhouse.iterdir() if p.name.endswith(SDIST_SUFFIXES)]
-        unbuilt = [p for p in sdists if not _reuse_built_wheel(p, wheelhouse)]
-        if unbuilt:  # one pip run: the build backends are fetched once
-            with timed(on_step, f"{name}: building wheels of {', '.join(p.name for p in unbuilt)}"):
-                _pip(copy, "wheel", "--no-deps", "-w", wheelhouse, *unbuilt, version=version)
-            _keep_built_wheels(unbuilt, wheelhouse)
+        unbuilt = [p for p in sdists if not _reuse_built_wheel(p, wheelhouse, python)]
+        if unbuilt:
+            _build_wheels(copy, name, unbuilt, wheelhouse, base, before, version, on_step)
+            _keep_built_wheels(unbuilt, wheelhouse, python)
         for sdist in sdists:
             sdist.unlink()
     (wheelhouse / PLAN).write_text(json.dumps(asdict(needs), indent=1))
@@ -493,27 +506,138 @@ def _release(filename: str) -> tuple[str, str]:
     return re.sub(r"[-_.]+", "_", name).lower(), version.split("-")[0]
 
 
-def _built_wheels() -> Path:
-    """Wheels built on the host from sdists (cffi 1.15.0 for Python 3.11, ...), one folder per sdist
-    and interpreter: a release built once serves every wheelhouse that pins it."""
-    return cache_dir() / "synth" / "built-wheels" / f"py{sys.version_info[0]}{sys.version_info[1]}"
+def _built_wheels(python: str) -> Path:
+    """Wheels built from sdists for the base's Python (cffi 1.15.0 for Python 3.9, ...), one folder per sdist
+    and Python: a release built once serves every wheelhouse for that Python that pins it."""
+    return cache_dir() / "synth" / "built-wheels" / f"py{python.replace('.', '')}"
 
 
-def _reuse_built_wheel(sdist: Path, wheelhouse: Path) -> bool:
-    kept = list((_built_wheels() / sdist.name).glob("*.whl"))
+def _reuse_built_wheel(sdist: Path, wheelhouse: Path, python: str) -> bool:
+    kept = list((_built_wheels(python) / sdist.name).glob("*.whl"))
     for wheel in kept:
         shutil.copy2(wheel, wheelhouse / wheel.name)
     return bool(kept)
 
 
-def _keep_built_wheels(sdists: list[Path], wheelhouse: Path) -> None:
+def _keep_built_wheels(sdists: list[Path], wheelhouse: Path, python: str) -> None:
     wheels = {_release(w.name): w for w in wheelhouse.glob("*.whl")}
     for sdist in sdists:
         wheel = wheels.get(_release(sdist.name))
         if wheel is not None:
-            folder = _built_wheels() / sdist.name
+            folder = _built_wheels(python) / sdist.name
             folder.mkdir(parents=True, exist_ok=True)
             shutil.copy2(wheel, folder / wheel.name)
+
+
+def _build_wheels(
+    project: Path,
+    name: str,
+    sdists: list[Path],
+    wheelhouse: Path,
+    base: Base,
+    before: str | None,
+    version: str,
+    on_step: Callable[[str], None],
+) -> None:
+    """Build `sdists` into wheels in `wheelhouse` for the base's Python.
+
+    First on the host, in one pip run (the build backends are fetched once). Where the host's Python is
+    the base's, or the wheel is pure Python (`-none-any`), that wheel serves. The rest, a wheel for the
+    host's Python (a C extension) or an sdist the host could not build, is built again by the base's own
+    Python, in a container of the base's builder, offline (`_build_in_base`)."""
+    with timed(on_step, f"{name}: building wheels of {', '.join(p.name for p in sdists)}"):
+        try:
+            _pip(project, "wheel", "--no-deps", "-w", wheelhouse, *sdists, version=version)
+        except SynthError as err:
+            if base.python == _host_python():
+                raise
+            on_step(f"{name}: the host could not build every sdist; the base's Python will: {str(err)[-300:]}")
+    if base.python == _host_python():
+        return
+    wheels = {_release(w.name): w for w in wheelhouse.glob("*.whl")}
+    again = []
+    for sdist in sdists:
+        wheel = wheels.get(_release(sdist.name))
+        if wheel is None or not wheel.name.endswith("-none-any.whl"):
+            if wheel is not None:
+                wheel.unlink()  # built for the host's Python
+            again.append(sdist)
+    if again:
+        with timed(on_step, f"{name}: building {', '.join(p.name for p in again)} with Python {base.python}"):
+            _build_in_base(again, wheelhouse, base, before, on_step)
+
+
+BUILD_DIR = "/tmp/harness-build"  # in the builder's container
+
+
+def _build_in_base(
+    sdists: list[Path], wheelhouse: Path, base: Base, before: str | None, on_step: Callable[[str], None]
+) -> None:
+    """Build `sdists` into wheels in `wheelhouse` with the base's Python: `pip wheel --no-index` in a throwaway
+    container of the base's builder (`builder_recipe`: the base plus a compiler and the Python headers), with
+    no network. Build isolation installs what each sdist's backend needs (`_sdist_build_requires`), resolved
+    on the host for the base's Python (as of `before`) and downloaded beforehand: only those go in, not the
+    whole wheelhouse."""
+    from sandboxes import SandboxSpec
+    from sandboxes.docker_backend import DockerBackend
+
+    builder = build_base_image(builder_recipe(base.recipe), on_step)
+    with tempfile.TemporaryDirectory(prefix="harness-build-") as scratch:
+        work = Path(scratch)
+        requires = work / "requires"
+        requires.mkdir()
+        pins = sorted(
+            {pin for sdist in sdists for pin in _pinned(work, _sdist_build_requires(sdist, work), before, base.python)}
+        )
+        command = f"cd {BUILD_DIR} && "
+        if base.pip:  # the suite's pip will not do: the wheelhouse's is installed first, as in project images
+            pips = list(wheelhouse.glob("pip-*.whl"))
+            for wheel in pips:
+                shutil.copy2(wheel, requires / wheel.name)
+            pins += [] if pips else [base.pip]
+            command += f"python3 -m pip install -q --no-index --find-links requires {_quote(base.pip)} && "
+        _pip(work, "download", "--no-deps", *_for(base.python), "-d", requires, *pins)
+        for sdist in sdists:
+            shutil.copy2(sdist, requires / sdist.name)
+        command += (
+            "python3 -m pip wheel -q --no-deps --no-cache-dir --no-index --find-links requires "
+            f"-w out {' '.join(_quote(f'requires/{p.name}') for p in sdists)}"
+        )
+        spec = SandboxSpec(
+            image=builder,
+            workdir="/tmp",
+            cpus=float(os.cpu_count() or 1),
+            memory="4g",
+            wall_time=3600.0,
+        )
+        with DockerBackend().create(spec) as sandbox:
+            sandbox.upload(work, BUILD_DIR)
+            done = sandbox.exec(command, timeout=3000)
+            if not done.ok:
+                raise SynthError(
+                    f"building {', '.join(p.name for p in sdists)} with Python {base.python} failed: "
+                    f"{done.message or done.output.strip()[-1500:]}"
+                )
+            sandbox.download(f"{BUILD_DIR}/out", work / "out")
+        for wheel in (work / "out").glob("*.whl"):
+            on_step(f"built {wheel.name} with Python {base.python}")
+            shutil.move(wheel, wheelhouse / wheel.name)
+
+
+def _sdist_build_requires(sdist: Path, scratch: Path) -> list[str]:
+    """What an sdist's build backend is installed with: `build-system.requires` (setuptools and wheel where
+    it declares none), and setuptools' `setup_requires` where setup.py or setup.cfg names them."""
+    unpacked = scratch / "unpacked" / sdist.name
+    shutil.unpack_archive(sdist, unpacked)
+    tops = [p for p in unpacked.iterdir() if p.is_dir()]
+    root = tops[0] if len(tops) == 1 else unpacked
+    requires = declared_backend(read_pyproject(root).get("build-system", {}))[1]
+    setup_requires = setup_py_literals(root).get("setup_requires") or []
+    setup_requires = [setup_requires] if isinstance(setup_requires, str) else list(setup_requires)
+    declared = read_ini(root / "setup.cfg").get("options", "setup_requires", fallback="")
+    setup_requires += [line.strip() for line in declared.splitlines() if line.strip()]
+    shutil.rmtree(unpacked, ignore_errors=True)
+    return sorted({*requires, *DEFAULT_BUILD_REQUIRES, *map(str, setup_requires)})
 
 
 def _pinned(project: Path, targets: list[str], before: str | None, python: str, version: str = "") -> list[str]:

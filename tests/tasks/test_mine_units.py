@@ -198,12 +198,13 @@ def test_a_wheel_built_from_an_sdist_serves_the_next_wheelhouse(tmp_path, monkey
         folder.mkdir()
         (folder / "cffi-1.15.0.tar.gz").write_text("sdist")
         (folder / "blinker-1.4.tar.gz").write_text("sdist")
-    assert not _reuse_built_wheel(first / "cffi-1.15.0.tar.gz", first)
+    assert not _reuse_built_wheel(first / "cffi-1.15.0.tar.gz", first, "3.11")
     (first / "cffi-1.15.0-cp311-cp311-linux_x86_64.whl").write_text("built")  # what `pip wheel` made
-    _keep_built_wheels([first / "cffi-1.15.0.tar.gz", first / "blinker-1.4.tar.gz"], first)
-    assert _reuse_built_wheel(second / "cffi-1.15.0.tar.gz", second)
+    _keep_built_wheels([first / "cffi-1.15.0.tar.gz", first / "blinker-1.4.tar.gz"], first, "3.11")
+    assert not _reuse_built_wheel(second / "cffi-1.15.0.tar.gz", second, "3.9")  # built for another Python
+    assert _reuse_built_wheel(second / "cffi-1.15.0.tar.gz", second, "3.11")
     assert (second / "cffi-1.15.0-cp311-cp311-linux_x86_64.whl").read_text() == "built"
-    assert not _reuse_built_wheel(second / "blinker-1.4.tar.gz", second)  # no wheel was built for it
+    assert not _reuse_built_wheel(second / "blinker-1.4.tar.gz", second, "3.11")  # no wheel was built for it
 
 
 def test_the_cheat_edits_the_file_of_a_test_named_by_its_function_alone():

@@ -6,7 +6,9 @@
   installed, then its source folder put on the path in place of the installed modules.
 - A project that needs Python 3.9 (`requires-python = "<3.10"`, an import Python 3.10 removed):
   built on the bullseye base, its pytest from the wheelhouse, synthesized and graded; the same
-  base's root filesystem runs under the local backend.
+  base's root filesystem runs under the local backend. It depends on a C extension published only
+  as an sdist (made here, found through `--find-links`): built with the base's Python 3.9, it
+  imports and runs in the project image.
 - itsdangerous's history (../shared/git-history): `harness tasks mine --since --until` scans
   its main line, mines the one candidate and prints the funnel; the image holds the base
   commit alone.
@@ -16,7 +18,10 @@ Each builds once (wheelhouses and images are cached by content), candidates are 
 
 from __future__ import annotations
 
+import io
 import json
+import tarfile
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -90,6 +95,7 @@ OLD_PYTHON_PACKAGE = {
         name = "oldmap"
         version = "0.1.0"
         requires-python = "<3.10"
+        dependencies = ["fastsum"]  # a C extension, only an sdist (`make_c_extension_sdist`)
 
         [project.optional-dependencies]
         test = ["pytest>=8"]  # bullseye's own is 6.0.2: this one comes from the wheelhouse
@@ -141,13 +147,54 @@ OLD_PYTHON_PACKAGE = {
 }
 
 
-@pytest.mark.timeout(1500)  # the first test on a fresh machine debootstraps the bullseye base
-def test_a_project_that_needs_python_3_9_is_built_on_its_base(tmp_path, docker_backend, local_backend):
+C_EXTENSION = {
+    "setup.py": """\
+        from setuptools import Extension, setup
+
+        setup(name="fastsum", version="0.1", ext_modules=[Extension("fastsum", ["fastsum.c"])])
+    """,
+    "fastsum.c": """\
+        #include <Python.h>
+
+        static PyObject *add(PyObject *self, PyObject *args) {
+            long a, b;
+            if (!PyArg_ParseTuple(args, "ll", &a, &b))
+                return NULL;
+            return PyLong_FromLong(a + b);
+        }
+
+        static PyMethodDef methods[] = {{"add", add, METH_VARARGS, "a + b"}, {NULL, NULL, 0, NULL}};
+        static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "fastsum", NULL, -1, methods};
+
+        PyMODINIT_FUNC PyInit_fastsum(void) { return PyModule_Create(&module); }
+    """,
+    "PKG-INFO": "Metadata-Version: 2.1\nName: fastsum\nVersion: 0.1\n",
+}
+
+
+def make_c_extension_sdist(folder: Path) -> Path:
+    """fastsum-0.1.tar.gz in `folder`: a setuptools C extension (`fastsum.add`), no wheel of it anywhere."""
+    folder.mkdir(parents=True, exist_ok=True)
+    sdist = folder / "fastsum-0.1.tar.gz"
+    with tarfile.open(sdist, "w:gz") as tar:
+        for name, text in C_EXTENSION.items():
+            data = textwrap.dedent(text).encode()
+            info = tarfile.TarInfo(f"fastsum-0.1/{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return sdist
+
+
+@pytest.mark.timeout(1800)  # the first test on a fresh machine debootstraps the bullseye base and its builder
+def test_a_project_that_needs_python_3_9_is_built_on_its_base(tmp_path, docker_backend, local_backend, monkeypatch):
     from sandboxes import SandboxSpec
     from sandboxes.images import base_of
     from tasks.grading.grade import grade
     from tasks.synth import synthesize
 
+    links = make_c_extension_sdist(tmp_path / "links").parent
+    monkeypatch.setenv("PIP_FIND_LINKS", str(links))  # where pip download and uv find the dependency
+    monkeypatch.setenv("UV_FIND_LINKS", str(links))
     output = tmp_path / "oldmap.jsonl"
     summary = synthesize(
         str(make_package(tmp_path / "oldmap", OLD_PYTHON_PACKAGE)),
@@ -170,7 +217,10 @@ def test_a_project_that_needs_python_3_9_is_built_on_its_base(tmp_path, docker_b
         found = sandbox.exec(
             "python3 -c 'import pytest, sys; print(sys.version_info[:2], pytest.__version__)'", timeout=60
         )
+        built = sandbox.exec("python3 -c 'import fastsum; print(fastsum.add(2, 3))'", timeout=60)
     assert found.output.split(")")[0] == "(3, 9" and found.output.split()[-1].startswith("8."), found.output
+    assert "fastsum-0.1-cp39-cp39-linux_x86_64.whl" in notes["wheels"], notes["wheels"]
+    assert built.output.strip() == "5", built.output
     assert grade(rows[0], rows[0]["patch"], docker_backend).resolved
     assert not grade(rows[0], "", docker_backend).resolved
     # The root filesystem the image was imported from runs under the local backend as the same base.
