@@ -4,8 +4,8 @@ One base per Python: Debian bullseye (3.9), bookworm (3.11, the default) and tri
 with the suite's own python3, pytest, pip and git. The image tag is a hash of the recipe, so
 building twice is a no-op; the root filesystem is kept at `<cache>/rootfs/<hash>`, where the local
 (bubblewrap) backend runs it and from where the Docker image is imported. A base's builder
-(`builder_recipe`: the same plus a compiler and the Python headers) is built the same way, only
-where an sdist must be compiled for that base's Python.
+(`builder_recipe`: the same plus a compiler and the Python headers) is the base's root filesystem with those
+installed by apt in a chroot, built only where an sdist must be compiled for that base's Python.
 """
 
 from __future__ import annotations
@@ -84,10 +84,9 @@ def base_of(python: str) -> Base:
 
 
 def builder_recipe(recipe: dict) -> dict:
-    """The recipe of a base's builder: the same Debian release and packages plus `BUILD_PACKAGES`. It builds
-    sdists into wheels for the base's Python; no project image starts from it, so the bases stay without a
-    compiler."""
-    return {**recipe, "packages": [*recipe["packages"], *BUILD_PACKAGES]}
+    """The recipe of a base's builder: the base (`extends`) plus `BUILD_PACKAGES`. It builds sdists into wheels
+    for the base's Python; no project image starts from it, so the bases stay without a compiler."""
+    return {**recipe, "packages": [*recipe["packages"], *BUILD_PACKAGES], "extends": recipe}
 
 
 def base_rootfs(recipe: dict = BASE_RECIPE) -> Path:
@@ -118,6 +117,17 @@ def _build_rootfs(target: Path, recipe: dict, on_line: Callable[[str], None]) ->
     staging = target.with_name(target.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     staging.parent.mkdir(parents=True, exist_ok=True)
+    if "extends" in recipe:
+        _extend_rootfs(staging, recipe, on_line)
+    else:
+        _debootstrap(staging, recipe, on_line)
+    _finish_rootfs(staging, recipe)
+    shutil.rmtree(target, ignore_errors=True)
+    staging.rename(target)
+    return target
+
+
+def _debootstrap(staging: Path, recipe: dict, on_line: Callable[[str], None]) -> None:
     command = [
         "debootstrap",
         f"--variant={recipe['variant']}",
@@ -129,10 +139,23 @@ def _build_rootfs(target: Path, recipe: dict, on_line: Callable[[str], None]) ->
     if mirror:
         command.append(mirror)
     _run_streaming(command, on_line)
-    _finish_rootfs(staging, recipe)
-    shutil.rmtree(target, ignore_errors=True)
-    staging.rename(target)
-    return target
+
+
+def _extend_rootfs(staging: Path, recipe: dict, on_line: Callable[[str], None]) -> None:
+    """A copy of the base's root filesystem with the packages the recipe adds installed by apt inside it (a
+    chroot, with the host's network and resolver): a fraction of a second debootstrap's time."""
+    base = recipe["extends"]
+    _run_streaming(["cp", "-a", str(build_rootfs(base, on_line)), str(staging)], on_line)
+    (staging / ".harness-complete").unlink()
+    added = " ".join(package for package in recipe["packages"] if package not in base["packages"])
+    resolv = staging / "etc" / "resolv.conf"
+    resolv.unlink(missing_ok=True)
+    shutil.copyfile("/etc/resolv.conf", resolv)
+    install = (
+        f"apt-get update -qq && apt-get install -y -qq --no-install-recommends {added} && rm -f /var/cache/apt/*.bin"
+    )
+    env = ["env", "-i", f"PATH={PATH}", "DEBIAN_FRONTEND=noninteractive"]
+    _run_streaming(["chroot", str(staging), *env, "sh", "-c", install], on_line)
 
 
 def _finish_rootfs(root: Path, recipe: dict) -> None:
