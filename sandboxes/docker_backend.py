@@ -54,7 +54,7 @@ def docker_client():
 
             try:
                 client = docker.from_env(timeout=120, max_pool_size=256)
-                _share_one_connection_pool(client)
+                share_one_connection_pool(client)
                 client.ping()
             except Exception as err:
                 where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
@@ -63,7 +63,7 @@ def docker_client():
         return _client
 
 
-def _share_one_connection_pool(client) -> None:
+def share_one_connection_pool(client) -> None:
     """Send every request to a local engine through one connection pool.
 
     docker-py's unix-socket adapter keeps a pool per request URL and closes all but the 25 most
@@ -332,20 +332,19 @@ class DockerSandbox(Sandbox):
         # waiting; at interpreter exit the pending kills finish first (or run here, inline). If a
         # kill does not take, `harness sandbox prune` finds the container by its label.
         try:
-            _KILLER.submit(_kill, self.api, self.container.id, self.id)
+            _KILLER.submit(self._kill)
         except RuntimeError:  # the interpreter is shutting down: no new threads
-            _kill(self.api, self.container.id, self.id)
+            self._kill()
+
+    def _kill(self) -> None:
+        try:
+            self.api.kill(self.container.id)
+        except Exception as err:
+            if not any(s in str(err) for s in ("No such container", "is not running", "is already in progress")):
+                log.warning("could not kill the container of sandbox %s: %s", self.id, err)
 
 
 _KILLER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="sandbox-kill")
-
-
-def _kill(api, container_id: str, sandbox_id: str) -> None:
-    try:
-        api.kill(container_id)
-    except Exception as err:
-        if not any(s in str(err) for s in ("No such container", "is not running", "is already in progress")):
-            log.warning("could not kill the container of sandbox %s: %s", sandbox_id, err)
 
 
 class DockerBackend(Backend):

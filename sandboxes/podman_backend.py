@@ -46,7 +46,7 @@ import time
 from pathlib import Path
 
 from .base import Snapshot
-from .docker_backend import _KILLER, DockerBackend, DockerSandbox, _kill, _share_one_connection_pool, docker_client
+from .docker_backend import DockerBackend, DockerSandbox, docker_client, share_one_connection_pool
 from .errors import EngineUnavailable, ImageNotFound, SandboxError
 from .images import cache_dir
 from .spec import SandboxSpec, parse_bytes
@@ -89,7 +89,7 @@ def _connect():
         except Exception:
             client.close()
             return None
-        _share_one_connection_pool(client)
+        share_one_connection_pool(client)
         client.podman_url = url
         return client
 
@@ -205,14 +205,8 @@ class PodmanSandbox(DockerSandbox):
         spec = SandboxSpec.from_dict({**taken.spec.to_dict(), "env": {**self.spec.env, **env}})
         return Snapshot(self.backend, taken.ref, spec, cwd, env)
 
-    def _destroy(self) -> None:
-        try:
-            _KILLER.submit(self._kill_and_end_monitors)
-        except RuntimeError:  # the interpreter is shutting down: no new threads
-            self._kill_and_end_monitors()
-
-    def _kill_and_end_monitors(self) -> None:
-        _kill(self.api, self.container.id, self.id)
+    def _kill(self) -> None:
+        super()._kill()
         end_exec_monitors(self.container.id)
 
     def _oom_kill_count(self) -> int:
