@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import queue
-import resource
 import signal
 import subprocess
 import termios
@@ -128,18 +126,24 @@ def open_pty() -> tuple[int, int]:
     return master, slave
 
 
-def child_setup(cgroup_fds: list[int], memory_rlimit: int | None):
-    """Runs in the forked child before it execs bwrap: only simple system calls here."""
+# Joins each cgroup named before `--` and sets RLIMIT_AS (KiB, "-" for none) before any process
+# in the sandbox exists, then becomes the command after `--`.
+_JOIN_THEN_EXEC = (
+    'limit=$1; shift; while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; '
+    '[ "$limit" = - ] || ulimit -v "$limit" || exit 125; exec "$@"'
+)
 
-    def setup() -> None:
-        fcntl.ioctl(0, termios.TIOCSCTTY, 0)  # the pty becomes this new session's terminal
-        pid = str(os.getpid()).encode()
-        for fd in cgroup_fds:
-            os.write(fd, pid)
-        if memory_rlimit is not None:
-            resource.setrlimit(resource.RLIMIT_AS, (memory_rlimit, memory_rlimit))
 
-    return setup
+def launcher(cgroups: list[Path], memory_rlimit: int | None) -> list[str]:
+    """What a sandbox's command runs under: a new session with the pty (stdin) as its controlling
+    terminal, in the sandbox's cgroups, under its address-space limit.
+
+    Done by `setsid --ctty` and `sh` rather than a Python preexec_fn: a preexec_fn makes
+    subprocess fork the whole interpreter (13 ms with torch loaded), where without one it uses
+    vfork (0.3 ms)."""
+    limit = "-" if memory_rlimit is None else str(memory_rlimit // 1024)
+    procs = [str(group / "cgroup.procs") for group in cgroups]
+    return ["setsid", "--ctty", "sh", "-c", _JOIN_THEN_EXEC, "sh", limit, *procs, "--"]
 
 
 def root_binds(root: Path) -> list[str]:

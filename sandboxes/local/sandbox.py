@@ -21,9 +21,9 @@ from .process import (
     SPAWNER,
     PtyTransport,
     bwrap_command,
-    child_setup,
     is_bwrap,
     kill,
+    launcher,
     open_pty,
     read_child_pid,
     root_binds,
@@ -86,24 +86,16 @@ class BwrapSandbox(RootFiles, Sandbox):
     def _open_shell(self) -> PtyTransport:
         master, slave = open_pty()
         info_read, info_write = os.pipe()
-        cgroup_fds = [os.open(group / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC) for group in self.cgroups.paths]
+        command = launcher(self.cgroups.paths, self.cgroups.rlimit_as) + self._command(info_write)
         try:
-            process = SPAWNER.popen(
-                self._command(info_write),
-                stdin=slave,
-                stdout=slave,
-                stderr=slave,
-                pass_fds=(info_write,),
-                start_new_session=True,
-                preexec_fn=child_setup(cgroup_fds, self.cgroups.rlimit_as),
-            )
+            process = SPAWNER.popen(command, stdin=slave, stdout=slave, stderr=slave, pass_fds=(info_write,))
         except BaseException:
             os.close(master)
             os.close(info_read)
             raise
         finally:
-            for fd in (slave, info_write, *cgroup_fds):
-                os.close(fd)
+            os.close(slave)
+            os.close(info_write)
         self._transport = PtyTransport(process, master, read_child_pid(info_read))
         self._write_owner(pid=process.pid)
         return self._transport
