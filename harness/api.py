@@ -23,7 +23,7 @@ from tasks.grading.verifiers import register_reward, verify
 from .environments import Environment, StepResult, ToolEnvironment
 from .errors import ToolError
 from .kinds import TaskKind, kind_of, register_kind, register_skyrl_env
-from .parsing import ParsedTurn, ToolCallFormat, register_tool_call_format
+from .parsing import ParsedTurn, ToolCallFormat, marker_start, register_tool_call_format
 from .policies.factory import register_policy
 from .policy import Completion, Policy, Sampling, tool_turn
 from .scaffolds import Scaffold, register_scaffold, text_action
@@ -52,6 +52,7 @@ __all__ = [
     "Toolbox",
     "kind_of",
     "load_plugins",
+    "marker_start",
     "register_kind",
     "register_policy",
     "register_reward",

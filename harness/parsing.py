@@ -81,6 +81,15 @@ class ToolCallFormat:
     json_tool_results: bool = False  # a tool result that is JSON text is given as its value (Mistral's)
     render: Callable[[str, dict[str, Any]], str] | None = None
     syntax: str = ""
+    # Where a call may begin in a reply still being generated (the text's length where none can yet): a
+    # streamed reply's content stops there. None: anywhere, so nothing is streamed before the reply ends.
+    call_start: Callable[[str], int] | None = None
+
+    def streamable(self, text: str) -> int:
+        """How much of a reply still being generated is content whatever comes next: up to where a call may
+        begin, less trailing whitespace (a parsed reply's content is stripped before its calls)."""
+        end = self.call_start(text) if self.call_start else 0
+        return len(text[:end].rstrip())
 
     def read(self, text: str, call_prefix: str) -> ParsedTurn:
         """`parse`, with the turn told which syntax it was read in (for the feedback on a reply without a call)."""
@@ -172,9 +181,12 @@ def _json_values(text: str) -> tuple[list[Any], str | None]:
         values.append(value)
 
 
+PYTHON_TAG = "<|python_tag|>"
+
+
 def parse_llama3_json(text: str, call_prefix: str = "call") -> ParsedTurn:
     """The `llama3_json` format: a reply that starts with `{` (or `<|python_tag|>`) is the call(s) itself."""
-    body = text.strip().removeprefix("<|python_tag|>").strip()
+    body = text.strip().removeprefix(PYTHON_TAG).strip()
     if not body.startswith("{"):
         return ParsedTurn(text.strip(), raw=text)
     turn = ParsedTurn("", raw=text)
@@ -274,6 +286,26 @@ def render_mistral(name: str, arguments: dict[str, Any]) -> str:
     return "[TOOL_CALLS]" + json.dumps([{"name": name, "arguments": arguments}], ensure_ascii=False)
 
 
+def marker_start(*markers: str) -> Callable[[str], int]:
+    """`call_start` of a format whose calls open with one of `markers`: the first marker, or an ending
+    that could grow into one."""
+
+    def start(text: str) -> int:
+        found = [i for i in (text.find(m) for m in markers) if i >= 0]
+        partial = [len(text) - n for m in markers for n in range(1, len(m)) if text.endswith(m[:n])]
+        return min(found + partial, default=len(text))
+
+    return start
+
+
+def leading_call_start(text: str) -> int:
+    """`call_start` of `llama3_json`: a reply that is a call starts with it, so one that begins otherwise
+    is all content, and one that may still become a call is held from its start."""
+    body = text.lstrip()
+    could_be_call = body.startswith(("{", PYTHON_TAG)) or PYTHON_TAG.startswith(body)
+    return 0 if could_be_call else len(text)
+
+
 TOOL_CALL_FORMATS: Registry[ToolCallFormat] = Registry("tool-call format", "harness.tool_call_formats")
 
 
@@ -290,6 +322,7 @@ HERMES = register_tool_call_format(
         lambda source: "<tool_call>" in source and "<function=" not in source,
         render=render_hermes,
         syntax='<tool_call>{"name": ..., "arguments": {...}}</tool_call>',
+        call_start=marker_start("<tool_call>"),
     )
 )
 register_tool_call_format(
@@ -300,6 +333,7 @@ register_tool_call_format(
         arguments_as_object=True,
         render=render_llama3_json,
         syntax='{"name": ..., "parameters": {...}}',
+        call_start=leading_call_start,
     )
 )
 register_tool_call_format(
@@ -311,6 +345,7 @@ register_tool_call_format(
         json_tool_results=True,
         render=render_mistral,
         syntax='[TOOL_CALLS][{"name": ..., "arguments": {...}}]',
+        call_start=marker_start("[TOOL_CALLS]"),
     )
 )
 register_tool_call_format(
@@ -321,6 +356,7 @@ register_tool_call_format(
         arguments_as_object=True,
         render=render_qwen3_xml,
         syntax="<tool_call><function=NAME><parameter=KEY>VALUE</parameter></function></tool_call>",
+        call_start=marker_start("<tool_call>"),
     )
 )
 

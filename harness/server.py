@@ -3,8 +3,9 @@
 `GET /v1/models` and `POST /v1/chat/completions` with what clients send: `tools` (tool calls
 the model writes in the Hermes format come back as native `tool_calls`), `n` choices,
 `stream: true` (server-sent events: a role chunk, the content, tool calls, the finish reason,
-optional usage, `data: [DONE]`; without `tools`, on a transformers checkpoint, the content as its tokens are
-sampled, else once the turn is generated: a reply is read for tool calls only when whole). Invalid
+optional usage, `data: [DONE]`; on a transformers checkpoint the content as its tokens are sampled, else once
+the turn is generated; with `tools`, content up to where the model's format may begin a call, the calls once the
+reply is whole). Invalid
 requests get 400 with an OpenAI-style error body naming the parameter, an unknown model 404, a
 body over `max_body` bytes 413 (decided from Content-Length, before reading). Each connection
 has its own thread with a socket timeout, and generation goes through the batching policy
@@ -305,6 +306,8 @@ def closing_chunks(response: dict[str, Any], include_usage: bool, sent: list[str
     for choice in response["choices"]:
         index, message = choice["index"], choice["message"]
         content, already = message.get("content") or "", sent[index]
+        if not content.startswith(already) and message.get("tool_calls") and content.startswith(already.lstrip()):
+            already = already.lstrip()  # the whitespace the reply began with, which its parsed content drops
         if not content.startswith(already):
             log.warning("choice %d: the streamed text is not a prefix of the turn's content", index)
         elif rest := content[len(already) :]:
@@ -326,10 +329,10 @@ def stream_chunks(response: dict[str, Any], include_usage: bool) -> list[dict[st
 class TextDeltas:
     """A turn's text as its tokens arrive, cut as the finished turn's text will be (`completion`): each update
     gives the text that may be sent now, holding back what an end token, a stop string or an unfinished
-    UTF-8 character could still change."""
+    UTF-8 character could still change, and, where tools were offered (`tool_format`), what may be a call."""
 
-    def __init__(self, tokenizer, eos_ids: set[int], stops: list[str]):
-        self.tokenizer, self.eos_ids, self.stops = tokenizer, eos_ids, stops
+    def __init__(self, tokenizer, eos_ids: set[int], stops: list[str], tool_format: ToolCallFormat | None = None):
+        self.tokenizer, self.eos_ids, self.stops, self.tool_format = tokenizer, eos_ids, stops, tool_format
         self.sent = ""
 
     def update(self, ids: list[int]) -> str:
@@ -338,6 +341,8 @@ class TextDeltas:
         held = max((n for stop in self.stops for n in range(1, len(stop)) if text.endswith(stop[:n])), default=0)
         text = text[: len(text) - held]
         text = text.rstrip("\ufffd")
+        if self.tool_format is not None:
+            text = text[: self.tool_format.streamable(text)]
         if not text.startswith(self.sent):  # a decoder that rewrote earlier text: the rest goes at the end
             return ""
         delta, self.sent = text[len(self.sent) :], text
@@ -395,7 +400,7 @@ class _Handler(BaseHTTPRequestHandler):
             if service is None:
                 raise ApiError(503, "the model is still loading")
             request = parse_request(self._read_json(), service.model_name)
-            if request.stream and not request.tools and getattr(service, "streams_tokens", False):
+            if request.stream and getattr(service, "streams_tokens", False):
                 return self._stream_as_sampled(service, request, service.check(request))
             completions, prompt_tokens = service.complete(request)
             response = _response(
@@ -460,7 +465,9 @@ class _Handler(BaseHTTPRequestHandler):
         turn."""
         policy = service.policy
         eos = getattr(policy, "eos_ids", set())
-        trackers = [TextDeltas(policy.tokenizer, eos, request.sampling.stop) for _ in range(request.n)]
+        tool_format = tool_call_format(policy.tokenizer)
+        calls = tool_format if request.tools else None
+        trackers = [TextDeltas(policy.tokenizer, eos, request.sampling.stop, calls) for _ in range(request.n)]
         deltas: queue.Queue[tuple[int, str]] = queue.Queue()
 
         def listener(index: int) -> Callable[[list[int]], None]:
@@ -492,8 +499,8 @@ class _Handler(BaseHTTPRequestHandler):
                 log.error("generation failed mid-stream: %s", outcome["error"])
                 self._event(ApiError(500, f"generation failed: {outcome['error']}").body())
             else:
-                tool_format = tool_call_format(policy.tokenizer)
-                response = _response(service.model_name, outcome["completions"], prompt_tokens, [], tool_format)
+                completions = outcome["completions"]
+                response = _response(service.model_name, completions, prompt_tokens, request.tools, tool_format)
                 response |= head  # the id and time the streamed chunks carried
                 for one in closing_chunks(response, request.include_usage, [t.sent for t in trackers]):
                     self._event(one)

@@ -160,18 +160,18 @@ def test_serve_answers_the_openai_client(smollm2, smollm2_gguf):
             model="tiny", messages=question, max_tokens=8, temperature=1.0, seed=1, n=2
         )
         assert [c.index for c in both.choices] == [0, 1] and all(c.message.content for c in both.choices)
-        with_tools = client.chat.completions.create(
-            model="tiny",
-            tools=[BASH],
-            max_tokens=48,
-            temperature=0.0,
-            seed=0,
-            messages=[{"role": "user", "content": "List the files here."}],
-        )
+        ask = {"model": "tiny", "tools": [BASH], "max_tokens": 48, "temperature": 0.0, "seed": 0}
+        files = [{"role": "user", "content": "List the files here."}]
+        with_tools = client.chat.completions.create(messages=files, **ask)
         assert (
             with_tools.choices[0].finish_reason in ("stop", "length", "tool_calls")
             and with_tools.usage.prompt_tokens > 150
         )
+        chunks = [c.choices[0] for c in client.chat.completions.create(messages=files, stream=True, **ask) if c.choices]
+        message = with_tools.choices[0].message
+        assert "".join(c.delta.content or "" for c in chunks) == message.content  # streamed with tools, the same turn
+        streamed_calls = [call.function.name for c in chunks for call in c.delta.tool_calls or []]
+        assert streamed_calls == [call.function.name for call in message.tool_calls or []]
 
 
 # Training problems SmolLM2 answers right in some samples of a group and wrong in others at temperature 1

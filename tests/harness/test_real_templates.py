@@ -14,9 +14,18 @@ from transformers import AutoTokenizer
 from harness.episode import EpisodeLimits, run_episode
 from harness.errors import HarnessError
 from harness.policies.hf import HFPolicy
-from harness.policy import Sampling
+from harness.parsing import (
+    TOOL_CALL_FORMATS,
+    render_hermes,
+    render_llama3_json,
+    render_mistral,
+    render_qwen3_xml,
+)
+from harness.policies.local import turn_text
+from harness.policy import Completion, Sampling
 from harness.tiny_model import init_tiny_on_tokenizer
 from harness.tokens import render
+from harness.server import TextDeltas, choices, closing_chunks
 from harness.tools import schemas
 from tasks.taskset import load_tasks
 from tests.cli_helpers import harness
@@ -183,3 +192,39 @@ def test_a_registered_format_serves_a_family_the_project_does_not_name(real_toke
     assert tool_call_format(tokenizer).name == "invoke"
     report = check_template(tokenizer)
     assert report.usable and report.tool_format == "invoke", report.reason
+
+
+STREAMED_REPLIES = [  # (family, format, reply, the content streamed before the reply is whole)
+    ("qwen3", "hermes", "Let me look.\n" + render_hermes("bash", {"command": "ls -la"}), "Let me look."),
+    ("qwen3", "qwen3_xml", "Let me look.\n" + render_qwen3_xml("bash", {"command": "ls -la"}), "Let me look."),
+    ("mistral", "mistral", "Let me look. " + render_mistral("bash", {"command": "ls -la"}), "Let me look."),
+    ("llama3_1", "llama3_json", render_llama3_json("bash", {"command": "ls -la"}), ""),  # a call opens the reply
+    ("llama3_1", "llama3_json", "The answer is 4, since 2 + 2 = 4.", "The answer is 4, since 2 + 2 = 4."),
+]
+
+
+@pytest.mark.parametrize("family, format_name, reply, streamed", STREAMED_REPLIES)
+def test_a_streamed_reply_sends_content_token_by_token_and_no_part_of_a_call(
+    family, format_name, reply, streamed, real_tokenizers
+):
+    """The reply's real tokens, one at a time, through the server's stream tracker: what is sent before the end is
+    content only (no piece of a call's markup), token by token, and with the closing chunks it adds up to the
+    non-streamed message, calls included."""
+    tokenizer = AutoTokenizer.from_pretrained(real_tokenizers / family)
+    tool_format = TOOL_CALL_FORMATS.get(format_name)
+    ids = tokenizer.encode(reply, add_special_tokens=False)
+    tracker = TextDeltas(tokenizer, set(), [], tool_format)
+    deltas = [tracker.update(ids[:end]) for end in range(1, len(ids) + 1)]
+    assert "".join(deltas) == tracker.sent == streamed
+    assert len([d for d in deltas if d]) > 3 or not streamed  # piece by piece, not once whole
+    tools = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]
+    response = {"id": "x", "created": 0, "model": "m"}
+    response["choices"] = choices([Completion(text=turn_text(tokenizer, set(), ids, []))], tools, tool_format)
+    closing = closing_chunks(response, False, [tracker.sent])
+    content = tracker.sent + "".join(c["choices"][0]["delta"].get("content", "") for c in closing)
+    message = response["choices"][0]["message"]
+    assert content == message["content"]
+    calls = [call for c in closing for call in c["choices"][0]["delta"].get("tool_calls", [])]
+    assert [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls] == [
+        ("bash", {"command": "ls -la"})
+    ] * bool(message.get("tool_calls"))

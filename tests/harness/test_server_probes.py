@@ -84,6 +84,7 @@ def streamed_texts(stream) -> tuple[dict[int, list[str]], dict[int, str]]:
         {"temperature": 0.0, "seed": 0},
         {"temperature": 1.0, "seed": 3, "n": 2},  # choices interleave, each with its own text
         {"temperature": 1.0, "seed": 5, "stop": "STOP"},  # replaced below by a character of the sampled text
+        {"temperature": 1.0, "seed": 7, "tools": TOOLS},  # text up to where a call may begin, the rest at the end
     ],
 )
 def test_streaming_sends_the_text_token_by_token_and_it_adds_up_to_the_turn(client, settings):
