@@ -568,6 +568,16 @@ def _build_wheels(
 
 
 BUILD_DIR = "/tmp/harness-build"  # in the builder's container
+ASK_BACKEND = Path(__file__).with_name("ask_backend.py")
+
+
+@dataclass(frozen=True)
+class SdistBackend:
+    """An sdist's build backend, as its source declares it."""
+
+    backend: str
+    requires: list[str]  # `build-system.requires` (setuptools and wheel where none), and `setup_requires`
+    backend_path: list[str]
 
 
 def _build_in_base(
@@ -575,9 +585,10 @@ def _build_in_base(
 ) -> None:
     """Build `sdists` into wheels in `wheelhouse` with the base's Python: `pip wheel --no-index` in a throwaway
     container of the base's builder (`builder_recipe`: the base plus a compiler and the Python headers), with
-    no network. Build isolation installs what each sdist's backend needs (`_sdist_build_requires`), resolved
-    on the host for the base's Python (as of `before`) and downloaded beforehand: only those go in, not the
-    whole wheelhouse."""
+    no network. Build isolation installs what each sdist's backend needs: what its source declares
+    (`sdist_backend`), and what the backend names when asked in the container (`_ask_in_builder`), each
+    resolved on the host for the base's Python (as of `before`) and downloaded beforehand: only those go in,
+    not the whole wheelhouse."""
     from sandboxes import SandboxSpec
     from sandboxes.docker_backend import DockerBackend
 
@@ -586,23 +597,19 @@ def _build_in_base(
         work = Path(scratch)
         requires = work / "requires"
         requires.mkdir()
-        pins = sorted(
-            {pin for sdist in sdists for pin in _pinned(work, _sdist_build_requires(sdist, work), before, base.python)}
-        )
-        command = f"cd {BUILD_DIR} && "
+        backends = {sdist: sdist_backend(sdist, work) for sdist in sdists}
+        pins = sorted({pin for b in backends.values() for pin in _pinned(work, b.requires, before, base.python)})
+        install = ""
         if base.pip:  # the suite's pip will not do: the wheelhouse's is installed first, as in project images
             pips = list(wheelhouse.glob("pip-*.whl"))
             for wheel in pips:
                 shutil.copy2(wheel, requires / wheel.name)
             pins += [] if pips else [base.pip]
-            command += f"python3 -m pip install -q --no-index --find-links requires {_quote(base.pip)} && "
+            install = f"python3 -m pip install -q --no-index --find-links requires {_quote(base.pip)} && "
         _pip(work, "download", "--no-deps", *_for(base.python), "-d", requires, *pins)
         for sdist in sdists:
             shutil.copy2(sdist, requires / sdist.name)
-        command += (
-            "python3 -m pip wheel -q --no-deps --no-cache-dir --no-index --find-links requires "
-            f"-w out {' '.join(_quote(f'requires/{p.name}') for p in sdists)}"
-        )
+        shutil.copy2(ASK_BACKEND, work / ASK_BACKEND.name)
         spec = SandboxSpec(
             image=builder,
             workdir="/tmp",
@@ -612,6 +619,29 @@ def _build_in_base(
         )
         with DockerBackend().create(spec) as sandbox:
             sandbox.upload(work, BUILD_DIR)
+            if install and not (done := sandbox.exec(f"cd {BUILD_DIR} && {install}true", timeout=600)).ok:
+                raise SynthError(f"installing {base.pip} in the builder failed: {done.output.strip()[-1500:]}")
+            asked = sorted(
+                set(_ask_in_builder(sandbox, backends, on_step)) - {r for b in backends.values() for r in b.requires}
+            )
+            if asked:
+                on_step(f"the build backends also asked for {', '.join(asked)}")
+                more = work / "more"
+                more.mkdir()
+                _pip(
+                    work,
+                    "download",
+                    "--no-deps",
+                    *_for(base.python),
+                    "-d",
+                    more,
+                    *_pinned(work, asked, before, base.python),
+                )
+                sandbox.upload(more, f"{BUILD_DIR}/requires")
+            command = (
+                f"cd {BUILD_DIR} && python3 -m pip wheel -q --no-deps --no-cache-dir --no-index --find-links requires "
+                f"-w out {' '.join(_quote(f'requires/{p.name}') for p in sdists)}"
+            )
             done = sandbox.exec(command, timeout=3000)
             if not done.ok:
                 raise SynthError(
@@ -624,20 +654,43 @@ def _build_in_base(
             shutil.move(wheel, wheelhouse / wheel.name)
 
 
-def _sdist_build_requires(sdist: Path, scratch: Path) -> list[str]:
-    """What an sdist's build backend is installed with: `build-system.requires` (setuptools and wheel where
-    it declares none), and setuptools' `setup_requires` where setup.py or setup.cfg names them."""
+def _ask_in_builder(sandbox, backends: dict[Path, SdistBackend], on_step: Callable[[str], None]) -> list[str]:
+    """What each sdist's backend names when asked for its wheel's build requirements (PEP 517
+    `get_requires_for_build_wheel`), asked by the base's Python in the builder's container with the declared
+    requirements installed (offline) and, as in pip's isolated builds, without the base's own site-packages
+    (`-S`: bullseye's importlib_metadata 1.x would stand in for the one setuptools brings). A backend that
+    cannot be asked is reported and left to `pip wheel`."""
+    asked = []
+    for number, (sdist, backend) in enumerate(backends.items()):
+        site, source = f"ask/site-{number}", f"ask/source-{number}"
+        command = (
+            f"cd {BUILD_DIR} && python3 -m pip install -q --no-index --find-links requires --target {site} "
+            f"{' '.join(map(_quote, backend.requires))} && PYTHONPATH={BUILD_DIR}/{site} python3 -S {ASK_BACKEND.name} "
+            f"{_quote(f'requires/{sdist.name}')} {source} {_quote(backend.backend)} {_quote(json.dumps(backend.backend_path))}"
+        )
+        done = sandbox.exec(command, timeout=600)
+        answer = [line for line in done.output.splitlines() if line.startswith("ASKED ")]
+        if not done.ok or not answer:
+            on_step(f"could not ask the build backend of {sdist.name}: {done.output.strip()[-300:]}")
+            continue
+        asked += json.loads(answer[-1].removeprefix("ASKED "))
+    return asked
+
+
+def sdist_backend(sdist: Path, scratch: Path) -> SdistBackend:
+    """An sdist's backend as its source declares it: `build-system` (setuptools and wheel where it declares
+    none), and setuptools' `setup_requires` where setup.py or setup.cfg names them."""
     unpacked = scratch / "unpacked" / sdist.name
     shutil.unpack_archive(sdist, unpacked)
     tops = [p for p in unpacked.iterdir() if p.is_dir()]
     root = tops[0] if len(tops) == 1 else unpacked
-    requires = declared_backend(read_pyproject(root).get("build-system", {}))[1]
+    backend, requires, backend_path = declared_backend(read_pyproject(root).get("build-system", {}))
     setup_requires = setup_py_literals(root).get("setup_requires") or []
     setup_requires = [setup_requires] if isinstance(setup_requires, str) else list(setup_requires)
     declared = read_ini(root / "setup.cfg").get("options", "setup_requires", fallback="")
     setup_requires += [line.strip() for line in declared.splitlines() if line.strip()]
     shutil.rmtree(unpacked, ignore_errors=True)
-    return sorted({*requires, *DEFAULT_BUILD_REQUIRES, *map(str, setup_requires)})
+    return SdistBackend(backend, sorted({*requires, *DEFAULT_BUILD_REQUIRES, *map(str, setup_requires)}), backend_path)
 
 
 def _pinned(project: Path, targets: list[str], before: str | None, python: str, version: str = "") -> list[str]:

@@ -5,10 +5,10 @@
 - A backend that cannot make an editable install (flit-core 3.2, before PEP 660): the project is
   installed, then its source folder put on the path in place of the installed modules.
 - A project that needs Python 3.9 (`requires-python = "<3.10"`, an import Python 3.10 removed):
-  built on the bullseye base, its pytest from the wheelhouse, synthesized and graded; the same
+  built on the bullseye base (and, with `-m bases`, one that needs 3.12+ on the trixie base), its pytest from the wheelhouse, synthesized and graded; the same
   base's root filesystem runs under the local backend. It depends on a C extension published only
-  as an sdist (made here, found through `--find-links`): built with the base's Python 3.9, it
-  imports and runs in the project image.
+  as an sdist (made here, found through `--find-links`) whose backend names a requirement only when
+  asked: built with the base's Python 3.9, it imports and runs in the project image.
 - itsdangerous's history (../shared/git-history): `harness tasks mine --since --until` scans
   its main line, mines the one candidate and prints the funnel; the image holds the base
   commit alone.
@@ -85,8 +85,19 @@ def test_a_backend_without_editable_installs_gets_the_source_on_the_path(tmp_pat
     assert result.output.split() == ["/testbed/minicalc/__init__.py", "0.1.0"], result.output
 
 
-OLD_PYTHON_PACKAGE = {
-    "pyproject.toml": """\
+# The Python each base test asks for: its requires-python, and an import that holds only on that Python.
+PYTHONS = {
+    "3.9": ("<3.10", "from collections import Mapping  # an alias Python 3.10 removed"),
+    "3.13": (">=3.12", "from collections.abc import Mapping\nfrom itertools import batched  # new in Python 3.12"),
+}
+
+
+def versioned_package(python: str) -> dict[str, str]:
+    """A project that installs and passes its tests only on `python` (of PYTHONS), with a C extension dependency."""
+    requires, imports = PYTHONS[python]
+    imports = textwrap.indent(imports, " " * 8).lstrip()
+    return {
+        "pyproject.toml": f"""\
         [build-system]
         requires = ["setuptools>=61"]
         build-backend = "setuptools.build_meta"
@@ -94,17 +105,17 @@ OLD_PYTHON_PACKAGE = {
         [project]
         name = "oldmap"
         version = "0.1.0"
-        requires-python = "<3.10"
+        requires-python = "{requires}"
         dependencies = ["fastsum"]  # a C extension, only an sdist (`make_c_extension_sdist`)
 
         [project.optional-dependencies]
-        test = ["pytest>=8"]  # bullseye's own is 6.0.2: this one comes from the wheelhouse
+        test = ["pytest>=8"]  # bullseye's own is 6.0.2, so it comes from the wheelhouse there (trixie's 8.3 serves)
 
         [tool.setuptools]
         packages = ["oldmap"]
     """,
-    "oldmap/__init__.py": """\
-        from collections import Mapping  # an alias Python 3.10 removed
+        "oldmap/__init__.py": f"""\
+        {imports}
 
 
         def depth(value):
@@ -114,16 +125,16 @@ OLD_PYTHON_PACKAGE = {
 
 
         def flatten(value, prefix=""):
-            out = {}
+            out = {{}}
             for key, item in value.items():
-                name = f"{prefix}.{key}" if prefix else key
+                name = f"{{prefix}}.{{key}}" if prefix else key
                 if isinstance(item, Mapping):
                     out.update(flatten(item, name))
                 else:
                     out[name] = item
             return out
     """,
-    "tests/test_oldmap.py": """\
+        "tests/test_oldmap.py": f"""\
         import sys
 
         from oldmap import depth, flatten
@@ -133,21 +144,43 @@ OLD_PYTHON_PACKAGE = {
             assert depth(3) == 0
 
         def test_depth_of_nested_mappings():
-            assert depth({"a": {"b": 1}, "c": 2}) == 2
+            assert depth({{"a": {{"b": 1}}, "c": 2}}) == 2
 
         def test_depth_of_an_empty_mapping():
-            assert depth({}) == 0
+            assert depth({{}}) == 0
 
         def test_flatten_joins_keys():
-            assert flatten({"a": {"b": 1, "c": {"d": 2}}, "e": 3}) == {"a.b": 1, "a.c.d": 2, "e": 3}
+            assert flatten({{"a": {{"b": 1, "c": {{"d": 2}}}}, "e": 3}}) == {{"a.b": 1, "a.c.d": 2, "e": 3}}
 
-        def test_runs_on_python_3_9():
-            assert sys.version_info[:2] == (3, 9)
+        def test_runs_on_its_python():
+            assert sys.version_info[:2] == {tuple(int(n) for n in python.split("."))}
     """,
-}
+    }
 
 
 C_EXTENSION = {
+    "pyproject.toml": """\
+        [build-system]
+        requires = ["setuptools>=61"]
+        build-backend = "backend"
+        backend-path = ["_build"]
+    """,
+    # setuptools, plus a requirement the backend names only when asked (as meson-python names ninja and
+    # scikit-build-core cmake), without which its wheel cannot be built.
+    "_build/backend.py": """\
+        from setuptools import build_meta
+        from setuptools.build_meta import *  # noqa: F403
+
+
+        def get_requires_for_build_wheel(config_settings=None):
+            return build_meta.get_requires_for_build_wheel(config_settings) + ["six"]
+
+
+        def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+            import six  # noqa: F401
+
+            return build_meta.build_wheel(wheel_directory, config_settings, metadata_directory)
+    """,
     "setup.py": """\
         from setuptools import Extension, setup
 
@@ -173,7 +206,8 @@ C_EXTENSION = {
 
 
 def make_c_extension_sdist(folder: Path) -> Path:
-    """fastsum-0.1.tar.gz in `folder`: a setuptools C extension (`fastsum.add`), no wheel of it anywhere."""
+    """fastsum-0.1.tar.gz in `folder`: a setuptools C extension (`fastsum.add`), no wheel of it anywhere, whose
+    backend asks for `six` at build time."""
     folder.mkdir(parents=True, exist_ok=True)
     sdist = folder / "fastsum-0.1.tar.gz"
     with tarfile.open(sdist, "w:gz") as tar:
@@ -185,8 +219,11 @@ def make_c_extension_sdist(folder: Path) -> Path:
     return sdist
 
 
-@pytest.mark.timeout(1800)  # the first test on a fresh machine debootstraps the bullseye base and its builder
-def test_a_project_that_needs_python_3_9_is_built_on_its_base(tmp_path, docker_backend, local_backend, monkeypatch):
+@pytest.mark.timeout(1800)  # the first test on a fresh machine debootstraps the base and its builder
+@pytest.mark.parametrize("python", ["3.9", pytest.param("3.13", marks=pytest.mark.bases)])
+def test_a_project_that_needs_another_python_is_built_on_its_base(
+    python, tmp_path, docker_backend, local_backend, monkeypatch
+):
     from sandboxes import SandboxSpec
     from sandboxes.images import base_of
     from tasks.grading.grade import grade
@@ -197,7 +234,7 @@ def test_a_project_that_needs_python_3_9_is_built_on_its_base(tmp_path, docker_b
     monkeypatch.setenv("UV_FIND_LINKS", str(links))
     output = tmp_path / "oldmap.jsonl"
     summary = synthesize(
-        str(make_package(tmp_path / "oldmap", OLD_PYTHON_PACKAGE)),
+        str(make_package(tmp_path / "oldmap", versioned_package(python))),
         output,
         max_tasks=1,
         max_candidates=4,
@@ -208,24 +245,27 @@ def test_a_project_that_needs_python_3_9_is_built_on_its_base(tmp_path, docker_b
     rows = rows_of(output)
     assert summary.kept == len(rows) == 1
     notes = rows[0]["environment"]
-    assert notes["python"] == "3.9" and notes["python_chosen"] == "requires-python <3.10; the newest that fits"
-    assert notes["base_image"] == base_of("3.9").tag and notes["install"] == "editable"
-    assert any(w.startswith("pytest-8.") for w in notes["wheels"]) and any(
-        w.startswith("pip-") for w in notes["wheels"]
-    )
+    requires = PYTHONS[python][0]
+    assert notes["python"] == python and notes["python_chosen"] == f"requires-python {requires}; the newest that fits"
+    assert notes["base_image"] == base_of(python).tag and notes["install"] == "editable"
+    assert any(w.startswith("pytest-") for w in notes["wheels"])
+    # bullseye's pip 20.3 is replaced from the wheelhouse; trixie's own pip serves
+    assert any(w.startswith("pip-") for w in notes["wheels"]) == bool(base_of(python).pip)
     with docker_backend.create(SandboxSpec(image=rows[0]["image"], workdir="/testbed")) as sandbox:
         found = sandbox.exec(
             "python3 -c 'import pytest, sys; print(sys.version_info[:2], pytest.__version__)'", timeout=60
         )
         built = sandbox.exec("python3 -c 'import fastsum; print(fastsum.add(2, 3))'", timeout=60)
-    assert found.output.split(")")[0] == "(3, 9" and found.output.split()[-1].startswith("8."), found.output
-    assert "fastsum-0.1-cp39-cp39-linux_x86_64.whl" in notes["wheels"], notes["wheels"]
+    version, pytest_version = found.output.split(")")[0], found.output.split()[-1]
+    assert version == f"({python.replace('.', ', ')}" and int(pytest_version.split(".")[0]) >= 8, found.output
+    tag = "cp" + python.replace(".", "")
+    assert f"fastsum-0.1-{tag}-{tag}-linux_x86_64.whl" in notes["wheels"], notes["wheels"]
     assert built.output.strip() == "5", built.output
     assert grade(rows[0], rows[0]["patch"], docker_backend).resolved
     assert not grade(rows[0], "", docker_backend).resolved
     # The root filesystem the image was imported from runs under the local backend as the same base.
-    with local_backend.create(SandboxSpec(image=base_of("3.9").tag)) as sandbox:
-        assert sandbox.exec("python3 --version", timeout=60).output.strip() == "Python 3.9.2"
+    with local_backend.create(SandboxSpec(image=base_of(python).tag)) as sandbox:
+        assert sandbox.exec("python3 --version", timeout=60).output.strip().startswith(f"Python {python}.")
 
 
 def test_mining_a_real_history_prints_the_funnel(tmp_path, docker_backend):
