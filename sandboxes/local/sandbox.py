@@ -229,6 +229,8 @@ class LocalBackend(Backend):
         host has (`cgroups.host_hierarchies()`); ([], ["..."]) runs without cgroups."""
         if shutil.which("bwrap") is None:
             raise SandboxError(f"bubblewrap (`bwrap`) is not on PATH: {BWRAP_HINT}")
+        if shutil.which("setsid") is None:
+            raise SandboxError("`setsid` (util-linux) is not on PATH: local sandboxes start their shell with it")
         self.output_cap = output_cap
         self.rootfs = Path(rootfs) if rootfs is not None else None
         self.cgroups = cgroups

@@ -224,3 +224,12 @@ def test_unknown_images_and_bad_workdirs_say_why(local, tmp_path, monkeypatch):
         LocalBackend().create(SandboxSpec())
     with pytest.raises(SandboxError, match="Can't mkdir .*/usr/no/such"):
         local.create(SandboxSpec(image="harness-base:latest", workdir="/usr/no/such/dir"))
+
+
+def test_a_host_without_setsid_gets_a_clear_error(tmp_path, monkeypatch):
+    from sandboxes.local import LocalBackend
+
+    (tmp_path / "bwrap").symlink_to(shutil.which("bwrap"))
+    monkeypatch.setenv("PATH", str(tmp_path))  # bwrap alone
+    with pytest.raises(SandboxError, match="`setsid` \\(util-linux\\) is not on PATH"):
+        LocalBackend()
