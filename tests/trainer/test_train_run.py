@@ -358,8 +358,25 @@ def test_short_async_grpo_run_then_a_stuck_rollout_fails_clearly_with_the_checkp
 def test_grpo_through_mini_swe_agent_trains_on_the_tokens_the_endpoint_recorded(tiny_model, tmp_path, docker_backend):
     """One GRPO step whose episodes mini-swe-agent drives (the shipped example config): the batch is the tokens and
     logprobs the intercepting endpoint recorded, and the learner scores them as the engine sampled them. The tiny
-    random model resolves no swe-tiny task, so every advantage is 0 and the weights stay: what is checked is that
-    the scaffold's samples are what the learner consumed, token for token."""
+    random model resolves no swe-tiny task, so the task is scored by a reward that pays its two episodes 1 and 0
+    (`tests/trainer/alternating_reward.py`): the group has variance, and the step must change the weights."""
+    from safetensors.torch import load_file
+
+    from tasks.taskset import load_tasks
+
+    task = load_tasks("swe-tiny-train")[0]
+    reward = {"method": "tests.trainer.alternating_reward:alternating", "counter": str(tmp_path / "counter")}
+    row = {
+        "data_source": task.data_source,
+        "prompt": task.prompt,
+        "env_class": task.env_class,
+        "reward_spec": {**task.reward_spec, **reward},
+        "extra_info": task.metadata,
+        "tools": task.tools,
+        "max_turns": task.max_turns,
+        "sandbox": task.sandbox.to_dict(),
+    }
+    (tmp_path / "task.jsonl").write_text(json.dumps(row) + "\n")
     run_dir = tmp_path / "run"
     done = harness(
         "train",
@@ -367,16 +384,17 @@ def test_grpo_through_mini_swe_agent_trains_on_the_tokens_the_endpoint_recorded(
         "examples/scaffolds/swe-tiny-grpo-mini-swe-agent-tiny-cpu.yaml",
         f"trainer.policy.model.path={tiny_model}",
         f"trainer.output_dir={run_dir}",
+        f"data.train_data=[{str(tmp_path / 'task.jsonl')!r}]",
         "trainer.train_batch_size=1",
         "trainer.micro_batch_size=1",
         "generator.n_samples_per_prompt=2",
-        "trainer.algorithm.filter_zero_variance=false",
         timeout=600,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     [step] = rows_of(run_dir / "metrics.jsonl")
     trajectories = rows_of(run_dir / "rollouts" / "step_000001.jsonl")
     assert step["step"] == 1 and len(trajectories) == 2
+    assert sorted(t["reward"] for t in trajectories) == [0.0, 1.0] and step["train/reward_mean"] == 0.5
     for t in trajectories:
         scaffold = t["metadata"]["scaffold"]
         assert scaffold["name"] == "mini-swe-agent" and t["turns"] == len(scaffold["calls"]) >= 1, t["error"]
@@ -394,4 +412,7 @@ def test_grpo_through_mini_swe_agent_trains_on_the_tokens_the_endpoint_recorded(
     assert step["train/ratio_mean"] == pytest.approx(1.0, abs=1e-5)  # the learner's logprobs are the engine's
     assert step["train/turns_mean"] == sum(t["turns"] for t in trajectories) / 2
     assert step["time/generation_s_summed"] > 0
+    before = load_file(tiny_model / "model.safetensors")
+    after = load_file(run_dir / "checkpoints" / "global_step_1" / "model.safetensors")
+    assert any(not torch.equal(before[k], after[k]) for k in before), "the step through the scaffold changed nothing"
     assert (run_dir / "checkpoints" / "global_step_1").is_dir()
