@@ -300,7 +300,7 @@ def hack_run(runs: Path, args) -> dict:
     grpo(run, plateau, args.seeds[0], args)
     sys.path.insert(0, str(ROOT))
     from harness.viewer.hacking import count
-    from infra.rundir import read_rows
+    from infra.runlog import read_rows
 
     per_step = [count(read_rows(path)) for path in sorted((run / "rollouts").glob("step_*.jsonl"))]
     return {
