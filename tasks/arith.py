@@ -37,11 +37,17 @@ def arith_rows(count: int, seed: int, max_operand: int = 9) -> list[dict[str, st
     return rows
 
 
-def arith_splits(train: int = 2000, validation: int = 200, seed: int = 0) -> dict[str, list[dict[str, str]]]:
+def arith_splits(
+    train: int = 2000, validation: int = 200, seed: int = 0, max_operand: int = 9
+) -> dict[str, list[dict[str, str]]]:
     """Disjoint splits: validation problems are drawn first and excluded from train."""
-    pool = arith_rows(train + validation, seed)
+    pool = arith_rows(train + validation, seed, max_operand)
     return {"validation": pool[:validation], "train": pool[validation:]}
 
 
-def arith_tasks(split: str = "validation", variant: str = "single", seed: int = 0) -> list[Task]:
-    return gsm8k_tasks(arith_splits(seed=seed)[split], variant, split, name="arith")
+def arith_tasks(
+    split: str = "validation", variant: str = "single", seed: int = 0, max_operand: int = 9, name: str = "arith"
+) -> list[Task]:
+    """`arith` (one-digit operands), or `arith2` with `max_operand=99`: two-digit operands, a set a small
+    pretrained model does not solve once it has learned the answer format."""
+    return gsm8k_tasks(arith_splits(seed=seed, max_operand=max_operand)[split], variant, split, name=name)

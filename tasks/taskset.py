@@ -45,8 +45,8 @@ def _gsm8k_validation(variant: str) -> Callable[[], list[Task]]:
     return lambda: gsm8k_tasks(read_gsm8k(default_gsm8k_source(), "test"), variant, "test")
 
 
-def _arith(split: str, variant: str) -> list[Task]:
-    return arith_tasks(split, variant)
+def _arith(split: str, variant: str, max_operand: int = 9, name: str = "arith") -> list[Task]:
+    return arith_tasks(split, variant, max_operand=max_operand, name=name)
 
 
 def _swe_demo(shared: bool = False) -> Callable[[], list[Task]]:
@@ -75,6 +75,8 @@ register_taskset("arith", lambda: _arith("validation", "single"))
 register_taskset("arith-train", lambda: _arith("train", "single"))
 register_taskset("arith-tool", lambda: _arith("validation", "tool"))
 register_taskset("arith-tool-train", lambda: _arith("train", "tool"))
+register_taskset("arith2", lambda: _arith("validation", "single", 99, "arith2"))  # two-digit operands
+register_taskset("arith2-train", lambda: _arith("train", "single", 99, "arith2"))
 
 
 # ----------------------------------------------------------------------------- loading

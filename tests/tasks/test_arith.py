@@ -1,0 +1,31 @@
+"""The generated arithmetic sets: held-out and training share no problem, and every answer is right."""
+
+from __future__ import annotations
+
+import operator
+import re
+
+import pytest
+
+from tasks.gsm8k import gsm8k_reward
+from tasks.taskset import load_tasks
+
+OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul}
+
+
+@pytest.mark.parametrize("held_out, train, largest", [("arith", "arith-train", 9), ("arith2", "arith2-train", 99)])
+def test_the_splits_are_disjoint_and_every_answer_is_right(held_out, train, largest):
+    tests, trains = load_tasks(held_out), load_tasks(train)
+    assert (len(tests), len(trains)) == (200, 2000)
+    questions = [task.metadata["question"] for task in tests + trains]
+    assert len(set(questions)) == len(questions)  # no problem twice, within or across the splits
+    assert all(task.id.startswith(f"{held_out}-") for task in tests + trains)
+    operands = []
+    for task in tests + trains:
+        a, b = map(int, re.findall(r"\d+", task.metadata["question"]))
+        operands += [a, b]
+        working, answer = task.metadata["answer"].split("\n#### ")
+        left, op, right, _, value = working.split()
+        assert OPS[op](int(left), int(right)) == int(value) == int(answer) == int(task.reward_spec["ground_truth"])
+        assert gsm8k_reward(task.metadata["answer"], task.reward_spec["ground_truth"]).value == 1.0
+    assert max(operands) == largest and min(operands) >= 0
