@@ -29,7 +29,7 @@ def test_eval_gold_resolves_all_of_swe_demo(tmp_path, docker_backend):
     assert again.returncode == 1 and "--resume" in again.stdout
 
 
-@pytest.mark.parametrize("other", ["overlay"])  # podman: its contract suite and a mined instance (test_mine.py)
+@pytest.mark.parametrize("other", ["overlay", "podman"])
 def test_other_backends_give_the_same_verdicts(tmp_path, other, request):
     """Episodes and their grading without the Docker daemon: in bubblewrap over copy-on-write layers of the
     task images (overlay), and in Podman's containers."""
