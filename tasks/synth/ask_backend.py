@@ -1,25 +1,21 @@
 """Asks an sdist's PEP 517 build backend what else it needs to build a wheel; run by a base's own Python.
 
-    PYTHONPATH=SITE python3 ask_backend.py SDIST FOLDER BACKEND BACKEND_PATH_JSON
+    PYTHONPATH=SITE python3 -S ask_backend.py SOURCE BACKEND BACKEND_PATH_JSON
 
-SITE holds the backend's declared requirements. Backends name some requirements only here (meson-python
-asks for ninja, scikit-build-core for cmake, setuptools for wheel on old releases), and only the base's
-Python can say which, since the answer may depend on the interpreter. Prints one line, `ASKED <json list>`.
+SOURCE is the unpacked sdist; SITE holds the backend's declared requirements. Backends name some
+requirements only here (meson-python asks for ninja, scikit-build-core for cmake, setuptools for wheel on
+old releases), and only the base's Python can say which, since the answer may depend on the interpreter. Prints one line, `ASKED <json list>`.
 Kept to what Python 3.6's standard library has: it runs on every base.
 """
 
 import importlib
 import json
 import os
-import shutil
 import sys
 
 
 def main() -> None:
-    sdist, folder, backend, paths = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
-    shutil.unpack_archive(sdist, folder)
-    tops = [os.path.join(folder, name) for name in os.listdir(folder)]
-    root = os.path.abspath(tops[0] if len(tops) == 1 and os.path.isdir(tops[0]) else folder)
+    root, backend, paths = os.path.abspath(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3])
     os.chdir(root)
     sys.path[:0] = [os.path.join(root, path) for path in paths]
     module, _, attribute = backend.partition(":")

@@ -578,6 +578,7 @@ class SdistBackend:
     backend: str
     requires: list[str]  # `build-system.requires` (setuptools and wheel where none), and `setup_requires`
     backend_path: list[str]
+    source: str  # the unpacked source, relative to the build folder
 
 
 def _build_in_base(
@@ -586,7 +587,7 @@ def _build_in_base(
     """Build `sdists` into wheels in `wheelhouse` with the base's Python: `pip wheel --no-index` in a throwaway
     container of the base's builder (`builder_recipe`: the base plus a compiler and the Python headers), with
     no network. Build isolation installs what each sdist's backend needs: what its source declares
-    (`sdist_backend`), and what the backend names when asked in the container (`_ask_in_builder`), each
+    (`_sdist_backend`), and what the backend names when asked in the container (`_ask_in_builder`), each
     resolved on the host for the base's Python (as of `before`) and downloaded beforehand: only those go in,
     not the whole wheelhouse."""
     from sandboxes import SandboxSpec
@@ -597,7 +598,7 @@ def _build_in_base(
         work = Path(scratch)
         requires = work / "requires"
         requires.mkdir()
-        backends = {sdist: sdist_backend(sdist, work) for sdist in sdists}
+        backends = {sdist: _sdist_backend(sdist, work) for sdist in sdists}
         pins = sorted({pin for b in backends.values() for pin in _pinned(work, b.requires, before, base.python)})
         install = ""
         if base.pip:  # the suite's pip will not do: the wheelhouse's is installed first, as in project images
@@ -662,11 +663,11 @@ def _ask_in_builder(sandbox, backends: dict[Path, SdistBackend], on_step: Callab
     cannot be asked is reported and left to `pip wheel`."""
     asked = []
     for number, (sdist, backend) in enumerate(backends.items()):
-        site, source = f"ask/site-{number}", f"ask/source-{number}"
+        site = f"ask/site-{number}"
         command = (
             f"cd {BUILD_DIR} && python3 -m pip install -q --no-index --find-links requires --target {site} "
             f"{' '.join(map(_quote, backend.requires))} && PYTHONPATH={BUILD_DIR}/{site} python3 -S {ASK_BACKEND.name} "
-            f"{_quote(f'requires/{sdist.name}')} {source} {_quote(backend.backend)} {_quote(json.dumps(backend.backend_path))}"
+            f"{_quote(f'{BUILD_DIR}/{backend.source}')} {_quote(backend.backend)} {_quote(json.dumps(backend.backend_path))}"
         )
         done = sandbox.exec(command, timeout=600)
         answer = [line for line in done.output.splitlines() if line.startswith("ASKED ")]
@@ -677,10 +678,11 @@ def _ask_in_builder(sandbox, backends: dict[Path, SdistBackend], on_step: Callab
     return asked
 
 
-def sdist_backend(sdist: Path, scratch: Path) -> SdistBackend:
+def _sdist_backend(sdist: Path, scratch: Path) -> SdistBackend:
     """An sdist's backend as its source declares it: `build-system` (setuptools and wheel where it declares
-    none), and setuptools' `setup_requires` where setup.py or setup.cfg names them."""
-    unpacked = scratch / "unpacked" / sdist.name
+    none), and setuptools' `setup_requires` where setup.py or setup.cfg names them. The source stays unpacked
+    in `scratch`, for the builder to ask the backend in."""
+    unpacked = scratch / "sources" / sdist.name
     shutil.unpack_archive(sdist, unpacked)
     tops = [p for p in unpacked.iterdir() if p.is_dir()]
     root = tops[0] if len(tops) == 1 else unpacked
@@ -689,8 +691,8 @@ def sdist_backend(sdist: Path, scratch: Path) -> SdistBackend:
     setup_requires = [setup_requires] if isinstance(setup_requires, str) else list(setup_requires)
     declared = read_ini(root / "setup.cfg").get("options", "setup_requires", fallback="")
     setup_requires += [line.strip() for line in declared.splitlines() if line.strip()]
-    shutil.rmtree(unpacked, ignore_errors=True)
-    return SdistBackend(backend, sorted({*requires, *DEFAULT_BUILD_REQUIRES, *map(str, setup_requires)}), backend_path)
+    requires = sorted({*requires, *DEFAULT_BUILD_REQUIRES, *map(str, setup_requires)})
+    return SdistBackend(backend, requires, backend_path, str(root.relative_to(scratch)))
 
 
 def _pinned(project: Path, targets: list[str], before: str | None, python: str, version: str = "") -> list[str]:
