@@ -1,6 +1,7 @@
 """`arith`: generated arithmetic word problems in the GSM8K format (a warm-up set small models learn).
 
-Deterministic from a seed; the train and validation splits never share a problem. Answers
+Deterministic from a seed; the splits never share a problem: `validation` (the held-out set, `arith`), `train`
+and `val` (for choosing checkpoints, e.g. an SFT plateau, without looking at the held-out set). Answers
 are written GSM8K-style: the working, then `#### <number>`.
 """
 
@@ -38,11 +39,16 @@ def arith_rows(count: int, seed: int, max_operand: int = 9) -> list[dict[str, st
 
 
 def arith_splits(
-    train: int = 2000, validation: int = 200, seed: int = 0, max_operand: int = 9
+    train: int = 2000, validation: int = 200, seed: int = 0, max_operand: int = 9, val: int = 200
 ) -> dict[str, list[dict[str, str]]]:
-    """Disjoint splits: validation problems are drawn first and excluded from train."""
-    pool = arith_rows(train + validation, seed, max_operand)
-    return {"validation": pool[:validation], "train": pool[validation:]}
+    """Disjoint splits drawn from one stream of distinct problems: validation first, then train, then val (drawn
+    last, so adding it left the other two as they were)."""
+    pool = arith_rows(validation + train + val, seed, max_operand)
+    return {
+        "validation": pool[:validation],
+        "train": pool[validation : validation + train],
+        "val": pool[validation + train :],
+    }
 
 
 def arith_tasks(

@@ -71,8 +71,11 @@ register_taskset("swe-tiny", _swe_tiny("heldout"))
 register_taskset("swe-tiny-50", _swe_tiny("heldout", 50))  # the first 50 of swe-tiny: quick evaluations
 register_taskset("swe-tiny-val", _swe_tiny("val"))  # fixes of its own: for choosing checkpoints
 register_taskset("swe-tiny-train", _swe_tiny("train"))
+register_taskset("swe-tiny-sft", _swe_tiny("sft"))  # the training draws whose fixes swe-tiny-rl never has
+register_taskset("swe-tiny-rl", _swe_tiny("rl"))  # a third of the training fixes: prompts for reward only
 register_taskset("arith", lambda: _arith("validation", "single"))
 register_taskset("arith-train", lambda: _arith("train", "single"))
+register_taskset("arith-val", lambda: _arith("val", "single"))  # for choosing checkpoints
 register_taskset("arith-tool", lambda: _arith("validation", "tool"))
 register_taskset("arith-tool-train", lambda: _arith("train", "tool"))
 register_taskset("arith2", lambda: _arith("validation", "single", 99, "arith2"))  # two-digit operands
