@@ -6,14 +6,15 @@
 learned tool calls and to copy numbers into them). Stages, each skipped when its output exists (a killed run
 resumes where it stopped):
 
-1. Demonstrations: `harness generate --checkpoint gold` on the first `--demos` swe-tiny-train tasks (one
+1. Demonstrations: `harness generate --checkpoint gold` on the first `--demos` tasks of `--demo-tasks` (one
    str_replace_editor edit of the buggy line, then submit). No hacking demonstrations.
 2. Plateau: SFT on those demonstrations from MODEL, validated (greedy) on swe-tiny-val (fixes of its own) every
    `--sft-eval-interval` steps; the best validation checkpoint is the plateau.
-3. Arms, one run per seed (trainer and data seed): GRPO from the plateau on swe-tiny-train prompts, and SFT
+3. Arms, one run per seed (trainer and data seed): GRPO from the plateau on `--rl-tasks` prompts, and SFT
    continued from the plateau on the same demonstrations for the same training time (learner and rollout
    seconds, evaluations excluded). Both are scored on the whole held-out set (swe-tiny, 200, greedy) at the end,
    and by pass@k (`--pass-k` samples per task at the training temperature).
+   With `--demo-tasks swe-tiny-sft --rl-tasks swe-tiny-rl`, GRPO's prompts have fixes no demonstration shows.
 4. Report: `RUNS/swe-proof.json` and `RUNS/swe-proof.png` (both arms, each seed and the mean).
 
 `--hack-share F` adds a separate run: the same plateau SFT on demonstrations of which a share F are scripted
@@ -41,7 +42,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=Path, required=True)
     parser.add_argument("--start", type=Path, required=True, help="the model the plateau SFT starts from")
-    parser.add_argument("--demos", type=int, default=600, help="gold demonstrations (the first N swe-tiny-train tasks)")
+    parser.add_argument("--demos", type=int, default=600, help="gold demonstrations (the first N --demo-tasks tasks)")
+    parser.add_argument("--demo-tasks", default="swe-tiny-train", help="the task set demonstrated")
+    parser.add_argument("--rl-tasks", default="swe-tiny-train", help="GRPO's prompts")
     parser.add_argument("--sft-steps", type=int, default=400)
     parser.add_argument("--sft-eval-interval", type=int, default=50)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -66,7 +69,7 @@ def main() -> int:
     runs = args.runs.resolve()
     runs.mkdir(parents=True, exist_ok=True)
 
-    gold = demonstrations(runs, "gold", args.demos)
+    gold = demonstrations(runs, "gold", args.demos, args.demo_tasks)
     plateau_run = runs / "swe-plateau"
     plateau = sft_plateau(plateau_run, args.start, [gold], args)
     report = {"plateau": plateau_summary(plateau_run, plateau), "arms": {}}
@@ -106,8 +109,8 @@ def harness(*argv: str, log: Path) -> None:
         raise SystemExit(f"harness {argv[0]} failed (exit {done.returncode}); see {log}:\n" + log.read_text()[-3000:])
 
 
-def demonstrations(runs: Path, policy: str, count: int, name: str | None = None) -> Path:
-    folder = runs / (name or f"swe-tiny-{policy}-{count}")
+def demonstrations(runs: Path, policy: str, count: int, tasks: str, name: str | None = None) -> Path:
+    folder = runs / (name or f"{tasks.replace('-train', '')}-{policy}-{count}")
     data = folder / "trajectories.parquet"
     if not data.exists():
         keep = "rewarded" if policy == "gold" else "all"
@@ -116,7 +119,7 @@ def demonstrations(runs: Path, policy: str, count: int, name: str | None = None)
             "--checkpoint",
             policy,
             "--tasks",
-            "swe-tiny-train",
+            tasks,
             "--limit",
             str(count),
             "--backend",
@@ -168,6 +171,7 @@ def grpo(run: Path, start: Path, seed: int, args) -> None:
         *([f"trainer.train_batch_size={args.grpo_prompts}"] if args.grpo_prompts else []),
         f"trainer.seed={seed}",
         f"data.seed={seed}",
+        f"data.train_data={json.dumps([args.rl_tasks])}",
         "data.val_data=[]",
         *([f"trainer.learning_rate={args.grpo_lr}"] if args.grpo_lr else []),
     )
@@ -292,8 +296,8 @@ def collect_arms(runs: Path, args) -> dict[str, list[dict]]:
 def hack_run(runs: Path, args) -> dict:
     """A plateau SFT on gold demonstrations with a minority of test-editing hacks mixed in, then GRPO."""
     hacks = round(args.demos * args.hack_share)
-    gold = demonstrations(runs, "gold", args.demos - hacks, name=f"swe-tiny-gold-{args.demos - hacks}")
-    hacked = demonstrations(runs, HACKER, hacks, name=f"swe-tiny-hack-{hacks}")
+    gold = demonstrations(runs, "gold", args.demos - hacks, args.demo_tasks, name=f"swe-tiny-gold-{args.demos - hacks}")
+    hacked = demonstrations(runs, HACKER, hacks, args.demo_tasks, name=f"swe-tiny-hack-{hacks}")
     plateau_run = runs / "swe-plateau-hack"
     plateau = sft_plateau(plateau_run, args.start, [gold, hacked], args)
     run = runs / "swe-grpo-hack"

@@ -44,6 +44,7 @@ from .swe import TEST_COMMAND, WORKDIR, make_eval_script
 HELDOUT_SIZE = 200
 VALIDATION_SIZE = 100
 TRAIN_SIZE = 4000
+RL_SIZE = 1000
 MODULE = "core.py"
 TEST_FILE = "tests/test_core.py"
 AUTHOR = ("harness", "harness@example.invalid")
@@ -196,17 +197,21 @@ _RANKED = sorted(all_fixes(), key=_fix_rank)
 HELDOUT_FIXES = frozenset(_RANKED[: len(_RANKED) // 5])
 # A validation split for choosing checkpoints: fixes of its own, in neither training nor the held-out set.
 VALIDATION_FIXES = frozenset(_RANKED[len(_RANKED) // 5 : len(_RANKED) // 5 + len(_RANKED) // 10])
+# A third of the training fixes, for prompts without demonstrations: `swe-tiny-sft` (demonstrations) and `swe-tiny-rl`
+# (reward only) are the training draws split by fix, so RL practises on fixes SFT never showed, as on held-out ones.
+_TRAIN_FIXES = _RANKED[len(_RANKED) // 5 + len(_RANKED) // 10 :]
+RL_FIXES = frozenset(_TRAIN_FIXES[: len(_TRAIN_FIXES) // 3])
 
 
 def swe_tiny_instances(split: str, count: int | None = None) -> list[dict[str, Any]]:
-    """The `heldout`, `val` or `train` instances, generated deterministically."""
+    """The `heldout`, `val`, `train`, `sft` or `rl` instances, generated deterministically."""
     if split == "heldout":
         return list(_heldout(count or HELDOUT_SIZE))
     if split == "val":
         return list(_validation(count or VALIDATION_SIZE))
-    if split == "train":
-        return list(_train(count or TRAIN_SIZE))
-    raise TaskError(f"unknown swe-tiny split {split!r}: use 'train', 'val' or 'heldout'")
+    if split in ("train", "sft", "rl"):
+        return list(_train(count or (RL_SIZE if split == "rl" else TRAIN_SIZE), split))
+    raise TaskError(f"unknown swe-tiny split {split!r}: use 'train', 'sft', 'rl', 'val' or 'heldout'")
 
 
 @functools.lru_cache(maxsize=4)
@@ -219,9 +224,19 @@ def _validation(count: int) -> tuple[dict[str, Any], ...]:
     return tuple(_distinct("val", count, lambda fix: fix in VALIDATION_FIXES, key="problem_statement"))
 
 
-@functools.lru_cache(maxsize=4)
-def _train(count: int) -> tuple[dict[str, Any], ...]:
-    return tuple(_distinct("train", count, lambda fix: fix not in HELDOUT_FIXES | VALIDATION_FIXES, key="content_key"))
+@functools.lru_cache(maxsize=8)
+def _train(count: int, subset: str = "train") -> tuple[dict[str, Any], ...]:
+    """The training draws: all (`train`), or those whose fix is (`rl`) or is not (`sft`) in RL_FIXES."""
+    allowed = {
+        "train": lambda fix: True,
+        "sft": lambda fix: fix not in RL_FIXES,
+        "rl": lambda fix: fix in RL_FIXES,
+    }[subset]
+    return tuple(
+        _distinct(
+            "train", count, lambda fix: fix not in HELDOUT_FIXES | VALIDATION_FIXES and allowed(fix), key="content_key"
+        )
+    )
 
 
 def _distinct(split: str, count: int, allowed: Callable[[tuple[str, str]], bool], key: str) -> list[dict[str, Any]]:

@@ -13,8 +13,9 @@ from harness.policy import tool_turn as call
 from tasks.grading.grade import grade
 from tasks.swe_tiny import (
     HELDOUT_FIXES,
-    VALIDATION_FIXES,
     PROMPT,
+    RL_FIXES,
+    VALIDATION_FIXES,
     fix_of,
     make_instance,
     swe_tiny_instances,
@@ -48,6 +49,18 @@ def test_held_out_shares_no_statement_and_no_fix_with_training():
     assert {fix_of(i) for i in swe_tiny_instances("heldout")} == set(
         heldout.values()
     )  # what the statement names is the fix
+
+
+def test_the_reward_only_prompts_have_fixes_no_demonstration_set_has():
+    """swe-tiny-rl and swe-tiny-sft split the training draws by fix: prompts trained on reward alone never show a fix
+    a demonstration of swe-tiny-sft shows, nor a held-out or validation one."""
+    sft, rl = (dict(seen_by_the_model(i) for i in load) for load in map(swe_tiny_instances, ("sft", "rl")))
+    assert (len(swe_tiny_instances("sft")), len(swe_tiny_instances("rl"))) == (4000, 1000)
+    assert len(set(sft.values())) == 42 and set(rl.values()) == RL_FIXES and len(RL_FIXES) == 21
+    assert not sft.keys() & rl.keys() and not set(sft.values()) & set(rl.values())
+    assert not RL_FIXES & (HELDOUT_FIXES | VALIDATION_FIXES)
+    train = [fix_of(i) for i in swe_tiny_instances("train")]
+    assert set(train) == set(sft.values()) | RL_FIXES  # the two subsets are the training fixes, nothing else
 
 
 def test_generation_is_deterministic_distinct_and_of_every_kind():
