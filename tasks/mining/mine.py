@@ -40,7 +40,8 @@ from ..repos import base_only_git, git, tree_at
 from ..shared_env import REPO_ARCHIVE, archive_path, repo_archive, share
 from ..swe import TEST_COMMAND, WORKDIR, make_eval_script
 from ..synth.errors import SynthError
-from ..synth.project_image import build_image, build_project_image, image_exists, timed
+from ..synth.host_pip import timed
+from ..synth.project_image import build_image, build_project_image, image_exists
 from ..synth.source import Project, normalise
 
 IMAGE_REPOSITORY = "harness-mined"

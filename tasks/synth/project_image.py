@@ -2,22 +2,23 @@
 
 Dependencies are fetched on the host (`pip download` into a wheelhouse: the build backend and
 what it asks for (`build_backend`), the runtime dependencies, test extras, test dependency groups
-and test requirement files),
-sdists among them are turned into wheels for the base's Python (on the host, or where that is not
-pure Python and the base's Python is not the host's, by the base's own Python in a container of its
-builder; each release once per Python: the wheels built are kept in a host cache for the next
-wheelhouse that pins it), and the image installs from that wheelhouse
-with `--no-index` while the build has no network: an editable install where the backend can make
-one, else a regular install with the installed modules replaced by the source folder on the path
-(`source_on_path.py`). What was done is the image's `environment` notes (each instance carries
-them): the backend and its requirements, the install, the extras, groups and files, and every wheel
-by name and version, so a rebuild installs the same. Images and wheelhouses are cached by
-content hash. Per-instance images are one small layer on top (`build_image`).
+and test requirement files), sdists among them are turned into wheels for the base's Python
+(`wheels`), and the image installs from that wheelhouse with `--no-index` while the build has no
+network: an editable install where the backend can make one, else a regular install with the
+installed modules replaced by the source folder on the path (`source_on_path.py`). What was done
+is the image's `environment` notes (each instance carries them): the backend and its requirements,
+the install, the extras, groups and files, and every wheel by name and version, so a rebuild
+installs the same. Images and wheelhouses are cached by content hash. Per-instance images are one
+small layer on top (`build_image`).
 
 For a project at an old commit, `before` (a date) resolves the dependencies as they were on
 that day (`uv pip compile --exclude-newer`), then downloads exactly those pins. Requirement
 files that pin the *oldest* supported versions (`*-min.txt`, tox's lowest-versions runs) are
 another set of dependencies, not this image's, and are left out.
+
+Here: the test commands, the test dependencies the project declares, the wheelhouse, the install
+command, the image and its notes. pip and uv on the host (downloads for a base's Python, pins as
+of a date) are in `host_pip`; sdists turned into wheels, and the cache of those built, in `wheels`.
 """
 
 from __future__ import annotations
@@ -25,15 +26,11 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from configparser import ConfigParser
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -44,7 +41,6 @@ from sandboxes.images import (
     Base,
     base_of,
     build_base_image,
-    builder_recipe,
     cache_dir,
     image_exists,
 )
@@ -52,9 +48,11 @@ from sandboxes.images import (
 from ..swe import TEST_COMMAND, WORKDIR
 from .build_backend import DEFAULT_BUILD_REQUIRES, BackendNeeds, ask_backend, declared_backend, scm_env
 from .errors import SynthError
+from .host_pip import for_python, host_python, pinned, pip, quote, timed, uv_compile
 from .metadata import read_ini, read_pyproject, setup_py_literals
 from .python_base import choose_python
 from .source import Project
+from .wheels import build_wheels
 
 log = logging.getLogger(__name__)
 IMAGE_REPOSITORY = "harness-synth"
@@ -322,7 +320,7 @@ def pretend_version(root: Path, before: str | None = None, python: str = DEFAULT
     if before and name:
         with tempfile.TemporaryDirectory() as scratch:
             (Path(scratch) / "wanted.in").write_text(name + "\n")
-            done = _uv_compile(Path(scratch), "wanted.in", before, python, "--no-deps")
+            done = uv_compile(Path(scratch), "wanted.in", before, python, "--no-deps")
         pins = [line.split("==", 1)[1].strip() for line in done.stdout.splitlines() if "==" in line]
         if done.returncode == 0 and pins:
             return pins[0]
@@ -336,11 +334,11 @@ def install_command(root: Path, version: str | None = None, editable: bool = Tru
     extras, requirements, files = declared_test_dependencies(root)
     project = f"'.[{','.join(extras)}]'" if extras else "."
     targets = [f"-e {project}" if editable else project] if _installable(root) else []
-    targets += [_quote(r) for r in _test_requirements(root, requirements, files)]
+    targets += [quote(r) for r in _test_requirements(root, requirements, files)]
     version = pretend_version(root) if version is None else version
     pretend = f"SETUPTOOLS_SCM_PRETEND_VERSION={version} " if version else ""
     command = (
-        f"python3 -m pip install -q --no-index --find-links /tmp/wheelhouse {_quote(base.pip)} && "
+        f"python3 -m pip install -q --no-index --find-links /tmp/wheelhouse {quote(base.pip)} && "
         if base is not None and base.pip
         else ""
     )
@@ -349,7 +347,7 @@ def install_command(root: Path, version: str | None = None, editable: bool = Tru
         f"--find-links /tmp/wheelhouse {' '.join(targets) or 'pip'}"
     )
     if not editable and _installable(root):
-        command += f" && python3 /tmp/{SOURCE_ON_PATH.name} {_quote(distribution_name(root))} {WORKDIR}"
+        command += f" && python3 /tmp/{SOURCE_ON_PATH.name} {quote(distribution_name(root))} {WORKDIR}"
     return command
 
 
@@ -392,9 +390,9 @@ def fetch_wheelhouse(
         PLAN,
         sys.version.split()[0],
         python,
-        # For another Python, sdists that are not pure Python are built by that Python (`_build_wheels`):
+        # For another Python, sdists that are not pure Python are built by that Python (`wheels.build_wheels`):
         # wheelhouses from before, holding the host's builds, are not reused.
-        "built in the base" if python != _host_python() else "",
+        "built in the base" if python != host_python() else "",
         base.pip,
         before or "",
         *extras,
@@ -412,24 +410,24 @@ def fetch_wheelhouse(
     targets += wanted
     version = pretend_version(root, before, python) if version is None else version
     name = project.name
-    pinned = bool(before) or python != _host_python()
+    exact = bool(before) or python != host_python()
     with tempfile.TemporaryDirectory() as scratch:  # pip writes build metadata into the project
         copy = shutil.copytree(root, Path(scratch) / "project")
-        if pinned:
+        if exact:
             with timed(
                 on_step,
                 f"{name}: resolving the dependencies for Python {python}"
                 + (f" as of {before}" if before else "")
                 + " (uv)",
             ):
-                build_requires = _pinned(copy, [*build_requires, *DEFAULT_BUILD_REQUIRES], before, python, version)
-                targets = _pinned(copy, targets, before, python, version) if targets else []
+                build_requires = pinned(copy, [*build_requires, *DEFAULT_BUILD_REQUIRES], before, python, version)
+                targets = pinned(copy, targets, before, python, version) if targets else []
             with timed(on_step, f"{name}: pip download of {len(build_requires) + len(targets)} pins"):
-                _pip(
+                pip(
                     copy,
                     "download",
                     "--no-deps",
-                    *_for(python),
+                    *for_python(python),
                     "-d",
                     wheelhouse,
                     *build_requires,
@@ -438,19 +436,13 @@ def fetch_wheelhouse(
                 )
         else:
             with timed(on_step, f"{name}: pip download of the newest dependencies"):
-                _pip(copy, "download", "-d", wheelhouse, *build_requires, *DEFAULT_BUILD_REQUIRES, version=version)
+                pip(copy, "download", "-d", wheelhouse, *build_requires, *DEFAULT_BUILD_REQUIRES, version=version)
                 if targets:
-                    _pip(copy, "download", "-d", wheelhouse, *targets, version=version)
+                    pip(copy, "download", "-d", wheelhouse, *targets, version=version)
         if base.pip:  # the installer, not a dependency: the newest that fits, whatever the date
-            _pip(copy, "download", "--no-deps", *_for(python), "-d", wheelhouse, base.pip, version=version)
+            pip(copy, "download", "--no-deps", *for_python(python), "-d", wheelhouse, base.pip, version=version)
         needs = _backend_needs(copy, system, wheelhouse, before, python, version, on_step)
-        sdists = [p for p in wheelhouse.iterdir() if p.name.endswith(SDIST_SUFFIXES)]
-        unbuilt = [p for p in sdists if not _reuse_built_wheel(p, wheelhouse, python)]
-        if unbuilt:
-            _build_wheels(copy, name, unbuilt, wheelhouse, base, before, version, on_step)
-            _keep_built_wheels(unbuilt, wheelhouse, python)
-        for sdist in sdists:
-            sdist.unlink()
+        build_wheels(copy, name, wheelhouse, base, before, version, on_step)
     (wheelhouse / PLAN).write_text(json.dumps(asdict(needs), indent=1))
     (wheelhouse / ".complete").write_text("")
     return wheelhouse
@@ -471,286 +463,20 @@ def _backend_needs(
     if needs.problem:
         on_step(f"the build backend could not be asked (the install will show what is missing): {needs.problem}")
     elif needs.asked:
-        if before or python != _host_python():
-            _pip(
+        if before or python != host_python():
+            pip(
                 project,
                 "download",
                 "--no-deps",
-                *_for(python),
+                *for_python(python),
                 "-d",
                 wheelhouse,
-                *_pinned(project, needs.asked, before, python, version),
+                *pinned(project, needs.asked, before, python, version),
                 version=version,
             )
         else:
-            _pip(project, "download", "-d", wheelhouse, *needs.asked, version=version)
+            pip(project, "download", "-d", wheelhouse, *needs.asked, version=version)
     return needs
-
-
-def _host_python() -> str:
-    return f"{sys.version_info[0]}.{sys.version_info[1]}"
-
-
-def _for(python: str) -> list[str]:
-    """pip's options to download for the base's Python rather than the host's (nothing when they are the same)."""
-    return [] if python == _host_python() else ["--python-version", python]
-
-
-SDIST_SUFFIXES = (".tar.gz", ".zip", ".tar.bz2")
-
-
-def _release(filename: str) -> tuple[str, str]:
-    """(normalised project name, version) of an sdist or wheel file name."""
-    stem = next((filename[: -len(s)] for s in (*SDIST_SUFFIXES, ".whl") if filename.endswith(s)), filename)
-    name, _, version = stem.partition("-") if filename.endswith(".whl") else stem.rpartition("-")
-    return re.sub(r"[-_.]+", "_", name).lower(), version.split("-")[0]
-
-
-def _built_wheels(python: str) -> Path:
-    """Wheels built from sdists for the base's Python (cffi 1.15.0 for Python 3.9, ...), one folder per sdist
-    and Python: a release built once serves every wheelhouse for that Python that pins it."""
-    return cache_dir() / "synth" / "built-wheels" / f"py{python.replace('.', '')}"
-
-
-def _reuse_built_wheel(sdist: Path, wheelhouse: Path, python: str) -> bool:
-    kept = list((_built_wheels(python) / sdist.name).glob("*.whl"))
-    for wheel in kept:
-        shutil.copy2(wheel, wheelhouse / wheel.name)
-    return bool(kept)
-
-
-def _keep_built_wheels(sdists: list[Path], wheelhouse: Path, python: str) -> None:
-    wheels = {_release(w.name): w for w in wheelhouse.glob("*.whl")}
-    for sdist in sdists:
-        wheel = wheels.get(_release(sdist.name))
-        if wheel is not None:
-            folder = _built_wheels(python) / sdist.name
-            folder.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(wheel, folder / wheel.name)
-
-
-def _build_wheels(
-    project: Path,
-    name: str,
-    sdists: list[Path],
-    wheelhouse: Path,
-    base: Base,
-    before: str | None,
-    version: str,
-    on_step: Callable[[str], None],
-) -> None:
-    """Build `sdists` into wheels in `wheelhouse` for the base's Python.
-
-    First on the host, in one pip run (the build backends are fetched once). Where the host's Python is
-    the base's, or the wheel is pure Python (`-none-any`), that wheel serves. The rest, a wheel for the
-    host's Python (a C extension) or an sdist the host could not build, is built again by the base's own
-    Python, in a container of the base's builder, offline (`_build_in_base`)."""
-    with timed(on_step, f"{name}: building wheels of {', '.join(p.name for p in sdists)}"):
-        try:
-            _pip(project, "wheel", "--no-deps", "-w", wheelhouse, *sdists, version=version)
-        except SynthError as err:
-            if base.python == _host_python():
-                raise
-            on_step(f"{name}: the host could not build every sdist; the base's Python will: {str(err)[-300:]}")
-    if base.python == _host_python():
-        return
-    wheels = {_release(w.name): w for w in wheelhouse.glob("*.whl")}
-    again = []
-    for sdist in sdists:
-        wheel = wheels.get(_release(sdist.name))
-        if wheel is None or not wheel.name.endswith("-none-any.whl"):
-            if wheel is not None:
-                wheel.unlink()  # built for the host's Python
-            again.append(sdist)
-    if again:
-        with timed(on_step, f"{name}: building {', '.join(p.name for p in again)} with Python {base.python}"):
-            _build_in_base(again, wheelhouse, base, before, on_step)
-
-
-BUILD_DIR = "/tmp/harness-build"  # in the builder's container
-ASK_BACKEND = Path(__file__).with_name("ask_backend.py")
-
-
-@dataclass(frozen=True)
-class SdistBackend:
-    """An sdist's build backend, as its source declares it."""
-
-    backend: str
-    requires: list[str]  # `build-system.requires` (setuptools and wheel where none), and `setup_requires`
-    backend_path: list[str]
-    source: str  # the unpacked source, relative to the build folder
-
-
-def _build_in_base(
-    sdists: list[Path], wheelhouse: Path, base: Base, before: str | None, on_step: Callable[[str], None]
-) -> None:
-    """Build `sdists` into wheels in `wheelhouse` with the base's Python: `pip wheel --no-index` in a throwaway
-    container of the base's builder (`builder_recipe`: the base plus a compiler and the Python headers), with
-    no network. Build isolation installs what each sdist's backend needs: what its source declares
-    (`_sdist_backend`), and what the backend names when asked in the container (`_ask_in_builder`), each
-    resolved on the host for the base's Python (as of `before`) and downloaded beforehand: only those go in,
-    not the whole wheelhouse."""
-    from sandboxes import SandboxSpec
-    from sandboxes.docker_backend import DockerBackend
-
-    builder = build_base_image(builder_recipe(base.recipe), on_step)
-    with tempfile.TemporaryDirectory(prefix="harness-build-") as scratch:
-        work = Path(scratch)
-        requires = work / "requires"
-        requires.mkdir()
-        backends = {sdist: _sdist_backend(sdist, work) for sdist in sdists}
-        pins = sorted({pin for b in backends.values() for pin in _pinned(work, b.requires, before, base.python)})
-        install = ""
-        if base.pip:  # the suite's pip will not do: the wheelhouse's is installed first, as in project images
-            pips = list(wheelhouse.glob("pip-*.whl"))
-            for wheel in pips:
-                shutil.copy2(wheel, requires / wheel.name)
-            pins += [] if pips else [base.pip]
-            install = f"python3 -m pip install -q --no-index --find-links requires {_quote(base.pip)} && "
-        _pip(work, "download", "--no-deps", *_for(base.python), "-d", requires, *pins)
-        for sdist in sdists:
-            shutil.copy2(sdist, requires / sdist.name)
-        shutil.copy2(ASK_BACKEND, work / ASK_BACKEND.name)
-        spec = SandboxSpec(
-            image=builder,
-            workdir="/tmp",
-            cpus=float(os.cpu_count() or 1),
-            memory="4g",
-            wall_time=3600.0,
-        )
-        with DockerBackend().create(spec) as sandbox:
-            sandbox.upload(work, BUILD_DIR)
-            if install and not (done := sandbox.exec(f"cd {BUILD_DIR} && {install}true", timeout=600)).ok:
-                raise SynthError(f"installing {base.pip} in the builder failed: {done.output.strip()[-1500:]}")
-            asked = sorted(
-                set(_ask_in_builder(sandbox, backends, on_step)) - {r for b in backends.values() for r in b.requires}
-            )
-            if asked:
-                on_step(f"the build backends also asked for {', '.join(asked)}")
-                more = work / "more"
-                more.mkdir()
-                _pip(
-                    work,
-                    "download",
-                    "--no-deps",
-                    *_for(base.python),
-                    "-d",
-                    more,
-                    *_pinned(work, asked, before, base.python),
-                )
-                sandbox.upload(more, f"{BUILD_DIR}/requires")
-            command = (
-                f"cd {BUILD_DIR} && python3 -m pip wheel -q --no-deps --no-cache-dir --no-index --find-links requires "
-                f"-w out {' '.join(_quote(f'requires/{p.name}') for p in sdists)}"
-            )
-            done = sandbox.exec(command, timeout=3000)
-            if not done.ok:
-                raise SynthError(
-                    f"building {', '.join(p.name for p in sdists)} with Python {base.python} failed: "
-                    f"{done.message or done.output.strip()[-1500:]}"
-                )
-            sandbox.download(f"{BUILD_DIR}/out", work / "out")
-        for wheel in (work / "out").glob("*.whl"):
-            on_step(f"built {wheel.name} with Python {base.python}")
-            shutil.move(wheel, wheelhouse / wheel.name)
-
-
-def _ask_in_builder(sandbox, backends: dict[Path, SdistBackend], on_step: Callable[[str], None]) -> list[str]:
-    """What each sdist's backend names when asked for its wheel's build requirements (PEP 517
-    `get_requires_for_build_wheel`), asked by the base's Python in the builder's container with the declared
-    requirements installed (offline) and, as in pip's isolated builds, without the base's own site-packages
-    (`-S`: bullseye's importlib_metadata 1.x would stand in for the one setuptools brings). A backend that
-    cannot be asked is reported and left to `pip wheel`."""
-    asked = []
-    for number, (sdist, backend) in enumerate(backends.items()):
-        site = f"ask/site-{number}"
-        command = (
-            f"cd {BUILD_DIR} && python3 -m pip install -q --no-index --find-links requires --target {site} "
-            f"{' '.join(map(_quote, backend.requires))} && PYTHONPATH={BUILD_DIR}/{site} python3 -S {ASK_BACKEND.name} "
-            f"{_quote(f'{BUILD_DIR}/{backend.source}')} {_quote(backend.backend)} {_quote(json.dumps(backend.backend_path))}"
-        )
-        done = sandbox.exec(command, timeout=600)
-        answer = [line for line in done.output.splitlines() if line.startswith("ASKED ")]
-        if not done.ok or not answer:
-            on_step(f"could not ask the build backend of {sdist.name}: {done.output.strip()[-300:]}")
-            continue
-        asked += json.loads(answer[-1].removeprefix("ASKED "))
-    return asked
-
-
-def _sdist_backend(sdist: Path, scratch: Path) -> SdistBackend:
-    """An sdist's backend as its source declares it: `build-system` (setuptools and wheel where it declares
-    none), and setuptools' `setup_requires` where setup.py or setup.cfg names them. The source stays unpacked
-    in `scratch`, for the builder to ask the backend in."""
-    unpacked = scratch / "sources" / sdist.name
-    shutil.unpack_archive(sdist, unpacked)
-    tops = [p for p in unpacked.iterdir() if p.is_dir()]
-    root = tops[0] if len(tops) == 1 else unpacked
-    backend, requires, backend_path = declared_backend(read_pyproject(root).get("build-system", {}))
-    setup_requires = setup_py_literals(root).get("setup_requires") or []
-    setup_requires = [setup_requires] if isinstance(setup_requires, str) else list(setup_requires)
-    declared = read_ini(root / "setup.cfg").get("options", "setup_requires", fallback="")
-    setup_requires += [line.strip() for line in declared.splitlines() if line.strip()]
-    requires = sorted({*requires, *DEFAULT_BUILD_REQUIRES, *map(str, setup_requires)})
-    return SdistBackend(backend, requires, backend_path, str(root.relative_to(scratch)))
-
-
-def _pinned(project: Path, targets: list[str], before: str | None, python: str, version: str = "") -> list[str]:
-    """`targets` (requirements, `.` for the project) resolved to exact pins for `python` (as of `before`, where
-    given), the project itself left out."""
-    wanted = project / ".harness-requirements.in"
-    wanted.write_text("\n".join(targets) + "\n")
-    done = _uv_compile(project, wanted.name, before, python, version=version)
-    wanted.unlink()
-    if done.returncode != 0:
-        when = f" as of {before}" if before else ""
-        raise SynthError(
-            f"resolving the dependencies for Python {python}{when} failed (uv pip compile): "
-            f"{done.stderr.strip()[-1500:]}"
-        )
-    pins = [line.split(";")[0].strip() for line in done.stdout.splitlines()]
-    return [pin for pin in pins if "==" in pin]
-
-
-def _uv_compile(
-    cwd: Path, wanted: str, before: str | None, python: str, *options: str, version: str = ""
-) -> subprocess.CompletedProcess:
-    newer = ["--exclude-newer", before] if before else []
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "uv",
-            "pip",
-            "compile",
-            "--quiet",
-            "--no-header",
-            "--no-annotate",
-            *newer,
-            "--python-version",
-            python,
-            *options,
-            wanted,
-        ],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        check=False,
-        env=scm_env(version),
-    )
-
-
-def _pip(cwd: Path, *args, version: str = "") -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "pip", *map(str, args)],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        check=False,
-        env=scm_env(version),
-    )
-    if done.returncode != 0:
-        raise SynthError(f"pip {args[0]} of the project's dependencies failed: {done.stderr.strip()[-1500:]}")
 
 
 # ----------------------------------------------------------------------------- images
@@ -765,20 +491,6 @@ def build_image(tag: str, dockerfile: str, files: dict[str, Path], what: str) ->
 
 
 # ----------------------------------------------------------------------------- helpers
-
-
-@contextmanager
-def timed(on_step: Callable[[str], None], what: str) -> Iterator[None]:
-    """Report how long `what` took (where mining and synthesis spend their time)."""
-    started = time.monotonic()
-    try:
-        yield
-    finally:
-        on_step(f"{what}: {time.monotonic() - started:.0f}s")
-
-
-def _quote(text: str) -> str:
-    return "'" + text.replace("'", "'\\''") + "'"
 
 
 def _tree_digest(root: Path) -> str:

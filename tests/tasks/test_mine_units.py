@@ -5,7 +5,10 @@ tried, and the environment's choice of requirement files."""
 
 from __future__ import annotations
 
+import io
 import subprocess
+import tarfile
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -189,7 +192,7 @@ def test_a_dev_requirements_file_serves_when_no_test_file_exists(tmp_path):
 
 
 def test_a_wheel_built_from_an_sdist_serves_the_next_wheelhouse(tmp_path, monkeypatch):
-    from tasks.synth.project_image import _keep_built_wheels, _release, _reuse_built_wheel
+    from tasks.synth.wheels import _keep_built_wheels, _release, _reuse_built_wheel
 
     monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "cache"))
     assert _release("zope.interface-5.4.0.zip") == _release("zope_interface-5.4.0-cp311-cp311-linux_x86_64.whl")
@@ -205,6 +208,57 @@ def test_a_wheel_built_from_an_sdist_serves_the_next_wheelhouse(tmp_path, monkey
     assert _reuse_built_wheel(second / "cffi-1.15.0.tar.gz", second, "3.11")
     assert (second / "cffi-1.15.0-cp311-cp311-linux_x86_64.whl").read_text() == "built"
     assert not _reuse_built_wheel(second / "blinker-1.4.tar.gz", second, "3.11")  # no wheel was built for it
+
+
+def test_a_kept_wheel_serves_only_an_sdist_with_the_same_bytes(tmp_path, monkeypatch):
+    """A re-uploaded or locally built sdist has the name of the one a wheel was kept for, not its bytes."""
+    from tasks.synth.wheels import _keep_built_wheels, _reuse_built_wheel
+
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "cache"))
+    first, same, other = tmp_path / "first", tmp_path / "same", tmp_path / "other"
+    for folder, text in ((first, "sdist"), (same, "sdist"), (other, "rebuilt sdist")):
+        folder.mkdir()
+        (folder / "cffi-1.15.0.tar.gz").write_text(text)
+    (first / "cffi-1.15.0-cp311-cp311-linux_x86_64.whl").write_text("built")
+    _keep_built_wheels([first / "cffi-1.15.0.tar.gz"], first, "3.11")
+    assert not _reuse_built_wheel(other / "cffi-1.15.0.tar.gz", other, "3.11")
+    assert not list(other.glob("*.whl"))
+    assert _reuse_built_wheel(same / "cffi-1.15.0.tar.gz", same, "3.11")
+    assert (same / "cffi-1.15.0-cp311-cp311-linux_x86_64.whl").read_text() == "built"
+
+
+def _sdist(path: Path, files: dict[str, str]) -> Path:
+    """An sdist at `path` (.tar.gz or .zip) holding `files` (name -> text) under its top folder."""
+    top = path.name.removesuffix(".tar.gz").removesuffix(".zip")
+    if path.suffix == ".zip":
+        with zipfile.ZipFile(path, "w") as archive:
+            for name, text in files.items():
+                archive.writestr(f"{top}/{name}", text)
+    else:
+        with tarfile.open(path, "w:gz") as archive:
+            for name, text in files.items():
+                data = text.encode()
+                member = tarfile.TarInfo(f"{top}/{name}")
+                member.size = len(data)
+                archive.addfile(member, io.BytesIO(data))
+    return path
+
+
+def test_an_sdist_that_compiles_code_is_told_by_its_archive(tmp_path):
+    from tasks.synth.wheels import _compiles_code
+
+    setup = {"setup.py": "from setuptools import setup\nsetup()\n", "PKG-INFO": "Name: x\n"}
+    assert not _compiles_code(_sdist(tmp_path / "pure-1.0.tar.gz", {**setup, "pure/__init__.py": ""}))
+    assert _compiles_code(_sdist(tmp_path / "cext-1.0.tar.gz", {**setup, "src/_speedups.c": "int x;\n"}))
+    assert _compiles_code(_sdist(tmp_path / "cython-1.0.tar.gz", {**setup, "cython/_fast.pyx": "def f(): pass\n"}))
+    assert _compiles_code(_sdist(tmp_path / "zipped-1.0.zip", {**setup, "zipped/ext.cpp": "int x;\n"}))
+    assert not _compiles_code(_sdist(tmp_path / "zipped_pure-1.0.zip", {**setup, "zipped_pure/__init__.py": ""}))
+    parser = {**setup, "parser/__init__.py": "", "tests/c_files/example.c": "int x;\n"}  # test data, not a build
+    assert not _compiles_code(_sdist(tmp_path / "parser-1.0.tar.gz", parser))
+    rust = '[build-system]\nrequires = ["maturin>=1,<2"]\nbuild-backend = "maturin"\n'
+    assert _compiles_code(_sdist(tmp_path / "rusty-1.0.tar.gz", {"pyproject.toml": rust}))
+    flit = '[build-system]\nrequires = ["flit_core>=3.2"]\nbuild-backend = "flit_core.buildapi"\n'
+    assert not _compiles_code(_sdist(tmp_path / "flat-1.0.tar.gz", {"pyproject.toml": flit, "flat.py": ""}))
 
 
 def test_the_cheat_edits_the_file_of_a_test_named_by_its_function_alone():
