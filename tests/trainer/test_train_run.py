@@ -355,11 +355,15 @@ def test_short_async_grpo_run_then_a_stuck_rollout_fails_clearly_with_the_checkp
     AutoModelForCausalLM.from_pretrained(run_dir / "checkpoints" / "global_step_3")
 
 
-def test_grpo_through_mini_swe_agent_trains_on_the_tokens_the_endpoint_recorded(tiny_model, tmp_path, docker_backend):
-    """One GRPO step whose episodes mini-swe-agent drives (the shipped example config): the batch is the tokens and
-    logprobs the intercepting endpoint recorded, and the learner scores them as the engine sampled them. The tiny
-    random model resolves no swe-tiny task, so the task is scored by a reward that pays its two episodes 1 and 0
-    (`tests/trainer/alternating_reward.py`): the group has variance, and the step must change the weights."""
+@pytest.mark.parametrize("scaffold", ["mini-swe-agent", "examples.scaffolds.scaffold:bash_agent"])
+def test_grpo_through_a_scaffold_trains_on_the_tokens_the_endpoint_recorded(
+    tiny_model, tmp_path, docker_backend, scaffold
+):
+    """One GRPO step whose episodes a scaffold drives (the shipped example config; mini-swe-agent, and the example
+    of a user's own scaffold): the batch is the tokens and logprobs the intercepting endpoint recorded, and the
+    learner scores them as the engine sampled them. The tiny random model resolves no swe-tiny task, so the task is
+    scored by a reward that pays its two episodes 1 and 0 (`tests/trainer/alternating_reward.py`): the group has
+    variance, and the step must change the weights."""
     from safetensors.torch import load_file
 
     from tasks.taskset import load_tasks
@@ -388,6 +392,7 @@ def test_grpo_through_mini_swe_agent_trains_on_the_tokens_the_endpoint_recorded(
         "trainer.train_batch_size=1",
         "trainer.micro_batch_size=1",
         "generator.n_samples_per_prompt=2",
+        f"generator.scaffold={scaffold}",
         timeout=600,
     )
     assert done.returncode == 0, done.stdout + done.stderr
@@ -395,18 +400,20 @@ def test_grpo_through_mini_swe_agent_trains_on_the_tokens_the_endpoint_recorded(
     trajectories = rows_of(run_dir / "rollouts" / "step_000001.jsonl")
     assert step["step"] == 1 and len(trajectories) == 2
     assert sorted(t["reward"] for t in trajectories) == [0.0, 1.0] and step["train/reward_mean"] == 0.5
+    name = "bash-agent" if scaffold.endswith(":bash_agent") else scaffold
     for t in trajectories:
-        scaffold = t["metadata"]["scaffold"]
-        assert scaffold["name"] == "mini-swe-agent" and t["turns"] == len(scaffold["calls"]) >= 1, t["error"]
+        recorded = t["metadata"]["scaffold"]
+        assert recorded["name"] == name and t["turns"] == len(recorded["calls"]) >= 1, t["error"]
         assert t["timings"]["policy_s"] > 0 and len(t["token_ids"]) == len(t["loss_mask"]) == len(t["logprobs"])
-        segments = [*scaffold["token_segments"], t]  # a history the scaffold rewrote starts a new segment
-        for call in scaffold["calls"]:  # each sampled answer, where the engine continued its segment's prompt
+        segments = [*recorded["token_segments"], t]  # a history the scaffold rewrote starts a new segment
+        for call in recorded["calls"]:  # each sampled answer, where the engine continued its segment's prompt
             segment = segments[call["segment"]]
             where = slice(call["prompt_length"], call["prompt_length"] + len(call["token_ids"]))
             assert segment["token_ids"][where] == call["token_ids"] and segment["logprobs"][where] == call["logprobs"]
             assert set(segment["loss_mask"][where]) == {1}
-        assert sum(sum(s["loss_mask"]) for s in segments) == sum(len(c["token_ids"]) for c in scaffold["calls"])
-    assert any(t["metadata"]["scaffold"]["token_segments"] for t in trajectories)  # the random replies' format errors
+        assert sum(sum(s["loss_mask"]) for s in segments) == sum(len(c["token_ids"]) for c in recorded["calls"])
+    if scaffold == "mini-swe-agent":  # it drops a reply without one action from its history: the history is rewritten
+        assert any(t["metadata"]["scaffold"]["token_segments"] for t in trajectories)
     sampled = sum(len(c["token_ids"]) for t in trajectories for c in t["metadata"]["scaffold"]["calls"])
     assert step["train/trained_tokens"] == sampled  # every sampled token, and nothing else
     assert step["train/ratio_mean"] == pytest.approx(1.0, abs=1e-5)  # the learner's logprobs are the engine's
