@@ -232,18 +232,21 @@ def _train(count: int, subset: str = "train") -> tuple[dict[str, Any], ...]:
         "sft": lambda fix: fix not in RL_FIXES,
         "rl": lambda fix: fix in RL_FIXES,
     }[subset]
-    return tuple(
-        _distinct(
-            "train", count, lambda fix: fix not in HELDOUT_FIXES | VALIDATION_FIXES and allowed(fix), key="content_key"
-        )
-    )
+
+    def training(fix: tuple[str, str]) -> bool:
+        return fix not in HELDOUT_FIXES | VALIDATION_FIXES and allowed(fix)
+
+    return tuple(_distinct("train", count, training, key="content_key", name=subset))
 
 
-def _distinct(split: str, count: int, allowed: Callable[[tuple[str, str]], bool], key: str) -> list[dict[str, Any]]:
-    """The split's first `count` draws whose fix is `allowed`, without two of the same `key`."""
+def _distinct(
+    split: str, count: int, allowed: Callable[[tuple[str, str]], bool], key: str, name: str | None = None
+) -> list[dict[str, Any]]:
+    """The split's first `count` draws whose fix is `allowed`, without two of the same `key`; their ids are
+    `swe-tiny-NAME-INDEX` (NAME: the split's, unless given)."""
     seen, out, draw = set(), [], 0
     while len(out) < count:
-        instance = make_instance(split, draw, len(out), allowed)
+        instance = make_instance(split, draw, len(out), allowed, name)
         draw += 1
         if instance is None or instance[key] in seen:
             continue
@@ -255,7 +258,11 @@ def _distinct(split: str, count: int, allowed: Callable[[tuple[str, str]], bool]
 
 
 def make_instance(
-    split: str, draw: int, index: int, allowed: Callable[[tuple[str, str]], bool] = lambda fix: True
+    split: str,
+    draw: int,
+    index: int,
+    allowed: Callable[[tuple[str, str]], bool] = lambda fix: True,
+    name: str | None = None,
 ) -> dict[str, Any] | None:
     """One instance from its split and draw number (the same inputs give the same instance); None if its fix
     (see `fix_of`) is not `allowed`."""
@@ -296,7 +303,7 @@ def make_instance(
     statement = _statement(names[bugged], intended[bugged], path, line_number, bugged_line.strip())
     content_key = hashlib.sha256(repr((sorted(files.items()), correct_line)).encode()).hexdigest()[:16]
     return {
-        "instance_id": f"swe-tiny-{split}-{index:05d}",
+        "instance_id": f"swe-tiny-{name or split}-{index:05d}",
         "repo": f"harness-tiny/{PACKAGE}",
         "base_commit": base_commit,
         "environment_setup_commit": base_commit,

@@ -56,6 +56,7 @@ def test_the_reward_only_prompts_have_fixes_no_demonstration_set_has():
     a demonstration of swe-tiny-sft shows, nor a held-out or validation one."""
     sft, rl = (dict(seen_by_the_model(i) for i in load) for load in map(swe_tiny_instances, ("sft", "rl")))
     assert (len(swe_tiny_instances("sft")), len(swe_tiny_instances("rl"))) == (4000, 1000)
+    assert {i["instance_id"].rsplit("-", 1)[0] for i in swe_tiny_instances("rl")} == {"swe-tiny-rl"}  # ids of its own
     assert len(set(sft.values())) == 42 and set(rl.values()) == RL_FIXES and len(RL_FIXES) == 21
     assert not sft.keys() & rl.keys() and not set(sft.values()) & set(rl.values())
     assert not RL_FIXES & (HELDOUT_FIXES | VALIDATION_FIXES)
