@@ -338,20 +338,23 @@ def write_report(runs: Path, report: dict) -> None:
 
 
 def plot(runs: Path, report: dict) -> None:
-    """Held-out greedy rate and pass@k of each arm: each seed a dot, the mean a bar; the plateau a line."""
+    """Held-out greedy rate and pass@k of each arm: each seed a dot, the mean a bar; the plateau a line. Without
+    pass@k samples (`--pass-k 0`), the greedy panel alone."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     start = report["plateau"]["heldout"]
+    sampled = bool(start["pass@k"])
+    figure, axes = plt.subplots(1, 2 if sampled else 1, figsize=(10 if sampled else 5, 4), squeeze=False)
+    left, right = axes[0][0], axes[0][-1]
     colours = dict(zip(report["arms"], ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple"]))
     for position, (arm, seeds) in enumerate(report["arms"].items()):
         greedy = [s["heldout"]["greedy"] for s in seeds]
         left.bar(position, statistics.fmean(greedy), color=colours[arm], alpha=0.4)
         left.scatter([position] * len(greedy), greedy, color=colours[arm], zorder=3)
-        for seed in seeds:
+        for seed in seeds if sampled else []:
             curve = seed["heldout"]["pass@k"]
             right.plot(
                 [int(k) for k in curve],
@@ -366,13 +369,18 @@ def plot(runs: Path, report: dict) -> None:
     left.set_ylabel("held-out resolve rate (greedy)")
     left.set_ylim(0, 1)
     left.legend(loc="lower right")
-    right.plot(
-        [int(k) for k in start["pass@k"]], list(start["pass@k"].values()), color="grey", linestyle="--", label="plateau"
-    )
-    right.set_xlabel("k")
-    right.set_ylabel("held-out pass@k (temperature 0.5)")
-    right.set_ylim(0, 1)
-    right.legend(fontsize=7)
+    if sampled:
+        right.plot(
+            [int(k) for k in start["pass@k"]],
+            list(start["pass@k"].values()),
+            color="grey",
+            linestyle="--",
+            label="plateau",
+        )
+        right.set_xlabel("k")
+        right.set_ylabel("held-out pass@k (temperature 0.5)")
+        right.set_ylim(0, 1)
+        right.legend(fontsize=7)
     figure.tight_layout()
     figure.savefig(runs / "swe-proof.png", dpi=100)
     plt.close(figure)
