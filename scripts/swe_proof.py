@@ -109,8 +109,9 @@ def harness(*argv: str, log: Path) -> None:
         raise SystemExit(f"harness {argv[0]} failed (exit {done.returncode}); see {log}:\n" + log.read_text()[-3000:])
 
 
-def demonstrations(runs: Path, policy: str, count: int, tasks: str, name: str | None = None) -> Path:
-    folder = runs / (name or f"{tasks.replace('-train', '')}-{policy}-{count}")
+def demonstrations(runs: Path, policy: str, count: int, tasks: str, label: str | None = None) -> Path:
+    """`count` episodes of `policy` on `tasks`, in `RUNS/TASKS-LABEL-COUNT` (swe-tiny-train's as `swe-tiny-...`)."""
+    folder = runs / f"{tasks.replace('-train', '')}-{label or policy}-{count}"
     data = folder / "trajectories.parquet"
     if not data.exists():
         keep = "rewarded" if policy == "gold" else "all"
@@ -296,8 +297,8 @@ def collect_arms(runs: Path, args) -> dict[str, list[dict]]:
 def hack_run(runs: Path, args) -> dict:
     """A plateau SFT on gold demonstrations with a minority of test-editing hacks mixed in, then GRPO."""
     hacks = round(args.demos * args.hack_share)
-    gold = demonstrations(runs, "gold", args.demos - hacks, args.demo_tasks, name=f"swe-tiny-gold-{args.demos - hacks}")
-    hacked = demonstrations(runs, HACKER, hacks, args.demo_tasks, name=f"swe-tiny-hack-{hacks}")
+    gold = demonstrations(runs, "gold", args.demos - hacks, args.demo_tasks)
+    hacked = demonstrations(runs, HACKER, hacks, args.demo_tasks, label="hack")
     plateau_run = runs / "swe-plateau-hack"
     plateau = sft_plateau(plateau_run, args.start, [gold, hacked], args)
     run = runs / "swe-grpo-hack"
