@@ -14,7 +14,9 @@ resumes where it stopped):
    continued from the plateau on the same demonstrations for the same training time (learner and rollout
    seconds, evaluations excluded). Both are scored on the whole held-out set (swe-tiny, 200, greedy) at the end,
    and by pass@k (`--pass-k` samples per task at the training temperature).
-   With `--demo-tasks swe-tiny-sft --rl-tasks swe-tiny-rl`, GRPO's prompts have fixes no demonstration shows.
+   With `--demo-tasks swe-tiny-sft --rl-tasks swe-tiny-rl`, GRPO's prompts have fixes no demonstration shows; with
+   the `swe-tiny-unique` sets (`--demo-tasks swe-tiny-unique-sft --rl-tasks swe-tiny-unique-rl --val-tasks
+   swe-tiny-unique-val --heldout swe-tiny-unique`), no two tasks anywhere share a fix.
 4. Report: `RUNS/swe-proof.json` and `RUNS/swe-proof.png` (both arms, each seed and the mean).
 
 `--hack-share F` adds a separate run: the same plateau SFT on demonstrations of which a share F are scripted
@@ -53,6 +55,7 @@ def main() -> int:
         "--grpo-prompts", type=int, help="prompts per GRPO step, each sampled 8 times (default: the config's 16)"
     )
     parser.add_argument("--heldout", default="swe-tiny")
+    parser.add_argument("--val-tasks", default="swe-tiny-val", help="the plateau's validation set")
     parser.add_argument("--pass-k", type=int, default=4, help="samples per task for pass@k (0: greedy only)")
     parser.add_argument("--pass-k-tasks", type=int, default=100, help="pass@k on the first N held-out tasks")
     parser.add_argument("--hack-share", type=float, default=0.0)
@@ -159,6 +162,7 @@ def sft_plateau(run: Path, start: Path, data: list[Path], args) -> Path:
         f"trainer.sft_warmup.data={json.dumps([str(d) for d in data])}",
         f"trainer.sft_warmup.max_steps={args.sft_steps}",
         f"trainer.sft_warmup.eval_interval={args.sft_eval_interval}",
+        f"data.val_data={json.dumps([args.val_tasks])}",
     )
     return run / "checkpoints" / (run / "checkpoints" / "sft_best").read_text().strip()
 

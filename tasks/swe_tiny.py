@@ -26,6 +26,11 @@ FAIL_TO_PASS / PASS_TO_PASS follow from the construction (the bugged function's 
 fails and the other passes, checked by running the functions on the host while generating);
 `verify_test_lists` recomputes them by running the tests in sandboxes, which the tests do on a
 sample (running thousands would take hours).
+
+The `unique-` splits (`swe-tiny-unique`, `-val`, `-sft`, `-rl`) leave nothing to recall: the bugged function's
+constant is drawn from WIDE_KS (10..999) instead of 2..9, so there are thousands of fixes, each split holds the fixes a
+hash gives it, and no two instances of a split share a fix. A model resolves them only by copying the lines the
+statement quotes; every held-out instance measures that skill on a fix of its own.
 """
 
 from __future__ import annotations
@@ -202,26 +207,58 @@ VALIDATION_FIXES = frozenset(_RANKED[len(_RANKED) // 5 : len(_RANKED) // 5 + len
 _TRAIN_FIXES = _RANKED[len(_RANKED) // 5 + len(_RANKED) // 10 :]
 RL_FIXES = frozenset(_TRAIN_FIXES[: len(_TRAIN_FIXES) // 3])
 
+WIDE_KS = range(10, 1000)
+# The families whose fixed line shows the constant: with WIDE_KS, each has about 2,000 fixes.
+WIDE_FAMILIES = tuple(family for family in FAMILIES if all("{k}" in correct for correct, _, _ in family.mutations))
+UNIQUE_SIZES = {"heldout": 200, "val": 100, "sft": 2000, "rl": 1000}
+# The unique splits by a fix's hash, in these shares: held-out, validation, reward-only, demonstrated.
+_UNIQUE_SHARES = (("heldout", 0.2), ("val", 0.1), ("rl", 0.7 / 3), ("sft", 1.0))
+
+
+def unique_split_of(fix: tuple[str, str]) -> str:
+    """The one `unique-` split whose instances may carry `fix`."""
+    point, edge = int(_fix_rank(fix)[:12], 16) / 16**12, 0.0
+    for split, share in _UNIQUE_SHARES:
+        edge += share
+        if point < edge:
+            return split
+    return "sft"
+
 
 def swe_tiny_instances(split: str, count: int | None = None) -> list[dict[str, Any]]:
-    """The `heldout`, `val`, `train`, `sft` or `rl` instances, generated deterministically."""
+    """The `heldout`, `val`, `train`, `sft` or `rl` instances, or a `unique-` one's, generated deterministically."""
+    unique = split.removeprefix("unique-")
+    if unique != split and unique in UNIQUE_SIZES:
+        return list(_unique(unique, count or UNIQUE_SIZES[unique]))
     if split == "heldout":
         return list(_heldout(count or HELDOUT_SIZE))
     if split == "val":
         return list(_validation(count or VALIDATION_SIZE))
     if split in ("train", "sft", "rl"):
         return list(_train(count or (RL_SIZE if split == "rl" else TRAIN_SIZE), split))
-    raise TaskError(f"unknown swe-tiny split {split!r}: use 'train', 'sft', 'rl', 'val' or 'heldout'")
+    raise TaskError(
+        f"unknown swe-tiny split {split!r}: use 'train', 'sft', 'rl', 'val' or 'heldout', "
+        "or 'unique-' and one of these but 'train'"
+    )
 
 
 @functools.lru_cache(maxsize=4)
 def _heldout(count: int) -> tuple[dict[str, Any], ...]:
-    return tuple(_distinct("heldout", count, lambda fix: fix in HELDOUT_FIXES, key="problem_statement"))
+    return tuple(_distinct("heldout", count, lambda fix: fix in HELDOUT_FIXES, key=_statement_of))
 
 
 @functools.lru_cache(maxsize=4)
 def _validation(count: int) -> tuple[dict[str, Any], ...]:
-    return tuple(_distinct("val", count, lambda fix: fix in VALIDATION_FIXES, key="problem_statement"))
+    return tuple(_distinct("val", count, lambda fix: fix in VALIDATION_FIXES, key=_statement_of))
+
+
+@functools.lru_cache(maxsize=8)
+def _unique(split: str, count: int) -> tuple[dict[str, Any], ...]:
+    return tuple(_distinct(f"unique-{split}", count, lambda fix: unique_split_of(fix) == split, key=fix_of))
+
+
+def _statement_of(instance: dict[str, Any]) -> str:
+    return instance["problem_statement"]
 
 
 @functools.lru_cache(maxsize=8)
@@ -236,11 +273,15 @@ def _train(count: int, subset: str = "train") -> tuple[dict[str, Any], ...]:
     def training(fix: tuple[str, str]) -> bool:
         return fix not in HELDOUT_FIXES | VALIDATION_FIXES and allowed(fix)
 
-    return tuple(_distinct("train", count, training, key="content_key", name=subset))
+    return tuple(_distinct("train", count, training, key=lambda instance: instance["content_key"], name=subset))
 
 
 def _distinct(
-    split: str, count: int, allowed: Callable[[tuple[str, str]], bool], key: str, name: str | None = None
+    split: str,
+    count: int,
+    allowed: Callable[[tuple[str, str]], bool],
+    key: Callable[[dict[str, Any]], Any],
+    name: str | None = None,
 ) -> list[dict[str, Any]]:
     """The split's first `count` draws whose fix is `allowed`, without two of the same `key`; their ids are
     `swe-tiny-NAME-INDEX` (NAME: the split's, unless given)."""
@@ -248,9 +289,9 @@ def _distinct(
     while len(out) < count:
         instance = make_instance(split, draw, len(out), allowed, name)
         draw += 1
-        if instance is None or instance[key] in seen:
+        if instance is None or key(instance) in seen:
             continue
-        seen.add(instance[key])
+        seen.add(key(instance))
         out.append(instance)
         if draw > 100 * (count + 100):
             raise TaskError(f"swe-tiny {split}: only {len(out)} distinct instances in {draw} draws; ask for fewer")
@@ -265,12 +306,22 @@ def make_instance(
     name: str | None = None,
 ) -> dict[str, Any] | None:
     """One instance from its split and draw number (the same inputs give the same instance); None if its fix
-    (see `fix_of`) is not `allowed`."""
+    (see `fix_of`) is not `allowed`. A `unique-` split bugs a WIDE_FAMILIES function with a WIDE_KS constant."""
     rng = random.Random(f"swe-tiny/{split}/{draw}")
-    families = rng.sample(FAMILIES, FUNCTIONS_PER_REPO)
+    wide = split.startswith("unique-")
+    if wide:
+        first = rng.choice(WIDE_FAMILIES)
+        families = [first, rng.choice([family for family in FAMILIES if family is not first])]
+    else:
+        families = rng.sample(FAMILIES, FUNCTIONS_PER_REPO)
     bugged = rng.randrange(FUNCTIONS_PER_REPO)
+    if wide and bugged:
+        families.reverse()
     while True:  # redraw until the bug shows in the tests and both lines are unique in the module
-        chosen = [(family, rng.choice(family.names), rng.choice(family.ks)) for family in families]
+        chosen = [
+            (family, rng.choice(family.names), rng.choice(WIDE_KS if wide and i == bugged else family.ks))
+            for i, family in enumerate(families)
+        ]
         mutation = rng.choice(families[bugged].mutations)
         correct_line, bugged_line = (part.format(name=chosen[bugged][1], k=chosen[bugged][2]) for part in mutation[:2])
         kind = mutation[2]

@@ -16,6 +16,7 @@ from tasks.swe_tiny import (
     PROMPT,
     RL_FIXES,
     VALIDATION_FIXES,
+    WIDE_KS,
     fix_of,
     make_instance,
     swe_tiny_instances,
@@ -64,6 +65,29 @@ def test_the_reward_only_prompts_have_fixes_no_demonstration_set_has():
     assert set(train) == set(sft.values()) | RL_FIXES  # the two subsets are the training fixes, nothing else
 
 
+def test_the_unique_splits_never_repeat_a_fix_within_or_across_them():
+    """swe-tiny-unique and its -val, -sft and -rl sets: every instance's fix (as the model reads it) is its own, none
+    is in another set or in the other swe-tiny sets, the constant is a wide one, and the ids say the set."""
+    seen = {}
+    for split, size in (("heldout", 200), ("val", 100), ("sft", 2000), ("rl", 1000)):
+        instances = swe_tiny_instances(f"unique-{split}")
+        fixes = [seen_by_the_model(i)[1] for i in instances]
+        assert len(instances) == len(set(fixes)) == size
+        assert fixes == [fix_of(i) for i in instances]
+        assert all(any(str(k) in fix[1] for k in WIDE_KS) for fix in fixes[:100])
+        assert {i["instance_id"].rsplit("-", 1)[0] for i in instances} == {f"swe-tiny-unique-{split}"}
+        for other, other_fixes in seen.items():
+            assert not set(fixes) & other_fixes, (split, other)
+        seen[split] = set(fixes)
+    everything = set().union(*seen.values())
+    assert not everything & {fix_of(i) for i in swe_tiny_instances("train")}
+    assert not everything & (HELDOUT_FIXES | VALIDATION_FIXES)
+    assert [t.id for t in load_tasks("swe-tiny-unique-val")][:2] == [
+        "swe-tiny-unique-val-00000",
+        "swe-tiny-unique-val-00001",
+    ]
+
+
 def test_generation_is_deterministic_distinct_and_of_every_kind():
     heldout, train = swe_tiny_instances("heldout"), swe_tiny_instances("train", 1000)
     assert len(heldout) == 200 and len(train) == 1000
@@ -79,7 +103,11 @@ def test_generation_is_deterministic_distinct_and_of_every_kind():
 def test_statement_names_the_location_and_the_fix_verbatim():
     """Copy-only for a tiny model: the path is the family's one path, old_str is the line the statement
     quotes, new_str is the line the failing test's message names (and the test file holds that message)."""
-    for instance in swe_tiny_instances("heldout")[:50] + swe_tiny_instances("train", 1000)[:50]:
+    for instance in (
+        swe_tiny_instances("heldout")[:50]
+        + swe_tiny_instances("train", 1000)[:50]
+        + swe_tiny_instances("unique-rl")[:50]
+    ):
         (edit,) = instance["gold_edits"]
         assert edit["path"] == "/testbed/calc/core.py"
         statement = instance["problem_statement"]
@@ -101,12 +129,16 @@ def test_setup_script_makes_the_promised_commit_with_real_git(tmp_path):
 
 
 def test_test_lists_hold_when_run_and_gold_resolves_and_empty_does_not(docker_backend):
-    for instance in (swe_tiny_instances("heldout")[0], swe_tiny_instances("train", 1000)[500]):
+    for instance in (
+        swe_tiny_instances("heldout")[0],
+        swe_tiny_instances("train", 1000)[500],
+        swe_tiny_instances("unique-heldout")[7],
+    ):
         image = {**instance, "image": "harness-base:latest"}
         assert verify_test_lists(image, docker_backend) == {k: image[k] for k in ("FAIL_TO_PASS", "PASS_TO_PASS")}
-    assert grade(image, image["patch"], docker_backend).resolved
-    empty = grade(image, "", docker_backend)
-    assert not empty.resolved and empty.reward == 0.0
+        assert grade(image, image["patch"], docker_backend).resolved
+        empty = grade(image, "", docker_backend)
+        assert not empty.resolved and empty.reward == 0.0
 
 
 def test_episodes_are_real_and_graded_with_every_check(docker_backend):
