@@ -24,7 +24,7 @@ import os
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import PolicyError
 from ..policy import Completion, Policy, Sampling
@@ -82,6 +82,7 @@ def checkpoint_weight_names(path: Path) -> set[str]:
 
 class VLLMPolicy(Policy):
     concurrent = True
+    streams_tokens = True
 
     def __init__(
         self,
@@ -165,21 +166,32 @@ class VLLMPolicy(Policy):
 
     # -- generation ------------------------------------------------------------------------------
 
-    def generate_ids(self, prompt_ids: list[int], sampling: Sampling) -> Completion:
-        return self._call(self._turn(list(prompt_ids), sampling, sampling.seed))
+    def generate_ids(self, prompt_ids: list[int], sampling: Sampling, listener: Callable | None = None) -> Completion:
+        """`listener`, if given, is called with the tokens so far each time the engine hands out more."""
+        return self._call(self._turn(list(prompt_ids), sampling, sampling.seed, listener))
 
     def generate_ids_batch(
-        self, prompts: list[list[int]], sampling: Sampling, seeds: list[int | None] | None = None
+        self,
+        prompts: list[list[int]],
+        sampling: Sampling,
+        seeds: list[int | None] | None = None,
+        listeners: list | None = None,
     ) -> list[Completion]:
-        """As `HFPolicy.generate_ids_batch`: row i seeded with seeds[i], else with sampling.seed + i."""
+        """As `HFPolicy.generate_ids_batch`: row i seeded with seeds[i], else with sampling.seed + i; listeners[i]
+        hears row i's tokens so far."""
         seeds = sampling.row_seeds(len(prompts)) if seeds is None else seeds
+        listeners = listeners or [None] * len(prompts)
 
         async def all_rows():
-            return await asyncio.gather(*(self._turn(list(p), sampling, s) for p, s in zip(prompts, seeds)))
+            return await asyncio.gather(
+                *(self._turn(list(p), sampling, s, h) for p, s, h in zip(prompts, seeds, listeners))
+            )
 
         return self._call(all_rows())
 
-    async def _turn(self, prompt: list[int], sampling: Sampling, seed: int | None) -> Completion:
+    async def _turn(
+        self, prompt: list[int], sampling: Sampling, seed: int | None, listener: Callable | None = None
+    ) -> Completion:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
         from vllm.sampling_params import RequestOutputKind
@@ -196,7 +208,8 @@ class VLLMPolicy(Policy):
             skip_special_tokens=False,
             spaces_between_special_tokens=False,
             detokenize=bool(sampling.stop),
-            output_kind=RequestOutputKind.FINAL_ONLY,
+            # the tokens so far at each engine step where someone listens, else the finished turn alone
+            output_kind=RequestOutputKind.CUMULATIVE if listener else RequestOutputKind.FINAL_ONLY,
         )
         final = None
         try:
@@ -204,6 +217,8 @@ class VLLMPolicy(Policy):
                 TokensPrompt(prompt_token_ids=prompt), params, f"turn-{next(self._requests)}"
             ):
                 final = output
+                if listener:
+                    listener(list(output.outputs[0].token_ids))
         except Exception as err:  # vLLM refuses a request (e.g. too long) or the engine died: one clear error
             raise PolicyError(f"vLLM failed on a {len(prompt)}-token prompt: {type(err).__name__}: {err}") from err
         sample = final.outputs[0]

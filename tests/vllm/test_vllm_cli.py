@@ -73,6 +73,19 @@ def test_serve_with_the_vllm_engine(vllm_model):
             answers = list(pool.map(ask, [1, 2, 3, 1]))
         assert answers[0] == answers[3] and len(set(answers)) > 1
 
+        # streamed as the engine samples: many pieces per choice, adding up to the turn asked for without streaming
+        settings = {"model": "tiny", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 48, "seed": 4}
+        settings |= {"temperature": 1.0, "n": 2}
+        plain = client.chat.completions.create(**settings)
+        pieces: dict[int, list[str]] = {}
+        for chunk in client.chat.completions.create(stream=True, **settings):
+            for choice in chunk.choices:
+                if choice.delta.content:
+                    pieces.setdefault(choice.index, []).append(choice.delta.content)
+        for choice in plain.choices:
+            assert choice.message.content and "".join(pieces[choice.index]) == choice.message.content
+            assert len(pieces[choice.index]) > 3, pieces[choice.index]
+
 
 def test_grpo_steps_with_vllm_rollouts_and_weight_sync(vllm_model, tmp_path):
     from transformers import AutoModelForCausalLM
