@@ -4,9 +4,10 @@ intercepting endpoint's added latency per model call.
     python -m bench.scaffold_bench [--episodes 4] [--calls 200] [--skip-episodes]
 
 - episodes: the gold policy on the first `--episodes` swe-demo tasks, one at a time, driven by
-  our loop, by mini-swe-agent and by the example scaffold (examples/scaffolds), alternating the
-  order per task; the agent part of each episode (sandbox start, turns, patch; grading excluded,
-  it ends when the agent's turns are over) and the whole episode. Ratios against our loop.
+  our loop, by the example scaffold (examples/scaffolds), by mini-swe-agent and by OpenHands,
+  alternating the order per task, after one untimed episode of each; the agent part of each
+  episode (sandbox start, turns, patch; grading excluded, it ends when the agent's turns are
+  over) and the whole episode. Ratios against our loop.
 - interception: `--calls` model calls straight to the policy and the same calls through the
   endpoint over HTTP (a new connection each, as litellm's client makes them), for a scripted
   policy (the endpoint's own cost) and for the tiny checkpoint with its exact-token record.
@@ -42,33 +43,40 @@ def episodes(count: int, console: Console) -> dict[str, dict[str, float]]:
     sys.path.insert(0, str(ROOT))
     from examples.scaffolds.scaffold import bash_agent
 
-    drivers = {"harness": None, "mini-swe-agent": get_scaffold("mini-swe-agent"), "bash-agent": bash_agent}
+    drivers = {"harness": None, "bash-agent": bash_agent}
+    drivers |= {name: get_scaffold(name) for name in ("mini-swe-agent", "openhands")}
     backend = get_backend("docker")
     tasks = load_tasks("swe-demo")[:count]
     agent_s: dict[str, list[float]] = {name: [] for name in drivers}
     total_s: dict[str, list[float]] = {name: [] for name in drivers}
+
+    def episode(name: str, task) -> tuple[float, float]:
+        marks = [time.monotonic()]
+        with tempfile.TemporaryDirectory() as folder:
+            trajectory = run_episode(
+                task,
+                GoldPolicy(),
+                Sampling(temperature=0.0),
+                EpisodeLimits(),
+                backend,
+                on_agent_done=lambda: marks.append(time.monotonic()),
+                scaffold=drivers[name],
+                artifacts=Path(folder) if drivers[name] else None,
+            )
+        if trajectory.reward != 1.0:
+            raise RuntimeError(
+                f"{name} on {task.id}: reward {trajectory.reward} ({trajectory.exit_status}: {trajectory.error})"
+            )
+        console.print(f"{task.id} {name}: {trajectory.timings['total_s']:.1f} s, {trajectory.turns} turns")
+        return trajectory.timings["total_s"], marks[1] - marks[0]
+
+    for name in drivers:  # one untimed episode each first: imports, caches and the image's first start
+        episode(name, tasks[0])
     for index, task in enumerate(tasks):
-        names = list(drivers) if index % 2 == 0 else list(reversed(drivers))
-        for name in names:
-            marks = [time.monotonic()]
-            with tempfile.TemporaryDirectory() as folder:
-                trajectory = run_episode(
-                    task,
-                    GoldPolicy(),
-                    Sampling(temperature=0.0),
-                    EpisodeLimits(),
-                    backend,
-                    on_agent_done=lambda: marks.append(time.monotonic()),
-                    scaffold=drivers[name],
-                    artifacts=Path(folder) if drivers[name] else None,
-                )
-            if trajectory.reward != 1.0:
-                raise RuntimeError(
-                    f"{name} on {task.id}: reward {trajectory.reward} ({trajectory.exit_status}: {trajectory.error})"
-                )
-            total_s[name].append(trajectory.timings["total_s"])
-            agent_s[name].append(marks[1] - marks[0])
-            console.print(f"{task.id} {name}: {trajectory.timings['total_s']:.1f} s, {trajectory.turns} turns")
+        for name in list(drivers) if index % 2 == 0 else list(reversed(drivers)):
+            total, agent = episode(name, task)
+            total_s[name].append(total)
+            agent_s[name].append(agent)
     return {
         name: {"episode_s": statistics.mean(total_s[name]), "agent_s": statistics.mean(agent_s[name])}
         for name in drivers
