@@ -141,38 +141,48 @@ TEST_FOLDER = re.compile(r"(^|/)tests?/", re.IGNORECASE)
 
 def _compiles_code(sdist: Path) -> bool:
     """Whether building `sdist` compiles code, as its archive tells without unpacking it: a C, C++, Cython,
-    Fortran or Rust source among its files outside test folders (pycparser's tests hold C files), or a backend
-    that compiles among its pyproject.toml's build requirements. An archive that cannot be read counts as not
+    Fortran or Rust source among its files outside test folders (pycparser's tests hold C files); a backend
+    that compiles among its pyproject.toml's build requirements; or extension modules declared where their
+    sources may be made at build time (setup.py's `ext_modules`, `Extension(`, `cffi_modules`, `cythonize`,
+    `mypycify`; pyproject's `[tool.setuptools] ext-modules`). An archive that cannot be read counts as not
     compiling: the host tries it, and says why not."""
     try:
-        names, pyproject = _names_and_pyproject(sdist)
+        names, top = _names_and_build_files(sdist)
     except (OSError, tarfile.TarError, zipfile.BadZipFile):
         return False
     if any(n.lower().endswith(COMPILED_SUFFIXES) and not TEST_FOLDER.search(n) for n in names):
         return True
+    if EXTENSIONS_DECLARED.search(top.get("setup.py", "")):
+        return True
     try:
-        requires = tomllib.loads(pyproject).get("build-system", {}).get("requires", [])
+        pyproject = tomllib.loads(top.get("pyproject.toml", ""))
     except tomllib.TOMLDecodeError:
         return False
+    if pyproject.get("tool", {}).get("setuptools", {}).get("ext-modules"):
+        return True
+    requires = pyproject.get("build-system", {}).get("requires", [])
     return any(canonicalize_name(re.match(r"[A-Za-z0-9._-]*", str(r)).group()) in COMPILING_BACKENDS for r in requires)
 
 
-def _names_and_pyproject(sdist: Path) -> tuple[list[str], str]:
-    """The file names in an sdist archive (.tar.*, .zip) and its top folder's pyproject.toml ("" where none)."""
+EXTENSIONS_DECLARED = re.compile(r"\b(ext_modules|cffi_modules|Extension\(|cythonize\(|mypycify\()")
+BUILD_FILES = ("pyproject.toml", "setup.py")
+
+
+def _names_and_build_files(sdist: Path) -> tuple[list[str], dict[str, str]]:
+    """The file names in an sdist archive (.tar.*, .zip), and the texts of its top folder's BUILD_FILES."""
     if sdist.name.endswith(".zip"):
         with zipfile.ZipFile(sdist) as archive:
             names = archive.namelist()
-            found = _top_pyproject(names)
-            return names, archive.read(found).decode(errors="replace") if found else ""
+            return names, {name: archive.read(path).decode(errors="replace") for name, path in _top(names).items()}
     with tarfile.open(sdist) as archive:
         names = archive.getnames()
-        found = _top_pyproject(names)
-        member = archive.extractfile(found) if found else None
-        return names, member.read().decode(errors="replace") if member else ""
+        members = {name: archive.extractfile(path) for name, path in _top(names).items()}
+        return names, {name: member.read().decode(errors="replace") for name, member in members.items() if member}
 
 
-def _top_pyproject(names: list[str]) -> str | None:
-    return next((n for n in names if re.fullmatch(r"[^/]+/pyproject\.toml", n)), None)
+def _top(names: list[str]) -> dict[str, str]:
+    """BUILD_FILES found in the archive's top folder: file name -> member name."""
+    return {m.split("/")[1]: m for m in names if re.fullmatch(r"[^/]+/[^/]+", m) and m.split("/")[1] in BUILD_FILES}
 
 
 BUILD_DIR = "/tmp/harness-build"  # in the builder's container

@@ -259,6 +259,15 @@ def test_an_sdist_that_compiles_code_is_told_by_its_archive(tmp_path):
     assert _compiles_code(_sdist(tmp_path / "rusty-1.0.tar.gz", {"pyproject.toml": rust}))
     flit = '[build-system]\nrequires = ["flit_core>=3.2"]\nbuild-backend = "flit_core.buildapi"\n'
     assert not _compiles_code(_sdist(tmp_path / "flat-1.0.tar.gz", {"pyproject.toml": flit, "flat.py": ""}))
+    # sources made at build time: no C file in the archive, the extension declared
+    cffi = {"setup.py": 'setup(cffi_modules=["build_ffi.py:ffi"])\n', "build_ffi.py": "", "PKG-INFO": "Name: x\n"}
+    assert _compiles_code(_sdist(tmp_path / "ffi-1.0.tar.gz", cffi))
+    cython = {"setup.py": 'setup(ext_modules=cythonize("pkg/*.py"))\n', "pkg/fast.py": "", "PKG-INFO": "Name: x\n"}
+    assert _compiles_code(_sdist(tmp_path / "compiled-1.0.zip", cython))
+    declared = '[tool.setuptools]\next-modules = [{name = "m._ext", sources = ["gen/ext.c"]}]\n'
+    assert _compiles_code(_sdist(tmp_path / "declared-1.0.tar.gz", {"pyproject.toml": declared}))
+    nested = {**setup, "docs/setup.py": "ext_modules = []\n", "nested/__init__.py": ""}  # not the top folder's
+    assert not _compiles_code(_sdist(tmp_path / "nested-1.0.tar.gz", nested))
 
 
 def test_the_cheat_edits_the_file_of_a_test_named_by_its_function_alone():
