@@ -40,6 +40,7 @@ import functools
 import hashlib
 import random
 import shlex
+from operator import itemgetter
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -211,8 +212,8 @@ WIDE_KS = range(10, 1000)
 # The families whose fixed line shows the constant: with WIDE_KS, each has about 2,000 fixes.
 WIDE_FAMILIES = tuple(family for family in FAMILIES if all("{k}" in correct for correct, _, _ in family.mutations))
 UNIQUE_SIZES = {"heldout": 200, "val": 100, "sft": 2000, "rl": 1000}
-# The unique splits by a fix's hash, in these shares: held-out, validation, reward-only, demonstrated.
-_UNIQUE_SHARES = (("heldout", 0.2), ("val", 0.1), ("rl", 0.7 / 3), ("sft", 1.0))
+# The unique splits by a fix's hash, in these shares: held-out, validation, reward-only; the rest is demonstrated (sft).
+_UNIQUE_SHARES = (("heldout", 0.2), ("val", 0.1), ("rl", 0.7 / 3))
 
 
 def unique_split_of(fix: tuple[str, str]) -> str:
@@ -244,21 +245,17 @@ def swe_tiny_instances(split: str, count: int | None = None) -> list[dict[str, A
 
 @functools.lru_cache(maxsize=4)
 def _heldout(count: int) -> tuple[dict[str, Any], ...]:
-    return tuple(_distinct("heldout", count, lambda fix: fix in HELDOUT_FIXES, key=_statement_of))
+    return tuple(_distinct("heldout", count, lambda fix: fix in HELDOUT_FIXES, key=itemgetter("problem_statement")))
 
 
 @functools.lru_cache(maxsize=4)
 def _validation(count: int) -> tuple[dict[str, Any], ...]:
-    return tuple(_distinct("val", count, lambda fix: fix in VALIDATION_FIXES, key=_statement_of))
+    return tuple(_distinct("val", count, lambda fix: fix in VALIDATION_FIXES, key=itemgetter("problem_statement")))
 
 
 @functools.lru_cache(maxsize=8)
 def _unique(split: str, count: int) -> tuple[dict[str, Any], ...]:
     return tuple(_distinct(f"unique-{split}", count, lambda fix: unique_split_of(fix) == split, key=fix_of))
-
-
-def _statement_of(instance: dict[str, Any]) -> str:
-    return instance["problem_statement"]
 
 
 @functools.lru_cache(maxsize=8)
@@ -273,7 +270,7 @@ def _train(count: int, subset: str = "train") -> tuple[dict[str, Any], ...]:
     def training(fix: tuple[str, str]) -> bool:
         return fix not in HELDOUT_FIXES | VALIDATION_FIXES and allowed(fix)
 
-    return tuple(_distinct("train", count, training, key=lambda instance: instance["content_key"], name=subset))
+    return tuple(_distinct("train", count, training, key=itemgetter("content_key"), name=subset))
 
 
 def _distinct(

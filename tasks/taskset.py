@@ -74,8 +74,10 @@ register_taskset("swe-tiny-train", _swe_tiny("train"))
 register_taskset("swe-tiny-sft", _swe_tiny("sft"))  # the training draws whose fixes swe-tiny-rl never has
 register_taskset("swe-tiny-rl", _swe_tiny("rl"))  # a third of the training fixes: prompts for reward only
 # Every instance with a fix of its own (constants 10..999), so only copying the statement's lines resolves one.
-for _split, _suffix in (("heldout", ""), ("val", "-val"), ("sft", "-sft"), ("rl", "-rl")):
-    register_taskset(f"swe-tiny-unique{_suffix}", _swe_tiny(f"unique-{_split}"))
+register_taskset("swe-tiny-unique", _swe_tiny("unique-heldout"))
+register_taskset("swe-tiny-unique-val", _swe_tiny("unique-val"))
+register_taskset("swe-tiny-unique-sft", _swe_tiny("unique-sft"))
+register_taskset("swe-tiny-unique-rl", _swe_tiny("unique-rl"))
 register_taskset("arith", lambda: _arith("validation", "single"))
 register_taskset("arith-train", lambda: _arith("train", "single"))
 register_taskset("arith-val", lambda: _arith("val", "single"))  # for choosing checkpoints
