@@ -7,7 +7,9 @@ learned tool calls and to copy numbers into them). Stages, each skipped when its
 resumes where it stopped):
 
 1. Demonstrations: `harness generate --checkpoint gold` on the first `--demos` tasks of `--demo-tasks` (one
-   str_replace_editor edit of the buggy line, then submit). No hacking demonstrations.
+   str_replace_editor edit of the buggy line, then submit). No hacking demonstrations. With `--demo-policy
+   miscopy_recovery:RecoversFromAMiscopy` a third of them first copy the line wrong, read the editor's error,
+   and make the right edit (examples/swe/miscopy_recovery.py).
 2. Plateau: SFT on those demonstrations from MODEL, validated (greedy) on swe-tiny-val (fixes of its own) every
    `--sft-eval-interval` steps; the best validation checkpoint is the plateau.
 3. Arms, one run per seed (trainer and data seed): GRPO from the plateau on `--rl-tasks` prompts, and SFT
@@ -38,6 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SFT_CONFIG = ROOT / "examples/swe/swe-tiny-sft-tiny-cpu.yaml"
 GRPO_CONFIG = ROOT / "examples/swe/swe-tiny-grpo-tiny-cpu.yaml"
 HACKER = "test_editing_agent:EditsTheTests"
+RECOVERY = "miscopy_recovery:RecoversFromAMiscopy"
 
 
 def main() -> int:
@@ -46,6 +49,11 @@ def main() -> int:
     parser.add_argument("--start", type=Path, required=True, help="the model the plateau SFT starts from")
     parser.add_argument("--demos", type=int, default=600, help="gold demonstrations (the first N --demo-tasks tasks)")
     parser.add_argument("--demo-tasks", default="swe-tiny-train", help="the task set demonstrated")
+    parser.add_argument(
+        "--demo-policy",
+        default="gold",
+        help=f"what writes the demonstrations: gold, or {RECOVERY} (a third of them recover from a miscopied line)",
+    )
     parser.add_argument("--rl-tasks", default="swe-tiny-train", help="GRPO's prompts")
     parser.add_argument("--sft-steps", type=int, default=400)
     parser.add_argument("--sft-eval-interval", type=int, default=50)
@@ -72,9 +80,9 @@ def main() -> int:
     runs = args.runs.resolve()
     runs.mkdir(parents=True, exist_ok=True)
 
-    gold = demonstrations(runs, "gold", args.demos, args.demo_tasks)
+    demos = demonstrations(runs, args.demo_policy, args.demos, args.demo_tasks)
     plateau_run = runs / "swe-plateau"
-    plateau = sft_plateau(plateau_run, args.start, [gold], args)
+    plateau = sft_plateau(plateau_run, args.start, [demos], args)
     report = {"plateau": plateau_summary(plateau_run, plateau), "arms": {}}
     report["plateau"]["heldout"] = evaluate(runs / "eval-plateau", plateau, args)
     grpo_name = f"grpo-lr{args.grpo_lr:g}" if args.grpo_lr else "grpo"
@@ -87,7 +95,7 @@ def main() -> int:
             budget = grpo_seconds(grpo_run) if (grpo_run / "done").exists() and not args.sft_arm_steps else None
             steps = args.sft_arm_steps or (None if budget else args.grpo_steps * 10)
             sft_run = runs / f"swe-sft-seed{seed}"
-            continued_sft(sft_run, plateau, gold, seed, steps, budget)
+            continued_sft(sft_run, plateau, demos, seed, steps, budget)
             arm_summary(sft_run, "sft", seed, args)
         report["arms"] = collect_arms(runs, args)
         write_report(runs, report)
@@ -113,11 +121,13 @@ def harness(*argv: str, log: Path) -> None:
 
 
 def demonstrations(runs: Path, policy: str, count: int, tasks: str, label: str | None = None) -> Path:
-    """`count` episodes of `policy` on `tasks`, in `RUNS/TASKS-LABEL-COUNT` (swe-tiny-train's as `swe-tiny-...`)."""
-    folder = runs / f"{tasks.replace('-train', '')}-{label or policy}-{count}"
+    """`count` episodes of `policy` on `tasks`, in `RUNS/TASKS-LABEL-COUNT` (swe-tiny-train's as `swe-tiny-...`);
+    only rewarded ones are kept, except the hacker's."""
+    label = label or policy.rpartition(":")[2]
+    folder = runs / f"{tasks.replace('-train', '')}-{label}-{count}"
     data = folder / "trajectories.parquet"
     if not data.exists():
-        keep = "rewarded" if policy == "gold" else "all"
+        keep = "all" if policy == HACKER else "rewarded"
         harness(
             "generate",
             "--checkpoint",
@@ -182,13 +192,13 @@ def grpo(run: Path, start: Path, seed: int, args) -> None:
     )
 
 
-def continued_sft(run: Path, start: Path, gold: Path, seed: int, steps: int | None, seconds: float | None) -> None:
+def continued_sft(run: Path, start: Path, demos: Path, seed: int, steps: int | None, seconds: float | None) -> None:
     """SFT from the plateau for `steps` steps, or for `seconds` of training steps (measured as it runs)."""
     train(
         run,
         SFT_CONFIG,
         f"trainer.policy.model.path={start}",
-        f"trainer.sft_warmup.data={json.dumps([str(gold)])}",
+        f"trainer.sft_warmup.data={json.dumps([str(demos)])}",
         f"trainer.sft_warmup.max_steps={steps or 'null'}",
         f"trainer.sft_warmup.max_seconds={seconds or 'null'}",
         "trainer.sft_warmup.epochs=100",
