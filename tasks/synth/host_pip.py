@@ -36,8 +36,7 @@ def pinned(project: Path, targets: list[str], before: str | None, python: str, v
     if done.returncode != 0:
         when = f" as of {before}" if before else ""
         raise SynthError(
-            f"resolving the dependencies for Python {python}{when} failed (uv pip compile): "
-            f"{done.stderr.strip()[-1500:]}"
+            f"resolving the dependencies for Python {python}{when} failed (uv pip compile): {problems(done)}"
         )
     pins = [line.split(";")[0].strip() for line in done.stdout.splitlines()]
     return [pin for pin in pins if "==" in pin]
@@ -81,7 +80,20 @@ def pip(cwd: Path, *args, version: str = "") -> None:
         env=scm_env(version),
     )
     if done.returncode != 0:
-        raise SynthError(f"pip {args[0]} of the project's dependencies failed: {done.stderr.strip()[-1500:]}")
+        raise SynthError(f"pip {args[0]} of the project's dependencies failed: {problems(done)}")
+
+
+def problems(done: subprocess.CompletedProcess) -> str:
+    """The end of a failed pip or uv run's stderr, without pip's warnings (a machine's pip configuration
+    can print one per package before the error that matters)."""
+    lines = [line for line in done.stderr.splitlines() if not line.startswith("WARNING:")]
+    return "\n".join(lines).strip()[-1500:]
+
+
+def tail(err: Exception, size: int = 400) -> str:
+    """The end of an error's message, where pip and uv put the reason."""
+    text = str(err)
+    return text if len(text) <= size else "..." + text[-size:]
 
 
 @contextmanager

@@ -28,6 +28,7 @@ from ..grading.patch_policy import review_patch
 from ..swe import WORKDIR, make_eval_script
 from ..repos import make_bugged_repo
 from infra.runlog import atomic_write
+from .host_pip import tail
 from .project_image import ProjectImage, build_image, build_project_image, image_exists
 from .errors import SynthError
 from .mutations import Mutation, compiles, find_mutations, order, unified_patch
@@ -162,7 +163,7 @@ def _project_image(project, test_command: str | None, emit, python: str | None =
         emit(
             SynthEvent(
                 "image",
-                f"the newest dependencies failed ({str(err)[:400]}); trying those released before {project.date}",
+                f"the newest dependencies failed ({tail(err)}); trying those released before {project.date}",
             )
         )
         return build_project_image(project, test_command, step, before=project.date, python=python)

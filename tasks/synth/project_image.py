@@ -14,7 +14,10 @@ small layer on top (`build_image`).
 For a project at an old commit, `before` (a date) resolves the dependencies as they were on
 that day (`uv pip compile --exclude-newer`), then downloads exactly those pins. Requirement
 files that pin the *oldest* supported versions (`*-min.txt`, tox's lowest-versions runs) are
-another set of dependencies, not this image's, and are left out.
+another set of dependencies, not this image's, and are left out. Where the exact pins of the test
+requirements (a pip-compile lock such as trio's test-requirements.txt) cannot all be had (a
+release the index lacks, or one that does not support the base's Python), the image is built once
+more with those pins loosened to the names, and the notes say which.
 
 Here: the test commands, the test dependencies the project declares, the wheelhouse, the install
 command, the image and its notes. pip and uv on the host (downloads for a base's Python, pins as
@@ -35,6 +38,9 @@ from configparser import ConfigParser
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
+
 from sandboxes import SandboxError, images
 from sandboxes.images import (
     DEFAULT_PYTHON,
@@ -48,7 +54,7 @@ from sandboxes.images import (
 from ..swe import TEST_COMMAND, WORKDIR
 from .build_backend import DEFAULT_BUILD_REQUIRES, BackendNeeds, ask_backend, declared_backend, scm_env
 from .errors import SynthError
-from .host_pip import for_python, host_python, pinned, pip, quote, timed, uv_compile
+from .host_pip import for_python, host_python, pinned, pip, quote, tail, timed, uv_compile
 from .metadata import read_ini, read_pyproject, setup_py_literals
 from .python_base import choose_python
 from .source import Project
@@ -91,16 +97,31 @@ def build_project_image(
 
     With `before` (an ISO date), dependencies are those released before it. The base is `python`
     where given, else the one `choose_python` picks for the project as of `before` (the Python of
-    the dependencies' day; the newest dependencies get today's choice)."""
+    the dependencies' day; the newest dependencies get today's choice). Where that fails and test
+    requirements are pinned to exact versions, it is built again with those pins loosened."""
+    try:
+        return _build_project_image(project, test_command, on_step, before, python, loose=False)
+    except SynthError as err:
+        if not pinned_test_requirements(project.root):
+            raise
+        on_step(
+            f"{project.name}: with its test requirements' exact pins the environment failed ({tail(err)}); loosening them"
+        )
+        return _build_project_image(project, test_command, on_step, before, python, loose=True)
+
+
+def _build_project_image(
+    project: Project, test_command: str | None, on_step: Callable[[str], None], before, python, loose: bool
+) -> ProjectImage:
     commands = (test_command,) if test_command else detect_test_commands(project.root)
     choice = choose_python(project.root, before, python)
     base = base_of(choice.python)
     on_step(f"{project.name}: Python {choice.python} ({choice.reason})")
     with timed(on_step, f"{project.name}: the version a checkout without .git claims"):
         version = pretend_version(project.root, before, base.python)
-    wheelhouse = fetch_wheelhouse(project, on_step, before, version, base)
+    wheelhouse = fetch_wheelhouse(project, on_step, before, version, base, loose)
     needs = BackendNeeds(**json.loads((wheelhouse / PLAN).read_text()))
-    install = install_command(project.root, version, needs.editable, base)
+    install = install_command(project.root, version, needs.editable, base, loose)
     with timed(on_step, f"the Python {base.python} base image"):
         base_image = build_base_image(base.recipe, on_step)
     digest = _hash(  # the script the install runs is part of the image: a changed script builds anew
@@ -125,7 +146,7 @@ def build_project_image(
                 {"wheelhouse": wheelhouse, "testbed": project.root, SOURCE_ON_PATH.name: SOURCE_ON_PATH},
                 what=f"installing {project.name} and its test dependencies",
             )
-    notes = environment_notes(project.root, wheelhouse, needs, install, before)
+    notes = environment_notes(project.root, wheelhouse, needs, install, before, loose)
     return ProjectImage(
         project,
         image,
@@ -134,7 +155,9 @@ def build_project_image(
     )
 
 
-def environment_notes(root: Path, wheelhouse: Path, needs: BackendNeeds, install: str, before: str | None) -> dict:
+def environment_notes(
+    root: Path, wheelhouse: Path, needs: BackendNeeds, install: str, before: str | None, loose: bool = False
+) -> dict:
     """What the image holds and how it was made: enough to build the same one again (with its base's
     Python, which `build_project_image` adds)."""
     extras, requirements, files = declared_test_dependencies(root)
@@ -147,6 +170,7 @@ def environment_notes(root: Path, wheelhouse: Path, needs: BackendNeeds, install
         "test_extras": extras,
         "test_requirements": requirements,
         "test_requirement_files": files,
+        **({"test_pins_loosened": pinned_test_requirements(root)} if loose else {}),
         "dependencies": f"released before {before}" if before else "newest",
         "wheels": sorted(p.name for p in wheelhouse.glob("*.whl")),
         "install_command": install,
@@ -217,14 +241,34 @@ def declared_test_dependencies(root: Path) -> tuple[list[str], list[str], list[s
     return sorted({e for e in extras if TEST_NAME.search(e)}), requirements, files
 
 
-def _test_requirements(root: Path, requirements: list[str], files: list[str]) -> list[str]:
+def _test_requirements(root: Path, requirements: list[str], files: list[str], loose: bool = False) -> list[str]:
     """The test requirements from groups and from requirement files, one per distribution: a requirement
     file's line wins over a group's (requests pins pytest-httpbin 0.0.7 in setup.py's tests_require and 1.0.0
-    in requirements-dev.txt; asking for both resolves nothing)."""
+    in requirements-dev.txt; asking for both resolves nothing). `loose`: exact pins (`==`) become the name."""
     chosen: dict[str, str] = {}
     for requirement in [*requirements, *(r for f in files for r in requirement_file_lines(root, f))]:
-        chosen[_distribution(requirement)] = requirement
+        chosen[_distribution(requirement)] = _unpinned(requirement) if loose else requirement
     return list(chosen.values())
+
+
+def pinned_test_requirements(root: Path) -> list[str]:
+    """The test requirements pinned to one version (`name==1.2.3`), which `loose` builds take by name."""
+    _, requirements, files = declared_test_dependencies(root)
+    return [r for r in _test_requirements(root, requirements, files) if _unpinned(r) != r]
+
+
+def _unpinned(line: str) -> str:
+    """A requirement without its exact-version specifiers (`==`, `===`); the line as it is where it has none
+    or is not a PEP 508 requirement (a URL, a path)."""
+    try:
+        requirement = Requirement(line)
+    except InvalidRequirement:
+        return line
+    kept = [spec for spec in requirement.specifier if spec.operator not in ("==", "===")]
+    if len(kept) == len(requirement.specifier):
+        return line
+    requirement.specifier = SpecifierSet(",".join(str(spec) for spec in kept))
+    return str(requirement)
 
 
 def _distribution(requirement: str) -> str:
@@ -327,14 +371,16 @@ def pretend_version(root: Path, before: str | None = None, python: str = DEFAULT
     return "0.0.0"
 
 
-def install_command(root: Path, version: str | None = None, editable: bool = True, base: Base | None = None) -> str:
+def install_command(
+    root: Path, version: str | None = None, editable: bool = True, base: Base | None = None, loose: bool = False
+) -> str:
     """The offline install run inside the image build: editable, or (where the backend cannot make an
     editable install) regular with the source put on the path afterwards. On a base whose own pip will
-    not do (`Base.pip`), that pip is installed from the wheelhouse first."""
+    not do (`Base.pip`), that pip is installed from the wheelhouse first. `loose`: see `_test_requirements`."""
     extras, requirements, files = declared_test_dependencies(root)
     project = f"'.[{','.join(extras)}]'" if extras else "."
     targets = [f"-e {project}" if editable else project] if _installable(root) else []
-    targets += [quote(r) for r in _test_requirements(root, requirements, files)]
+    targets += [quote(r) for r in _test_requirements(root, requirements, files, loose)]
     version = pretend_version(root) if version is None else version
     pretend = f"SETUPTOOLS_SCM_PRETEND_VERSION={version} " if version else ""
     command = (
@@ -372,6 +418,7 @@ def fetch_wheelhouse(
     before: str | None = None,
     version: str | None = None,
     base: Base | None = None,
+    loose: bool = False,
 ) -> Path:
     """Everything the install needs, as wheels for the base's Python, in a folder cached by what declares it.
 
@@ -385,7 +432,7 @@ def fetch_wheelhouse(
     declared = [p for name in ("pyproject.toml", "setup.py", "setup.cfg", "PKG-INFO") if (p := root / name).exists()]
     extras, requirements, files = declared_test_dependencies(root)
     declared += [root / f for f in files]
-    wanted = _test_requirements(root, requirements, files)  # what is read from the files counts too
+    wanted = _test_requirements(root, requirements, files, loose)  # what is read from the files counts too
     digest = _hash(
         PLAN,
         sys.version.split()[0],

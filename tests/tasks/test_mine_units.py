@@ -391,3 +391,32 @@ def test_a_requirement_file_pin_wins_over_setup_py_tests_require(tmp_path):
         "PySocks>=1.5.6",
         "pytest>=2.8.0,<=6.2.5",
     ]
+
+
+def test_a_lock_file_s_exact_pins_can_be_loosened_to_names(tmp_path):
+    """As in trio: test-requirements.txt is a pip-compile lock (certifi==2026.10.23, ...); where a pinned release
+    cannot be had, the environment is built again with the pins loosened, and only the exact ones change."""
+    from tasks.synth.project_image import _test_requirements, pinned_test_requirements
+
+    (tmp_path / "test-requirements.txt").write_text(
+        "certifi==2026.10.23\n"
+        'attrs==23.1.0 ; python_version >= "3.9"\n'
+        "pytest>=7,<9\n"
+        "cffi>=1.14,==1.17.1\n"
+        "trio @ file:.\n"
+    )
+    _, requirements, files = declared_test_dependencies(tmp_path)
+    assert files == ["test-requirements.txt"]
+    assert _test_requirements(tmp_path, requirements, files, loose=True) == [
+        "certifi",
+        'attrs; python_version >= "3.9"',
+        "pytest>=7,<9",
+        "cffi>=1.14",
+    ]
+    assert pinned_test_requirements(tmp_path) == [
+        "certifi==2026.10.23",
+        'attrs==23.1.0 ; python_version >= "3.9"',
+        "cffi>=1.14,==1.17.1",
+    ]
+    (tmp_path / "test-requirements.txt").write_text("pytest>=7\n")
+    assert pinned_test_requirements(tmp_path) == []
