@@ -178,16 +178,22 @@ def environment_notes(
 
 
 def detect_test_commands(root: Path) -> tuple[str, ...]:
-    """pytest on the configured test paths (or tests/, test/), then the same without addopts
-    (for projects whose addopts need plugins they do not declare)."""
+    """pytest on the configured test paths (or the first of tests/, test/ that holds test files; else
+    pytest's own discovery from the root, for tests inside the package such as trio's src/trio/_tests),
+    then the same without addopts (for projects whose addopts need plugins they do not declare)."""
     if not any(_is_test_file(p) for p in root.rglob("*.py")):
         raise SynthError(
             f"the project has no tests: no test_*.py or *_test.py file under {root}. "
             "Synthesis needs a test suite that exercises the code"
         )
-    paths = "" if _has_testpaths(root) else next((f" {d}" for d in ("tests", "test") if (root / d).is_dir()), "")
+    folders = ("tests", "test")
+    paths = "" if _has_testpaths(root) else next((f" {d}" for d in folders if _holds_tests(root / d)), "")
     command = TEST_COMMAND + paths
     return command, command + " -o addopts=''"
+
+
+def _holds_tests(folder: Path) -> bool:
+    return folder.is_dir() and any(_is_test_file(p) for p in folder.rglob("*.py"))
 
 
 def _is_test_file(path: Path) -> bool:

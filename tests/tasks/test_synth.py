@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tasks.synth import SynthError, synthesize
+from tasks.swe import TEST_COMMAND
 from tasks.synth.project_image import declared_test_dependencies, detect_test_commands
 from tasks.synth.mutations import (
     KINDS,
@@ -226,7 +227,12 @@ def test_test_requirements_and_command_detection(tmp_path):
     assert declared_test_dependencies(tmp_path) == (["test"], ["freezegun", "attrs"], ["requirements-test.txt"])
     with pytest.raises(SynthError, match="no tests"):
         detect_test_commands(tmp_path)
-    (tmp_path / "tests").mkdir()
+    # As in trio's sdist: tests/ holds helpers only, the tests are inside the package; pytest discovers them.
+    (tmp_path / "tests" / "cython").mkdir(parents=True)
+    (tmp_path / "tests" / "check_aliases.py").write_text("")
+    (tmp_path / "src" / "x" / "_tests").mkdir(parents=True)
+    (tmp_path / "src" / "x" / "_tests" / "test_core.py").write_text("def test_x():\n    pass\n")
+    assert detect_test_commands(tmp_path)[0] == TEST_COMMAND
     (tmp_path / "tests" / "test_x.py").write_text("def test_x():\n    pass\n")
     first, fallback = detect_test_commands(tmp_path)
     assert first.endswith(" tests") and fallback == first + " -o addopts=''"
@@ -563,8 +569,6 @@ def test_a_run_that_rejects_everything_for_one_reason_stops_early(tmp_path, dock
     test_words whenever minicalc/core.py is not the original.
     """
     import hashlib
-
-    from tasks.swe import TEST_COMMAND
 
     root = make_package(tmp_path / "minicalc", PACKAGE)
     digest = hashlib.sha256((root / "minicalc" / "core.py").read_bytes()).hexdigest()
