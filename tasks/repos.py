@@ -35,11 +35,11 @@ def make_bugged_repo(package_dir: Path, bug_patch: Path, repo: Path) -> tuple[st
     shutil.rmtree(repo, ignore_errors=True)
     shutil.copytree(package_dir, repo, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache"))
     git(repo, "init", "-q", "-b", "main")
-    git(repo, "apply", str(bug_patch))
+    git(repo, "apply", str(bug_patch.resolve()))
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "Initial import")
     base_commit = git(repo, "rev-parse", "HEAD").strip()
-    git(repo, "apply", "-R", str(bug_patch))
+    git(repo, "apply", "-R", str(bug_patch.resolve()))
     gold = git(repo, "diff")
     git(repo, "checkout", "--", ".")
     return base_commit, gold

@@ -164,6 +164,21 @@ def test_unified_patch_applies_with_git(tmp_path):
     assert (tmp_path / "pkg" / "m.py").read_bytes() == mutant.apply(source)
 
 
+def test_the_bugged_repository_is_made_from_paths_relative_to_the_working_directory(tmp_path, monkeypatch):
+    """`harness tasks synth --output NAME.jsonl` gives relative paths; git applies the patch inside the new repo."""
+    from tasks.repos import make_bugged_repo
+
+    (tmp_path / "pkg").mkdir()
+    source = b"def f(x):\n    return x < 1\n"
+    (tmp_path / "pkg" / "m.py").write_bytes(source)
+    mutant = next(m for m in file_mutations(source, "m.py") if m.kind == "flip_comparison")
+    (tmp_path / "bug.patch").write_text(unified_patch("m.py", source, mutant.apply(source)))
+    monkeypatch.chdir(tmp_path)
+    base_commit, gold = make_bugged_repo(Path("pkg"), Path("bug.patch"), Path("work/repo"))
+    assert len(base_commit) == 40 and gold.startswith("diff --git a/m.py b/m.py")
+    assert (tmp_path / "work" / "repo" / "m.py").read_bytes() == mutant.apply(source)  # the bug, committed
+
+
 # ----------------------------------------------------------------------------- statements
 
 LOG = textwrap.dedent("""\
