@@ -47,6 +47,10 @@ def test_grpo_after_a_warm_start_raises_held_out_reward(tmp_path):
         f"trainer.policy.model.path={model}",
         f"trainer.output_dir={run_dir}",
         f"trainer.max_steps={GRPO_STEPS}",
+        # The full run's first 20 steps, whose cosine decay over 120 steps has barely begun by then. A decay over
+        # the test's own 20 steps halves the learning done: one CPU measured a held-out rise of 0.015 with it, 0.07
+        # without (docs/limitations.md: on that CPU the held-out rate fell again by step 30).
+        "trainer.lr_scheduler=constant",
         "trainer.eval_interval=0",
         timeout=1200,
     )
