@@ -6,6 +6,8 @@ number, the first editor call copies that number wrong: the editor answers that 
 appear in the file, and the next call makes the right edit, then submits. Every other task gets the
 plain gold turns. A model that learned only from flawless demonstrations has never seen a failed
 edit, and after one it tends to emit broken calls until its turns run out; these show it going on.
+Trained on as they are, they also teach the miscopy, which follows one rule (docs/learning.md: the
+model's first edit was refused in 168 of 200 held-out episodes); the wrong turn is not masked out.
 
     PYTHONPATH=examples/swe harness generate --checkpoint miscopy_recovery:RecoversFromAMiscopy --tasks swe-tiny-unique-sft
 """
