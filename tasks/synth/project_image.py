@@ -186,8 +186,7 @@ def detect_test_commands(root: Path) -> tuple[str, ...]:
             f"the project has no tests: no test_*.py or *_test.py file under {root}. "
             "Synthesis needs a test suite that exercises the code"
         )
-    folders = ("tests", "test")
-    paths = "" if _has_testpaths(root) else next((f" {d}" for d in folders if _holds_tests(root / d)), "")
+    paths = "" if _has_testpaths(root) else next((f" {d}" for d in ("tests", "test") if _holds_tests(root / d)), "")
     command = TEST_COMMAND + paths
     return command, command + " -o addopts=''"
 
