@@ -105,7 +105,7 @@ def synthesize(
     "3.13"); by default `python_base.choose_python` does.
     """
     started = time.monotonic()
-    output = Path(output).resolve()  # git runs in the instance folders: relative paths would not hold there
+    output = Path(output).resolve()  # the paths the work dir records stay valid from any working directory
     work = output.with_suffix(".work")
     work.mkdir(parents=True, exist_ok=True)
     emit = on_event or (lambda event: log.info("%s: %s", event.stage, event.message))

@@ -111,7 +111,12 @@ def build_project_image(
 
 
 def _build_project_image(
-    project: Project, test_command: str | None, on_step: Callable[[str], None], before, python, loose: bool
+    project: Project,
+    test_command: str | None,
+    on_step: Callable[[str], None],
+    before: str | None,
+    python: str | None,
+    loose: bool,
 ) -> ProjectImage:
     commands = (test_command,) if test_command else detect_test_commands(project.root)
     choice = choose_python(project.root, before, python)

@@ -4,7 +4,7 @@ editor, the next one fixes the code, and the grader resolves it; the others are 
 
 from __future__ import annotations
 
-import sys
+import importlib
 
 import pytest
 
@@ -14,15 +14,10 @@ from tasks.taskset import load_tasks
 from tests.cli_helpers import ROOT
 
 
-@pytest.fixture(scope="module")
-def recovery():
-    sys.path.insert(0, str(ROOT / "examples" / "swe"))
-    try:
-        import miscopy_recovery
-
-        yield miscopy_recovery
-    finally:
-        sys.path.remove(str(ROOT / "examples" / "swe"))
+@pytest.fixture
+def recovery(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "examples" / "swe"))
+    return importlib.import_module("miscopy_recovery")
 
 
 def test_the_miscopy_changes_the_first_number_only(recovery):
