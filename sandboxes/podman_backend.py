@@ -12,8 +12,9 @@ What differs from Docker:
 - rlimits: Podman gives each container RLIMIT_NOFILE 1048576 and RLIMIT_NPROC above what it may
   have, and raising a hard limit needs CAP_SYS_RESOURCE, which a user namespace, a container or an
   unprivileged account lacks: runc and crun then refuse to start anything ("setrlimit ...: operation
-  not permitted"). Each container gets this process's own hard limits instead (RLIMIT_NPROC at most
-  32768, the limit Podman sets on its own processes), which any runtime may set.
+  not permitted"). Each container gets the lower of this process's and the service's hard limits instead
+  (RLIMIT_NPROC at most 32768, the limit Podman sets on its own processes), which any runtime may set. The
+  service's count because a shared service may have been started by another process with lower ones.
 - images: Podman keeps its own store. An image it lacks is copied from the Docker engine where one
   runs (`docker save` streamed into Podman's load), once per host; else build or load it into Podman.
   An image archive named by absolute path (`docker save`'s format or an OCI archive, as the overlay
@@ -40,6 +41,8 @@ import resource
 import shlex
 import shutil
 import signal
+import socket
+import struct
 import subprocess
 import threading
 import time
@@ -149,24 +152,48 @@ def _start_service(socket_path: Path, answering):
     )
 
 
-def container_ulimits() -> list:
-    """RLIMIT_NOFILE and RLIMIT_NPROC as this process has them (Podman's defaults are higher, and raising
-    a hard limit needs a capability the runtime may lack)."""
+# The rlimits a container gets, by docker-py's name and the heading of /proc/PID/limits.
+RLIMITS = {"nofile": (resource.RLIMIT_NOFILE, "Max open files"), "nproc": (resource.RLIMIT_NPROC, "Max processes")}
+
+
+def service_hard_limits(url: str) -> dict[str, int]:
+    """The hard limits in RLIMITS of the process listening on `url` (a `unix://` socket), by name; empty where
+    they cannot be read (another kind of URL, another user's process, a peer that is not Podman: socket
+    activation answers as systemd, whose limits are not the service's)."""
+    if not url.startswith("unix://"):
+        return {}
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as peer:
+            peer.connect(url.removeprefix("unix://"))
+            pid = struct.unpack("3i", peer.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))[0]
+        if Path(f"/proc/{pid}/comm").read_text().strip() != "podman":
+            return {}
+        rows = Path(f"/proc/{pid}/limits").read_text().splitlines()
+    except OSError:
+        return {}
+    limits = {}
+    for name, (_, heading) in RLIMITS.items():
+        for row in rows:
+            if row.startswith(heading):
+                hard = row[len(heading) :].split()[1]
+                limits[name] = resource.RLIM_INFINITY if hard == "unlimited" else int(hard)
+    return limits
+
+
+def container_ulimits(service: dict[str, int] | None = None) -> list:
+    """RLIMIT_NOFILE and RLIMIT_NPROC at the lower of this process's and the service's hard limits (Podman's
+    defaults are higher, and raising a hard limit needs a capability the runtime may lack)."""
     from docker.types import Ulimit
 
-    def hard(which: int, ceiling: int | None = None) -> int:
-        value = resource.getrlimit(which)[1]
-        value = (1 << 20) if value == resource.RLIM_INFINITY else value
-        return min(value, ceiling) if ceiling else value
+    def bound(value: int) -> int:
+        return (1 << 20) if value == resource.RLIM_INFINITY else value
 
-    return [
-        Ulimit(name="nofile", soft=hard(resource.RLIMIT_NOFILE), hard=hard(resource.RLIMIT_NOFILE)),
-        Ulimit(
-            name="nproc",
-            soft=hard(resource.RLIMIT_NPROC, NPROC_CEILING),
-            hard=hard(resource.RLIMIT_NPROC, NPROC_CEILING),
-        ),
-    ]
+    ulimits = []
+    for name, (which, _) in RLIMITS.items():
+        value = min(bound(resource.getrlimit(which)[1]), bound((service or {}).get(name, resource.RLIM_INFINITY)))
+        value = min(value, NPROC_CEILING) if name == "nproc" else value
+        ulimits.append(Ulimit(name=name, soft=value, hard=value))
+    return ulimits
 
 
 class PodmanSandbox(DockerSandbox):
@@ -282,7 +309,7 @@ class PodmanBackend(DockerBackend):
 
     def __init__(self, output_cap: int | None = None):
         super().__init__(output_cap, client=podman_client())
-        self._ulimits = container_ulimits()
+        self._ulimits = container_ulimits(service_hard_limits(self.client.podman_url))
         self._copying: dict[str, threading.Lock] = {}
         self._copying_lock = threading.Lock()
         self._archives: dict[str, str] = {}  # archive path -> the tag of its loaded image, as loaded by this process

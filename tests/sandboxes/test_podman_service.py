@@ -1,4 +1,5 @@
-"""The Podman service a process starts for itself outlives quiet spells and comes back when killed."""
+"""The Podman service a process starts for itself outlives quiet spells and comes back when killed; a service with
+lower rlimits than its client still runs the client's sandboxes."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ import os
 import shutil
 import subprocess
 import sys
+import resource
 import textwrap
+import time
 
 import pytest
 
@@ -46,3 +49,45 @@ def test_a_quiet_spell_and_a_killed_service_leave_the_client_working(tmp_path):
         timeout=150,
     )
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
+
+
+LIMITS_SCRIPT = textwrap.dedent(
+    """
+    from sandboxes import SandboxSpec
+    from sandboxes.images import BASE_IMAGE
+    from sandboxes.podman_backend import PodmanBackend
+
+    with PodmanBackend().create(SandboxSpec(image=BASE_IMAGE, memory="256m", wall_time=120)) as sandbox:
+        print(sandbox.exec("ulimit -Hn").output.strip())
+    """
+)
+
+
+@pytest.mark.timeout(300)
+def test_a_service_started_with_lower_limits_than_its_client_still_runs_sandboxes(podman_backend, tmp_path):
+    """A shared service may have been started by another process with a lower open-files limit; a container asking
+    for more than the service holds cannot start ("error setting rlimit"), so it gets the service's."""
+    own = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    lower = min(own, 1 << 20) // 2
+    socket_path = tmp_path / "podman.sock"
+    service = subprocess.Popen(
+        ["prlimit", f"--nofile={lower}:{lower}", "podman", "system", "service", "--time=0", f"unix://{socket_path}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not socket_path.exists() and service.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        done = subprocess.run(
+            [sys.executable, "-c", LIMITS_SCRIPT],
+            env={**os.environ, "CONTAINER_HOST": f"unix://{socket_path}"},
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+    finally:
+        service.terminate()
+        service.wait(timeout=30)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.split()[-1] == str(lower), done.stdout
