@@ -124,6 +124,8 @@ def _loop(task, policy, env, sampling, limits, trajectory, ledger, tools, timing
         policy_s = time.monotonic() - clock
         timings["policy_s"] += policy_s
         trajectory.turns += 1
+        if not completion.trained:
+            trajectory.untrained_turns.append(trajectory.turns)
         trajectory.prompt_tokens += completion.prompt_tokens
         trajectory.completion_tokens += completion.completion_tokens
         turn = _parse(completion, trajectory.turns, policy.tokenizer)

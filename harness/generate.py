@@ -64,6 +64,7 @@ def trajectory_row(t: Trajectory) -> dict[str, Any]:
                 "completion_tokens": t.completion_tokens,
                 "model_patch": t.model_patch,
                 "error": t.error,
+                "untrained_turns": t.untrained_turns,
             }
         ),
     }

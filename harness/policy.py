@@ -43,6 +43,7 @@ class Completion:
     tool_calls: list[ToolCall] | None = None  # native calls (endpoints); None: parse the text
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    trained: bool = True  # False: kept out of the training loss (a scripted mistake a demonstration recovers from)
 
 
 def tool_turn(name: str, **arguments: Any) -> Completion:

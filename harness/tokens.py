@@ -83,7 +83,7 @@ class TokenLedger:
         """Append a policy's Completion (`harness.policy`, which renders through this module): its tokens as sampled."""
         if completion.token_ids is None or completion.logprobs is None:
             raise ValueError("an in-process policy must return the token ids and logprobs it generated")
-        self._extend(completion.token_ids, 1, completion.logprobs)
+        self._extend(completion.token_ids, int(completion.trained), completion.logprobs)
         if not completion.token_ids or completion.token_ids[-1] != self.end_id:
             self._extend([self.end_id], 0)  # close a turn cut at max_tokens; not a policy token
 

@@ -57,6 +57,7 @@ class Trajectory:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     timings: dict[str, float] = field(default_factory=dict)
+    untrained_turns: list[int] = field(default_factory=list)  # assistant turns (1 = first) kept out of the loss
     metadata: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

@@ -46,28 +46,31 @@ def examples_from_parquet(path: str | Path, tokenizer, min_reward: float | None 
         if row.get("token_ids"):
             examples.append((list(row["token_ids"]), list(row["loss_mask"])))
         else:
-            examples.append(
-                _render_messages(json.loads(row["messages"]), json.loads(row.get("tools") or "[]"), tokenizer)
-            )
+            untrained = json.loads(row.get("metadata") or "{}").get("untrained_turns", [])
+            messages, tools = json.loads(row["messages"]), json.loads(row.get("tools") or "[]")
+            examples.append(_render_messages(messages, tools, tokenizer, set(untrained)))
     if not examples:
         raise TrainerError(f"{path} holds no trajectories to fine-tune on")
     return examples
 
 
-def _render_messages(messages: list[dict], tools: list[dict], tokenizer) -> Example:
-    """Mask 1 on each assistant turn: the difference between rendering up to it and before it.
+def _render_messages(messages: list[dict], tools: list[dict], tokenizer, untrained: set[int] = frozenset()) -> Example:
+    """Mask 1 on each assistant turn (0 on those numbered in `untrained`, 1 = the first): the difference between
+    rendering up to it and before it.
 
     Rendered with the tool schemas the episode offered, as the episode's prompt was."""
     ids: list[int] = []
     mask: list[int] = []
+    turn = 0
     for end in range(1, len(messages) + 1):
         if messages[end - 1]["role"] != "assistant":
             continue
+        turn += 1
         before = list(render(tokenizer, messages[: end - 1], tools or None, True, True))
         through = list(render(tokenizer, messages[:end], tools or None, False, True))
         if through[: len(before)] != before:
             raise TrainerError("the chat template renders a conversation prefix differently; cannot mask turns")
-        mask += [0] * (len(before) - len(ids)) + [1] * (len(through) - len(before))
+        mask += [0] * (len(before) - len(ids)) + [int(turn not in untrained)] * (len(through) - len(before))
         ids = through
     return ids, mask
 

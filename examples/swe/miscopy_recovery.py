@@ -6,14 +6,18 @@ number, the first editor call copies that number wrong: the editor answers that 
 appear in the file, and the next call makes the right edit, then submits. Every other task gets the
 plain gold turns. A model that learned only from flawless demonstrations has never seen a failed
 edit, and after one it tends to emit broken calls until its turns run out; these show it going on.
-Trained on as they are, they also teach the miscopy, which follows one rule (docs/learning.md: the
-model's first edit was refused in 168 of 200 held-out episodes); the wrong turn is not masked out.
+
+`RecoversFromAMiscopy` keeps the wrong call out of the training loss (`Completion.trained`): the
+model sees it in the context of the turns after it, and learns only the recovery.
+`LearnsTheMiscopyToo` trains on it as well; since the miscopy follows one rule, SFT learns it
+(docs/learning.md: the model's first edit was refused in 168 of 200 held-out episodes).
 
     PYTHONPATH=examples/swe harness generate --checkpoint miscopy_recovery:RecoversFromAMiscopy --tasks swe-tiny-unique-sft
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import zlib
 
@@ -37,6 +41,7 @@ def miscopied(line: str) -> str | None:
 
 class RecoversFromAMiscopy(Policy):
     name = "miscopy-recovery"
+    train_on_the_miscopy = False
 
     def for_task(self, task) -> Policy:
         try:
@@ -47,10 +52,14 @@ class RecoversFromAMiscopy(Policy):
         if edits and zlib.crc32(task.id.encode()) % RECOVERY_EVERY == 0:
             wrong = miscopied(edits[0]["old_str"])
             if wrong is not None:
-                turns = [
-                    tool_turn("str_replace_editor", command="str_replace", **{**edits[0], "old_str": wrong})
-                ] + turns
+                mistake = tool_turn("str_replace_editor", command="str_replace", **{**edits[0], "old_str": wrong})
+                turns = [dataclasses.replace(mistake, trained=self.train_on_the_miscopy)] + turns
         return ScriptedPolicy(self.name, turns)
 
     def generate(self, messages, tools, sampling):
         raise PolicyError("this scripted policy plays per task: use for_task()")
+
+
+class LearnsTheMiscopyToo(RecoversFromAMiscopy):
+    name = "miscopy-recovery-unmasked"
+    train_on_the_miscopy = True
