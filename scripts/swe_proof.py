@@ -9,7 +9,7 @@ resumes where it stopped):
 1. Demonstrations: `harness generate --checkpoint gold` on the first `--demos` tasks of `--demo-tasks` (one
    str_replace_editor edit of the buggy line, then submit). No hacking demonstrations. With `--demo-policy
    miscopy_recovery:RecoversFromAMiscopy` a third of them first copy the line wrong, read the editor's error,
-   and make the right edit (examples/swe/miscopy_recovery.py).
+   and make the right edit; the wrong call is kept out of the loss (examples/swe/miscopy_recovery.py).
 2. Plateau: SFT on those demonstrations from MODEL, validated (greedy) on swe-tiny-val (fixes of its own) every
    `--sft-eval-interval` steps; the best validation checkpoint is the plateau.
 3. Arms, one run per seed (trainer and data seed): GRPO from the plateau on `--rl-tasks` prompts, and SFT

@@ -7,6 +7,7 @@ one snapshot of the task's sandbox, so all samples start from the same state.
 
 from __future__ import annotations
 
+import ctypes
 import itertools
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -39,6 +40,17 @@ def _use_cores(share: int = 1) -> None:
     torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) // share))
 
 
+def _return_freed_memory() -> None:
+    """Give the allocator's free pages back to the system (glibc's malloc_trim). A threaded actor runs its calls on
+    many threads, each allocating in a malloc arena of its own, so the weights one sync frees were not reused by the
+    next sync's thread: a 135M model's engine grew by about a model's size per step (3 GB to 10.7 GB in 20 steps,
+    until Ray's memory monitor killed the run)."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to trim this way
+        pass
+
+
 @ray.remote
 class EngineActor:
     """One inference engine: the actor that holds an in-process policy (`inference.backend`: transformers or
@@ -52,6 +64,7 @@ class EngineActor:
         return self.policy.generate_ids(prompt_ids, sampling)
 
     def load_weights(self, state_dict: dict[str, Any]) -> bool:
+        _return_freed_memory()  # the last sync's weights, freed once that call returned
         self.policy.load_weights(state_dict)
         return True
 

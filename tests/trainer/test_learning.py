@@ -1,7 +1,8 @@
-"""The learning proofs, CI-sized: on arith, GRPO after a warm start raises the held-out reward; on swe-tiny,
-GRPO and its control, SFT continued from the same plateau for the same time, scored on the held-out set.
+"""The learning proofs, CI-sized: on arith, GRPO after two SFT steps raises the held-out reward of a real
+pretrained model (SmolLM2-135M-Instruct); on swe-tiny, GRPO and its control, SFT continued from the same plateau
+for the same time, scored on the held-out set.
 
-The full proofs are `scripts/learning_proof.sh` (docs/learning.md); these run the same configs, shorter.
+The full runs are in docs/models.md and docs/learning.md; these run the same configs, shorter.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from tests.cli_helpers import ROOT, harness
 
-GRPO_STEPS = 20
+GRPO_STEPS = 5
 # The repo-fix proof, shorter: the same 600 demonstrations and 200 SFT steps (the copying appears after 100), one
 # seed, 1 GRPO step of 8 prompts x 8 samples, 50 held-out tasks scored greedily (no pass@k samples).
 CI_PROOF = (
@@ -35,35 +36,30 @@ CI_PROOF = (
 )
 
 
-def test_grpo_after_a_warm_start_raises_held_out_reward(tmp_path):
-    from harness.tiny_model import init_tiny
-
-    model = init_tiny(tmp_path / "model", hidden_size=128)
+@pytest.mark.timeout(2400)  # Ray, a learner and an engine of a 135M model on a 2-core CPU
+def test_grpo_teaches_a_real_model_the_answer_format_on_held_out_problems(smollm2_gguf, tmp_path):
+    """SmolLM2-135M-Instruct after 2 SFT steps writes `#### N` half the time; 5 GRPO steps with the strict rule
+    (one run on the development machine: held-out 0.19 -> 0.845) must raise the held-out reward by 0.3 at least."""
     run_dir = tmp_path / "run"
     done = harness(
         "train",
         "--config",
-        str(ROOT / "examples/arith/arith-grpo-tiny-cpu.yaml"),
-        f"trainer.policy.model.path={model}",
+        str(ROOT / "examples/arith/arith-sft-grpo-smollm2-cpu.yaml"),
+        f"trainer.policy.model.path={smollm2_gguf}",
         f"trainer.output_dir={run_dir}",
         f"trainer.max_steps={GRPO_STEPS}",
-        # The full run's first 20 steps, whose cosine decay over 120 steps has barely begun by then. A decay over
-        # the test's own 20 steps halves the learning done: one CPU measured a held-out rise of 0.015 with it, 0.07
-        # without (docs/limitations.md: on that CPU the held-out rate fell again by step 30).
-        "trainer.lr_scheduler=constant",
         "trainer.eval_interval=0",
-        timeout=1200,
+        timeout=2000,
     )
-    assert done.returncode == 0, done.stdout[-3000:]
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     held_out = [(m["step"], m["val/reward_mean"]) for m in metrics if "val/reward_mean" in m]
     assert [step for step, _ in held_out] == [0, GRPO_STEPS]
     start, end = held_out[0][1], held_out[-1][1]
-    assert start <= 0.35, f"the warm start alone should leave room to learn: {held_out}"
-    assert end >= start + 0.05, f"GRPO did not raise the held-out reward: {held_out}"
+    assert start <= 0.4, f"two SFT steps alone should leave room to learn: {held_out}"
+    assert end >= start + 0.3, f"GRPO did not raise the held-out reward: {held_out}"
     trained = [m["train/reward_mean"] for m in metrics if "train/reward_mean" in m]
-    assert sum(trained[-10:]) > sum(trained[:10]), f"the training reward did not rise: {trained}"
-    assert Path(run_dir / "reward_curve.png").stat().st_size > 1000
+    assert trained[-1] > trained[0], f"the training reward did not rise: {trained}"
 
 
 @pytest.mark.proof
