@@ -33,3 +33,36 @@ def test_the_splits_are_disjoint_and_every_answer_is_right(held_out, train, val,
         assert OPS[op](int(left), int(right)) == int(value) == int(answer) == int(task.reward_spec["ground_truth"])
         assert gsm8k_reward(task.metadata["answer"], task.reward_spec["ground_truth"]).value == 1.0
     assert max(operands) == largest and min(operands) >= 0
+
+
+def test_the_answer_summary_counts_the_line_the_reward_and_the_cut(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from tests.cli_helpers import ROOT
+
+    def answer(question, text, reward, finish="stop"):
+        return {
+            "messages": [{"role": "user", "content": question}, {"role": "assistant", "content": text}],
+            "reward": reward,
+            "reward_details": {"ground_truth": "8"},
+            "metadata": {"turn_stats": [{"finish_reason": finish}]},
+        }
+
+    plus, times = "Ada has 3 pens. Ada gets 5 more. How many?", "Ben buys 2 bags with 4 pens in each bag. How many?"
+    rows = [
+        answer(plus, "3 + 5 = 8\n#### 8", 1.0),
+        answer(plus, "#### 9", 0.0),
+        answer(times, "2 * 4 = 8", 0.0),
+        answer(times, "First we", 0.0, "length"),
+    ]
+    (tmp_path / "rollouts").mkdir()
+    (tmp_path / "rollouts" / "step_000003.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    done = subprocess.run(
+        [sys.executable, "scripts/arith_answers.py", str(tmp_path)], capture_output=True, text=True, cwd=ROOT
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == (
+        "step 3: 4 answers: line 0.50  strict 0.25  flexible 0.50  cut 0.25  right of those with the line: + 1/2"
+    )
