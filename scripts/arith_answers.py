@@ -13,12 +13,8 @@ import json
 import sys
 from pathlib import Path
 
+from tasks.arith import question_operation
 from tasks.gsm8k import extract_answer
-
-
-def operation(question: str) -> str:
-    """The operation of a `tasks.arith` template, read from its wording."""
-    return "+" if " more." in question else "-" if "gives away" in question else "*"
 
 
 def step_summary(trajectories: list[dict]) -> str:
@@ -34,7 +30,7 @@ def step_summary(trajectories: list[dict]) -> str:
         flexible += last is not None and float(last) == float(truth)
         cut += (t["metadata"].get("turn_stats") or [{}])[-1].get("finish_reason") == "length"
         if has_line:
-            tally = by_operation.setdefault(operation(t["messages"][0]["content"]), [0, 0])
+            tally = by_operation.setdefault(question_operation(t["messages"][0]["content"]) or "?", [0, 0])
             tally[0] += t["reward"] == 1.0
             tally[1] += 1
     ops = "  ".join(f"{op} {right}/{seen}" for op, (right, seen) in sorted(by_operation.items()))

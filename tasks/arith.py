@@ -8,6 +8,7 @@ are written GSM8K-style: the working, then `#### <number>`.
 from __future__ import annotations
 
 import random
+import re
 
 from .gsm8k import gsm8k_tasks
 from .task import Task
@@ -19,6 +20,15 @@ TEMPLATES = [
     ("{n} has {a} {t} and gives away {b}. How many {t} are left?", "-"),
     ("{n} buys {a} bags with {b} {t} in each bag. How many {t} does {n} buy?", "*"),
 ]
+
+
+def question_operation(question: str) -> str | None:
+    """The operation (+, - or *) of a question one of TEMPLATES wrote (or of a prompt that starts with one); None for
+    any other text."""
+    for template, op in TEMPLATES:
+        if re.match(re.sub(r"\\\{\w+\\\}", ".+?", re.escape(template)), question):
+            return op
+    return None
 
 
 def arith_rows(count: int, seed: int, max_operand: int = 9) -> list[dict[str, str]]:

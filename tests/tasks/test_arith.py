@@ -50,7 +50,8 @@ def test_the_answer_summary_counts_the_line_the_reward_and_the_cut(tmp_path):
             "metadata": {"turn_stats": [{"finish_reason": finish}]},
         }
 
-    plus, times = "Ada has 3 pens. Ada gets 5 more. How many?", "Ben buys 2 bags with 4 pens in each bag. How many?"
+    plus = "Ada has 3 pens. Ada gets 5 more. How many pens does Ada have now?"
+    times = "Ben buys 2 bags with 4 pens in each bag. How many pens does Ben buy?"
     rows = [
         answer(plus, "3 + 5 = 8\n#### 8", 1.0),
         answer(plus, "#### 9", 0.0),
