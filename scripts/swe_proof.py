@@ -67,7 +67,13 @@ def main() -> int:
     parser.add_argument("--pass-k", type=int, default=4, help="samples per task for pass@k (0: greedy only)")
     parser.add_argument("--pass-k-tasks", type=int, default=100, help="pass@k on the first N held-out tasks")
     parser.add_argument("--hack-share", type=float, default=0.0)
-    parser.add_argument("--arms", nargs="+", default=["grpo", "sft"], choices=["grpo", "sft"])
+    parser.add_argument(
+        "--arms",
+        nargs="*",
+        default=["grpo", "sft"],
+        choices=["grpo", "sft"],
+        help="the arms run from the gold plateau; none (with --hack-share): the hack run alone, without that plateau",
+    )
     parser.add_argument(
         "--sft-arm-steps",
         type=int,
@@ -80,13 +86,15 @@ def main() -> int:
     runs = args.runs.resolve()
     runs.mkdir(parents=True, exist_ok=True)
 
-    demos = demonstrations(runs, args.demo_policy, args.demos, args.demo_tasks)
-    plateau_run = runs / "swe-plateau"
-    plateau = sft_plateau(plateau_run, args.start, [demos], args)
-    report = {"plateau": plateau_summary(plateau_run, plateau), "arms": {}}
-    report["plateau"]["heldout"] = evaluate(runs / "eval-plateau", plateau, args)
+    report = {"arms": {}}
+    if args.arms:
+        demos = demonstrations(runs, args.demo_policy, args.demos, args.demo_tasks)
+        plateau_run = runs / "swe-plateau"
+        plateau = sft_plateau(plateau_run, args.start, [demos], args)
+        report["plateau"] = plateau_summary(plateau_run, plateau)
+        report["plateau"]["heldout"] = evaluate(runs / "eval-plateau", plateau, args)
     grpo_name = f"grpo-lr{args.grpo_lr:g}" if args.grpo_lr else "grpo"
-    for seed in args.seeds:
+    for seed in args.seeds if args.arms else []:
         grpo_run = runs / f"swe-{grpo_name}-seed{seed}"
         if "grpo" in args.arms:
             grpo(grpo_run, plateau, seed, args)
@@ -336,7 +344,7 @@ def hack_run(runs: Path, args) -> dict:
 
 
 def summary_table(report: dict) -> dict:
-    out = {"plateau": report["plateau"].get("heldout")}
+    out = {"plateau": report["plateau"]["heldout"]} if "plateau" in report else {}
     for arm, seeds in report["arms"].items():
         greedy = [s["heldout"]["greedy"] for s in seeds]
         out[arm] = {
@@ -349,7 +357,8 @@ def summary_table(report: dict) -> dict:
 
 def write_report(runs: Path, report: dict) -> None:
     (runs / "swe-proof.json").write_text(json.dumps(report | {"summary": summary_table(report)}, indent=1))
-    plot(runs, report)
+    if "plateau" in report:  # the arms' plot (a hack run alone has none)
+        plot(runs, report)
 
 
 def plot(runs: Path, report: dict) -> None:

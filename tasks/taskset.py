@@ -85,6 +85,7 @@ register_taskset("arith-tool", lambda: _arith("validation", "tool"))
 register_taskset("arith-tool-train", lambda: _arith("train", "tool"))
 register_taskset("arith2", lambda: _arith("validation", "single", 99, "arith2"))  # two-digit operands
 register_taskset("arith2-train", lambda: _arith("train", "single", 99, "arith2"))
+register_taskset("arith2-val", lambda: _arith("val", "single", 99, "arith2"))  # for choosing checkpoints
 
 
 # ----------------------------------------------------------------------------- loading

@@ -56,12 +56,13 @@ def examples_from_parquet(path: str | Path, tokenizer, min_reward: float | None 
 
 def _render_messages(messages: list[dict], tools: list[dict], tokenizer, untrained: set[int] = frozenset()) -> Example:
     """Mask 1 on each assistant turn (0 on those numbered in `untrained`, 1 = the first): the difference between
-    rendering up to it and before it.
+    rendering up to it and before it, through the turn's end token. What the template writes after that token (a
+    newline) is not the model's to generate, as in a rollout, where it comes with the next prompt.
 
     Rendered with the tool schemas the episode offered, as the episode's prompt was."""
     ids: list[int] = []
     mask: list[int] = []
-    turn = 0
+    turn, end_id = 0, tokenizer.convert_tokens_to_ids(turn_end(tokenizer))
     for end in range(1, len(messages) + 1):
         if messages[end - 1]["role"] != "assistant":
             continue
@@ -70,7 +71,9 @@ def _render_messages(messages: list[dict], tools: list[dict], tokenizer, untrain
         through = list(render(tokenizer, messages[:end], tools or None, False, True))
         if through[: len(before)] != before:
             raise TrainerError("the chat template renders a conversation prefix differently; cannot mask turns")
-        mask += [0] * (len(before) - len(ids)) + [int(turn not in untrained)] * (len(through) - len(before))
+        reply = through[len(before) :]
+        own = len(reply) - reply[::-1].index(end_id) if end_id in reply else len(reply)
+        mask += [0] * (len(before) - len(ids)) + [int(turn not in untrained)] * own + [0] * (len(reply) - own)
         ids = through
     return ids, mask
 

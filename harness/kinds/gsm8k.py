@@ -35,7 +35,9 @@ class GSM8KToolEnvironment(ToolEnvironment):
 
 
 def gold_text(task: Task, use_tools: bool) -> list[Completion]:
-    return [Completion(text=f"The answer is below.\n#### {task.reward_spec['ground_truth']}")]
+    """The reference solution (working, then `#### answer`) where the task has one, else the answer line alone."""
+    reference = task.metadata.get("answer")
+    return [Completion(text=reference or f"The answer is below.\n#### {task.reward_spec['ground_truth']}")]
 
 
 def gold_tool(task: Task, use_tools: bool) -> list[Completion]:

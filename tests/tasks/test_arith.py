@@ -14,7 +14,7 @@ OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul}
 
 
 @pytest.mark.parametrize(
-    "held_out, train, val, largest", [("arith", "arith-train", "arith-val", 9), ("arith2", "arith2-train", None, 99)]
+    "held_out, train, val, largest", [("arith", "arith-train", "arith-val", 9), ("arith2", "arith2-train", "arith2-val", 99)]
 )
 def test_the_splits_are_disjoint_and_every_answer_is_right(held_out, train, val, largest):
     tests, trains = load_tasks(held_out), load_tasks(train)

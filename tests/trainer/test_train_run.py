@@ -295,6 +295,27 @@ def test_sft_on_generated_trajectories_lowers_the_loss(tiny_model, tmp_path, doc
     assert losses[-1] < 0.5 * losses[0]
 
 
+def test_gold_demonstrations_train_on_the_reference_answers_exactly_as_the_task_set_does(tiny_model, tmp_path):
+    """`harness generate --checkpoint gold` on a GSM8K-format set writes the reference solution, and SFT on that
+    Parquet trains on the same tokens as SFT on the task set's references: the reply through its end token, not the
+    newline the template writes after it."""
+    from transformers import AutoTokenizer
+
+    from harness.tokens import turn_end
+    from tasks.taskset import load_tasks
+    from trainer.sft import examples_from_parquet, examples_from_tasks
+
+    done = harness("generate", "--checkpoint", "gold", "--tasks", "arith-train", "--limit", "6", "--output", str(tmp_path))
+    assert done.returncode == 0, done.stdout
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model)
+    end_id = tokenizer.convert_tokens_to_ids(turn_end(tokenizer))
+    trained = lambda examples: sorted([t for t, m in zip(ids, mask) if m] for ids, mask in examples)  # noqa: E731
+    from_parquet = trained(examples_from_parquet(tmp_path / "trajectories.parquet", tokenizer))
+    from_tasks = trained(examples_from_tasks(load_tasks("arith-train")[:6], tokenizer))
+    assert from_parquet == from_tasks
+    assert all(reply[-1] == end_id and "\n#### " in tokenizer.decode(reply) for reply in from_parquet)
+
+
 def test_async_path_with_nothing_ahead_repeats_the_synchronous_steps(tiny_model, tmp_path):
     """Staleness 0 runs the whole asynchronous path (rollouts through RolloutsAhead, the decoupled loss with its
     importance weights) on-policy: any difference from the synchronous run would be the path's own error."""
