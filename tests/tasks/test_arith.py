@@ -14,12 +14,13 @@ OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul}
 
 
 @pytest.mark.parametrize(
-    "held_out, train, val, largest", [("arith", "arith-train", "arith-val", 9), ("arith2", "arith2-train", "arith2-val", 99)]
+    "held_out, train, val, largest",
+    [("arith", "arith-train", "arith-val", 9), ("arith2", "arith2-train", "arith2-val", 99)],
 )
 def test_the_splits_are_disjoint_and_every_answer_is_right(held_out, train, val, largest):
     tests, trains = load_tasks(held_out), load_tasks(train)
-    vals = load_tasks(val) if val else []
-    assert (len(tests), len(trains), len(vals)) == (200, 2000, 200 if val else 0)
+    vals = load_tasks(val)
+    assert (len(tests), len(trains), len(vals)) == (200, 2000, 200)
     trains += vals
     questions = [task.metadata["question"] for task in tests + trains]
     assert len(set(questions)) == len(questions)  # no problem twice, within or across the splits

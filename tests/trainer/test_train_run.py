@@ -305,7 +305,9 @@ def test_gold_demonstrations_train_on_the_reference_answers_exactly_as_the_task_
     from tasks.taskset import load_tasks
     from trainer.sft import examples_from_parquet, examples_from_tasks
 
-    done = harness("generate", "--checkpoint", "gold", "--tasks", "arith-train", "--limit", "6", "--output", str(tmp_path))
+    done = harness(
+        "generate", "--checkpoint", "gold", "--tasks", "arith-train", "--limit", "6", "--output", str(tmp_path)
+    )
     assert done.returncode == 0, done.stdout
     tokenizer = AutoTokenizer.from_pretrained(tiny_model)
     end_id = tokenizer.convert_tokens_to_ids(turn_end(tokenizer))
