@@ -1,6 +1,6 @@
-"""The learning proofs, CI-sized: on arith, GRPO after two SFT steps raises the held-out reward of a real
-pretrained model (SmolLM2-135M-Instruct); on swe-tiny, GRPO and its control, SFT continued from the same plateau
-for the same time, scored on the held-out set.
+"""The learning proofs, CI-sized, each against its control (SFT continued for the same training time): on arith,
+GRPO after two SFT steps raises the held-out reward of a real pretrained model (SmolLM2-135M-Instruct), by half the
+control's rise at least; on swe-tiny, GRPO and its control from the same plateau, scored on the held-out set.
 
 The full runs are in docs/models.md and docs/learning.md; these run the same configs, shorter.
 """
@@ -16,6 +16,7 @@ from pathlib import Path
 from tests.cli_helpers import ROOT, harness
 
 GRPO_STEPS = 5
+GRPO_SECONDS = ("time/rollout_s", "time/train_s", "time/weight_sync_s")  # a GRPO step's training time
 # The repo-fix proof, shorter: the same 600 demonstrations and 200 SFT steps (the copying appears after 100), one
 # seed, 1 GRPO step of 8 prompts x 8 samples, 50 held-out tasks scored greedily (no pass@k samples).
 CI_PROOF = (
@@ -36,30 +37,59 @@ CI_PROOF = (
 )
 
 
-@pytest.mark.timeout(2400)  # Ray, a learner and an engine of a 135M model on a 2-core CPU
-def test_grpo_teaches_a_real_model_the_answer_format_on_held_out_problems(smollm2_gguf, tmp_path):
-    """SmolLM2-135M-Instruct after 2 SFT steps writes `#### N` half the time; 5 GRPO steps with the strict rule
-    (one run on the development machine: held-out 0.19 -> 0.845) must raise the held-out reward by 0.3 at least."""
-    run_dir = tmp_path / "run"
+@pytest.mark.timeout(2400)  # Ray, a learner and an engine of a 135M model on a 2-core CPU, twice
+def test_grpo_without_the_answers_gains_at_least_half_what_sft_on_them_gains_in_the_same_time(smollm2_gguf, tmp_path):
+    """SmolLM2-135M-Instruct after 2 SFT steps writes `#### N` half the time. From there, 5 GRPO steps with the strict
+    rule (shown no answer) against the control: SFT continued on the reference answers for the same training seconds.
+    Both must raise the held-out reward, GRPO by 0.3 at least and by half the control's rise at least. It does not
+    assert that GRPO beats the control: it does not (docs/models.md)."""
+    config = str(ROOT / "examples/arith/arith-sft-grpo-smollm2-cpu.yaml")
+    grpo_dir, control_dir = tmp_path / "grpo", tmp_path / "control"
     done = harness(
         "train",
         "--config",
-        str(ROOT / "examples/arith/arith-sft-grpo-smollm2-cpu.yaml"),
+        config,
         f"trainer.policy.model.path={smollm2_gguf}",
-        f"trainer.output_dir={run_dir}",
+        f"trainer.output_dir={grpo_dir}",
         f"trainer.max_steps={GRPO_STEPS}",
         "trainer.eval_interval=0",
         timeout=2000,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    metrics = rows(grpo_dir)
     held_out = [(m["step"], m["val/reward_mean"]) for m in metrics if "val/reward_mean" in m]
     assert [step for step, _ in held_out] == [0, GRPO_STEPS]
     start, end = held_out[0][1], held_out[-1][1]
     assert start <= 0.4, f"two SFT steps alone should leave room to learn: {held_out}"
-    assert end >= start + 0.3, f"GRPO did not raise the held-out reward: {held_out}"
     trained = [m["train/reward_mean"] for m in metrics if "train/reward_mean" in m]
     assert trained[-1] > trained[0], f"the training reward did not rise: {trained}"
+
+    seconds = sum(m.get(key, 0) for m in metrics for key in ("sft/step_s", *GRPO_SECONDS))
+    done = harness(
+        "train",
+        "--config",
+        config,
+        f"trainer.policy.model.path={smollm2_gguf}",
+        f"trainer.output_dir={control_dir}",
+        "trainer.max_steps=0",
+        "trainer.sft_warmup.max_steps=null",
+        f"trainer.sft_warmup.max_seconds={seconds}",
+        timeout=2000,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    control = rows(control_dir)
+    sft_steps = [m for m in control if "sft/step" in m]
+    trained_for = sum(m["sft/step_s"] for m in sft_steps)
+    assert seconds <= trained_for <= seconds + sft_steps[-1]["sft/step_s"], (seconds, trained_for)  # as long as GRPO
+    control_end = next(m["val/reward_mean"] for m in control if "val/reward_mean" in m)
+    assert control_end > start, f"the control learned nothing: {start} -> {control_end}"
+    assert end - start >= max(0.3, 0.5 * (control_end - start)), (
+        f"GRPO {start} -> {end}, the control {start} -> {control_end}"
+    )
+
+
+def rows(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
 @pytest.mark.proof
