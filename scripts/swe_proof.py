@@ -83,6 +83,8 @@ def main() -> int:
         "--grpo-lr", type=float, help="GRPO's learning rate (default: the config's); its runs are named by it"
     )
     args = parser.parse_args()
+    if not args.arms and not args.hack_share:
+        parser.error("--arms with no arm runs only the hack run: give --hack-share too")
     runs = args.runs.resolve()
     runs.mkdir(parents=True, exist_ok=True)
 
