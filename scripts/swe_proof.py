@@ -37,6 +37,9 @@ from math import comb
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from trainer.metrics import read_metrics, training_seconds  # noqa: E402
+
 SFT_CONFIG = ROOT / "examples/swe/swe-tiny-sft-tiny-cpu.yaml"
 GRPO_CONFIG = ROOT / "examples/swe/swe-tiny-grpo-tiny-cpu.yaml"
 HACKER = "test_editing_agent:EditsTheTests"
@@ -102,7 +105,11 @@ def main() -> int:
             grpo(grpo_run, plateau, seed, args)
             arm_summary(grpo_run, "grpo", seed, args)
         if "sft" in args.arms:
-            budget = grpo_seconds(grpo_run) if (grpo_run / "done").exists() and not args.sft_arm_steps else None
+            budget = (
+                training_seconds(read_metrics(grpo_run))
+                if (grpo_run / "done").exists() and not args.sft_arm_steps
+                else None
+            )
             steps = args.sft_arm_steps or (None if budget else args.grpo_steps * 10)
             sft_run = runs / f"swe-sft-seed{seed}"
             continued_sft(sft_run, plateau, demos, seed, steps, budget)
@@ -275,25 +282,14 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 if n - c < k else 1.0 - comb(n - c, k) / comb(n, k)
 
 
-def metrics(run: Path) -> list[dict]:
-    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
-
-
-def grpo_seconds(run: Path) -> float:
-    """Training time of a GRPO run: rollouts, learner steps and weight syncs (evaluations excluded)."""
-    return sum(
-        m.get("time/rollout_s", 0) + m.get("time/train_s", 0) + m.get("time/weight_sync_s", 0) for m in metrics(run)
-    )
-
-
 def plateau_summary(run: Path, plateau: Path) -> dict:
-    curve = [(m["sft/step"], m["sft/val_pass_rate"]) for m in metrics(run) if "sft/val_pass_rate" in m]
+    curve = [(m["sft/step"], m["sft/val_pass_rate"]) for m in read_metrics(run) if "sft/val_pass_rate" in m]
     return {"checkpoint": str(plateau), "validation_curve": curve}
 
 
 def arm_summary(run: Path, arm: str, seed: int, args) -> dict:
-    rows = metrics(run)
-    seconds = grpo_seconds(run) if arm == "grpo" else sum(m.get("sft/step_s", 0) for m in rows)
+    rows = read_metrics(run)
+    seconds = training_seconds(rows)
     summary = {
         "seed": seed,
         "run": str(run),
@@ -327,7 +323,6 @@ def hack_run(runs: Path, args) -> dict:
     plateau = sft_plateau(plateau_run, args.start, [gold, hacked], args)
     run = runs / "swe-grpo-hack"
     grpo(run, plateau, args.seeds[0], args)
-    sys.path.insert(0, str(ROOT))
     from harness.viewer.hacking import count
     from infra.runlog import read_rows
 

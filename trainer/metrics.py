@@ -62,6 +62,15 @@ def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
     return read_rows(run_dir / "metrics.jsonl")  # a line torn by a kill is skipped
 
 
+TRAINING_SECONDS = ("sft/step_s", "time/rollout_s", "time/train_s", "time/weight_sync_s")
+
+
+def training_seconds(rows: list[dict[str, Any]]) -> float:
+    """How long a run trained, from its metrics: SFT steps, rollouts, learner steps and weight syncs (evaluations
+    and checkpoints excluded), the figure a control arm's `trainer.sft_warmup.max_seconds` is matched to."""
+    return sum(row.get(key, 0) for row in rows for key in TRAINING_SECONDS)
+
+
 def plot_curve(run_dir: Path, key: str = "val/reward_mean", output: str = "reward_curve.png") -> Path | None:
     """Save the curve of one metric over steps as a PNG in the run folder."""
     import matplotlib

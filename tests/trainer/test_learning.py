@@ -13,10 +13,10 @@ import pytest
 import subprocess
 from pathlib import Path
 
-from tests.cli_helpers import ROOT, harness
+from tests.cli_helpers import ROOT, harness, rows_of
+from trainer.metrics import training_seconds
 
 GRPO_STEPS = 5
-GRPO_SECONDS = ("time/rollout_s", "time/train_s", "time/weight_sync_s")  # a GRPO step's training time
 # The repo-fix proof, shorter: the same 600 demonstrations and 200 SFT steps (the copying appears after 100), one
 # seed, 1 GRPO step of 8 prompts x 8 samples, 50 held-out tasks scored greedily (no pass@k samples).
 CI_PROOF = (
@@ -56,7 +56,7 @@ def test_grpo_without_the_answers_gains_at_least_half_what_sft_on_them_gains_in_
         timeout=2000,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    metrics = rows(grpo_dir)
+    metrics = rows_of(grpo_dir / "metrics.jsonl")
     held_out = [(m["step"], m["val/reward_mean"]) for m in metrics if "val/reward_mean" in m]
     assert [step for step, _ in held_out] == [0, GRPO_STEPS]
     start, end = held_out[0][1], held_out[-1][1]
@@ -64,7 +64,7 @@ def test_grpo_without_the_answers_gains_at_least_half_what_sft_on_them_gains_in_
     trained = [m["train/reward_mean"] for m in metrics if "train/reward_mean" in m]
     assert trained[-1] > trained[0], f"the training reward did not rise: {trained}"
 
-    seconds = sum(m.get(key, 0) for m in metrics for key in ("sft/step_s", *GRPO_SECONDS))
+    seconds = training_seconds(metrics)  # its 2 SFT steps and 5 GRPO steps
     done = harness(
         "train",
         "--config",
@@ -77,7 +77,7 @@ def test_grpo_without_the_answers_gains_at_least_half_what_sft_on_them_gains_in_
         timeout=2000,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    control = rows(control_dir)
+    control = rows_of(control_dir / "metrics.jsonl")
     sft_steps = [m for m in control if "sft/step" in m]
     trained_for = sum(m["sft/step_s"] for m in sft_steps)
     assert seconds <= trained_for <= seconds + sft_steps[-1]["sft/step_s"], (seconds, trained_for)  # as long as GRPO
@@ -86,10 +86,6 @@ def test_grpo_without_the_answers_gains_at_least_half_what_sft_on_them_gains_in_
     assert end - start >= max(0.3, 0.5 * (control_end - start)), (
         f"GRPO {start} -> {end}, the control {start} -> {control_end}"
     )
-
-
-def rows(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
 @pytest.mark.proof
