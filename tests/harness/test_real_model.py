@@ -1,7 +1,7 @@
 """A real pretrained model end to end: SmolLM2-135M-Instruct, shipped as a Q4_1 GGUF file on PyPI.
 
-Imported once (tests/conftest.py `smollm2`); then generate, serve, eval, an SFT step and a GRPO step run from it,
-given either the GGUF file itself (resolved to that import) or the folder.
+Imported once (tests/conftest.py `smollm2`); then generate, serve and eval run from it, given either the GGUF file
+itself (resolved to that import) or the folder. Training from it is in tests/trainer/test_learning.py.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import json
 import pytest
 import torch
 
-from tests.cli_helpers import harness, rows_of, serving
+from tests.cli_helpers import harness, serving
 
 BASH = {
     "type": "function",
@@ -172,70 +172,3 @@ def test_serve_answers_the_openai_client(smollm2, smollm2_gguf):
         assert "".join(c.delta.content or "" for c in chunks) == message.content  # streamed with tools, the same turn
         streamed_calls = [call.function.name for c in chunks for call in c.delta.tool_calls or []]
         assert streamed_calls == [call.function.name for call in message.tool_calls or []]
-
-
-# Training problems SmolLM2 answers right in some samples of a group and wrong in others at temperature 1
-# (sampled 8 times each from the untrained model: 2/8 and 5/8 right), so GRPO's group has reward variance.
-MIXED_ARITH = (80, 1049)
-
-
-@pytest.mark.timeout(1800)  # Ray, a learner and an engine of a 135M model on a busy 2-core CPU
-def test_sft_then_grpo_steps_from_the_gguf_file_save_a_checkpoint_that_loads_and_evaluates(
-    smollm2, smollm2_gguf, tmp_path
-):
-    from safetensors.torch import load_file
-
-    from tasks.arith import arith_splits
-    from tasks.gsm8k import skyrl_row
-
-    train = arith_splits()["train"]
-    problems = tmp_path / "mixed.jsonl"
-    problems.write_text("".join(json.dumps(skyrl_row(train[i], "train", i)) + "\n" for i in MIXED_ARITH))
-    run_dir = tmp_path / "run"
-    done = harness(
-        "train",
-        f"trainer.policy.model.path={smollm2_gguf}",
-        f"trainer.output_dir={run_dir}",
-        f"data.train_data=[{str(problems)!r}]",
-        "data.reward_mode=flexible",
-        "data.max_prompt_length=128",
-        f"trainer.train_batch_size={len(MIXED_ARITH)}",
-        "generator.n_samples_per_prompt=8",
-        "generator.max_tokens=48",
-        "generator.max_context=256",
-        "trainer.max_steps=1",
-        "trainer.learning_rate=1.0e-5",
-        "trainer.algorithm.kl_coef=0.001",  # keeps the warm-started policy as reference/, to compare against
-        'trainer.sft_warmup={data: ["arith-train"], max_steps: 1, batch_size: 2, learning_rate: 1.0e-5}',
-        timeout=1200,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    metrics = rows_of(run_dir / "metrics.jsonl")
-    assert [m["sft/step"] for m in metrics if "sft/step" in m] == [1]
-    (grpo,) = [m for m in metrics if m.get("step") == 1]
-    assert 0 < grpo["train/reward_mean"] < 1 and grpo["train/advantage_std"] > 0 and grpo["train/grad_norm"] > 0, grpo
-    original = load_file(smollm2 / "model.safetensors")
-    warm = load_file(run_dir / "reference" / "model.safetensors")
-    trained = load_file(run_dir / "checkpoints" / "global_step_1" / "model.safetensors")
-    shared = original.keys() & warm.keys() & trained.keys()  # the trainer's save also writes the tied lm_head
-    assert "model.embed_tokens.weight" in shared
-    assert any(not torch.equal(original[k], warm[k]) for k in shared), "the SFT step changed nothing"
-    assert any(not torch.equal(warm[k], trained[k]) for k in shared), "the GRPO step changed nothing"
-    evaluated = harness(
-        "eval",
-        "--checkpoint",
-        str(run_dir / "checkpoints" / "global_step_1"),
-        "--tasks",
-        "arith",
-        "--limit",
-        "1",
-        "--max-tokens",
-        "16",
-        "--engine",
-        "transformers",
-        "--output",
-        str(tmp_path / "eval"),
-        timeout=600,
-    )
-    assert evaluated.returncode == 0, evaluated.stdout + evaluated.stderr
-    assert json.loads((tmp_path / "eval" / "report.json").read_text())["total_completion_tokens"] > 0

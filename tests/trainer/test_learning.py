@@ -63,6 +63,18 @@ def test_grpo_without_the_answers_gains_at_least_half_what_sft_on_them_gains_in_
     assert start <= 0.4, f"two SFT steps alone should leave room to learn: {held_out}"
     trained = [m["train/reward_mean"] for m in metrics if "train/reward_mean" in m]
     assert trained[-1] > trained[0], f"the training reward did not rise: {trained}"
+    saved = grpo_dir / "checkpoints" / f"global_step_{GRPO_STEPS}"
+    evaluated = harness(
+        "eval",
+        *("--checkpoint", str(saved), "--tasks", "arith", "--max-tokens", "24", "--engine", "transformers"),
+        *("--workers", "64", "--output", str(tmp_path / "eval")),
+        timeout=900,
+    )
+    assert evaluated.returncode == 0, evaluated.stdout[-3000:] + evaluated.stderr[-3000:]
+    reloaded = json.loads((tmp_path / "eval" / "report.json").read_text())["mean_reward"]
+    # the saved checkpoint is the trained policy: `harness eval` repeats the run's own held-out figure (batching
+    # pads differently, so a few greedy answers may flip)
+    assert abs(reloaded - end) <= 0.02, (reloaded, end)
 
     seconds = training_seconds(metrics)  # its 2 SFT steps and 5 GRPO steps
     done = harness(
