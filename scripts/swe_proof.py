@@ -44,6 +44,7 @@ SFT_CONFIG = ROOT / "examples/swe/swe-tiny-sft-tiny-cpu.yaml"
 GRPO_CONFIG = ROOT / "examples/swe/swe-tiny-grpo-tiny-cpu.yaml"
 HACKER = "test_editing_agent:EditsTheTests"
 RECOVERY = "miscopy_recovery:RecoversFromAMiscopy"
+PASS_K_TEMPERATURE = 0.5  # GRPO_CONFIG's sampling temperature
 
 
 def main() -> int:
@@ -91,7 +92,7 @@ def main() -> int:
     runs = args.runs.resolve()
     runs.mkdir(parents=True, exist_ok=True)
 
-    report = {"arms": {}}
+    report = {"arms": {}, "pass_k_temperature": PASS_K_TEMPERATURE}
     if args.arms:
         demos = demonstrations(runs, args.demo_policy, args.demos, args.demo_tasks)
         plateau_run = runs / "swe-plateau"
@@ -232,7 +233,7 @@ def final_checkpoint(run: Path) -> Path:
 
 
 def evaluate(out: Path, checkpoint: Path, args) -> dict:
-    """Greedy resolve rate on the whole held-out set, and pass@k from `--pass-k` samples at temperature 0.5 (the
+    """Greedy resolve rate on the whole held-out set, and pass@k from `--pass-k` samples at PASS_K_TEMPERATURE (the
     training temperature) on its first `--pass-k-tasks` tasks."""
     scores = {"pass@k": {}}
     for name, extra in evaluations(args):
@@ -274,7 +275,14 @@ def evaluate(out: Path, checkpoint: Path, args) -> dict:
 
 def evaluations(args) -> list[tuple[str, list[str]]]:
     """The evaluations of each checkpoint, by folder name: greedy, and the pass@k samples unless `--pass-k 0`."""
-    sampled = ["--samples", str(args.pass_k), "--temperature", "0.5", "--limit", str(args.pass_k_tasks)]
+    sampled = [
+        "--samples",
+        str(args.pass_k),
+        "--temperature",
+        str(PASS_K_TEMPERATURE),
+        "--limit",
+        str(args.pass_k_tasks),
+    ]
     return [("greedy", [])] + ([("sampled", sampled)] if args.pass_k else [])
 
 
@@ -399,7 +407,7 @@ def plot(runs: Path, report: dict) -> None:
             label="plateau",
         )
         right.set_xlabel("k")
-        right.set_ylabel("held-out pass@k (temperature 0.5)")
+        right.set_ylabel(f"held-out pass@k (temperature {report['pass_k_temperature']:g})")
         right.set_ylim(0, 1)
         right.legend(fontsize=7)
     figure.tight_layout()
