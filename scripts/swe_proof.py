@@ -368,7 +368,7 @@ def write_report(runs: Path, report: dict) -> None:
 
 def plot(runs: Path, report: dict) -> None:
     """Held-out greedy rate and pass@k of each arm: each seed a dot, the mean a bar; the plateau a line. Without
-    pass@k samples (`--pass-k 0`), the greedy panel alone."""
+    pass@k samples for the plateau (`--pass-k 0`), the greedy panel alone."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -385,6 +385,8 @@ def plot(runs: Path, report: dict) -> None:
         left.scatter([position] * len(greedy), greedy, color=colours[arm], zorder=3)
         for seed in seeds if sampled else []:
             curve = seed["heldout"]["pass@k"]
+            if not curve:  # an arm scored greedily only
+                continue
             right.plot(
                 [int(k) for k in curve],
                 list(curve.values()),
@@ -394,7 +396,7 @@ def plot(runs: Path, report: dict) -> None:
                 label=f"{arm} seed {seed['seed']}",
             )
     left.axhline(start["greedy"], color="grey", linestyle="--", label="plateau (start of both arms)")
-    left.set_xticks(range(len(report["arms"])), [f"{arm} ({len(s)} seeds)" for arm, s in report["arms"].items()])
+    left.set_xticks(range(len(report["arms"])), [f"{arm}\n({len(s)} seeds)" for arm, s in report["arms"].items()])
     left.set_ylabel("held-out resolve rate (greedy)")
     left.set_ylim(0, 1)
     left.legend(loc="lower right")
