@@ -33,11 +33,11 @@ import os
 import statistics
 import subprocess
 import sys
-from math import comb
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from harness.evaluate import pass_at_k  # noqa: E402
 from trainer.metrics import read_metrics, training_seconds  # noqa: E402
 
 SFT_CONFIG = ROOT / "examples/swe/swe-tiny-sft-tiny-cpu.yaml"
@@ -284,10 +284,6 @@ def evaluations(args) -> list[tuple[str, list[str]]]:
         str(args.pass_k_tasks),
     ]
     return [("greedy", [])] + ([("sampled", sampled)] if args.pass_k else [])
-
-
-def pass_at_k(n: int, c: int, k: int) -> float:
-    return 1.0 if n - c < k else 1.0 - comb(n - c, k) / comb(n, k)
 
 
 def plateau_summary(run: Path, plateau: Path) -> dict:
