@@ -4,11 +4,13 @@
 # task in sandboxes. Prints the held-out reward before and after GRPO; each run folder holds
 # reward_curve.png, metrics.jsonl and the final Hugging Face checkpoint.
 #
-#   bash scripts/learning_proof.sh [single|tool|both|swe] [OVERRIDES]     (default: both)
+#   bash scripts/learning_proof.sh [single|tool|both|plateau|swe] [OVERRIDES]     (default: both)
 #
-# `swe`: the repo-fix proof on generated swe-tiny tasks (real episodes in sandboxes, graded by the SWE-bench
-# grader): from arith-tool's SFT stage, an SFT plateau on gold demonstrations, then GRPO against continued SFT
-# over seeds (scripts/swe_proof.py; its options, e.g. --seeds 0 --grpo-steps 3, follow `swe`).
+# `plateau`: arith from an SFT plateau: a fresh tiny model, SFT on 200 gold answers until more SFT stays flat
+# on arith-val, then GRPO on the 2,000 arith-train prompts against SFT continued for the same time, over seeds
+# (scripts/rl_proof.py --family arith; its options, e.g. --seeds 0 --grpo-steps 30, follow `plateau`).
+# `swe`: the same protocol on generated swe-tiny repo-fix tasks (real episodes in sandboxes, graded by the
+# SWE-bench grader), from arith-tool's SFT stage (scripts/rl_proof.py --family swe).
 #
 # OVERRIDES (dotted config keys, e.g. trainer.max_steps=5) apply to the GRPO runs of `single` and `tool`.
 set -euo pipefail
@@ -70,13 +72,20 @@ if [ "$which" = tool ] || [ "$which" = both ]; then
   report "$runs/arith-tool-grpo" $((SECONDS - start))
 fi
 
+if [ "$which" = plateau ]; then
+  start=$SECONDS
+  [ -f "$model/config.json" ] || harness model init-tiny "$model" --hidden-size 128
+  python3 scripts/rl_proof.py --family arith --runs "$runs" --start "$model" "${overrides[@]}"
+  echo "$((SECONDS - start)) s; report: $runs/arith-proof.json, $runs/arith-proof.png"
+fi
+
 if [ "$which" = swe ]; then
   start=$SECONDS
   # Stage 0: arith-tool's SFT stage. A fresh tiny model never learns to copy the digits of the line it must
   # edit (docs/learning.md); one that has learned to copy numbers into tool calls on arith-tool does.
   tool_sft
   # Then gold demonstrations, the SFT plateau chosen on swe-tiny-val, and from it GRPO against continued SFT
-  # for the same training time, over seeds; both scored on the whole held-out set (scripts/swe_proof.py).
-  python3 scripts/swe_proof.py --runs "$runs" --start "$runs/arith-tool-sft-tiny-cpu/checkpoints/global_step_0" "${overrides[@]}"
+  # for the same training time, over seeds; both scored on the whole held-out set (scripts/rl_proof.py).
+  python3 scripts/rl_proof.py --family swe --runs "$runs" --start "$runs/arith-tool-sft-tiny-cpu/checkpoints/global_step_0" "${overrides[@]}"
   echo "$((SECONDS - start)) s; report: $runs/swe-proof.json, $runs/swe-proof.png"
 fi

@@ -1,27 +1,31 @@
-"""The repo-fix learning proof on `swe-tiny`: GRPO against continued SFT, from one SFT plateau, over seeds.
+"""The learning proof: GRPO against continued SFT, from one SFT plateau, over seeds, on a task family.
 
-    python3 scripts/swe_proof.py --runs RUNS --start MODEL [--seeds 0 1 2] [--grpo-steps 6] ...
+    python3 scripts/rl_proof.py --family swe --runs RUNS --start MODEL [--seeds 0 1 2] [--grpo-steps 6] ...
+    python3 scripts/rl_proof.py --family arith --runs RUNS --start MODEL
 
-`scripts/learning_proof.sh swe` runs it after building MODEL (arith-tool's SFT stage: a tiny model that has
-learned tool calls and to copy numbers into them). Stages, each skipped when its output exists (a killed run
-resumes where it stopped):
+Families (FAMILIES below): `swe`, repo-fix episodes on `swe-tiny` in sandboxes, graded by the SWE-bench grader;
+`scripts/learning_proof.sh swe` runs it after building MODEL (arith-tool's SFT stage: a tiny model that has learned
+tool calls and to copy numbers into them). `arith`, the single-turn word problems with a fresh tiny model;
+`scripts/learning_proof.sh plateau` runs it. Stages, each skipped when its output exists (a killed run resumes
+where it stopped):
 
-1. Demonstrations: `harness generate --checkpoint gold` on the first `--demos` tasks of `--demo-tasks` (one
-   str_replace_editor edit of the buggy line, then submit). No hacking demonstrations. With `--demo-policy
-   miscopy_recovery:RecoversFromAMiscopy` a third of them first copy the line wrong, read the editor's error,
-   and make the right edit; the wrong call is kept out of the loss (examples/swe/miscopy_recovery.py).
-2. Plateau: SFT on those demonstrations from MODEL, validated (greedy) on swe-tiny-val (fixes of its own) every
-   `--sft-eval-interval` steps; the best validation checkpoint is the plateau.
-3. Arms, one run per seed (trainer and data seed): GRPO from the plateau on `--rl-tasks` prompts, and SFT
-   continued from the plateau on the same demonstrations for the same training time (learner and rollout
-   seconds, evaluations excluded). Both are scored on the whole held-out set (swe-tiny, 200, greedy) at the end,
-   and by pass@k (`--pass-k` samples per task at the training temperature).
+1. Demonstrations: `harness generate --checkpoint gold` on the first `--demos` tasks of `--demo-tasks` (swe: one
+   str_replace_editor edit of the buggy line, then submit; arith: the reference answer). No hacking
+   demonstrations. With `--demo-policy miscopy_recovery:RecoversFromAMiscopy` (swe) a third of them first copy the
+   line wrong, read the editor's error, and make the right edit; the wrong call is kept out of the loss
+   (examples/swe/miscopy_recovery.py).
+2. Plateau: SFT on those demonstrations from MODEL at a constant learning rate, validated (greedy) on
+   `--val-tasks` every `--sft-eval-interval` steps; the best validation checkpoint is the plateau.
+3. Arms, one run per seed (trainer and data seed): GRPO from the plateau on `--rl-tasks` prompts (no answers),
+   and SFT continued from the plateau on the same demonstrations for the same training time (learner and
+   rollout seconds, evaluations excluded). Both are scored on the whole held-out set (greedy) at the end, and by
+   pass@k (`--pass-k` samples per task at GRPO's sampling temperature).
    With `--demo-tasks swe-tiny-sft --rl-tasks swe-tiny-rl`, GRPO's prompts have fixes no demonstration shows; with
    the `swe-tiny-unique` sets (`--demo-tasks swe-tiny-unique-sft --rl-tasks swe-tiny-unique-rl --val-tasks
    swe-tiny-unique-val --heldout swe-tiny-unique`), no two tasks anywhere share a fix.
-4. Report: `RUNS/swe-proof.json` and `RUNS/swe-proof.png` (both arms, each seed and the mean).
+4. Report: `RUNS/FAMILY-proof.json` and `RUNS/FAMILY-proof.png` (both arms, each seed and the mean).
 
-`--hack-share F` adds a separate run: the same plateau SFT on demonstrations of which a share F are scripted
+`--hack-share F` (swe) adds a separate run: the same plateau SFT on demonstrations of which a share F are scripted
 test-editing hacks (examples/swe/test_editing_agent.py), then GRPO; the report counts the hack per GRPO step.
 """
 
@@ -33,6 +37,7 @@ import os
 import statistics
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,36 +45,91 @@ sys.path.insert(0, str(ROOT))
 from harness.evaluate import pass_at_k  # noqa: E402
 from trainer.metrics import read_metrics, training_seconds  # noqa: E402
 
-SFT_CONFIG = ROOT / "examples/swe/swe-tiny-sft-tiny-cpu.yaml"
-GRPO_CONFIG = ROOT / "examples/swe/swe-tiny-grpo-tiny-cpu.yaml"
 HACKER = "test_editing_agent:EditsTheTests"
 RECOVERY = "miscopy_recovery:RecoversFromAMiscopy"
-PASS_K_TEMPERATURE = 0.5  # GRPO_CONFIG's sampling temperature
+EPOCHS = 100_000  # SFT runs end by their step or seconds cap, never by running out of epochs
+
+
+@dataclass(frozen=True)
+class Family:
+    """Where the protocol runs: its configs, its task sets, its defaults and how its held-out set is scored."""
+
+    sft_config: Path  # the plateau's SFT and the control's
+    grpo_config: Path
+    demo_tasks: str
+    rl_tasks: str
+    val_tasks: str
+    heldout: str
+    demos: int
+    sft_steps: int
+    grpo_steps: int
+    temperature: float  # grpo_config's sampling temperature, at which pass@k is sampled
+    pass_k: int
+    pass_k_tasks: int
+    eval_args: tuple[str, ...]
+    sft_overrides: tuple[str, ...] = ()
+    grpo_overrides: tuple[str, ...] = ()
+
+
+ARITH_CONFIG = ROOT / "examples/arith/arith-grpo-tiny-cpu.yaml"  # its SFT warm start and its GRPO, used apart here
+FAMILIES = {
+    "swe": Family(
+        sft_config=ROOT / "examples/swe/swe-tiny-sft-tiny-cpu.yaml",
+        grpo_config=ROOT / "examples/swe/swe-tiny-grpo-tiny-cpu.yaml",
+        demo_tasks="swe-tiny-train",
+        rl_tasks="swe-tiny-train",
+        val_tasks="swe-tiny-val",
+        heldout="swe-tiny",
+        demos=600,
+        sft_steps=400,
+        grpo_steps=6,
+        temperature=0.5,
+        pass_k=4,
+        pass_k_tasks=100,
+        eval_args=tuple("--backend local --workers 16 --max-tokens 96 --max-turns 3 --grading strict".split()),
+    ),
+    "arith": Family(
+        sft_config=ARITH_CONFIG,
+        grpo_config=ARITH_CONFIG,
+        demo_tasks="arith-train",
+        rl_tasks="arith-train",
+        val_tasks="arith-val",
+        heldout="arith",
+        demos=200,
+        sft_steps=1500,
+        grpo_steps=100,
+        temperature=1.0,
+        pass_k=8,
+        pass_k_tasks=200,
+        eval_args=tuple("--engine transformers --workers 64 --max-tokens 16".split()),
+        sft_overrides=("trainer.max_steps=0",),
+        grpo_overrides=("trainer.sft_warmup=null",),
+    ),
+}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--family", choices=FAMILIES, default="swe", help="the task family (FAMILIES)")
     parser.add_argument("--runs", type=Path, required=True)
     parser.add_argument("--start", type=Path, required=True, help="the model the plateau SFT starts from")
-    parser.add_argument("--demos", type=int, default=600, help="gold demonstrations (the first N --demo-tasks tasks)")
-    parser.add_argument("--demo-tasks", default="swe-tiny-train", help="the task set demonstrated")
+    parser.add_argument("--demos", type=int, help="gold demonstrations (the first N --demo-tasks tasks)")
+    parser.add_argument("--demo-tasks", help="the task set demonstrated")
     parser.add_argument(
         "--demo-policy",
         default="gold",
         help=f"what writes the demonstrations: gold, or {RECOVERY} (a third of them recover from a miscopied line)",
     )
-    parser.add_argument("--rl-tasks", default="swe-tiny-train", help="GRPO's prompts")
-    parser.add_argument("--sft-steps", type=int, default=400)
+    parser.add_argument("--rl-tasks", help="GRPO's prompts")
+    parser.add_argument("--sft-steps", type=int, help="the plateau's SFT steps")
     parser.add_argument("--sft-eval-interval", type=int, default=50)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--grpo-steps", type=int, default=6)
-    parser.add_argument(
-        "--grpo-prompts", type=int, help="prompts per GRPO step, each sampled 8 times (default: the config's 16)"
-    )
-    parser.add_argument("--heldout", default="swe-tiny")
-    parser.add_argument("--val-tasks", default="swe-tiny-val", help="the plateau's validation set")
-    parser.add_argument("--pass-k", type=int, default=4, help="samples per task for pass@k (0: greedy only)")
-    parser.add_argument("--pass-k-tasks", type=int, default=100, help="pass@k on the first N held-out tasks")
+    parser.add_argument("--grpo-steps", type=int)
+    parser.add_argument("--grpo-prompts", type=int, help="prompts per GRPO step (default: the config's)")
+    parser.add_argument("--heldout", help="the held-out set both arms are scored on")
+    parser.add_argument("--val-tasks", help="the plateau's validation set")
+    parser.add_argument("--pass-k", type=int, help="samples per task for pass@k (0: greedy only)")
+    parser.add_argument("--pass-k-tasks", type=int, help="pass@k on the first N held-out tasks")
     parser.add_argument("--hack-share", type=float, default=0.0)
     parser.add_argument(
         "--arms",
@@ -87,21 +147,30 @@ def main() -> int:
         "--grpo-lr", type=float, help="GRPO's learning rate (default: the config's); its runs are named by it"
     )
     args = parser.parse_args()
+    family = FAMILIES[args.family]
+    for name in ("demos", "demo_tasks", "rl_tasks", "sft_steps", "grpo_steps", "heldout", "val_tasks", "pass_k"):
+        if getattr(args, name) is None:
+            setattr(args, name, getattr(family, name))
+    if args.pass_k_tasks is None:
+        args.pass_k_tasks = family.pass_k_tasks
     if not args.arms and not args.hack_share:
         parser.error("--arms with no arm runs only the hack run: give --hack-share too")
+    if args.hack_share and args.family != "swe":
+        parser.error("--hack-share: the scripted hack edits a repository's tests, so it is for --family swe")
     runs = args.runs.resolve()
     runs.mkdir(parents=True, exist_ok=True)
+    prefix = args.family
 
-    report = {"arms": {}, "pass_k_temperature": PASS_K_TEMPERATURE}
+    report = {"family": prefix, "arms": {}, "pass_k_temperature": family.temperature}
     if args.arms:
         demos = demonstrations(runs, args.demo_policy, args.demos, args.demo_tasks)
-        plateau_run = runs / "swe-plateau"
+        plateau_run = runs / f"{prefix}-plateau"
         plateau = sft_plateau(plateau_run, args.start, [demos], args)
         report["plateau"] = plateau_summary(plateau_run, plateau)
         report["plateau"]["heldout"] = evaluate(runs / "eval-plateau", plateau, args)
     grpo_name = f"grpo-lr{args.grpo_lr:g}" if args.grpo_lr else "grpo"
     for seed in args.seeds if args.arms else []:
-        grpo_run = runs / f"swe-{grpo_name}-seed{seed}"
+        grpo_run = runs / f"{prefix}-{grpo_name}-seed{seed}"
         if "grpo" in args.arms:
             grpo(grpo_run, plateau, seed, args)
             arm_summary(grpo_run, "grpo", seed, args)
@@ -112,8 +181,8 @@ def main() -> int:
                 else None
             )
             steps = args.sft_arm_steps or (None if budget else args.grpo_steps * 10)
-            sft_run = runs / f"swe-sft-seed{seed}"
-            continued_sft(sft_run, plateau, demos, seed, steps, budget)
+            sft_run = runs / f"{prefix}-sft-seed{seed}"
+            continued_sft(sft_run, plateau, demos, seed, steps, budget, args)
             arm_summary(sft_run, "sft", seed, args)
         report["arms"] = collect_arms(runs, args)
         write_report(runs, report)
@@ -183,12 +252,15 @@ def train(run: Path, config: Path, *overrides: str) -> None:
 
 
 def sft_plateau(run: Path, start: Path, data: list[Path], args) -> Path:
+    family = FAMILIES[args.family]
     train(
         run,
-        SFT_CONFIG,
+        family.sft_config,
+        *family.sft_overrides,
         f"trainer.policy.model.path={start}",
         f"trainer.sft_warmup.data={json.dumps([str(d) for d in data])}",
         f"trainer.sft_warmup.max_steps={args.sft_steps}",
+        f"trainer.sft_warmup.epochs={EPOCHS}",
         f"trainer.sft_warmup.eval_interval={args.sft_eval_interval}",
         f"data.val_data={json.dumps([args.val_tasks])}",
     )
@@ -196,9 +268,11 @@ def sft_plateau(run: Path, start: Path, data: list[Path], args) -> Path:
 
 
 def grpo(run: Path, start: Path, seed: int, args) -> None:
+    family = FAMILIES[args.family]
     train(
         run,
-        GRPO_CONFIG,
+        family.grpo_config,
+        *family.grpo_overrides,
         f"trainer.policy.model.path={start}",
         f"trainer.max_steps={args.grpo_steps}",
         *([f"trainer.train_batch_size={args.grpo_prompts}"] if args.grpo_prompts else []),
@@ -210,16 +284,20 @@ def grpo(run: Path, start: Path, seed: int, args) -> None:
     )
 
 
-def continued_sft(run: Path, start: Path, demos: Path, seed: int, steps: int | None, seconds: float | None) -> None:
+def continued_sft(
+    run: Path, start: Path, demos: Path, seed: int, steps: int | None, seconds: float | None, args
+) -> None:
     """SFT from the plateau for `steps` steps, or for `seconds` of training steps (measured as it runs)."""
+    family = FAMILIES[args.family]
     train(
         run,
-        SFT_CONFIG,
+        family.sft_config,
+        *family.sft_overrides,
         f"trainer.policy.model.path={start}",
         f"trainer.sft_warmup.data={json.dumps([str(demos)])}",
         f"trainer.sft_warmup.max_steps={steps or 'null'}",
         f"trainer.sft_warmup.max_seconds={seconds or 'null'}",
-        "trainer.sft_warmup.epochs=100",
+        f"trainer.sft_warmup.epochs={EPOCHS}",
         "trainer.sft_warmup.eval_interval=null",
         "data.val_data=[]",
         f"trainer.seed={seed}",
@@ -233,8 +311,8 @@ def final_checkpoint(run: Path) -> Path:
 
 
 def evaluate(out: Path, checkpoint: Path, args) -> dict:
-    """Greedy resolve rate on the whole held-out set, and pass@k from `--pass-k` samples at PASS_K_TEMPERATURE (the
-    training temperature) on its first `--pass-k-tasks` tasks."""
+    """Greedy resolve rate on the whole held-out set, and pass@k from `--pass-k` samples at GRPO's sampling
+    temperature on its first `--pass-k-tasks` tasks."""
     scores = {"pass@k": {}}
     for name, extra in evaluations(args):
         folder = out / name
@@ -245,16 +323,7 @@ def evaluate(out: Path, checkpoint: Path, args) -> dict:
                 str(checkpoint),
                 "--tasks",
                 args.heldout,
-                "--backend",
-                "local",
-                "--workers",
-                "16",
-                "--max-tokens",
-                "96",
-                "--max-turns",
-                "3",
-                "--grading",
-                "strict",
+                *FAMILIES[args.family].eval_args,
                 "--output",
                 str(folder),
                 "--force",
@@ -279,7 +348,7 @@ def evaluations(args) -> list[tuple[str, list[str]]]:
         "--samples",
         str(args.pass_k),
         "--temperature",
-        str(PASS_K_TEMPERATURE),
+        str(FAMILIES[args.family].temperature),
         "--limit",
         str(args.pass_k_tasks),
     ]
@@ -308,10 +377,10 @@ def arm_summary(run: Path, arm: str, seed: int, args) -> dict:
 
 
 def collect_arms(runs: Path, args) -> dict[str, list[dict]]:
-    """Every evaluated arm run in `runs` (`swe-ARM-seedN`, from this or an earlier invocation), by arm."""
+    """Every evaluated arm run in `runs` (`FAMILY-ARM-seedN`, from this or an earlier invocation), by arm."""
     arms: dict[str, list[dict]] = {}
-    for run in sorted(runs.glob("swe-*-seed*")):
-        arm, _, seed = run.name.removeprefix("swe-").rpartition("-seed")
+    for run in sorted(runs.glob(f"{args.family}-*-seed*")):
+        arm, _, seed = run.name.removeprefix(f"{args.family}-").rpartition("-seed")
         evaluated = all((run / "eval-final" / name / "report.json").exists() for name, _ in evaluations(args))
         if evaluated and arm != "grpo-hack":
             arms.setdefault(arm, []).append(arm_summary(run, "sft" if arm == "sft" else "grpo", int(seed), args))
@@ -357,14 +426,17 @@ def summary_table(report: dict) -> dict:
 
 
 def write_report(runs: Path, report: dict) -> None:
-    (runs / "swe-proof.json").write_text(json.dumps(report | {"summary": summary_table(report)}, indent=1))
+    (runs / f"{report['family']}-proof.json").write_text(
+        json.dumps(report | {"summary": summary_table(report)}, indent=1)
+    )
     if "plateau" in report:  # the arms' plot (a hack run alone has none)
         plot(runs, report)
 
 
 def plot(runs: Path, report: dict) -> None:
-    """Held-out greedy rate and pass@k of each arm: each seed a dot, the mean a bar; the plateau a line. Without
-    pass@k samples for the plateau (`--pass-k 0`), the greedy panel alone."""
+    """The plateau's validation curve (its checkpoint marked), then the held-out greedy rate of each arm (each seed a
+    dot, the mean a bar, the plateau a line) and pass@k. Without pass@k samples for the plateau (`--pass-k 0`), no
+    pass@k panel."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -372,27 +444,36 @@ def plot(runs: Path, report: dict) -> None:
 
     start = report["plateau"]["heldout"]
     sampled = bool(start["pass@k"])
-    figure, axes = plt.subplots(1, 2 if sampled else 1, figsize=(10 if sampled else 5, 4), squeeze=False)
-    left, right = axes[0][0], axes[0][-1]
+    figure, axes = plt.subplots(1, 3 if sampled else 2, figsize=(15 if sampled else 10, 4))
+    curve, left, right = axes[0], axes[1], axes[-1]
+    steps, rates = zip(*report["plateau"]["validation_curve"])
+    chosen = int(report["plateau"]["checkpoint"].rsplit("_", 1)[1])
+    curve.plot(steps, rates, marker=".", color="grey")
+    curve.scatter([chosen], [dict(zip(steps, rates))[chosen]], color="black", zorder=3, label="the plateau checkpoint")
+    curve.set_xlabel("SFT step")
+    curve.set_ylabel("validation rate (greedy)")
+    curve.set_ylim(0, 1)
+    curve.legend(loc="lower right")
     colours = dict(zip(report["arms"], ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple"]))
     for position, (arm, seeds) in enumerate(report["arms"].items()):
         greedy = [s["heldout"]["greedy"] for s in seeds]
         left.bar(position, statistics.fmean(greedy), color=colours[arm], alpha=0.4)
         left.scatter([position] * len(greedy), greedy, color=colours[arm], zorder=3)
         for seed in seeds if sampled else []:
-            curve = seed["heldout"]["pass@k"]
-            if not curve:  # an arm scored greedily only
+            points = seed["heldout"]["pass@k"]
+            if not points:  # an arm scored greedily only
                 continue
             right.plot(
-                [int(k) for k in curve],
-                list(curve.values()),
+                [int(k) for k in points],
+                list(points.values()),
                 marker="o",
                 color=colours[arm],
                 alpha=0.6,
                 label=f"{arm} seed {seed['seed']}",
             )
     left.axhline(start["greedy"], color="grey", linestyle="--", label="plateau (start of both arms)")
-    left.set_xticks(range(len(report["arms"])), [f"{arm}\n({len(s)} seeds)" for arm, s in report["arms"].items()])
+    labels = [f"{arm}\n({len(s)} seed{'s' if len(s) > 1 else ''})" for arm, s in report["arms"].items()]
+    left.set_xticks(range(len(report["arms"])), labels)
     left.set_ylabel("held-out resolve rate (greedy)")
     left.set_ylim(0, 1)
     left.legend(loc="lower right")
@@ -409,7 +490,7 @@ def plot(runs: Path, report: dict) -> None:
         right.set_ylim(0, 1)
         right.legend(fontsize=7)
     figure.tight_layout()
-    figure.savefig(runs / "swe-proof.png", dpi=100)
+    figure.savefig(runs / f"{report['family']}-proof.png", dpi=100)
     plt.close(figure)
 
 
