@@ -148,18 +148,26 @@ def main() -> int:
     )
     args = parser.parse_args()
     family = FAMILIES[args.family]
-    for name in ("demos", "demo_tasks", "rl_tasks", "sft_steps", "grpo_steps", "heldout", "val_tasks", "pass_k"):
-        if getattr(args, name) is None:
+    for name in (
+        "demos",
+        "demo_tasks",
+        "rl_tasks",
+        "sft_steps",
+        "grpo_steps",
+        "heldout",
+        "val_tasks",
+        "pass_k",
+        "pass_k_tasks",
+    ):
+        if getattr(args, name) is None:  # the family's default
             setattr(args, name, getattr(family, name))
-    if args.pass_k_tasks is None:
-        args.pass_k_tasks = family.pass_k_tasks
     if not args.arms and not args.hack_share:
         parser.error("--arms with no arm runs only the hack run: give --hack-share too")
     if args.hack_share and args.family != "swe":
         parser.error("--hack-share: the scripted hack edits a repository's tests, so it is for --family swe")
     runs = args.runs.resolve()
     runs.mkdir(parents=True, exist_ok=True)
-    prefix = args.family
+    prefix = args.family  # of the run folders and the report
 
     report = {"family": prefix, "arms": {}, "pass_k_temperature": family.temperature}
     if args.arms:
