@@ -18,7 +18,6 @@ from typing import Iterator
 from sandboxes import Backend, SandboxSpec
 from sandboxes.prestart import PrestartBackend
 from tasks.task import Task
-from tasks.user_repo import ENV_CLASS as REPO_KIND
 
 from .kinds import kind_of
 
@@ -26,14 +25,12 @@ from .kinds import kind_of
 def job_specs(task: Task) -> list[SandboxSpec]:
     if task.sandbox is None:
         return []
-    method = task.reward_spec.get("method") or kind_of(task).reward
-    if method == "swebench":
+    kind = kind_of(task)
+    if (task.reward_spec.get("method") or kind.reward) == "swebench":
         from tasks.grading.grade import grading_spec
 
         return [task.sandbox, grading_spec(task.metadata["instance"])]
-    if task.env_class == REPO_KIND:  # a user's repository: its test command runs in a fresh one
-        return [task.sandbox, task.sandbox] if task.metadata.get("test_command") else [task.sandbox]
-    return [task.sandbox]
+    return [task.sandbox, *(kind.verifier_sandboxes(task) if kind.verifier_sandboxes else [])]
 
 
 def start_ahead(jobs: list[tuple[Task, int]], backend: Backend, per_image: int, workers: int) -> PrestartBackend:

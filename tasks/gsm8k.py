@@ -334,7 +334,7 @@ def with_reward_mode(tasks: list[Task], mode: str | None) -> list[Task]:
         raise TaskError(f"unknown GSM8K reward mode {mode!r}: use one of {', '.join(MODES)}")
 
     def ruled(task: Task) -> bool:
-        return task.env_class in ("gsm8k", "gsm8k_tool") or task.reward_spec.get("method") == "rule"
+        return task.reward_spec.get("method") == "rule"
 
     if not any(ruled(task) for task in tasks):
         raise TaskError(f"reward mode {mode!r} applies to GSM8K-rule tasks, and this task set has none")

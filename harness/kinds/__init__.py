@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from sandboxes import Backend, Sandbox
+from sandboxes import Backend, Sandbox, SandboxSpec
 from infra.plugins import Registry, RegistryError
 from tasks.task import Task
 
@@ -33,6 +33,8 @@ class TaskKind:
     outcome: str = "answer"
     gold: GoldTurns | None = None
     reward: str | None = None
+    # The sandboxes its verifier starts beside the episode's (e.g. a fresh copy to run the user's tests in).
+    verifier_sandboxes: Callable[[Task], list[SandboxSpec]] | None = None
 
     def __post_init__(self):
         if self.outcome not in OUTCOMES:
@@ -61,10 +63,11 @@ def register_kind(
     outcome: str = "answer",
     gold: GoldTurns | None = None,
     reward: str | None = None,
+    verifier_sandboxes: Callable[[Task], list[SandboxSpec]] | None = None,
     replace: bool = False,
 ) -> TaskKind:
     """Make tasks with `env_class: name` run in `environment`; see TaskKind for the rest."""
-    kind = TaskKind(name, environment, outcome, gold, reward)
+    kind = TaskKind(name, environment, outcome, gold, reward, verifier_sandboxes)
     KINDS.register(name, kind, replace=replace)
     return kind
 

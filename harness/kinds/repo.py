@@ -38,4 +38,9 @@ def no_gold(task: Task, use_tools: bool) -> list[Completion]:
     )
 
 
-register_kind(ENV_CLASS, RepoEnvironment, outcome="patch", gold=no_gold)
+def test_sandbox(task: Task) -> list:
+    """The user's test command runs in a fresh copy of the repository."""
+    return [task.sandbox] if task.metadata.get("test_command") else []
+
+
+register_kind(ENV_CLASS, RepoEnvironment, outcome="patch", gold=no_gold, verifier_sandboxes=test_sandbox)

@@ -127,10 +127,6 @@ def get_scaffold(name: str) -> Scaffold | None:
     return None if name == OWN_LOOP else SCAFFOLDS.get(name)
 
 
-def scaffold_names() -> list[str]:
-    return [OWN_LOOP, *SCAFFOLDS.names()]
-
-
 def _mini_swe_agent_python() -> str:
     """$HARNESS_MINI_SWE_AGENT_PYTHON (a Python with `pip install mini-swe-agent`), else its own venv in the cache."""
     from .venvs import MINI_SWE_AGENT, venv_python
