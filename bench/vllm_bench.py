@@ -15,7 +15,7 @@ head_dim 32: vLLM's CPU kernels need head_dim >= 32) built once for both:
    vLLM on its own (continuous batching). Episodes per second and generated tokens per second.
 3. memory: the peak resident set of the engine's process tree (vLLM's engine core is a child process),
    sampled every 0.1 s, and the model load time.
-4. `--grpo-steps` GRPO steps of `harness train` on arith with each engine (`inference.backend`): the
+4. `--grpo-steps` GRPO steps of `harness train` on arith with each engine (`inference.engine`): the
    median step time and its parts (rollout, learner, weight sync).
 
 Prints a table with the ratio vLLM / transformers for each figure, and the JSON of all of it.
@@ -202,7 +202,7 @@ def grpo_steps(engine: str, model: str, steps: int, run_dir: Path) -> dict:
         "trainer.eval_interval=0",
         f"trainer.max_steps={steps}",
         "trainer.ckpt_interval=0",
-        f"inference.backend={engine}",
+        f"inference.engine={engine}",
     ]
     done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=3600, check=False)
     if done.returncode != 0:

@@ -3,7 +3,7 @@
 Vocabulary: a **policy** is what an episode asks for its next turn (`Policy.generate`); every backend is one
 (`EndpointPolicy`, `HFPolicy`, `VLLMPolicy`, the scripted ones, and wrappers such as `BatchingPolicy` and the
 trainer's `RemotePolicy`). An **engine** is only the machinery that samples a checkpoint in-process: the
-`--engine` / `inference.backend` choice (transformers or vLLM) and, in training, the Ray actor that holds one
+`--engine` / `inference.engine` choice (transformers or vLLM) and, in training, the Ray actor that holds one
 such policy for many episodes (`trainer.workers.EngineActor`).
 """
 

@@ -31,3 +31,11 @@ def test_the_docs_site_builds_strictly(tmp_path):
     assert "register_kind" in api and "SandboxSpec" in api
     included = (site / "environments" / "index.html").read_text()
     assert "guess a secret number" in included  # the example file's docstring, included at build time
+
+
+def test_the_concepts_page_lists_every_exit_status():
+    from harness.trajectory import EXIT_STATUSES
+
+    page = (ROOT / "docs" / "concepts.md").read_text()
+    missing = [status for status in EXIT_STATUSES if f"| `{status}` |" not in page]
+    assert not missing, f"docs/concepts.md's exit-status table lacks {missing}"

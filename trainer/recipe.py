@@ -206,7 +206,7 @@ def train(cfg: TrainConfig, on_step: Callable[[int, dict], None] = lambda step, 
     )
     engines = [
         EngineActor.options(num_cpus=0, num_gpus=engine_gpus, max_concurrency=256).remote(
-            cfg.inference.backend, start_path, cfg.inference.num_engines, **engine_options(cfg)
+            cfg.inference.engine, start_path, cfg.inference.num_engines, **engine_options(cfg)
         )
         for _ in range(cfg.inference.num_engines)
     ]

@@ -199,7 +199,7 @@ ALIASES: dict[str, Alias] = {
         None, _only(True, why="multi-turn episodes keep one message per turn"), reason="one message per turn"
     ),
     # inference engines
-    "generator.inference_engine.backend": Alias("inference.backend"),
+    "generator.inference_engine.backend": Alias("inference.engine"),
     "generator.inference_engine.num_engines": Alias("inference.num_engines"),
     "generator.inference_engine.tensor_parallel_size": Alias("inference.tensor_parallel_size"),
     "generator.inference_engine.gpu_memory_utilization": Alias("inference.gpu_memory_utilization"),
@@ -304,6 +304,12 @@ def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+#: harness's own former key names, read the same way (with a note saying what they are now).
+FORMER_NAMES: dict[str, Alias] = {
+    "inference.backend": Alias("inference.engine"),
+}
+
+
 @dataclass
 class Translation:
     """Translates SkyRL keys in one raw config after another (the YAML, then each override)."""
@@ -326,7 +332,7 @@ class Translation:
                 )
         for path, value in list(_leaves(raw)):
             refused = next((s for s in REFUSED_SECTIONS if path == s or path.startswith(s + ".")), None)
-            alias = ALIASES.get(path)
+            alias = ALIASES.get(path) or FORMER_NAMES.get(path)
             if refused is not None:
                 self.problems.append(
                     f"{path}: SkyRL's {refused} section is not supported by harness: {REFUSED_SECTIONS[refused]}"
@@ -435,12 +441,7 @@ class Translation:
             f"({per_node} × {nodes} = {gpus}{'; 0 = the CPU' if gpus == 0 else ''})"
         )
         colocate = _get(out, "trainer.placement.colocate", True)
-        if (
-            gpus
-            and colocate
-            and _get(out, "inference.backend") == "vllm"
-            and _get(out, "inference.num_engines") is None
-        ):
+        if gpus and colocate and _get(out, "inference.engine") == "vllm" and _get(out, "inference.num_engines") is None:
             tp = _get(out, "inference.tensor_parallel_size", 1) or 1
             if isinstance(tp, int) and gpus % tp == 0:
                 _set(out, "inference.num_engines", gpus // tp)

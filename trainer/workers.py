@@ -53,7 +53,7 @@ def _return_freed_memory() -> None:
 
 @ray.remote
 class EngineActor:
-    """One inference engine: the actor that holds an in-process policy (`inference.backend`: transformers or
+    """One inference engine: the actor that holds an in-process policy (`inference.engine`: transformers or
     vLLM) and serves the turns of every episode of the rollout workers, batched."""
 
     def __init__(self, backend: str, model_path: str, share: int = 1, **vllm_options: Any):

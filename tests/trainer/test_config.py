@@ -80,24 +80,24 @@ def test_every_example_loads(path: Path):
 def test_examples_say_what_the_brief_asks():
     gpu = load_config(str(ROOT / "examples/gsm8k/gsm8k-grpo.yaml"))
     assert gpu.trainer.policy.model.path == "Qwen/Qwen2.5-1.5B-Instruct"
-    assert gpu.inference.backend == "vllm" and gpu.inference.num_engines == 2
+    assert gpu.inference.engine == "vllm" and gpu.inference.num_engines == 2
     assert gpu.trainer.strategy == "fsdp2" and gpu.trainer.placement.learner_gpus == 2
     assert gpu.generator.n_samples_per_prompt == 8
     assert gpu.data.train_data == [f"{HOME}/data/gsm8k/train.parquet"]
     assert gpu.data.val_data == [f"{HOME}/data/gsm8k/validation.parquet"]
 
     cpu = load_config(str(ROOT / "examples/gsm8k/gsm8k-grpo-tiny-cpu.yaml"))
-    assert cpu.inference.backend == "transformers" and cpu.trainer.placement.learner_gpus == 0
+    assert cpu.inference.engine == "transformers" and cpu.trainer.placement.learner_gpus == 0
     assert cpu.trainer.policy.model.path == "runs/tiny-model"
 
     swe = load_config(str(ROOT / "examples/swe/swe-grpo.yaml"))
-    assert swe.generator.max_turns == 30 and swe.inference.backend == "vllm"
+    assert swe.generator.max_turns == 30 and swe.inference.engine == "vllm"
     assert swe.trainer.placement.learner_gpus + swe.trainer.placement.inference_gpus == 8
     assert swe.data.train_data == ["swe-demo"]
 
     swe_cpu = load_config(str(ROOT / "examples/swe/swe-grpo-tiny-cpu.yaml"))
     assert swe_cpu.generator.max_turns == 4 and swe_cpu.data.train_data == ["swe-demo"]
-    assert swe_cpu.inference.backend == "transformers"
+    assert swe_cpu.inference.engine == "transformers"
 
 
 # ----------------------------------------------------------------------------- defaults
@@ -245,8 +245,8 @@ def test_unknown_key_without_a_close_match():
 def test_bad_choice_lists_the_allowed_values():
     message = error_of({"trainer": {"algorithm": {"advantage": "ppo"}}})
     assert "trainer.algorithm.advantage: 'ppo' is not one of grpo, dr_grpo, rloo" in message
-    assert "inference.backend: 'sglang' is not one of transformers, vllm" in error_of(
-        {"inference": {"backend": "sglang"}}
+    assert "inference.engine: 'sglang' is not one of transformers, vllm" in error_of(
+        {"inference": {"engine": "sglang"}}
     )
     assert "logger.backend: 'mlflow' is not one of jsonl, tensorboard, wandb" in error_of({"logger": "mlflow"})
 
@@ -431,3 +431,11 @@ def test_config_is_frozen():
     config = config_from_dict(MINIMAL)
     with pytest.raises(pydantic.ValidationError, match="frozen"):
         config.trainer.epochs = 3  # type: ignore[misc]
+
+
+def test_a_former_key_name_is_read_with_a_note(tmp_path):
+    path = tmp_path / "old.yaml"
+    path.write_text("data: {train_data: [gsm8k]}\ntrainer: {policy: {model: {path: m}}}\ninference:\n  backend: vllm\n")
+    config = load_config(path)
+    assert config.inference.engine == "vllm"
+    assert "inference.backend -> inference.engine ('vllm')" in config.skyrl_aliases

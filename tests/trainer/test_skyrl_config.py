@@ -95,7 +95,7 @@ def test_the_walkthrough_yaml_loads_as_written(walkthrough: Path):
     t = config.trainer
     assert t.algorithm.advantage == "grpo" and t.epochs == 2 and t.strategy == "fsdp2"
     assert t.placement.colocate is True and t.placement.learner_gpus == 4
-    assert config.inference.backend == "vllm" and config.inference.num_engines == 4  # one engine per colocated GPU
+    assert config.inference.engine == "vllm" and config.inference.num_engines == 4  # one engine per colocated GPU
     assert config.logger.backend == "wandb"
     assert config.data.train_data == [f"{HOME}/data/gsm8k/train.parquet"]
     assert t.policy.model.path == "Qwen/Qwen2.5-1.5B-Instruct"
@@ -123,7 +123,7 @@ def test_skyrl_run_script_overrides(tmp_path: Path):
     t, g, inf = config.trainer, config.generator, config.inference
     assert config.data.train_data == [f"{HOME}/data/gsm8k/train.parquet"]
     assert t.algorithm.advantage == "grpo" and t.strategy == "fsdp2" and t.placement.learner_gpus == 4
-    assert inf.num_engines == 4 and inf.tensor_parallel_size == 1 and inf.backend == "vllm"
+    assert inf.num_engines == 4 and inf.tensor_parallel_size == 1 and inf.engine == "vllm"
     assert inf.gpu_memory_utilization == 0.8 and inf.weight_sync == "load"
     assert t.epochs == 20 and t.eval_interval == 5 and t.ckpt_interval == 10 and t.algorithm.ppo_epochs == 1
     assert t.train_batch_size == 1024 and config.data.max_prompt_length == 512 and g.max_tokens == 1024

@@ -104,7 +104,7 @@ def test_grpo_steps_with_vllm_rollouts_and_weight_sync(vllm_model, tmp_path):
         "data.max_prompt_length=256",
         "trainer.learning_rate=1e-3",
         "trainer.max_steps=2",
-        "inference.backend=vllm",
+        "inference.engine=vllm",
     )
     assert done.returncode == 0, done.stdout + done.stderr
     metrics = [m for m in rows_of(run_dir / "metrics.jsonl") if "sft/loss" not in m]
