@@ -564,11 +564,7 @@ def run_command(
         help="Judge the patch with this command in a fresh sandbox, "
         'e.g. "python3 -m pytest -q tests/test_x.py" (exit 0 = success).',
     ),
-    backend: str = typer.Option(
-        "docker",
-        "--backend",
-        help="docker, local (bubblewrap, base image), overlay (bubblewrap, any image), podman or auto.",
-    ),
+    backend: str = BackendOption,
     runtime: Optional[str] = typer.Option(None, "--runtime", hidden=True, help="Former name of --backend."),
     scaffold: str = ScaffoldOption,
     patch_out: Optional[Path] = typer.Option(None, "--patch-out", help="Write the agent's patch to this file."),
@@ -589,7 +585,7 @@ def run_command(
     output = output or Path("runs") / f"run-{repo.expanduser().resolve().name}"
     with Agent.from_checkpoint(checkpoint, base_url=base_url, temperature=temperature, max_tokens=max_tokens) as agent:
         result = agent.run_task(
-            request, repo, max_turns=max_turns, runtime=backend, test=test, scaffold=scaffold, on_message=_show_message
+            request, repo, max_turns=max_turns, backend=backend, test=test, scaffold=scaffold, on_message=_show_message
         )
     result.trajectory.save(output / "trajectory.json")
     result.write_patch(output / "model.patch")

@@ -3,7 +3,7 @@ free-form request ("Fix this bug: ...") on a copy of a local repository.
 
     agent = Agent.from_checkpoint("runs/gsm8k-grpo/checkpoints/step_20")
     result = agent.run_task(prompt="Fix this bug: ...", repo="~/src/myproject", max_turns=30,
-                            runtime="docker", test="python3 -m pytest -q tests/test_x.py")
+                            backend="docker", test="python3 -m pytest -q tests/test_x.py")
     result.success, result.patch, result.exit_status, result.trajectory
     result.write_patch("fix.diff"); result.apply_to_branch("agent/fix")
 
@@ -27,7 +27,7 @@ from .policy import Policy, Sampling
 from .scaffolds import OWN_LOOP, get_scaffold
 from .trajectory import SCORING_FAILED, Trajectory
 
-RUNTIMES = ("docker", "local", "overlay", "podman", "auto")
+BACKENDS = ("docker", "local", "overlay", "podman", "auto")
 # SkyRL's runtime names that name a scaffold: it drives the turns in a sandbox of the "auto" backend
 SCAFFOLD_RUNTIMES = {"openhands": "openhands"}
 
@@ -95,34 +95,37 @@ class Agent:
         prompt: str,
         repo: str | Path,
         max_turns: int = 30,
-        runtime: str = "docker",
+        backend: str | Backend = "auto",
         test: str | None = None,
         on_message: Callable[[dict[str, Any]], None] | None = None,
         image: str = "harness-base:latest",
         max_context: int = 32_768,
         wall_time: float = 1800.0,
-        backend: Backend | None = None,
         scaffold: str = OWN_LOOP,
+        runtime: str | None = None,
     ) -> AgentResult:
         """Carry out `prompt` on a copy of `repo`; `test` (a shell command run in the repository's folder) judges it.
-        `scaffold` drives the turns: our own loop, or a registered scaffold such as `mini-swe-agent`;
-        `runtime="openhands"` is the OpenHands scaffold in a Docker sandbox (bubblewrap where no engine answers)."""
+        `backend` is the sandbox backend (a name, as `--backend` takes, or a Backend); `scaffold` drives the turns:
+        our own loop, or a registered scaffold such as `mini-swe-agent`. `runtime` is SkyRL's spelling: a backend
+        name, or `"openhands"` for the OpenHands scaffold on the "auto" backend."""
         if runtime in SCAFFOLD_RUNTIMES:
             if scaffold not in (OWN_LOOP, SCAFFOLD_RUNTIMES[runtime]):
                 raise HarnessError(
                     f"runtime {runtime!r} is the {SCAFFOLD_RUNTIMES[runtime]} scaffold: it cannot run scaffold {scaffold!r}"
                 )
-            scaffold, runtime = SCAFFOLD_RUNTIMES[runtime], "auto"
-        if runtime not in RUNTIMES:
+            scaffold = SCAFFOLD_RUNTIMES[runtime]
+        elif runtime is not None:
+            backend = runtime
+        if isinstance(backend, str) and backend not in BACKENDS:
             raise HarnessError(
-                f"runtime {runtime!r} is not built: use one of {', '.join([*RUNTIMES, *SCAFFOLD_RUNTIMES])} "
-                "(docker or podman containers, or bubblewrap sandboxes: local on the base image, overlay on any image; "
-                "openhands: the OpenHands scaffold)"
+                f"sandbox backend {backend!r} is not built: use one of {', '.join(BACKENDS)} "
+                "(docker or podman containers, or bubblewrap sandboxes: local on the base image, overlay on any image), "
+                f"or runtime={next(iter(SCAFFOLD_RUNTIMES))!r} for the OpenHands scaffold"
             )
         if max_turns < 1:
             raise HarnessError(f"max_turns must be at least 1, not {max_turns}")
         driver = get_scaffold(scaffold)
-        backend = backend or get_backend(runtime)
+        backend = get_backend(backend) if isinstance(backend, str) else backend
         limits = EpisodeLimits(max_turns=max_turns, max_context=max_context, wall_time=wall_time)
         with tempfile.TemporaryDirectory(prefix="harness-repo-") as staging:
             task = repo_task(repo, prompt, Path(staging) / "repo", test_command=test, max_turns=max_turns, image=image)

@@ -74,11 +74,15 @@ def fixing_replay(tmp_path: Path) -> Path:
 
 
 def test_api_fixes_the_repo_and_tests_judge_it(user_repo: Path, fixing_replay: Path, backend):
-    runtime = backend.name
     seen: list[dict] = []
     with Agent.from_checkpoint(f"replay:{fixing_replay}") as agent:
         result = agent.run_task(
-            prompt=REQUEST, repo=user_repo, max_turns=30, runtime=runtime, test=TEST_COMMAND, on_message=seen.append
+            prompt=REQUEST,
+            repo=user_repo,
+            max_turns=30,
+            backend=backend.name,
+            test=TEST_COMMAND,
+            on_message=seen.append,
         )
     assert result.exit_status == "submitted" and result.success is True and result.success_rate == 1.0
     assert "-    return a - b\n+    return a + b" in result.patch
@@ -103,8 +107,8 @@ def test_api_fixes_the_repo_and_tests_judge_it(user_repo: Path, fixing_replay: P
 
 def test_api_without_a_fix_fails_and_without_a_test_is_not_judged(user_repo: Path, docker_backend):
     with Agent.from_checkpoint("empty") as agent:
-        failed = agent.run_task(prompt=REQUEST, repo=user_repo, runtime="docker", test=TEST_COMMAND)
-        unjudged = agent.run_task(prompt=REQUEST, repo=user_repo, runtime="docker")
+        failed = agent.run_task(prompt=REQUEST, repo=user_repo, backend="docker", test=TEST_COMMAND)
+        unjudged = agent.run_task(prompt=REQUEST, repo=user_repo, backend="docker")
     assert failed.exit_status == "submitted" and failed.patch == "" and failed.success is False
     assert "1 failed, 1 passed" in failed.test_output
     assert unjudged.success is None and unjudged.success_rate is None
@@ -132,7 +136,7 @@ def test_api_with_the_openhands_runtime(user_repo: Path, fixing_replay: Path, do
 
 def test_api_with_a_checkpoint_folder(user_repo: Path, tiny_model: Path, docker_backend, one_torch_thread):
     with Agent.from_checkpoint(tiny_model, max_tokens=24, seed=0) as agent:
-        result = agent.run_task(prompt=REQUEST, repo=user_repo, max_turns=2, runtime="docker", test=TEST_COMMAND)
+        result = agent.run_task(prompt=REQUEST, repo=user_repo, max_turns=2, backend="docker", test=TEST_COMMAND)
     assert result.trajectory.turns >= 1 and result.exit_status in (
         "max_turns",
         "format_errors",
@@ -145,14 +149,16 @@ def test_api_with_a_checkpoint_folder(user_repo: Path, tiny_model: Path, docker_
 
 def test_bad_requests_are_clear_errors(user_repo: Path, tmp_path: Path):
     agent = Agent.from_checkpoint("empty")
-    with pytest.raises(HarnessError, match="runtime 'kubernetes' is not built"):
-        agent.run_task(prompt=REQUEST, repo=user_repo, runtime="kubernetes")
+    with pytest.raises(HarnessError, match="sandbox backend 'kubernetes' is not built"):
+        agent.run_task(prompt=REQUEST, repo=user_repo, backend="kubernetes")
+    with pytest.raises(HarnessError, match="sandbox backend 'kubernetes' is not built"):
+        agent.run_task(prompt=REQUEST, repo=user_repo, runtime="kubernetes")  # SkyRL's spelling of the same
     with pytest.raises(HarnessError, match="runtime 'openhands' is the openhands scaffold"):
         agent.run_task(prompt=REQUEST, repo=user_repo, runtime="openhands", scaffold="mini-swe-agent")
     with pytest.raises(Exception, match="is not a folder"):
-        agent.run_task(prompt=REQUEST, repo=tmp_path / "missing", runtime="docker")
+        agent.run_task(prompt=REQUEST, repo=tmp_path / "missing", backend="docker")
     with pytest.raises(Exception, match="the request is empty"):
-        agent.run_task(prompt="  ", repo=user_repo, runtime="docker")
+        agent.run_task(prompt="  ", repo=user_repo, backend="docker")
     with pytest.raises(PolicyError, match="no reference solution"):
         Agent.from_checkpoint("gold").policy.for_task(_task(user_repo, tmp_path))
 
