@@ -43,6 +43,7 @@ class LearnerSettings:
     max_len: int | None = None
     temperature: float = 1.0
     strategy: str = "single"
+    gradient_checkpointing: bool = False
     #: Asynchronous training: the cap of the truncated importance weight on stale samples (decoupled PPO,
     #: see `policy_loss`); None = the samples are on-policy and the clip is taken around the engine's log-probs.
     is_cap: float | None = None
@@ -109,6 +110,9 @@ class Learner:
 
     def _load(self, path: str | Path) -> torch.nn.Module:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(self.device)
+        if self.settings.gradient_checkpointing:
+            model.config.use_cache = False  # the cache is for generation; checkpointing recomputes instead
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         if self.settings.strategy == "fsdp2":
             shard(model, self.device)
         return model

@@ -125,7 +125,6 @@ ALIASES: dict[str, Alias] = {
         None, reason="a memory knob; harness micro-batches whole prompt groups (trainer.micro_batch_size)"
     ),
     "trainer.micro_forward_batch_size_per_gpu": Alias(None, reason="a memory knob of the log-prob pass"),
-    "trainer.gradient_checkpointing": Alias(None, reason="a memory knob"),
     "trainer.flash_attn": Alias(None, reason="an attention-kernel choice; the model's default kernel is used"),
     "trainer.eval_batch_size": Alias(None, reason="evaluation runs every held-out prompt, batched by the engines"),
     "trainer.eval_before_train": Alias(

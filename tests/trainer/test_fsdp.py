@@ -86,6 +86,22 @@ def test_two_ranks_take_the_single_process_step(model, cluster):
     assert any(not torch.equal(weights[name], start[name]) for name in start)  # the step did change them
 
 
+def test_gradient_checkpointing_takes_the_same_step(model):
+    """Recomputing activations in the backward pass changes memory, not the step."""
+    plain = single_learner(model)
+    torch.manual_seed(0)
+    checkpointed = Learner(model, replace(SETTINGS, gradient_checkpointing=True))
+    assert checkpointed.model.is_gradient_checkpointing and not plain.model.is_gradient_checkpointing
+    start = plain.weights()
+    for step in range(2):
+        batch = rl_batch(8, seed=step)
+        expected = plain.train_step(batch)
+        got = checkpointed.train_step(batch)
+        assert got["grad_norm"] == pytest.approx(expected["grad_norm"], rel=1e-5)
+    assert_same_weights(checkpointed.weights(), plain.weights())
+    assert any(not torch.equal(plain.weights()[name], start[name]) for name in start)
+
+
 def test_mini_batches_are_optimizer_steps_in_row_order(model):
     """At a constant learning rate, a step of 2 mini-batches is the two steps of its halves, one after the other."""
     batch = rl_batch(8, seed=5)
