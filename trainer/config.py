@@ -224,6 +224,9 @@ class TrainerConfig(Section):
     train_batch_size: Int = Field(16, ge=1)
     #: Prompts (whole groups) per forward/backward pass on each learner rank; gradients accumulate over the step.
     micro_batch_size: Int = Field(1, ge=1)
+    #: Samples (rows) per forward/backward pass on each learner rank instead, for groups too long to fit in memory at
+    #: once (a group of 8 episodes of 32k tokens); null = `micro_batch_size` whole groups. The step is the same.
+    micro_batch_samples: Int | None = Field(None, ge=1)
     #: Recompute each layer's activations in the backward pass instead of keeping them: far less memory for long
     #: multi-turn trajectories (32k-token episodes), about a third more learner time.
     gradient_checkpointing: bool = False

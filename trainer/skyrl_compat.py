@@ -121,9 +121,7 @@ ALIASES: dict[str, Alias] = {
     ),
     "trainer.policy.optimizer_config.offload_after_step": Alias(None, reason="optimizer offloading is a memory knob"),
     "trainer.policy_mini_batch_size": Alias("trainer.mini_batch_size"),
-    "trainer.micro_train_batch_size_per_gpu": Alias(
-        None, reason="a memory knob; harness micro-batches whole prompt groups (trainer.micro_batch_size)"
-    ),
+    "trainer.micro_train_batch_size_per_gpu": Alias("trainer.micro_batch_samples"),
     "trainer.micro_forward_batch_size_per_gpu": Alias(None, reason="a memory knob of the log-prob pass"),
     "trainer.flash_attn": Alias(None, reason="an attention-kernel choice; the model's default kernel is used"),
     "trainer.eval_batch_size": Alias(None, reason="evaluation runs every held-out prompt, batched by the engines"),

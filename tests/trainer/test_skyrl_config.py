@@ -127,6 +127,10 @@ def test_skyrl_run_script_overrides(tmp_path: Path):
     assert inf.gpu_memory_utilization == 0.8 and inf.weight_sync == "load"
     assert t.epochs == 20 and t.eval_interval == 5 and t.ckpt_interval == 10 and t.algorithm.ppo_epochs == 1
     assert t.train_batch_size == 1024 and config.data.max_prompt_length == 512 and g.max_tokens == 1024
+    assert t.micro_batch_samples == 64  # SkyRL's micro-batch counts samples, as ours does with this key
+    from trainer.recipe import learner_settings
+
+    assert learner_settings(config, total_steps=10).micro_batch_size == 64
     assert t.learning_rate == 1e-6 and t.algorithm.kl_coef == 0.001  # SkyRL's default coefficient
     assert g.n_samples_per_prompt == 5
     assert config.logger.backend == "wandb" and config.logger.project == "gsm8k" and t.run_name == "gsm8k_test"
@@ -134,7 +138,7 @@ def test_skyrl_run_script_overrides(tmp_path: Path):
     notes = "\n".join(config.skyrl_aliases)
     for no_effect in (
         "generator.batched",
-        "trainer.micro_train_batch_size_per_gpu",
+        "trainer.micro_forward_batch_size_per_gpu",
         "environment.env_class",
         "trainer.placement.critic_num_gpus_per_node",
         "trainer.log_path",
