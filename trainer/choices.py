@@ -18,6 +18,7 @@ Aggregation = Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_n
 KLType = Literal["k1", "k3"]
 Scheduler = Literal["constant", "cosine", "linear"]
 Strategy = Literal["single", "fsdp2"]
+Precision = Literal["fp32", "bf16"]
 SandboxBackend = Literal["auto", "docker", "local", "overlay", "podman"]
 InferenceEngine = Literal["transformers", "vllm"]
 WeightSync = Literal["load", "disk", "nccl"]

@@ -39,6 +39,7 @@ from .choices import (
     Aggregation,
     GradingMode,
     InferenceEngine,
+    Precision,
     KLType,
     LoggerBackend,
     RewardMode,
@@ -230,6 +231,9 @@ class TrainerConfig(Section):
     #: Recompute each layer's activations in the backward pass instead of keeping them: far less memory for long
     #: multi-turn trajectories (32k-token episodes), about a third more learner time.
     gradient_checkpointing: bool = False
+    #: `fp32`, or `bf16`: the learner's forward and backward passes in bfloat16 under autocast, the weights and the
+    #: optimizer's moments in fp32 (on GPUs several times faster; on CPUs slower).
+    precision: Precision = "fp32"
     #: Prompts per optimizer step (SkyRL's policy_mini_batch_size): each PPO epoch takes train_batch_size /
     #: mini_batch_size optimizer steps, over consecutive runs of the batch's samples; null = one step per batch.
     mini_batch_size: Int | None = Field(None, ge=1)

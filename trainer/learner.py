@@ -44,6 +44,7 @@ class LearnerSettings:
     temperature: float = 1.0
     strategy: str = "single"
     gradient_checkpointing: bool = False
+    precision: str = "fp32"  # fp32 | bf16 (autocast of the forward pass)
     #: Asynchronous training: the cap of the truncated importance weight on stale samples (decoupled PPO,
     #: see `policy_loss`); None = the samples are on-policy and the clip is taken around the engine's log-probs.
     is_cap: float | None = None
@@ -161,7 +162,7 @@ class Learner:
                     if empty:  # nothing to learn here, but the other ranks wait for this rank's (zero) gradients
                         self._zero_backward(micro)
                         continue
-                    logprobs = sequence_logprobs(
+                    logprobs = self._logprobs(
                         self.model,
                         micro.input_ids.to(self.device),
                         micro.attention_mask.to(self.device),
@@ -235,7 +236,7 @@ class Learner:
         for start in range(0, len(batch), size):
             rows = slice(start, start + size)
             mask = batch.loss_mask[rows].to(self.device)
-            logprobs = sequence_logprobs(
+            logprobs = self._logprobs(
                 self.model, batch.input_ids[rows].to(self.device), batch.attention_mask[rows].to(self.device), mask
             )
             loss = -(logprobs * mask).sum() / tokens
@@ -265,7 +266,7 @@ class Learner:
         of each layer run as on the other ranks."""
         scored = micro.attention_mask.clone()
         scored[:, 0] = 0
-        logprobs = sequence_logprobs(
+        logprobs = self._logprobs(
             self.model,
             micro.input_ids.to(self.device),
             micro.attention_mask.to(self.device),
@@ -286,6 +287,12 @@ class Learner:
                 "training stopped; the last checkpoint is intact"
             )
 
+    def _logprobs(self, model, input_ids, attention_mask, loss_mask, temperature: float = 1.0) -> torch.Tensor:
+        """`sequence_logprobs`, its forward pass in bfloat16 under autocast with `precision: bf16` (the weights, their
+        gradients and the optimizer's moments stay fp32; log-softmax runs in fp32 under autocast)."""
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.settings.precision == "bf16"):
+            return sequence_logprobs(model, input_ids, attention_mask, loss_mask, temperature)
+
     @torch.no_grad()
     def _ref_logprobs(self, batch: Batch, model: torch.nn.Module | None = None) -> torch.Tensor:
         """Log-probs of the batch's tokens under the reference model (or `model`, e.g. the policy before the step)."""
@@ -294,7 +301,7 @@ class Learner:
         for start in range(0, len(batch), self.settings.micro_batch_size):
             micro = batch.rows(slice(start, start + self.settings.micro_batch_size))
             out.append(
-                sequence_logprobs(
+                self._logprobs(
                     model,
                     micro.input_ids.to(self.device),
                     micro.attention_mask.to(self.device),

@@ -102,6 +102,23 @@ def test_gradient_checkpointing_takes_the_same_step(model):
     assert any(not torch.equal(plain.weights()[name], start[name]) for name in start)
 
 
+def test_bf16_autocast_takes_nearly_the_fp32_step(model):
+    """Mixed precision moves the weights where fp32 does, up to bfloat16's rounding; the weights stay fp32."""
+    plain = single_learner(model)
+    torch.manual_seed(0)
+    mixed = Learner(model, replace(SETTINGS, precision="bf16"))
+    start = plain.weights()
+    batch = rl_batch(8)
+    expected, got = plain.train_step(batch), mixed.train_step(batch)
+    assert got["grad_norm"] == pytest.approx(expected["grad_norm"], rel=0.05)
+    assert got["grad_norm"] != expected["grad_norm"]  # the forward pass did run in bfloat16
+    moved = {name: plain.weights()[name] - start[name] for name in start}
+    mixed_moved = {name: mixed.weights()[name] - start[name] for name in start}
+    assert all(w.dtype == torch.float32 for w in mixed.weights().values())
+    flat, mixed_flat = (torch.cat([m[n].flatten() for n in start]) for m in (moved, mixed_moved))
+    assert torch.nn.functional.cosine_similarity(flat, mixed_flat, dim=0) > 0.9
+
+
 def test_mini_batches_are_optimizer_steps_in_row_order(model):
     """At a constant learning rate, a step of 2 mini-batches is the two steps of its halves, one after the other."""
     batch = rl_batch(8, seed=5)
