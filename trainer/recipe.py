@@ -133,7 +133,7 @@ def gpu_shares(cfg: TrainConfig) -> tuple[float, float]:
 
 def engine_options(cfg: TrainConfig) -> dict:
     inf = cfg.inference
-    if inf.backend != "vllm":
+    if inf.engine != "vllm":
         return {}
     return {
         "gpu_memory_utilization": inf.gpu_memory_utilization,
