@@ -234,6 +234,10 @@ class TrainerConfig(Section):
     #: `fp32`, or `bf16`: the learner's forward and backward passes in bfloat16 under autocast, the weights and the
     #: optimizer's moments in fp32 (on GPUs several times faster; on CPUs slower).
     precision: Precision = "fp32"
+    #: Positions per slice of the LM head and log-softmax in the learner's log-prob pass, each slice recomputed in the
+    #: backward pass: the logits held at once shrink from the whole episode's (about 1.5 MB a token with a 152k
+    #: vocabulary) to a slice's; null = all positions at once. Same log-probs either way.
+    logprob_chunk: Int | None = Field(None, ge=1)
     #: Prompts per optimizer step (SkyRL's policy_mini_batch_size): each PPO epoch takes train_batch_size /
     #: mini_batch_size optimizer steps, over consecutive runs of the batch's samples; null = one step per batch.
     mini_batch_size: Int | None = Field(None, ge=1)

@@ -45,6 +45,7 @@ class LearnerSettings:
     strategy: str = "single"
     gradient_checkpointing: bool = False
     precision: str = "fp32"  # fp32 | bf16 (autocast of the forward pass)
+    logprob_chunk: int | None = None  # positions per slice of the LM head (sequence_logprobs); None = all at once
     #: Asynchronous training: the cap of the truncated importance weight on stale samples (decoupled PPO,
     #: see `policy_loss`); None = the samples are on-policy and the clip is taken around the engine's log-probs.
     is_cap: float | None = None
@@ -291,7 +292,9 @@ class Learner:
         """`sequence_logprobs`, its forward pass in bfloat16 under autocast with `precision: bf16` (the weights, their
         gradients and the optimizer's moments stay fp32; log-softmax runs in fp32 under autocast)."""
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.settings.precision == "bf16"):
-            return sequence_logprobs(model, input_ids, attention_mask, loss_mask, temperature)
+            return sequence_logprobs(
+                model, input_ids, attention_mask, loss_mask, temperature, chunk=self.settings.logprob_chunk
+            )
 
     @torch.no_grad()
     def _ref_logprobs(self, batch: Batch, model: torch.nn.Module | None = None) -> torch.Tensor:

@@ -101,6 +101,7 @@ def learner_settings(cfg: TrainConfig, total_steps: int) -> LearnerSettings:
         micro_batch_size=t.micro_batch_samples or t.micro_batch_size * g.n_samples_per_prompt,
         gradient_checkpointing=t.gradient_checkpointing,
         precision=t.precision,
+        logprob_chunk=t.logprob_chunk,
         ppo_epochs=a.ppo_epochs,
         mini_batches=t.train_batch_size // (t.mini_batch_size or t.train_batch_size),
         clip_low=a.clip_low,

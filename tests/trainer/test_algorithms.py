@@ -293,15 +293,19 @@ class _WithoutLogitsToKeep(torch.nn.Module):
         return self.model(input_ids=input_ids, attention_mask=attention_mask)
 
 
-@pytest.mark.parametrize("wrap", [False, True], ids=["logits_to_keep", "full_logits"])
-def test_sequence_logprobs_match_prefix_by_prefix_scoring(wrap: bool) -> None:
+@pytest.mark.parametrize(
+    "wrap, chunk",
+    [(False, None), (True, None), (False, 2), (False, 64)],
+    ids=["logits_to_keep", "full_logits", "chunks_of_2", "one_chunk"],
+)
+def test_sequence_logprobs_match_prefix_by_prefix_scoring(wrap: bool, chunk: int | None) -> None:
     model = _WithoutLogitsToKeep(tiny_qwen2()) if wrap else tiny_qwen2()
     torch.manual_seed(1)
     input_ids = torch.randint(3, 100, (2, 7))
     attention_mask = torch.tensor([[1, 1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 1, 0, 0]])
     response_mask = torch.tensor([[0, 0, 1, 1, 0, 1, 1], [0, 0, 0, 1, 1, 0, 0]])
     temperature = 0.7
-    logprobs = sequence_logprobs(model, input_ids, attention_mask, response_mask, temperature)
+    logprobs = sequence_logprobs(model, input_ids, attention_mask, response_mask, temperature, chunk=chunk)
     assert logprobs.shape == (2, 7)
     with torch.no_grad():
         for b, t in response_mask.nonzero().tolist():
@@ -309,7 +313,7 @@ def test_sequence_logprobs_match_prefix_by_prefix_scoring(wrap: bool) -> None:
             expected = torch.log_softmax(prefix_logits.logits[0, -1] / temperature, -1)[input_ids[b, t]]
             assert logprobs[b, t].item() == pytest.approx(expected.item(), abs=1e-5)
     assert (logprobs[response_mask == 0] == 0).all()
-    nothing_scored = sequence_logprobs(model, input_ids, attention_mask, torch.zeros_like(response_mask))
+    nothing_scored = sequence_logprobs(model, input_ids, attention_mask, torch.zeros_like(response_mask), chunk=chunk)
     assert nothing_scored.shape == (2, 7) and (nothing_scored == 0).all()
     logprobs.sum().backward()
     assert all(p.grad is not None for p in model.parameters())

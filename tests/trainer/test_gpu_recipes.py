@@ -29,7 +29,7 @@ def test_each_scale_has_a_recipe_that_fits_its_gpus():
         placement, inference = cfg.trainer.placement, cfg.inference
         assert cfg.trainer.policy.model.path.startswith("Qwen/Qwen2.5-Coder-")
         assert cfg.generator.sandbox_backend == "overlay" and cfg.trainer.gradient_checkpointing
-        assert cfg.trainer.micro_batch_samples == 1 and cfg.trainer.precision == "bf16"
+        assert cfg.trainer.micro_batch_samples == 1 and cfg.trainer.precision == "bf16" and cfg.trainer.logprob_chunk
         engine_gpus = 0 if placement.colocate else placement.inference_gpus
         assert inference.num_engines * inference.tensor_parallel_size == (engine_gpus or placement.learner_gpus)
         gpus[path.stem] = placement.learner_gpus + engine_gpus
