@@ -54,6 +54,8 @@ PIP_VALUE_OPTIONS = {
 }  # fmt: skip
 APT_VALUE_OPTIONS = {"-o", "-t", "--target-release", "-c", "--config-file"}
 SEPARATORS = re.compile(r"&&|\|\||;|\||\n")
+# `> /dev/null`, `2>&1`, `< file` (not the `>=` of a requirement such as `'six>=1'`)
+REDIRECTION = re.compile(r"(?:(?<=\s)|^)\d*(>>?|<)&?\s*[^\s;&|]+", re.MULTILINE)
 UV_INSTALLER = re.compile(r"astral\.sh/uv/(?:(\d+\.\d+\.\d+)/)?install\.sh")
 
 
@@ -87,7 +89,7 @@ def shell_installs(script: str, search: list[Path]) -> Installs:
     text = script.replace("\\\n", " ")
     for match in UV_INSTALLER.finditer(text):
         found.uv = f"uv=={match.group(1)}" if match.group(1) else "uv"
-    for segment in SEPARATORS.split(text):
+    for segment in SEPARATORS.split(REDIRECTION.sub(" ", text)):
         try:
             words = shlex.split(segment, comments=True)
         except ValueError:
