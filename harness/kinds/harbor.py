@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from sandboxes import SandboxError
-from tasks.errors import TaskError
 from tasks.harbor.load import ENV_CLASS
 from tasks.harbor.verify import LOGS, VERIFIER_DIR, run_verifier
 from tasks.task import Reward, Task
@@ -56,8 +55,8 @@ class HarborEnvironment(ToolEnvironment):
         return super().step(turn)
 
     def finish(self) -> Reward:
-        if self.sandbox is None:
-            raise TaskError(f"{self.task.id}: no verdict: the sandbox never started")
+        if self.sandbox is None:  # the episode already ended as a sandbox_error, which training leaves out
+            return Reward(0.0, {"reason": "the sandbox never started"})
         meta = self.task.metadata
         return run_verifier(
             self.sandbox,

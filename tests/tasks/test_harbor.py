@@ -118,7 +118,7 @@ def dataset(tmp_path_factory) -> Path:
 
 # What each task gives, whoever plays it: (reward or None for no verdict, exit status, words of its error)
 UNBUILDABLE = {
-    "build-fails": "exit code: 3",
+    "build-fails": "echo broken && exit 3' returned a non-zero code: 3",
     "unknown-base": "no stand-in for the base image 'someorg/custom:1'",
     "bad-toml": "not valid TOML",
     "no-instruction": "no instruction.md",
@@ -173,14 +173,13 @@ def test_load_builds_once_and_records_substitutions(dataset, docker_backend):
 
 def test_oracle_and_nothing_on_docker(dataset, tmp_path, docker_backend):
     gold = run(dataset, tmp_path / "gold", "gold", "docker")
-    details = json.loads((tmp_path / "gold" / "trajectories" / "multi-0.json").read_text())["reward_details"]
+    details = json.loads((tmp_path / "gold" / "trajectories" / "multi__0.json").read_text())["reward_details"]
     assert details["rewards"] == {"reward": 1.0, "answer": 1.0, "style": 0.5}
     assert details["reward_file"] == "reward.json"
     assert gold["hanging-solution"]["exit_status"] == "wall_time"
     run(dataset, tmp_path / "empty", "empty", "docker")
 
 
-@pytest.mark.slow
 def test_oracle_and_nothing_on_overlay(dataset, tmp_path, overlay_backend):
     run(dataset, tmp_path / "gold", "gold", "overlay")
     run(dataset, tmp_path / "empty", "empty", "overlay")
