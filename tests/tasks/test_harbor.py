@@ -180,9 +180,12 @@ def test_oracle_and_nothing_on_docker(dataset, tmp_path, docker_backend):
     run(dataset, tmp_path / "empty", "empty", "docker")
 
 
-def test_oracle_and_nothing_on_overlay(dataset, tmp_path, overlay_backend):
-    run(dataset, tmp_path / "gold", "gold", "overlay")
-    run(dataset, tmp_path / "empty", "empty", "overlay")
+@pytest.mark.parametrize("other", ["overlay", pytest.param("podman", marks=pytest.mark.slow)])
+def test_the_same_rewards_without_the_docker_daemon(dataset, tmp_path, other, request):
+    """The images Docker built, run under bubblewrap over their layers (overlay) and in Podman's containers."""
+    request.getfixturevalue(f"{other}_backend")
+    run(dataset, tmp_path / "gold", "gold", other)
+    run(dataset, tmp_path / "empty", "empty", other)
 
 
 # ----------------------------------------------------------------------------- no sandbox needed
