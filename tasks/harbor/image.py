@@ -42,7 +42,7 @@ WHEELHOUSE = "/opt/harness-wheelhouse"
 CONTEXT_WHEELHOUSE = ".harness-wheelhouse"
 RECIPE = 1  # bump when the image's making changes
 OFFLINE_PIP = (
-    f"PIP_NO_INDEX=1 PIP_FIND_LINKS={WHEELHOUSE} UV_NO_INDEX=1 UV_FIND_LINKS={WHEELHOUSE} "
+    f"PIP_NO_INDEX=1 PIP_FIND_LINKS={WHEELHOUSE} UV_NO_INDEX=1 UV_OFFLINE=1 UV_FIND_LINKS={WHEELHOUSE} "
     "PIP_BREAK_SYSTEM_PACKAGES=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore"
 )
 UV_ENV_SCRIPT = 'export PATH="$HOME/.local/bin:$PATH"'
@@ -56,6 +56,7 @@ APT_VALUE_OPTIONS = {"-o", "-t", "--target-release", "-c", "--config-file"}
 SEPARATORS = re.compile(r"&&|\|\||;|\||\n")
 # `> /dev/null`, `2>&1`, `< file` (not the `>=` of a requirement such as `'six>=1'`)
 REDIRECTION = re.compile(r"(?:(?<=\s)|^)\d*(>>?|<)&?\s*[^\s;&|]+", re.MULTILINE)
+COMMAND_PREFIXES = {"sudo", "env", "exec", "time", "if", "then", "else", "elif", "do", "while", "until", "!", "{", "("}
 UV_INSTALLER = re.compile(r"astral\.sh/uv/(?:(\d+\.\d+\.\d+)/)?install\.sh")
 
 
@@ -94,7 +95,7 @@ def shell_installs(script: str, search: list[Path]) -> Installs:
             words = shlex.split(segment, comments=True)
         except ValueError:
             words = segment.split()
-        while words and (words[0] in ("sudo", "env", "exec") or re.match(r"^\w+=", words[0])):
+        while words and (words[0] in COMMAND_PREFIXES or re.match(r"^\w+=", words[0])):
             words = words[1:]
         if not words:
             continue

@@ -16,7 +16,7 @@ from tasks.harbor.image import dockerfile_instructions, shell_installs
 from tasks.harbor.verify import VerifierFailed, parse_reward_json, parse_reward_text, scalar_reward
 from tests.cli_helpers import harness, rows_of
 
-# Every task that builds shares one stand-in (bookworm with jq and tree), so the suite makes one base.
+# Every task that builds shares one stand-in (bookworm with jq, tree and curl), so the suite makes one base.
 DOCKERFILE = """\
 FROM python:3.11-slim
 RUN apt-get update && apt-get install -y --no-install-recommends jq && rm -rf /var/lib/apt/lists/*
@@ -27,7 +27,7 @@ DIGEST = "sha256:" + "ab" * 32
 TEST_PREAMBLE = """\
 #!/bin/bash
 apt-get update > /dev/null
-apt-get install -y tree > /dev/null
+apt-get install -y tree curl > /dev/null
 pip install tomli-w==1.0.0 > /dev/null
 """
 TOML = """\
@@ -103,6 +103,25 @@ def dataset(tmp_path_factory) -> Path:
         solve="echo 42 > answer.txt && cp /solution/data.bin /work/data.bin\n",
         files={"solution/data.bin": BINARY, "tests/data.bin": BINARY},
     )
+    # Harbor's own template of a test script (`harbor tasks init`): uv from its installer, pytest through uvx
+    write_task(
+        root,
+        "uv-pytest",
+        test="""\
+            curl -LsSf https://astral.sh/uv/0.9.7/install.sh | sh
+            source "$HOME/.local/bin/env"
+            if uvx \\
+              --with pytest==8.4.1 \\
+              --with pytest-json-ctrf==0.3.5 \\
+              pytest --ctrf /logs/verifier/ctrf.json /tests/test_outputs.py -rA; then
+              echo 1 > /logs/verifier/reward.txt
+            else
+              echo 0 > /logs/verifier/reward.txt
+            fi
+        """,
+        solve='echo "Hello, world!" > hello.txt\n',
+        files={"tests/test_outputs.py": b'from pathlib import Path\n\n\ndef test_hello():\n    assert Path("/app/hello.txt").read_text().strip() == "Hello, world!"\n'},
+    )
     write_task(root, "slow-verifier", test="sleep 60\n" + reward_txt("true"), solve="true\n", verifier=3)
     write_task(root, "hanging-solution", test=reward_txt("[ -f /app/done ]"), solve="sleep 600; touch done\n", agent=4)
     write_task(root, "no-reward", test="echo 'all good'\n", solve="true\n")
@@ -129,10 +148,11 @@ UNBUILDABLE = {
 
 def check_run(out: Path, policy: str) -> dict[str, dict]:
     rows = {row["task_id"]: row for row in rows_of(out / "results.jsonl")}
-    assert len(rows) == 12, sorted(rows)
+    assert len(rows) == 13, sorted(rows)
     solved = 1.0 if policy == "gold" else 0.0
     assert (rows["hello"]["reward"], rows["hello"]["error"]) == (solved, ""), rows["hello"]
     assert (rows["multi"]["reward"], rows["multi"]["error"]) == (solved, ""), rows["multi"]
+    assert (rows["uv-pytest"]["reward"], rows["uv-pytest"]["error"]) == (solved, ""), rows["uv-pytest"]
     assert "scoring failed" in rows["slow-verifier"]["error"] and "timeout_sec (3 s)" in rows["slow-verifier"]["error"]
     assert "wrote no reward" in rows["no-reward"]["error"] and "all good" in rows["no-reward"]["error"]
     assert "not a number: 'lots" in rows["garbage-reward"]["error"]
@@ -165,7 +185,12 @@ def test_load_builds_once_and_records_substitutions(dataset, docker_backend):
         "python:3.11-slim -> the Debian bookworm base (Python 3.11; python:3.11*)"
     ]
     assert multi.metadata["base_substituted"][0].startswith(f"docker.io/library/debian:bookworm-slim@{DIGEST} ->")
-    assert hello.metadata["verifier_installed_ahead"] == {"apt": ["tree"], "pip": ["tomli-w==1.0.0"]}
+    assert hello.metadata["verifier_installed_ahead"] == {"apt": ["tree", "curl"], "pip": ["tomli-w==1.0.0"]}
+    assert tasks["uv-pytest"].metadata["verifier_installed_ahead"] == {
+        "apt": ["tree", "curl"],
+        "pip": ["tomli-w==1.0.0", "pytest==8.4.1", "pytest-json-ctrf==0.3.5"],
+        "uv": "uv==0.9.7",
+    }
     assert hello.metadata["network"] == "none"
     assert load_tasks(f"harbor:{dataset / 'hello'}")[0].sandbox.image == hello.sandbox.image  # one image, reused
     assert tasks["bad-toml"].sandbox is None and "not valid TOML" in tasks["bad-toml"].metadata["harbor_problem"]
