@@ -98,11 +98,16 @@ def oracle_turns(task: Task, use_tools: bool) -> list[Completion]:
             for path in binary:
                 tar.add(path, arcname=path.relative_to(solution).as_posix())
         encoded = base64.b64encode(archive.getvalue()).decode()
-        turns.append(call("bash", command=f"mkdir -p {SOLUTION_DIR} && echo {encoded} | base64 -d | tar -xz -C {SOLUTION_DIR}"))
-    env = " ".join(shlex.quote(f"{k}={v}") for k, v in {"DEBIAN_FRONTEND": "noninteractive", **task.metadata["solution_env"]}.items())
+        turns.append(
+            call("bash", command=f"mkdir -p {SOLUTION_DIR} && echo {encoded} | base64 -d | tar -xz -C {SOLUTION_DIR}")
+        )
+    env = " ".join(
+        shlex.quote(f"{k}={v}")
+        for k, v in {"DEBIAN_FRONTEND": "noninteractive", **task.metadata["solution_env"]}.items()
+    )
     run = (
         f"chmod +x {SOLUTION_DIR}/solve.sh && mkdir -p {LOGS}/agent && "
-        f"env {env} {SOLUTION_DIR}/solve.sh > {ORACLE_LOG} 2>&1; echo \"solve.sh exited with $?\"; tail -c 2000 {ORACLE_LOG}"
+        f'env {env} {SOLUTION_DIR}/solve.sh > {ORACLE_LOG} 2>&1; echo "solve.sh exited with $?"; tail -c 2000 {ORACLE_LOG}'
     )
     return [*turns, call("bash", command=run), call("submit")]
 

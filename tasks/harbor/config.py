@@ -118,7 +118,9 @@ def read_task_dir(path: str | Path) -> HarborTaskDir:
         config=config,
         agent_timeout=_optional(agent, "timeout_sec", (int, float), config_path),
         agent_user=_user(agent, config_path),
-        verifier_timeout=float(_optional(verifier, "timeout_sec", (int, float), config_path) or DEFAULT_VERIFIER_TIMEOUT),
+        verifier_timeout=float(
+            _optional(verifier, "timeout_sec", (int, float), config_path) or DEFAULT_VERIFIER_TIMEOUT
+        ),
         verifier_user=_user(verifier, config_path),
         verifier_env=_strings(verifier, "env", config_path),
         solution_env=_strings(solution, "env", config_path),

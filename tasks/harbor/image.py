@@ -217,7 +217,9 @@ def build_task_image(task: HarborTaskDir, on_step: Callable[[str], None] = log.i
                 raise HarborTaskError(f"{task.name}: the stand-in base could not be made: {err}") from None
         files = {p.name: p for p in sorted(task.environment_dir.iterdir()) if p.name != "Dockerfile"}
         if requirements:
-            files[CONTEXT_WHEELHOUSE] = _wheelhouse(requirements, python or f"{sys.version_info[0]}.{sys.version_info[1]}")
+            files[CONTEXT_WHEELHOUSE] = _wheelhouse(
+                requirements, python or f"{sys.version_info[0]}.{sys.version_info[1]}"
+            )
         on_step(f"{task.name}: building {image}")
         try:
             build_image(image, text, files, {"harness.task": task.name, "harness.harbor": "1"}, task.build_timeout)

@@ -60,7 +60,9 @@ def run_verifier(
     output = _read(sandbox, TEST_OUTPUT)
     details = {"test_exit_code": result.exit_code, "test_output": output[-3000:], "verifier_s": 0.0}
     if result.timed_out or result.exit_code == 124:
-        raise VerifierFailed(f"the verifier ran past [verifier].timeout_sec ({timeout:g} s); its output ends:\n{output[-800:]}")
+        raise VerifierFailed(
+            f"the verifier ran past [verifier].timeout_sec ({timeout:g} s); its output ends:\n{output[-800:]}"
+        )
     rewards, source = read_rewards(sandbox, output)
     details.update(rewards=rewards, reward_file=source, verifier_s=round(time.monotonic() - started, 3))
     return Reward(scalar_reward(rewards), details)

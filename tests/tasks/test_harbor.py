@@ -49,7 +49,9 @@ allow_internet = false
 """
 
 
-def write_task(root: Path, name: str, *, dockerfile=DOCKERFILE, test="", solve=None, toml=None, agent=60, verifier=60, files=None):
+def write_task(
+    root: Path, name: str, *, dockerfile=DOCKERFILE, test="", solve=None, toml=None, agent=60, verifier=60, files=None
+):
     task = root / name
     (task / "environment").mkdir(parents=True)
     (task / "tests").mkdir()
@@ -67,7 +69,7 @@ def write_task(root: Path, name: str, *, dockerfile=DOCKERFILE, test="", solve=N
 
 
 def reward_txt(condition: str) -> str:
-    return f'if {condition}; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi\n'
+    return f"if {condition}; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi\n"
 
 
 BINARY = bytes(range(256))
@@ -120,7 +122,9 @@ def dataset(tmp_path_factory) -> Path:
             fi
         """,
         solve='echo "Hello, world!" > hello.txt\n',
-        files={"tests/test_outputs.py": b'from pathlib import Path\n\n\ndef test_hello():\n    assert Path("/app/hello.txt").read_text().strip() == "Hello, world!"\n'},
+        files={
+            "tests/test_outputs.py": b'from pathlib import Path\n\n\ndef test_hello():\n    assert Path("/app/hello.txt").read_text().strip() == "Hello, world!"\n'
+        },
     )
     write_task(root, "slow-verifier", test="sleep 60\n" + reward_txt("true"), solve="true\n", verifier=3)
     write_task(root, "hanging-solution", test=reward_txt("[ -f /app/done ]"), solve="sleep 600; touch done\n", agent=4)
@@ -217,7 +221,10 @@ def test_the_same_rewards_without_the_docker_daemon(dataset, tmp_path, other, re
 
 
 def test_stand_ins_map_by_repository_and_tag(tmp_path, monkeypatch):
-    assert image_key("ghcr.io/laude-institute/t-bench/python-3-13:20250620") == "laude-institute/t-bench/python-3-13:20250620"
+    assert (
+        image_key("ghcr.io/laude-institute/t-bench/python-3-13:20250620")
+        == "laude-institute/t-bench/python-3-13:20250620"
+    )
     assert image_key(f"debian@{DIGEST}") == "debian:latest"
     assert standin_for("ubuntu:22.04").python == "3.11" and standin_for("python:3.13-slim-trixie").python == "3.13"
     with pytest.raises(SandboxError, match="register_standin"):
@@ -241,11 +248,17 @@ def test_installs_found_in_scripts(tmp_path):
     assert found.apt == ["curl", "git"]
     assert found.pip == ["pytest==8.4.1", "numpy==2.0.0", "requests", "six", "pytest-json-ctrf==0.3.5"]
     assert found.uv == "uv==0.9.5" and not found.local
-    assert dockerfile_instructions("FROM a AS b\n# note\nRUN x && \\\n  y\n") == [("FROM", "a AS b"), ("RUN", "x && \n  y")]
+    assert dockerfile_instructions("FROM a AS b\n# note\nRUN x && \\\n  y\n") == [
+        ("FROM", "a AS b"),
+        ("RUN", "x && \n  y"),
+    ]
 
 
 def test_rewards_are_read_as_harbor_reads_them():
-    assert parse_reward_text("1\n") == 1.0 and parse_reward_json('{"reward": 0.5, "extra": 2}') == {"reward": 0.5, "extra": 2.0}
+    assert parse_reward_text("1\n") == 1.0 and parse_reward_json('{"reward": 0.5, "extra": 2}') == {
+        "reward": 0.5,
+        "extra": 2.0,
+    }
     assert scalar_reward({"reward": 0.5, "extra": 2.0}) == 0.5 and scalar_reward({"a": 1.0, "b": 0.0}) == 0.5
     for bad in ("", "nan", "one"):
         with pytest.raises(VerifierFailed):
