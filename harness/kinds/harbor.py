@@ -17,7 +17,7 @@ from typing import Any
 
 from sandboxes import SandboxError
 from tasks.harbor.load import ENV_CLASS
-from tasks.harbor.verify import LOGS, VERIFIER_DIR, run_verifier
+from tasks.harbor.verify import LOGS, SOLUTION_DIR, VERIFIER_DIR, run_verifier
 from tasks.task import Reward, Task
 
 from ..environments import StepResult, ToolEnvironment
@@ -25,7 +25,6 @@ from ..parsing import ParsedTurn
 from ..policy import Completion, tool_turn as call
 from . import register_kind
 
-SOLUTION_DIR = "/solution"
 ORACLE_LOG = f"{LOGS}/agent/oracle.txt"
 
 
@@ -40,6 +39,7 @@ class HarborEnvironment(ToolEnvironment):
         self.sandbox.exec(f"mkdir -p {LOGS}/agent {VERIFIER_DIR} 2>/dev/null", timeout=30)
         # The verifier's environment is the sandbox's before the agent changes anything.
         self.start_env = _environment(self.sandbox.exec("env -0 | base64 -w0", timeout=30).output)
+        self.agent_user = self.sandbox.exec("id -un; id -u", timeout=30).output.split()
         self.agent_started = time.monotonic()
         return messages
 
@@ -64,7 +64,7 @@ class HarborEnvironment(ToolEnvironment):
             self.task.sandbox.workdir,
             {**self.start_env, **meta["verifier_env"]},
             meta["verifier_timeout"],
-            meta["verifier_user"],
+            None if meta["verifier_user"] in (None, *self.agent_user) else meta["verifier_user"],
         )
 
 

@@ -11,6 +11,8 @@ had ahead, the way this project's other images are made:
   downloaded on the host into a wheelhouse (wheels only) that the image holds at /opt/harness-wheelhouse,
   with pip and uv told to install from it (`PIP_NO_INDEX`, `PIP_FIND_LINKS`, `UV_NO_INDEX`,
   `UV_FIND_LINKS`): the Dockerfile's steps and the verifier's installs then run as written;
+- /logs/agent, /logs/verifier, /tests and /solution are made, writable by any user (Harbor mounts or copies
+  them in as root);
 - what `tests/test.sh` installs at run time is also installed into the image at its end, and uv's curl
   installer (`astral.sh/uv/...`) is stood in for by the `uv` package and the `~/.local/bin/env` it writes.
 
@@ -35,6 +37,7 @@ from sandboxes.images import BASE_REPOSITORY, build_base_image, build_image, cac
 from sandboxes.standins import StandIn, check_apt_packages, standin_for, standin_recipe
 
 from .config import HarborTaskDir, HarborTaskError
+from .verify import LOGS, SOLUTION_DIR, TESTS_DIR, VERIFIER_DIR
 
 log = logging.getLogger(__name__)
 IMAGE_REPOSITORY = "harness-harbor"
@@ -199,7 +202,7 @@ def build_task_image(task: HarborTaskDir, on_step: Callable[[str], None] = log.i
     python = next(iter(standins.values())).python if standins else None
     stages, text = _rewrite(instructions, standins, {p: _tag(r) for p, r in recipes.items()}, bool(requirements))
     final = stages[-1]
-    text += _verifier_steps(tests.pip + ([tests.uv] if tests.uv else []), tests.uv is not None, final.user)
+    text += _final_steps(tests.pip + ([tests.uv] if tests.uv else []), tests.uv is not None, final.user)
     digest = _digest(task.environment_dir, text, requirements, python)
     image = f"{IMAGE_REPOSITORY}/{_repository_name(task.path.name)}:{digest}"
     notes = {
@@ -308,20 +311,20 @@ def _rewrite(
     return stages, "\n".join(lines) + "\n"
 
 
-def _verifier_steps(requirements: list[str], uv_installer: bool, user: str | None) -> str:
-    """What `tests/test.sh` would fetch, installed at the image's end (as root, then back to the image's user)."""
-    if not requirements and not uv_installer:
-        return ""
-    steps = ["USER root"]
+def _final_steps(requirements: list[str], uv_installer: bool, user: str | None) -> str:
+    """The folders Harbor mounts or copies in, writable by any user, and what `tests/test.sh` would fetch,
+    installed at the image's end (as root, then back to the image's user)."""
+    folders = f"{LOGS}/agent {VERIFIER_DIR} {TESTS_DIR} {SOLUTION_DIR}"
+    steps = ["USER root", f"RUN mkdir -p {folders} && chmod 777 {LOGS} {folders}"]
     if requirements:
         steps.append("RUN python3 -m pip install " + " ".join(shlex.quote(r) for r in requirements))
-    if uv_installer:  # what uv's installer leaves: uv in ~/.local/bin and the env script that puts it on the PATH
-        steps.append(
-            "RUN mkdir -p /root/.local/bin && ln -sf $(command -v uv) /root/.local/bin/uv && "
-            f"ln -sf $(command -v uvx) /root/.local/bin/uvx && echo {shlex.quote(UV_ENV_SCRIPT)} > /root/.local/bin/env"
-        )
     if user and user not in ("root", "0"):
         steps.append(f"USER {user}")
+    if uv_installer:  # what uv's installer leaves: uv in ~/.local/bin and the env script that puts it on the PATH
+        steps.append(
+            'RUN mkdir -p "$HOME/.local/bin" && ln -sf "$(command -v uv)" "$(command -v uvx)" "$HOME/.local/bin/" && '
+            f'echo {shlex.quote(UV_ENV_SCRIPT)} > "$HOME/.local/bin/env"'
+        )
     return "\n".join(steps) + "\n"
 
 

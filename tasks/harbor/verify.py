@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 import math
 import shlex
+import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -27,6 +29,7 @@ from ..task import Reward
 LOGS = "/logs"
 VERIFIER_DIR = "/logs/verifier"
 TESTS_DIR = "/tests"
+SOLUTION_DIR = "/solution"  # the oracle's (harness.kinds.harbor)
 TEST_OUTPUT = f"{VERIFIER_DIR}/test-stdout.txt"
 GRACE = 30.0  # seconds beyond the verifier's own limit before the sandbox command is given up
 
@@ -45,18 +48,19 @@ def run_verifier(
 ) -> Reward:
     """Run `tests_dir/test.sh` in `sandbox` and read its reward (see the module's docstring)."""
     started = time.monotonic()
+    # The image made both folders writable by any user; what the agent left in /tests goes.
     sandbox.exec(
-        f"rm -rf {TESTS_DIR} {VERIFIER_DIR}/reward.txt {VERIFIER_DIR}/reward.json; mkdir -p {VERIFIER_DIR} {TESTS_DIR}",
-        timeout=60,
+        f"rm -rf {TESTS_DIR}/* {TESTS_DIR}/.[!.]* {VERIFIER_DIR}/reward.txt {VERIFIER_DIR}/reward.json", timeout=60
     )
-    sandbox.upload(tests_dir, TESTS_DIR)
+    with tempfile.TemporaryDirectory() as staging:  # test.sh executable whoever owns the copy (Harbor: chmod as root)
+        copy = Path(shutil.copytree(tests_dir, Path(staging) / "tests"))
+        (copy / "test.sh").chmod(0o755)
+        sandbox.upload(copy, TESTS_DIR)
     variables = " ".join(shlex.quote(f"{k}={v}") for k, v in env.items())
     run = f"cd {shlex.quote(workdir)} && exec env -i {variables} /tests/test.sh > {TEST_OUTPUT} 2>&1 < /dev/null"
     if user:
         run = f"runuser -u {shlex.quote(user)} -- bash -c {shlex.quote(run)}"
-    result = sandbox.exec(
-        f"chmod +x /tests/test.sh && timeout -k 5 {timeout:g} bash -c {shlex.quote(run)}", timeout=timeout + GRACE
-    )
+    result = sandbox.exec(f"timeout -k 5 {timeout:g} bash -c {shlex.quote(run)}", timeout=timeout + GRACE)
     output = _read(sandbox, TEST_OUTPUT)
     details = {"test_exit_code": result.exit_code, "test_output": output[-3000:], "verifier_s": 0.0}
     if result.timed_out or result.exit_code == 124:

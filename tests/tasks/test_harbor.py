@@ -126,6 +126,14 @@ def dataset(tmp_path_factory) -> Path:
             "tests/test_outputs.py": b'from pathlib import Path\n\n\ndef test_hello():\n    assert Path("/app/hello.txt").read_text().strip() == "Hello, world!"\n'
         },
     )
+    # a user of the image's own: the agent and the verifier run as that user, in its home
+    write_task(
+        root,
+        "non-root",
+        dockerfile=DOCKERFILE + "RUN useradd -m player\nUSER player\nWORKDIR /home/player\n",
+        test=reward_txt('[ "$(whoami)" = player ] && [ "$PWD" = /home/player ] && [ -f done ]'),
+        solve="touch done\n",
+    )
     write_task(root, "slow-verifier", test="sleep 60\n" + reward_txt("true"), solve="true\n", verifier=3)
     write_task(root, "hanging-solution", test=reward_txt("[ -f /app/done ]"), solve="sleep 600; touch done\n", agent=4)
     write_task(root, "no-reward", test="echo 'all good'\n", solve="true\n")
@@ -150,13 +158,17 @@ UNBUILDABLE = {
 }
 
 
-def check_run(out: Path, policy: str) -> dict[str, dict]:
+def check_run(out: Path, policy: str, backend: str) -> dict[str, dict]:
     rows = {row["task_id"]: row for row in rows_of(out / "results.jsonl")}
-    assert len(rows) == 13, sorted(rows)
+    assert len(rows) == 14, sorted(rows)
     solved = 1.0 if policy == "gold" else 0.0
     assert (rows["hello"]["reward"], rows["hello"]["error"]) == (solved, ""), rows["hello"]
     assert (rows["multi"]["reward"], rows["multi"]["error"]) == (solved, ""), rows["multi"]
     assert (rows["uv-pytest"]["reward"], rows["uv-pytest"]["error"]) == (solved, ""), rows["uv-pytest"]
+    if (
+        backend != "overlay"
+    ):  # bubblewrap maps only the user to root's files: what the image gave the user is not its own
+        assert (rows["non-root"]["reward"], rows["non-root"]["error"]) == (solved, ""), rows["non-root"]
     assert "scoring failed" in rows["slow-verifier"]["error"] and "timeout_sec (3 s)" in rows["slow-verifier"]["error"]
     assert "wrote no reward" in rows["no-reward"]["error"] and "all good" in rows["no-reward"]["error"]
     assert "not a number: 'lots" in rows["garbage-reward"]["error"]
@@ -174,7 +186,7 @@ def run(dataset: Path, out: Path, policy: str, backend: str) -> dict[str, dict]:
         "--output", str(out), "--workers", "3",
     )  # fmt: skip
     assert done.returncode in (0, 1), done.stdout + done.stderr  # 1: some tasks could not be evaluated
-    return check_run(out, policy)
+    return check_run(out, policy, backend)
 
 
 def test_load_builds_once_and_records_substitutions(dataset, docker_backend):
