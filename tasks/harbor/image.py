@@ -59,6 +59,7 @@ APT_VALUE_OPTIONS = {"-o", "-t", "--target-release", "-c", "--config-file"}
 SEPARATORS = re.compile(r"&&|\|\||;|\||\n")
 # `> /dev/null`, `2>&1`, `< file` (not the `>=` of a requirement such as `'six>=1'`)
 REDIRECTION = re.compile(r"(?:(?<=\s)|^)\d*(>>?|<)&?\s*[^\s;&|]+", re.MULTILINE)
+LOOPBACK = re.compile(r"^https?://(localhost|127\.0\.0\.1|\[::1\]|0\.0\.0\.0)([:/]|$)")
 COMMAND_PREFIXES = {"sudo", "env", "exec", "time", "if", "then", "else", "elif", "do", "while", "until", "!", "{", "("}
 UV_INSTALLER = re.compile(r"astral\.sh/uv/(?:(\d+\.\d+\.\d+)/)?install\.sh")
 
@@ -71,12 +72,14 @@ class Installs:
     pip: list[str] = field(default_factory=list)
     uv: str | None = None  # a requirement for uv ("uv" or "uv==0.9.5") where the script runs uv's installer
     local: bool = False  # a local project or file is pip-installed: it needs setuptools and wheel
+    fetches: list[str] = field(default_factory=list)  # other downloads (curl, wget, git clone, npm): no stand-in
 
     def add(self, other: "Installs") -> None:
         self.apt += [p for p in other.apt if p not in self.apt]
         self.pip += [r for r in other.pip if r not in self.pip]
         self.uv = self.uv or other.uv
         self.local = self.local or other.local
+        self.fetches += other.fetches
 
 
 @dataclass(frozen=True)
@@ -109,8 +112,18 @@ def shell_installs(script: str, search: list[Path]) -> Installs:
             found.add(_pip_requirements(words[words.index("install") + 1 :], search))
         elif command in ("uvx", "uv"):
             found.pip += [words[i + 1] for i, w in enumerate(words[:-1]) if w in ("--with", "-w")]
+        elif _fetch(command, words):
+            found.fetches.append(" ".join(words)[:200])
     found.apt, found.pip = list(dict.fromkeys(found.apt)), list(dict.fromkeys(found.pip))
     return found
+
+
+def _fetch(command: str, words: list[str]) -> bool:
+    """A download from outside the sandbox that no stand-in covers (uv's installer is covered; loopback is inside)."""
+    if command in ("curl", "wget"):
+        urls = [w for w in words if re.match(r"^(https?|ftp)://", w)]
+        return any(not UV_INSTALLER.search(u) and not LOOPBACK.match(u) for u in urls)
+    return (command == "git" and "clone" in words) or (command in ("npm", "yarn", "pnpm") and "install" in words[1:2])
 
 
 def _pip_install(words: list[str]) -> bool:
@@ -191,6 +204,10 @@ def build_task_image(task: HarborTaskDir, on_step: Callable[[str], None] = log.i
         if keyword == "RUN":
             build.add(shell_installs(arguments, [task.environment_dir]))
     tests = shell_installs(task.test_script.read_text(encoding="utf-8"), [task.tests_dir])
+    if tests.fetches:
+        raise HarborTaskError(
+            f"{task.test_script} downloads at test time, and the sandbox has no network: {tests.fetches[0]}"
+        )
     apt = build.apt + [p for p in tests.apt if p not in build.apt]
     check_apt_packages(apt)
     standins = _standins(instructions)

@@ -139,6 +139,7 @@ def dataset(tmp_path_factory) -> Path:
     write_task(root, "no-reward", test="echo 'all good'\n", solve="true\n")
     write_task(root, "garbage-reward", test="echo lots > /logs/verifier/reward.txt\n", solve="true\n")
     write_task(root, "build-fails", dockerfile=DOCKERFILE + "RUN echo broken && exit 3\n", solve="true\n")
+    write_task(root, "downloads-in-tests", test="curl -fsSL https://example.com/check.sh | bash\n", solve="true\n")
     write_task(root, "unknown-base", dockerfile="FROM someorg/custom:1\n", solve="true\n")
     write_task(root, "bad-toml", toml="[verifier\ntimeout_sec = ", solve="true\n")
     (write_task(root, "no-instruction", solve="true\n") / "instruction.md").unlink()
@@ -151,6 +152,7 @@ def dataset(tmp_path_factory) -> Path:
 UNBUILDABLE = {
     "build-fails": "echo broken && exit 3' returned a non-zero code: 3",
     "unknown-base": "no stand-in for the base image 'someorg/custom:1'",
+    "downloads-in-tests": "downloads at test time, and the sandbox has no network: curl -fsSL https://example.com/check.sh",
     "bad-toml": "not valid TOML",
     "no-instruction": "no instruction.md",
     "no-tests": "no tests/test.sh",
@@ -160,7 +162,7 @@ UNBUILDABLE = {
 
 def check_run(out: Path, policy: str, backend: str) -> dict[str, dict]:
     rows = {row["task_id"]: row for row in rows_of(out / "results.jsonl")}
-    assert len(rows) == 14, sorted(rows)
+    assert len(rows) == 15, sorted(rows)
     solved = 1.0 if policy == "gold" else 0.0
     assert (rows["hello"]["reward"], rows["hello"]["error"]) == (solved, ""), rows["hello"]
     assert (rows["multi"]["reward"], rows["multi"]["error"]) == (solved, ""), rows["multi"]
@@ -259,7 +261,9 @@ def test_installs_found_in_scripts(tmp_path):
     found = shell_installs(textwrap.dedent(script), [tmp_path])
     assert found.apt == ["curl", "git"]
     assert found.pip == ["pytest==8.4.1", "numpy==2.0.0", "requests", "six", "pytest-json-ctrf==0.3.5"]
-    assert found.uv == "uv==0.9.5" and not found.local
+    assert found.uv == "uv==0.9.5" and not found.local and not found.fetches
+    fetching = shell_installs("curl -s http://localhost:8000/ok\nwget -q https://example.com/data.csv\ngit clone x", [])
+    assert fetching.fetches == ["wget -q https://example.com/data.csv", "git clone x"]
     assert dockerfile_instructions("FROM a AS b\n# note\nRUN x && \\\n  y\n") == [
         ("FROM", "a AS b"),
         ("RUN", "x && \n  y"),
