@@ -166,6 +166,10 @@ def _finish_rootfs(root: Path, recipe: dict) -> None:
                 child.unlink()
             elif child.is_dir():
                 shutil.rmtree(child, ignore_errors=True)
+    if recipe.get("apt_sources") is False:  # offline apt: `apt-get update` reads nothing and succeeds
+        for sources in (root / "etc" / "apt").glob("sources.list*"):
+            shutil.rmtree(sources) if sources.is_dir() else sources.unlink()
+        (root / "etc" / "apt" / "sources.list.d").mkdir()
     (root / recipe["workdir"].lstrip("/")).mkdir(parents=True, exist_ok=True)
     (root / "etc" / "harness-base").write_text(json.dumps(recipe, sort_keys=True) + "\n")
     (root / ".harness-complete").write_text(recipe_hash(recipe) + "\n")
@@ -241,12 +245,16 @@ def image_size(tag: str) -> int:
     return own
 
 
-def build_image(tag: str, dockerfile: str, files: dict[str, Path], labels: dict[str, str]) -> None:
+def build_image(
+    tag: str, dockerfile: str, files: dict[str, Path], labels: dict[str, str], timeout: float | None = None
+) -> None:
     """Build `dockerfile` offline with `files` in its context (name in the context -> local path; Python caches
-    left out). A failed build raises SandboxError with the end of the build log."""
+    left out). A failed build raises SandboxError with the end of the build log; so does a build whose log
+    stays silent for `timeout` seconds."""
     import io
 
     import docker.errors
+    import requests
 
     from .docker_backend import docker_client
 
@@ -261,8 +269,19 @@ def build_image(tag: str, dockerfile: str, files: dict[str, Path], labels: dict[
     context.seek(0)
     try:
         docker_client().images.build(
-            fileobj=context, custom_context=True, tag=tag, rm=True, forcerm=True, network_mode="none", labels=labels
+            fileobj=context,
+            custom_context=True,
+            tag=tag,
+            rm=True,
+            forcerm=True,
+            network_mode="none",
+            labels=labels,
+            **({"timeout": timeout} if timeout else {}),
         )
+    except (requests.exceptions.Timeout, requests.exceptions.ConnectionError):  # silent for `timeout` seconds
+        if not timeout:
+            raise
+        raise SandboxError(f"building the image {tag} stayed silent for {timeout:g} s: stopped") from None
     except docker.errors.BuildError as err:
         tail = "\n".join(str(item.get("stream", item.get("error", ""))).rstrip() for item in err.build_log)[-2000:]
         raise SandboxError(f"building the image {tag} failed:\n{tail}") from None

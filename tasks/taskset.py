@@ -19,6 +19,7 @@ from sandboxes.spec import SandboxSpec
 from tasks.arith import arith_tasks
 from tasks.errors import Problem, TaskError, TaskSetError, TaskSourceError
 from tasks.gsm8k import default_gsm8k_source, gsm8k_tasks, read_gsm8k
+from tasks.harbor.load import load_harbor
 from tasks.swe import SWE_REQUIRED_FIELDS, grading_problems, instance_to_task
 from tasks.swe_demo import load_swe_demo
 from tasks.swe_tiny import swe_tiny_tasks
@@ -31,6 +32,8 @@ FILE_SUFFIXES = (".parquet", ".jsonl", ".json")
 Issue = tuple[str | None, str]  # (field, message) of one problem in one record
 
 BUILTIN_TASKSETS: dict[str, Callable[[], list[Task]]] = {}
+# Task sources named `PREFIX:REST` (a format of its own, e.g. `harbor:PATH`): the loader gets REST.
+TASK_SOURCES: dict[str, Callable[[str], list[Task]]] = {}
 
 
 def register_taskset(name: str, loader: Callable[[], list[Task]]) -> None:
@@ -38,6 +41,13 @@ def register_taskset(name: str, loader: Callable[[], list[Task]]) -> None:
     if name in BUILTIN_TASKSETS:
         raise TaskError(f"task set {name!r} is already registered")
     BUILTIN_TASKSETS[name] = loader
+
+
+def register_task_source(prefix: str, loader: Callable[[str], list[Task]]) -> None:
+    """Make `load_tasks("PREFIX:REST")` call `loader(REST)`. Prefixes are unique."""
+    if prefix in TASK_SOURCES or prefix == "hf":
+        raise TaskError(f"task source {prefix!r} is already registered")
+    TASK_SOURCES[prefix] = loader
 
 
 def _gsm8k_validation(variant: str) -> Callable[[], list[Task]]:
@@ -86,19 +96,24 @@ register_taskset("arith-tool-train", lambda: _arith("train", "tool"))
 register_taskset("arith2", lambda: _arith("validation", "single", 99, "arith2"))  # two-digit operands
 register_taskset("arith2-train", lambda: _arith("train", "single", 99, "arith2"))
 register_taskset("arith2-val", lambda: _arith("val", "single", 99, "arith2"))  # for choosing checkpoints
+register_task_source("harbor", load_harbor)
 
 
 # ----------------------------------------------------------------------------- loading
 
 
 def load_tasks(source: str) -> list[Task]:
-    """Tasks from a built-in name, a .parquet/.jsonl/.json file, or `hf:NAME[:SPLIT]`.
+    """Tasks from a built-in name, a .parquet/.jsonl/.json file, `hf:NAME[:SPLIT]`, or a registered
+    `PREFIX:REST` source (`harbor:PATH`).
 
     Every record is validated first: any problem raises `TaskSetError` listing all of them,
     and no task is returned.
     """
     if source in BUILTIN_TASKSETS:
         return BUILTIN_TASKSETS[source]()
+    prefix, colon, rest = source.partition(":")
+    if colon and prefix in TASK_SOURCES:
+        return TASK_SOURCES[prefix](rest)
     if source.startswith("hf:"):
         records, problems, unit = dict(enumerate(_hub_records(source))), [], "index"
     else:
@@ -119,7 +134,8 @@ def _task_file(source: str) -> Path:
     if not path.is_file():
         builtins = ", ".join(sorted(BUILTIN_TASKSETS))
         raise TaskSourceError(
-            f"no task set {source!r}: not a built-in ({builtins}), not hf:NAME[:SPLIT], and no such file"
+            f"no task set {source!r}: not a built-in ({builtins}), not hf:NAME[:SPLIT] or "
+            f"{', '.join(p + ':...' for p in sorted(TASK_SOURCES))}, and no such file"
         )
     if path.suffix not in FILE_SUFFIXES:
         raise TaskSourceError(f"{path}: task-set files must end in {', '.join(FILE_SUFFIXES)}")

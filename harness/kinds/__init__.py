@@ -90,4 +90,4 @@ def make_environment(
     return env
 
 
-from . import gsm8k, repo, swe  # noqa: E402,F401  (the built-in kinds register themselves)
+from . import gsm8k, harbor, repo, swe  # noqa: E402,F401  (the built-in kinds register themselves)

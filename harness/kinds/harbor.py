@@ -1,0 +1,115 @@
+"""`harbor`: a Harbor task (tasks.harbor). The instruction is the prompt; the agent works in the task's image,
+in its working directory; when it stops, `tests/test.sh` runs in the same sandbox and its reward file is the
+reward (`tasks.harbor.verify`). `[agent].timeout_sec` bounds the agent's turns: each command gets at most
+the time left, and the episode ends (`wall_time`) when none is. The oracle (`gold`) copies `solution/` to
+/solution and runs `solve.sh`, as Harbor's oracle agent does; the agent never sees `tests/` or `solution/`.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import shlex
+import tarfile
+import time
+from pathlib import Path
+from typing import Any
+
+from sandboxes import SandboxError
+from tasks.harbor.load import ENV_CLASS
+from tasks.harbor.verify import LOGS, SOLUTION_DIR, VERIFIER_DIR, run_verifier
+from tasks.task import Reward, Task
+
+from ..environments import StepResult, ToolEnvironment
+from ..parsing import ParsedTurn
+from ..policy import Completion, tool_turn as call
+from . import register_kind
+
+ORACLE_LOG = f"{LOGS}/agent/oracle.txt"
+
+
+class HarborEnvironment(ToolEnvironment):
+    """The task's image as the agent's sandbox; the verifier runs in it after the agent stops."""
+
+    def init(self) -> list[dict[str, Any]]:
+        problem = self.task.metadata.get("harbor_problem")
+        if problem:
+            raise SandboxError(f"the Harbor task cannot run: {problem}")
+        messages = super().init()
+        self.sandbox.exec(f"mkdir -p {LOGS}/agent {VERIFIER_DIR} 2>/dev/null", timeout=30)
+        # The verifier's environment is the sandbox's before the agent changes anything.
+        self.start_env = _environment(self.sandbox.exec("env -0 | base64 -w0", timeout=30).output)
+        self.agent_user = self.sandbox.exec("id -un; id -u", timeout=30).output.split()
+        self.agent_started = time.monotonic()
+        return messages
+
+    def step(self, turn: ParsedTurn) -> StepResult:
+        limit = self.task.metadata.get("agent_timeout")
+        if limit:
+            left = limit - (time.monotonic() - self.agent_started)
+            if left <= 0:
+                from ..episode import EpisodeEnd
+
+                raise EpisodeEnd("wall_time", f"the task's [agent].timeout_sec ({limit:g} s) ran out")
+            self.toolbox.command_timeout = min(self.command_timeout, left)
+        return super().step(turn)
+
+    def finish(self) -> Reward:
+        if self.sandbox is None:  # the episode already ended as a sandbox_error, which training leaves out
+            return Reward(0.0, {"reason": "the sandbox never started"})
+        meta = self.task.metadata
+        return run_verifier(
+            self.sandbox,
+            Path(meta["harbor_dir"]) / "tests",
+            self.task.sandbox.workdir,
+            {**self.start_env, **meta["verifier_env"]},
+            meta["verifier_timeout"],
+            None if meta["verifier_user"] in (None, *self.agent_user) else meta["verifier_user"],
+        )
+
+
+def _environment(encoded: str) -> dict[str, str]:
+    pairs = base64.b64decode(encoded.strip()).decode("utf-8", errors="replace").split("\0")
+    return dict(pair.split("=", 1) for pair in pairs if "=" in pair)
+
+
+def oracle_turns(task: Task, use_tools: bool) -> list[Completion]:
+    """Harbor's oracle: `solution/` copied to /solution (text files with the editor, the rest as an archive),
+    `solve.sh` run from the working directory with `[solution].env`, its output in /logs/agent/oracle.txt."""
+    if not use_tools:
+        raise ValueError("a Harbor task is solved by running its solution in the sandbox: it needs tools")
+    if task.metadata.get("harbor_problem"):  # the episode ends before its first turn, with the problem
+        return [call("submit")]
+    if not task.metadata.get("has_solution"):
+        raise ValueError("the Harbor task has no solution/solve.sh")
+    solution = Path(task.metadata["harbor_dir"]) / "solution"
+    turns, binary = [], []
+    for path in sorted(p for p in solution.rglob("*") if p.is_file()):
+        relative = path.relative_to(solution).as_posix()
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            binary.append(path)
+            continue
+        turns.append(call("str_replace_editor", command="create", path=f"{SOLUTION_DIR}/{relative}", file_text=text))
+    if binary:
+        archive = io.BytesIO()
+        with tarfile.open(fileobj=archive, mode="w:gz") as tar:
+            for path in binary:
+                tar.add(path, arcname=path.relative_to(solution).as_posix())
+        encoded = base64.b64encode(archive.getvalue()).decode()
+        turns.append(
+            call("bash", command=f"mkdir -p {SOLUTION_DIR} && echo {encoded} | base64 -d | tar -xz -C {SOLUTION_DIR}")
+        )
+    env = " ".join(
+        shlex.quote(f"{k}={v}")
+        for k, v in {"DEBIAN_FRONTEND": "noninteractive", **task.metadata["solution_env"]}.items()
+    )
+    run = (
+        f"chmod +x {SOLUTION_DIR}/solve.sh && mkdir -p {LOGS}/agent && "
+        f'env {env} {SOLUTION_DIR}/solve.sh > {ORACLE_LOG} 2>&1; echo "solve.sh exited with $?"; tail -c 2000 {ORACLE_LOG}'
+    )
+    return [*turns, call("bash", command=run), call("submit")]
+
+
+register_kind(ENV_CLASS, HarborEnvironment, gold=oracle_turns)

@@ -1,0 +1,184 @@
+"""A Harbor task directory read and checked: `task.toml`, `instruction.md`, `environment/`, `tests/`, `solution/`.
+
+The fields are Harbor's (`harbor.models.task.config.TaskConfig`); those that change how a task runs here are
+read, the rest kept as they are in `metadata`. Unknown keys are ignored, as Harbor's models ignore them.
+What cannot run here is refused with the reason: a docker-compose environment, several steps,
+a Windows task, GPUs or TPUs.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import TaskError
+
+DEFAULT_VERIFIER_TIMEOUT = 600.0  # Harbor's defaults
+DEFAULT_BUILD_TIMEOUT = 600.0
+
+
+class HarborTaskError(TaskError):
+    """A Harbor task directory that cannot be run: the message names the file and what is wrong."""
+
+
+@dataclass(frozen=True)
+class HarborTaskDir:
+    """One Harbor task directory, checked."""
+
+    path: Path
+    name: str  # [task].name where given, else the directory's name
+    instruction: str
+    config: dict[str, Any]  # task.toml as parsed
+    agent_timeout: float | None
+    agent_user: str | None
+    verifier_timeout: float
+    verifier_user: str | None
+    verifier_env: dict[str, str]
+    solution_env: dict[str, str]
+    build_timeout: float
+    cpus: float
+    memory_mb: int | None
+    storage_mb: int | None
+    workdir: str | None  # [environment].workdir
+    env: dict[str, str]  # [environment].env
+    docker_image: str | None  # [environment].docker_image: a prebuilt image instead of environment/
+    network_asked: bool  # whether the task asked for a network (never given here)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def environment_dir(self) -> Path:
+        return self.path / "environment"
+
+    @property
+    def tests_dir(self) -> Path:
+        return self.path / "tests"
+
+    @property
+    def test_script(self) -> Path:
+        return self.tests_dir / "test.sh"
+
+    @property
+    def solution_dir(self) -> Path:
+        return self.path / "solution"
+
+    @property
+    def solve_script(self) -> Path:
+        return self.solution_dir / "solve.sh"
+
+
+def is_task_dir(path: Path) -> bool:
+    return (path / "task.toml").is_file() or (path / "instruction.md").is_file()
+
+
+def read_task_dir(path: str | Path) -> HarborTaskDir:
+    """The task at `path`, checked; a HarborTaskError says what is missing or malformed."""
+    path = Path(path).resolve()
+    config_path = path / "task.toml"
+    if not config_path.is_file():
+        raise HarborTaskError(f"{path}: no task.toml")
+    try:
+        config = tomllib.loads(config_path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+        raise HarborTaskError(f"{config_path}: not valid TOML: {err}") from None
+    instruction_path = path / "instruction.md"
+    if not instruction_path.is_file():
+        raise HarborTaskError(f"{path}: no instruction.md (the prompt)")
+    instruction = instruction_path.read_text(encoding="utf-8")
+    if not instruction.strip():
+        raise HarborTaskError(f"{instruction_path}: empty")
+    if not (path / "tests" / "test.sh").is_file():
+        raise HarborTaskError(f"{path}: no tests/test.sh (the verifier)")
+    if config.get("steps"):
+        raise HarborTaskError(f"{config_path}: a task of several [[steps]] is not supported")
+    task = _table(config, "task", config_path)
+    environment = _table(config, "environment", config_path)
+    agent = _table(config, "agent", config_path)
+    verifier = _table(config, "verifier", config_path)
+    solution = _table(config, "solution", config_path)
+    env_dir = path / "environment"
+    docker_image = _optional(environment, "docker_image", str, config_path)
+    if (env_dir / "docker-compose.yaml").is_file() or (env_dir / "docker-compose.yml").is_file():
+        raise HarborTaskError(
+            f"{env_dir}: a docker-compose environment (several services) is not supported: "
+            "give the task one environment/Dockerfile"
+        )
+    if docker_image is None and not (env_dir / "Dockerfile").is_file():
+        raise HarborTaskError(f"{path}: no environment/Dockerfile and no [environment].docker_image")
+    if str(environment.get("os", "linux")).lower() != "linux":
+        raise HarborTaskError(f"{config_path}: only Linux tasks run here, not os = {environment['os']!r}")
+    if environment.get("gpus") or environment.get("tpu"):
+        raise HarborTaskError(f"{config_path}: tasks that need GPUs or TPUs are not supported")
+    network = environment.get("network_mode", "public" if environment.get("allow_internet", True) else "no-network")
+    return HarborTaskDir(
+        path=path,
+        name=_optional(task, "name", str, config_path) or path.name,
+        instruction=instruction,
+        config=config,
+        agent_timeout=_optional(agent, "timeout_sec", (int, float), config_path),
+        agent_user=_user(agent, config_path),
+        verifier_timeout=float(
+            _optional(verifier, "timeout_sec", (int, float), config_path) or DEFAULT_VERIFIER_TIMEOUT
+        ),
+        verifier_user=_user(verifier, config_path),
+        verifier_env=_strings(verifier, "env", config_path),
+        solution_env=_strings(solution, "env", config_path),
+        build_timeout=float(
+            _optional(environment, "build_timeout_sec", (int, float), config_path) or DEFAULT_BUILD_TIMEOUT
+        ),
+        cpus=float(_optional(environment, "cpus", (int, float), config_path) or 1),
+        memory_mb=_size_mb(environment, "memory", config_path),
+        storage_mb=_size_mb(environment, "storage", config_path),
+        workdir=_optional(environment, "workdir", str, config_path),
+        env=_strings(environment, "env", config_path),
+        docker_image=docker_image,
+        network_asked=network != "no-network",
+    )
+
+
+def _table(config: dict, name: str, where: Path) -> dict[str, Any]:
+    value = config.get(name, {})
+    if not isinstance(value, dict):
+        raise HarborTaskError(f"{where}: [{name}] must be a table")
+    return value
+
+
+def _optional(table: dict, key: str, kind, where: Path):
+    value = table.get(key)
+    if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
+        raise HarborTaskError(f"{where}: {key} = {value!r} has the wrong type")
+    if isinstance(value, (int, float)) and value <= 0:
+        raise HarborTaskError(f"{where}: {key} must be positive, not {value!r}")
+    return value
+
+
+def _user(table: dict, where: Path) -> str | None:
+    value = table.get("user")
+    if value is None:
+        return None
+    if not isinstance(value, (str, int)) or isinstance(value, bool):
+        raise HarborTaskError(f"{where}: user = {value!r} must be a name or a uid")
+    return str(value)
+
+
+def _strings(table: dict, key: str, where: Path) -> dict[str, str]:
+    value = table.get(key, {})
+    if not isinstance(value, dict) or not all(isinstance(v, (str, int, float)) for v in value.values()):
+        raise HarborTaskError(f"{where}: {key} must be a table of strings")
+    return {str(k): str(v) for k, v in value.items()}
+
+
+def _size_mb(environment: dict, name: str, where: Path) -> int | None:
+    """`<name>_mb`, or the older `<name> = "2G"` form."""
+    if environment.get(f"{name}_mb") is not None:
+        return int(_optional(environment, f"{name}_mb", (int, float), where))
+    text = environment.get(name)
+    if text is None:
+        return None
+    units = {"G": 1024, "M": 1, "K": 1 / 1024}
+    size = str(text).strip().upper()
+    try:
+        return int(float(size[:-1]) * units[size[-1]])
+    except (KeyError, ValueError, IndexError):
+        raise HarborTaskError(f"{where}: {name} = {text!r}: expected a size such as '2G' or '512M'") from None

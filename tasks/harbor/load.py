@@ -1,0 +1,117 @@
+"""Harbor task directories as Tasks: `--tasks harbor:PATH` (one task, a folder of them, a checked-out dataset).
+
+Each task's image is built (once: `tasks.harbor.image`) when it is loaded. A task that cannot be read or
+built is still returned, without a sandbox and with the reason in `metadata["harbor_problem"]`: its
+episode ends at once as a `sandbox_error` with that reason, so one bad task never stops a run.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from sandboxes import SandboxError
+from sandboxes.spec import SandboxSpec
+
+from ..errors import TaskError, TaskSourceError
+from ..swe import SWE_TOOLS
+from ..task import Task
+from .config import HarborTaskDir, is_task_dir, read_task_dir
+from .image import build_task_image
+
+log = logging.getLogger(__name__)
+ENV_CLASS = "harbor"
+MAX_TURNS = 50
+DEFAULT_WALL_TIME = 3600.0  # the agent's share of a sandbox's life where the task sets no [agent].timeout_sec
+SEARCH_DEPTH = 3  # how deep below PATH task directories are looked for
+
+
+def load_harbor(source: str, on_step: Callable[[str], None] = log.info) -> list[Task]:
+    """Every task under `source` (the part after `harbor:`), images built."""
+    root = Path(source).expanduser()
+    if not root.is_dir():
+        raise TaskSourceError(f"harbor:{source}: no such directory")
+    directories = task_dirs(root)
+    if not directories:
+        raise TaskSourceError(f"harbor:{source}: no Harbor task here (a folder with task.toml and instruction.md)")
+    ids = _ids(root, directories)
+    return [harbor_task(path, ids[path], f"harbor/{root.resolve().name}", on_step) for path in directories]
+
+
+def task_dirs(root: Path) -> list[Path]:
+    """`root` itself where it is a task directory, else the task directories below it (not inside one another)."""
+    if is_task_dir(root):
+        return [root]
+    found: list[Path] = []
+    level = [root]
+    for _ in range(SEARCH_DEPTH):
+        below = [p for folder in level for p in sorted(folder.iterdir()) if p.is_dir() and not p.name.startswith(".")]
+        found += [p for p in below if is_task_dir(p)]
+        level = [p for p in below if not is_task_dir(p)]
+    return sorted(found)
+
+
+def _ids(root: Path, directories: list[Path]) -> dict[Path, str]:
+    """A task's id is its directory's name, or its path below `root` where two names are the same."""
+    names = [p.name for p in directories]
+    return {p: p.name if names.count(p.name) == 1 else str(p.relative_to(root)) for p in directories}
+
+
+def harbor_task(
+    path: Path, task_id: str | None = None, data_source: str = "harbor", on_step: Callable[[str], None] = log.info
+) -> Task:
+    """The Task of one Harbor task directory (its image built); a broken one carries its problem instead."""
+    task_id = task_id or path.name
+    try:
+        task = read_task_dir(path)
+        image = build_task_image(task, on_step)
+    except (TaskError, SandboxError) as err:
+        log.warning("Harbor task %s cannot run: %s", task_id, err)
+        instruction = path / "instruction.md"
+        prompt = instruction.read_text(errors="replace") if instruction.is_file() else ""
+        return _task(task_id, data_source, prompt, None, {"harbor_problem": str(err), "harbor_dir": str(path)})
+    agent_time = task.agent_timeout or DEFAULT_WALL_TIME
+    spec = SandboxSpec(
+        image=image.image,
+        workdir=task.workdir or image.workdir,
+        env=dict(task.env),
+        cpus=task.cpus,
+        memory=f"{task.memory_mb}m" if task.memory_mb else "2g",
+        disk=f"{task.storage_mb}m" if task.storage_mb else None,
+        wall_time=agent_time + task.verifier_timeout + 300,
+        network=False,
+        user=task.agent_user,
+    )
+    return _task(task_id, data_source, task.instruction, spec, _metadata(task, image.notes))
+
+
+def _task(task_id: str, data_source: str, prompt: str, spec: SandboxSpec | None, metadata: dict) -> Task:
+    return Task(
+        id=task_id,
+        data_source=data_source,
+        prompt=[{"role": "user", "content": prompt}],
+        env_class=ENV_CLASS,
+        reward_spec={"method": ENV_CLASS},
+        sandbox=spec,
+        tools=list(SWE_TOOLS),
+        max_turns=MAX_TURNS,
+        metadata=metadata,
+    )
+
+
+def _metadata(task: HarborTaskDir, notes: dict) -> dict:
+    """What the episode needs of the task directory, and how its image was made."""
+    return {
+        "harbor_dir": str(task.path),
+        "harbor_name": task.name,
+        "agent_timeout": task.agent_timeout,
+        "verifier_timeout": task.verifier_timeout,
+        "verifier_user": task.verifier_user,
+        "verifier_env": task.verifier_env,
+        "solution_env": task.solution_env,
+        "has_solution": task.solve_script.is_file(),
+        "network": "none" + (" (the task asked for one)" if task.network_asked else ""),
+        "harbor_metadata": task.config.get("metadata", {}),
+        **notes,
+    }
