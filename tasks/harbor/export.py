@@ -2,9 +2,10 @@
 
 One directory per SWE-bench instance:
 
-    task.toml                 timeouts, resources, no network, the work directory, the instance's identity
+    task.toml                 timeouts, resources, the work directory, the instance's identity
     instruction.md            the issue, posed as our own prompt poses it (without our `submit` tool)
     environment/Dockerfile    FROM the instance's image (built locally), WORKDIR its work directory
+    environment/docker-compose.yaml   the container on no network (`network_mode: none`)
     tests/test.sh             runs the instance's eval script (test files reset, test patch applied, a
                               canary planted) into /logs/verifier/test_output.log, then tests/grade.py
                               (`tasks.harbor.sandbox_grade`) writes /logs/verifier/reward.txt
@@ -63,6 +64,13 @@ done
 echo "no Python in the image to grade with" >&2
 echo 0 > /logs/verifier/reward.txt
 """
+# Off every network, as our sandboxes are. Harbor's own `network_mode = "no-network"` needs its egress-control
+# sidecar, an image it builds from a public base with packages from the network; this compose file, which Harbor
+# merges into its own, keeps the task's container on no network at all instead.
+NO_NETWORK_COMPOSE = """services:
+  main:
+    network_mode: none
+"""
 SOLVE_SH = """#!/bin/bash
 set -euo pipefail
 cd {workdir}
@@ -107,6 +115,7 @@ def _write_task(task: Task, instance: dict[str, Any], folder: Path) -> Path:
             workdir=workdir, base_commit=instance["base_commit"], problem_statement=instance["problem_statement"]
         ),
         "environment/Dockerfile": f"FROM {environment_image(instance)}\nWORKDIR {workdir}\n",
+        "environment/docker-compose.yaml": NO_NETWORK_COMPOSE,
         "tests/test.sh": TEST_SH,
         "tests/eval.sh": eval_script(instance, canary),
         "tests/grade.py": GRADER.read_text(),
@@ -146,7 +155,6 @@ def task_toml(task: Task, instance: dict[str, Any]) -> str:
             "build_timeout_sec": BUILD_TIMEOUT_S,
             "cpus": spec.cpus if spec else 1.0,
             "memory_mb": parse_bytes(spec.memory) >> 20 if spec else 2048,
-            "network_mode": "no-network",  # our sandboxes run without a network; so do Harbor's
             "workdir": instance.get("workdir") or WORKDIR,
         },
     }
