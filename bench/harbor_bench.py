@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--limit", type=int, default=16)
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args(argv)
-    console = Console()
+    console = Console(width=120)
     with tempfile.TemporaryDirectory(prefix="harbor-bench-") as scratch:
         work = Path(scratch)
         export = [sys.executable, "-m", "cli", "tasks", "export", str(work / "tasks"), "--tasks", args.tasks]

@@ -14,7 +14,7 @@ One directory per SWE-bench instance:
 Harbor copies tests/ into the container only after the agent has finished, so the canary's name
 and the test lists stay unseen. An instance whose sandboxes need work at start (a `setup_script`,
 or a repository put in from an archive: `tasks.shared_env`) gets an image with that work baked in
-(`harness-harbor/<id>`), built here offline; the Dockerfile names that image.
+(`harness-export/<id>`), built here offline; the Dockerfile names that image.
 """
 
 from __future__ import annotations
@@ -183,7 +183,7 @@ def environment_image(instance: dict[str, Any]) -> str:
     digest = hashlib.sha256(f"{instance['image']}\0{setup}\0{archive}".encode())
     if archive:
         digest.update(Path(archive).read_bytes())
-    tag = f"harness-harbor/{task_dir_name(instance['instance_id']).lower()}:{digest.hexdigest()[:12]}"
+    tag = f"harness-export/{task_dir_name(instance['instance_id']).lower()}:{digest.hexdigest()[:12]}"
     if image_exists(tag):
         return tag
     steps, context = [f"FROM {instance['image']}"], {}

@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 
-import pytest
-
 from harness.scaffolds.venvs import HARBOR, venv_python
 from tests.cli_helpers import harness
 
@@ -49,7 +47,6 @@ def test_gold_episode_as_atif(tmp_path, docker_backend):
     assert doc["extra"]["harness"]["model_patch"] == ours["model_patch"]
 
 
-@pytest.mark.slow
 def test_model_turns_carry_their_exact_tokens(tmp_path, tiny_model, docker_backend):
     run = tmp_path / "tiny"
     args = ("--tasks", "swe-demo", "--limit", "1", "--max-turns", "2", "--max-tokens", "8", "--output", str(run))

@@ -1,4 +1,4 @@
-"""swe-demo exported as Harbor task directories, checked by Harbor itself: its TaskConfig reads every
+"""swe-demo and swe-tiny exported as Harbor task directories, checked by Harbor itself: its TaskConfig reads every
 task.toml, and the real `harbor run` (docker environment) scores the gold patch 1 and no change 0."""
 
 from __future__ import annotations
@@ -15,12 +15,13 @@ from tasks.grading.grade import decide, judge_log
 from tasks.taskset import load_tasks
 from tests.cli_helpers import harness
 
-SUBSET = 2  # of swe-demo's 16 tasks: two Harbor runs (oracle, nop) of two trials each, about 70 s
+# Two of swe-demo's 16 tasks and one of swe-tiny's (its repository is made by a setup script, baked into an image
+# by the export): two Harbor runs (oracle, nop) of three trials each, about 80 s.
 
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory, docker_backend):
-    tasks = load_tasks("swe-demo")[:SUBSET]
+    tasks = load_tasks("swe-demo")[:2] + load_tasks("swe-tiny")[:1]
     out = tmp_path_factory.mktemp("harbor-tasks")
     return tasks, export_tasks(tasks, "harbor", out)
 
@@ -62,7 +63,8 @@ print(json.dumps(out))
         assert config["agent"]["timeout_sec"] == task.sandbox.wall_time
         assert config["metadata"]["base_commit"] == instance["base_commit"]
         dockerfile = (folder / "environment/Dockerfile").read_text()
-        assert dockerfile.startswith(f"FROM {instance['image']}\n")
+        baked = "setup_script" in instance  # its image: the instance's with the setup script run
+        assert dockerfile.startswith("FROM harness-export/" if baked else f"FROM {instance['image']}\n")
 
 
 def test_export_refuses_tasks_it_cannot_grade(tmp_path):
@@ -76,9 +78,9 @@ def test_export_refuses_tasks_it_cannot_grade(tmp_path):
 def test_harbor_runs_the_export_oracle_1_nop_0(exported, tmp_path):
     tasks, folders = exported
     dataset = folders[0].parent
-    oracle = harbor_run(dataset, "oracle", tmp_path / "jobs")
+    oracle = harbor_run(dataset, "oracle", tmp_path / "jobs", workers=3)
     assert oracle == {t.id: 1.0 for t in tasks}
-    nop = harbor_run(dataset, "nop", tmp_path / "jobs")
+    nop = harbor_run(dataset, "nop", tmp_path / "jobs", workers=3)
     assert nop == {t.id: 0.0 for t in tasks}
     # The verdict in the container is the one our own grading gives the same log.
     for agent, resolved in (("oracle", True), ("nop", False)):
