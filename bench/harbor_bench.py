@@ -72,7 +72,9 @@ def main(argv: list[str] | None = None) -> None:
         subprocess.run([*export, "--limit", str(args.limit)], cwd=ROOT, check=True, capture_output=True)
         sides = {
             "harbor run -a oracle -e docker": lambda: harbor_run(work / "tasks", "oracle", work / "jobs", args.workers),
-            "harness eval (docker)": lambda: harness_eval(args.tasks, args.limit, "docker", work / "docker", args.workers),
+            "harness eval (docker)": lambda: harness_eval(
+                args.tasks, args.limit, "docker", work / "docker", args.workers
+            ),
             "harness eval (overlay)": lambda: harness_eval(
                 args.tasks, args.limit, "overlay", work / "overlay", args.workers
             ),
@@ -86,7 +88,9 @@ def main(argv: list[str] | None = None) -> None:
             rate = len(rewards) / wall * 60
             reference = reference or rate
             solved = all(r == 1.0 for r in rewards.values()) and len(rewards) == args.limit
-            table.add_row(name, str(len(rewards)), str(solved), f"{wall:.1f}", f"{rate:.1f}", f"{rate / reference:.2f}x")
+            table.add_row(
+                name, str(len(rewards)), str(solved), f"{wall:.1f}", f"{rate:.1f}", f"{rate / reference:.2f}x"
+            )
         console.print(table)
 
 

@@ -26,6 +26,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from infra.rundir import safe_name
 from sandboxes.images import build_image, image_exists
 from sandboxes.spec import parse_bytes
 
@@ -95,15 +96,7 @@ def export_harbor(tasks: list[Task], out: Path) -> list[Path]:
             )
         instances.append((task, instance))
     out.mkdir(parents=True, exist_ok=True)
-    return [_write_task(task, instance, out / task_dir_name(task.id)) for task, instance in instances]
-
-
-def task_dir_name(task_id: str) -> str:
-    """A directory name for `task_id`: the id itself where it is safe, else its safe characters and a hash."""
-    safe = "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in task_id)
-    if safe != task_id or safe.startswith("."):
-        safe = f"{safe}-{hashlib.sha256(task_id.encode('utf-8', 'surrogatepass')).hexdigest()[:10]}"
-    return safe
+    return [_write_task(task, instance, out / safe_name(task.id)) for task, instance in instances]
 
 
 def _write_task(task: Task, instance: dict[str, Any], folder: Path) -> Path:
@@ -183,7 +176,7 @@ def environment_image(instance: dict[str, Any]) -> str:
     digest = hashlib.sha256(f"{instance['image']}\0{setup}\0{archive}".encode())
     if archive:
         digest.update(Path(archive).read_bytes())
-    tag = f"harness-export/{task_dir_name(instance['instance_id']).lower()}:{digest.hexdigest()[:12]}"
+    tag = f"harness-export/{safe_name(instance['instance_id']).lower()}:{digest.hexdigest()[:12]}"
     if image_exists(tag):
         return tag
     steps, context = [f"FROM {instance['image']}"], {}
