@@ -27,10 +27,12 @@ app = typer.Typer(
 )
 sandbox_app = typer.Typer(help="Create, use and clean up sandboxes.", no_args_is_help=True)
 data_app = typer.Typer(help="Prepare datasets in the SkyRL-compatible Parquet schema.", no_args_is_help=True)
-tasks_app = typer.Typer(help="List, inspect and validate task sets.", no_args_is_help=True)
+tasks_app = typer.Typer(help="List, inspect, validate and export task sets.", no_args_is_help=True)
 app.add_typer(sandbox_app, name="sandbox")
 app.add_typer(data_app, name="data")
 app.add_typer(tasks_app, name="tasks")
+trajectories_app = typer.Typer(help="Write a run's trajectories in other formats.", no_args_is_help=True)
+app.add_typer(trajectories_app, name="trajectories")
 console = Console()
 BackendOption = typer.Option(
     "auto",
@@ -1059,6 +1061,38 @@ def tasks_pull(source: str = typer.Argument(..., help="A task set (built-in name
             source, show, lambda image, id_: console.print(f"{image}: {id_[:19]}", highlight=False)
         )
     console.print(f"{len(images)} image(s) of {source} present")
+
+
+@tasks_app.command("export")
+@friendly_errors
+def tasks_export(
+    output: Path = typer.Argument(..., help="The folder to write into: one directory per task."),
+    source: str = typer.Option("swe-demo", "--tasks", help="The task set (built-in name or path)."),
+    format_name: str = typer.Option("harbor", "--format", help="harbor, or a registered export format."),
+    limit: Optional[int] = typer.Option(None, min=1, help="Only the first N tasks of the set."),
+):
+    """Write a task set in another tool's format (harbor: task directories that `harbor run -p` runs)."""
+    from tasks.exporters import export_tasks
+    from tasks.taskset import load_tasks
+
+    with console.status(f"loading {source}"):
+        tasks = load_tasks(source)[:limit]
+    written = export_tasks(tasks, format_name, output)
+    console.print(f"{len(written)} task(s) of {source} written to {output} ({format_name})", highlight=False)
+
+
+@trajectories_app.command("export")
+@friendly_errors
+def trajectories_export(
+    run_dir: Path = typer.Argument(..., help="An eval run directory (its trajectories/)."),
+    format_name: str = typer.Option("atif", "--format", help="atif (Harbor's ATIF), or a registered format."),
+    output: Optional[Path] = typer.Option(None, help="Where the files go (default RUN_DIR/<format>/)."),
+):
+    """Write every trajectory of a run in another format, one JSON file each."""
+    from harness.trajectory_formats import export_trajectories
+
+    written = export_trajectories(run_dir, format_name, output)
+    console.print(f"{len(written)} trajectories written to {written[0].parent} ({format_name})", highlight=False)
 
 
 @tasks_app.command("validate")

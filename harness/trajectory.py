@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from infra.rundir import safe_name
 
 EXIT_STATUSES = (
     "submitted",  # the agent submitted (or gave its final answer)
@@ -93,13 +94,9 @@ def result_row(t: Trajectory) -> dict[str, Any]:
 
 
 def trajectory_file(run_dir: Path, task_id: str, sample: int) -> Path:
-    """Where an eval run keeps the trajectory of one (task, sample): `<id>__<sample>.json`; an id
-    with characters unsafe in file names gets a hash of itself appended, so ids that differ only
-    there (`x-😀`, `x-🔥`) never share a file."""
-    safe = "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in task_id)
-    if safe != task_id or safe.startswith("."):
-        safe = f"{safe}-{hashlib.sha256(task_id.encode('utf-8', 'surrogatepass')).hexdigest()[:10]}"
-    return run_dir / "trajectories" / f"{safe}__{sample}.json"
+    """Where an eval run keeps the trajectory of one (task, sample): `<id>__<sample>.json`, the id made
+    safe as a file name (`infra.rundir.safe_name`)."""
+    return run_dir / "trajectories" / f"{safe_name(task_id)}__{sample}.json"
 
 
 def scaffold_folder(run_dir: Path, task_id: str, sample: int) -> Path:

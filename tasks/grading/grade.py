@@ -223,10 +223,7 @@ def run_eval(instance: dict, patch: str, backend: Backend, timeout: float = 900.
             if not method:
                 return "", ""
             neutralize(sb, instance, patch)
-        # SWE-bench's TestSpec adds the lines that record the test command's exit status.
-        script = _test_spec(instance).eval_script
-        plant = canary_plant(instance, canary) if canary else None
-        sb.write_file("/tmp/harness_eval/eval.sh", plant_canary(script, plant) if plant else script)
+        sb.write_file("/tmp/harness_eval/eval.sh", eval_script(instance, canary))
         # setsid: no controlling terminal, so the code under test cannot write around the log.
         run = sb.exec(
             "setsid --wait bash /tmp/harness_eval/eval.sh > /tmp/harness_eval/eval.log 2>&1 < /dev/null",
@@ -236,6 +233,14 @@ def run_eval(instance: dict, patch: str, backend: Backend, timeout: float = 900.
     if run.timed_out:
         log += "\n>>>>> Tests Timed Out\n"
     return method, log
+
+
+def eval_script(instance: dict, canary: str = "") -> str:
+    """The script that runs the instance's tests: its eval script with the lines SWE-bench's TestSpec adds to
+    record the test command's exit status, and with `canary` (a test name) planted where `canary_plant` says."""
+    script = _test_spec(instance).eval_script
+    plant = canary_plant(instance, canary) if canary else None
+    return plant_canary(script, plant) if plant else script
 
 
 def run_setup(sb, instance: dict, timeout: float = 300.0) -> None:
