@@ -234,6 +234,11 @@ class Backend(ABC):
     @abstractmethod
     def create(self, spec: SandboxSpec) -> Sandbox: ...
 
+    @abstractmethod
+    def has_image(self, image: str) -> bool:
+        """Whether `create` can start `image` as this backend holds it now: nothing built, pulled or unpacked
+        from an engine that may not be there. Task loaders ask it before they build an image."""
+
     def fork(self, snapshot: Snapshot, n: int) -> list[Sandbox]:
         """n new sandboxes in the snapshot's state (files, cwd, exported variables)."""
         return self.create_many([snapshot.spec] * n)

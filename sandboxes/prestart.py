@@ -96,6 +96,9 @@ class PrestartBackend(Backend):
         sandbox.deadline = time.monotonic() + spec.wall_time
         return sandbox
 
+    def has_image(self, image: str) -> bool:
+        return self.backend.has_image(image)
+
     def fork(self, snapshot: Snapshot, n: int) -> list[Sandbox]:
         return self.backend.fork(snapshot, n)
 

@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from sandboxes.images import images_run_on
 from sandboxes.spec import SandboxSpec
 from tasks.arith import arith_tasks
 from tasks.errors import Problem, TaskError, TaskSetError, TaskSourceError
@@ -91,14 +92,16 @@ register_taskset("arith2-val", lambda: _arith("val", "single", 99, "arith2"))  #
 # ----------------------------------------------------------------------------- loading
 
 
-def load_tasks(source: str) -> list[Task]:
+def load_tasks(source: str, backend: str | None = None) -> list[Task]:
     """Tasks from a built-in name, a .parquet/.jsonl/.json file, or `hf:NAME[:SPLIT]`.
 
     Every record is validated first: any problem raises `TaskSetError` listing all of them,
-    and no task is returned.
+    and no task is returned. `backend`: the sandbox backend the tasks will run on (a name); a
+    loader asks it, not the Docker engine, whether an image it would build is already there.
     """
     if source in BUILTIN_TASKSETS:
-        return BUILTIN_TASKSETS[source]()
+        with images_run_on(backend):
+            return BUILTIN_TASKSETS[source]()
     if source.startswith("hf:"):
         records, problems, unit = dict(enumerate(_hub_records(source))), [], "index"
     else:

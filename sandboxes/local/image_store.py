@@ -43,6 +43,11 @@ from ..errors import EngineUnavailable, ImageNotFound, SandboxError
 from ..images import cache_dir
 from .files import remove_tree
 
+# How a machine without a Docker engine gets an image it never unpacked.
+HOW_TO_GET = (
+    "name its archive (`docker save -o`, or an OCI layout) by absolute path, or run the task set once where a "
+    "Docker engine answers with the same HARNESS_CACHE (the store then remembers it), or start an engine"
+)
 WHITEOUT = ".wh."
 OPAQUE = ".wh..wh..opq"
 
@@ -98,7 +103,7 @@ class ImageStore:
         Docker backend checks each image once.)"""
         from ..docker_backend import docker_client
 
-        remembered = self.root / "names" / hashlib.sha256(name.encode()).hexdigest()[:32]
+        remembered = self._remembered(name)
         try:
             client = docker_client()
         except EngineUnavailable:
@@ -106,7 +111,7 @@ class ImageStore:
                 return json.loads(remembered.read_text())["digest"]
             raise ImageNotFound(
                 f"image {name!r} was never unpacked into {self.root} and no Docker engine answers "
-                "to save it: give its archive (`docker save -o`) by absolute path, or start an engine"
+                f"to save it: {HOW_TO_GET}"
             ) from None
         import docker.errors
 
@@ -121,6 +126,25 @@ class ImageStore:
         remembered.parent.mkdir(parents=True, exist_ok=True)
         _write_atomically(remembered, json.dumps({"name": name, "digest": digest}))
         return digest
+
+    def has(self, name: str) -> bool:
+        """Whether `get(name)` needs no engine: the store remembers the name and holds all its layers;
+        else whether an engine answers and holds it (the first `get` unpacks it)."""
+        from ..docker_backend import DockerBackend, docker_client
+
+        try:
+            remembered = json.loads(self._remembered(name).read_text())["digest"]
+            if self._complete(self.root / f"{_hex(remembered)}.json"):
+                return True
+        except (OSError, ValueError, KeyError, SandboxError):
+            pass
+        try:
+            return DockerBackend(client=docker_client()).has_image(name)
+        except EngineUnavailable:
+            return False
+
+    def _remembered(self, name: str) -> Path:
+        return self.root / "names" / hashlib.sha256(name.encode()).hexdigest()[:32]
 
     def _layer(self, digest_hex: str) -> Path:
         return self.root / "layers" / digest_hex

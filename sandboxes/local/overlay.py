@@ -160,6 +160,12 @@ class OverlayBackend(LocalBackend):
             spec = dataclasses.replace(spec, user=image.user)
         return OverlaySandbox(spec, image, layers, self.output_cap, self.cgroups)
 
+    def has_image(self, image: str) -> bool:
+        """A snapshot or an archive that exists, or an image the store holds (or the engine, where one answers)."""
+        if image.startswith("/"):
+            return Path(image).exists()
+        return self.store.has(image)
+
     def prune(self, everything: bool = False) -> list[str]:
         return super().prune(everything) + self.store.prune()
 

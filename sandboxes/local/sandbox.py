@@ -252,6 +252,11 @@ class LocalBackend(Backend):
             return self._sandbox(spec, Path(meta["root"]), meta["workdir"], folder)
         return self._sandbox(spec, folder, spec.workdir)
 
+    def has_image(self, image: str) -> bool:
+        if image.startswith("harness-base"):
+            return self.rootfs is not None or (rootfs_of_image(image) / ".harness-complete").exists()
+        return Path(image).is_absolute() and Path(image).is_dir()
+
     def _sandbox(self, spec: SandboxSpec, root: Path, mount_point: str, seed: Path | None = None) -> LocalSandbox:
         return LocalSandbox(spec, root, mount_point, seed, self.output_cap, self.cgroups)
 
