@@ -239,6 +239,42 @@ class Backend(ABC):
         """Whether `create` can start `image` as this backend holds it now: nothing built, pulled or unpacked
         from an engine that may not be there. Task loaders ask it before they build an image."""
 
+    def create_within(self, spec: SandboxSpec, seconds: float | None) -> Sandbox:
+        """`create`, given up after `seconds` (None: no bound). A start that hangs (a stalled image fetch or
+        unpack, a mount that never returns) raises SandboxError then, so its caller's slot is free; the
+        start goes on in the background and a sandbox it makes after all is closed on arrival."""
+        if seconds is None:
+            return self.create(spec)
+        outcome: dict = {}
+        done = threading.Event()
+        lock = threading.Lock()
+
+        def start() -> None:
+            try:
+                sandbox = self.create(spec)
+            except BaseException as err:  # noqa: BLE001 - handed to the caller, or dropped once it gave up
+                outcome["error"] = err
+            else:
+                with lock:
+                    outcome["sandbox"] = sandbox
+                    abandoned = done.is_set()
+                if abandoned:
+                    sandbox.close()
+            done.set()
+
+        threading.Thread(target=start, name=f"start-{spec.image[-24:]}", daemon=True).start()
+        done.wait(max(seconds, 0.0))
+        with lock:
+            done.set()  # from here on, a sandbox that arrives is the starter's to close
+            if "sandbox" in outcome:
+                return outcome["sandbox"]
+        if "error" in outcome:
+            raise outcome["error"]
+        raise SandboxError(
+            f"starting a sandbox of {spec.image} took longer than the {seconds:.0f}s left in the episode "
+            "(a stalled image fetch, unpack or mount); it was given up"
+        )
+
     def fork(self, snapshot: Snapshot, n: int) -> list[Sandbox]:
         """n new sandboxes in the snapshot's state (files, cwd, exported variables)."""
         return self.create_many([snapshot.spec] * n)
