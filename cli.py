@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -183,9 +184,11 @@ def sandbox_shell(
 @sandbox_app.command("ls")
 @friendly_errors
 def sandbox_ls(backend: str = BackendOption):
-    """List the sandboxes that exist now, with their owner process and run id."""
-    rows = get_backend(backend).list()
-    table = Table("id", "status", "image", "owner", "run id")
+    """List the sandboxes that exist now, with their owner process, run id and what each wrote on disk; for
+    backends that store images themselves (overlay), the images too, least recently used last."""
+    chosen = get_backend(backend)
+    rows = chosen.list()
+    table = Table("id", "status", "image", "owner", "run id", "disk")
     for row in rows:
         table.add_row(
             row["id"],
@@ -193,8 +196,27 @@ def sandbox_ls(backend: str = BackendOption):
             row.get("image", ""),
             row.get("harness.owner", ""),
             row.get("harness.run_id", ""),
+            _mib(row["bytes"]) if "bytes" in row else "",
         )
     console.print(table if rows else "no sandboxes")
+    images = chosen.images()
+    if images:
+        table = Table("image", "names", "layers", "disk", "own disk", "last used", "in use")
+        for image in images:
+            table.add_row(
+                image["digest"][:19],
+                ", ".join(image["names"]),
+                str(image["layers"]),
+                _mib(image["bytes"]),
+                _mib(image["own_bytes"]),
+                time.strftime("%Y-%m-%d %H:%M", time.localtime(image["last_used"])),
+                "yes" if image["in_use"] else "",
+            )
+        console.print(table)
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:.1f} MiB"
 
 
 @sandbox_app.command("prune")
@@ -203,7 +225,8 @@ def sandbox_prune(
     all_: bool = typer.Option(False, "--all", help="Also remove sandboxes of processes that still run."),
     backend: str = BackendOption,
 ):
-    """Remove sandboxes and snapshots left behind by crashed processes."""
+    """Remove sandboxes and snapshots left behind by crashed processes (overlay: also half-unpacked layers,
+    and least recently used images down to HARNESS_IMAGE_CACHE_MAX)."""
     removed = get_backend(backend).prune(everything=all_)
     for name in removed:
         console.print(f"removed {name}")

@@ -306,6 +306,10 @@ class Backend(ABC):
     def list(self) -> list[dict]:
         """Sandboxes of this backend that exist now, with their labels."""
 
+    def images(self) -> list[dict]:
+        """The images this backend stores itself (not an engine's), with their bytes on disk: none here."""
+        return []
+
 
 _SHELL_OWNED_VARS = {"PWD", "OLDPWD", "SHLVL", "_", "PS1", "PS2", "TERM", "HOSTNAME"}
 

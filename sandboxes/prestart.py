@@ -111,6 +111,9 @@ class PrestartBackend(Backend):
     def list(self) -> list[dict]:
         return self.backend.list()
 
+    def images(self) -> list[dict]:
+        return self.backend.images()
+
     # -- jobs -----------------------------------------------------------------------------
 
     @contextmanager

@@ -39,9 +39,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..base import owner_alive
+from ..disk import tree_bytes
 from ..errors import EngineUnavailable, ImageNotFound, SandboxError
 from ..images import cache_dir
+from ..spec import parse_bytes
 from .files import remove_tree
+from .sandbox import SNAPSHOT_META
 
 # How a machine without a Docker engine gets an image it never unpacked.
 HOW_TO_GET = (
@@ -87,11 +90,17 @@ class ImageStore:
         digest = self._digests.get(name) or (_file_digest(archive) if archive else self.resolve(name))
         self._digests[name] = digest
         record = self.root / f"{_hex(digest)}.json"
+        unpacked = False
         if not self._complete(record):
             with self._lock_of(digest):
                 if not self._complete(record):
                     self._unpack(digest, record, archive)
-        return self._image(json.loads(record.read_text()))
+                    unpacked = True
+        image = self._image(json.loads(record.read_text()))
+        os.utime(record)  # its last use, which eviction goes by
+        if unpacked and (limit := cache_limit()) is not None:
+            self.evict(limit, keep={record})
+        return image
 
     def _lock_of(self, key: str) -> threading.Lock:
         with self._lock:
@@ -292,14 +301,150 @@ class ImageStore:
         return digest.hexdigest()
 
     def prune(self) -> list[str]:
-        """Remove what a dead process left half unpacked."""
+        """Remove what a dead process left half unpacked, then evict images down to `cache_limit()`."""
         removed = []
         for folder in sorted((self.root / "layers").glob("*.partial-*")):
             host, _, pid = folder.name.rpartition(".partial-")[2].rpartition("-")
             if not owner_alive(f"{host}:{pid}"):
+                size = tree_bytes(folder)
                 remove_tree(folder)
-                removed.append(f"partial layer {folder.name}")
+                removed.append(f"partial layer {folder.name} ({_mib(size)})")
+        limit = cache_limit()
+        if limit is not None:
+            removed += [f"image {name} ({_mib(size)})" for name, size in self.evict(limit)]
         return removed
+
+    # -- the cache's size ---------------------------------------------------------------------------
+
+    def images(self) -> list[dict]:
+        """Each stored image: its digest, the names it was last resolved by, its bytes on disk (`own`: in layers
+        no other image shares), when it was last used, and whether a sandbox or snapshot uses it now."""
+        records = self._records()
+        sizes = {layer: self._layer_size(layer) for layers in records.values() for layer in layers}
+        names: dict[str, list[str]] = {}
+        for path in (self.root / "names").glob("*"):
+            try:
+                entry = json.loads(path.read_text())
+                names.setdefault(entry["digest"], []).append(entry["name"])
+            except (OSError, ValueError, KeyError):
+                continue
+        in_use = self._layers_in_use()
+        rows = []
+        for record, layers in records.items():
+            shared = {layer for other, their in records.items() if other != record for layer in their}
+            digest = "sha256:" + record.stem
+            rows.append(
+                {
+                    "digest": digest,
+                    "names": sorted(names.get(digest, [])),
+                    "layers": len(layers),
+                    "bytes": sum(sizes[layer] for layer in layers),
+                    "own_bytes": sum(sizes[layer] for layer in layers if layer not in shared),
+                    "last_used": record.stat().st_mtime,
+                    "in_use": set(layers) <= in_use,
+                }
+            )
+        return sorted(rows, key=lambda row: row["last_used"], reverse=True)
+
+    def evict(self, limit: int, keep: set[Path] = frozenset()) -> list[tuple[str, int]]:
+        """Remove least recently used images (their layers that no kept image, sandbox or snapshot uses) until
+        the layers take at most `limit` bytes; never an image a sandbox or snapshot runs, nor those in `keep`.
+        Returns (digest, bytes freed) of each image removed."""
+        records = self._records()
+        sizes = {layer.name: self._layer_size(layer.name) for layer in (self.root / "layers").glob("*") if
+                 _is_layer(layer)}
+        total = sum(sizes.values())
+        in_use = self._layers_in_use()
+        freed = []
+        for record in sorted(records, key=lambda path: path.stat().st_mtime):
+            if total <= limit:
+                break
+            layers = records.pop(record)
+            if record in keep or set(layers) <= in_use:
+                records[record] = layers
+                continue
+            shared = in_use | {layer for their in records.values() for layer in their}
+            record.unlink(missing_ok=True)  # first the record: the image is gone before any of its layers is
+            size = 0
+            for layer in set(layers) - shared:
+                if layer in sizes and self._remove_layer(layer):
+                    size += sizes.pop(layer)
+            total -= size
+            freed.append(("sha256:" + record.stem, size))
+        return freed
+
+    def _records(self) -> dict[Path, list[str]]:
+        found = {}
+        for record in self.root.glob("*.json"):
+            try:
+                found[record] = json.loads(record.read_text())["layers"]
+            except (OSError, ValueError, KeyError):
+                continue
+        return found
+
+    def _layers_in_use(self) -> set[str]:
+        """Layers the sandboxes and snapshots of the overlay backend mount (each folder lists its own)."""
+        used = set()
+        for listing in cache_dir().glob("overlay/*/layers.json"):
+            try:
+                used.update(Path(layer).name for layer in json.loads(listing.read_text()))
+            except (OSError, ValueError):
+                continue
+        for meta in cache_dir().glob(f"overlay-snapshots/*/{SNAPSHOT_META}"):
+            try:
+                used.update(Path(layer).name for layer in json.loads(meta.read_text())["image"]["layers"])
+            except (OSError, ValueError, KeyError):
+                continue
+        return used
+
+    def _layer_size(self, digest_hex: str) -> int:
+        """A layer's bytes on disk, measured once (0 for a link to the engine's own folder)."""
+        sidecar = self.root / "layers" / f"{digest_hex}.size"
+        try:
+            return int(sidecar.read_text())
+        except (OSError, ValueError):
+            pass
+        layer = self._layer(digest_hex)
+        if not layer.is_dir():
+            return 0
+        size = 0 if layer.is_symlink() else tree_bytes(layer)
+        _write_atomically(sidecar, str(size))
+        return size
+
+    def _remove_layer(self, digest_hex: str) -> bool:
+        """Rename the layer out of the way (atomic: one process wins), then remove it."""
+        layer = self._layer(digest_hex)
+        doomed = layer.with_name(f"{digest_hex}.partial-{_owner()}")
+        try:
+            layer.rename(doomed)
+        except OSError:
+            return False
+        (self.root / "layers" / f"{digest_hex}.size").unlink(missing_ok=True)
+        if doomed.is_symlink():
+            doomed.unlink()
+        else:
+            remove_tree(doomed)
+        return True
+
+
+def cache_limit() -> int | None:
+    """HARNESS_IMAGE_CACHE_MAX: the most bytes the overlay backend's unpacked layers may take (e.g. `50g`);
+    unset: no bound."""
+    value = os.environ.get("HARNESS_IMAGE_CACHE_MAX", "").strip()
+    if not value:
+        return None
+    try:
+        return parse_bytes(value)
+    except ValueError:
+        raise SandboxError(f"HARNESS_IMAGE_CACHE_MAX must be a size such as 50g or 512m, not {value!r}") from None
+
+
+def _is_layer(path: Path) -> bool:
+    return re.fullmatch(r"[0-9a-f]{64}", path.name) is not None
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:.1f} MiB"
 
 
 def unpack_layer(archive: Path, target: Path, what: str) -> None:

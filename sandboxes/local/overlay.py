@@ -73,6 +73,11 @@ class OverlaySandbox(BwrapSandbox):
     def _make_filesystem(self) -> None:
         for part in ("upper", "work", "merged"):
             (self.dir / part).mkdir()
+        # what the image store's eviction must leave alone while this folder exists
+        (self.dir / "layers.json").write_text(json.dumps([str(layer) for layer in self.layers]))
+        missing = [layer for layer in self.layers if not layer.is_dir()]
+        if missing:  # evicted by another process between the image's lookup and the line above
+            raise SandboxError(f"the image layer {missing[0]} was evicted from the cache meanwhile: start it again")
         (self.dir / "hosts").write_text(HOSTS)
         (self.dir / "hostname").write_text(self.id + "\n")
 
@@ -168,6 +173,9 @@ class OverlayBackend(LocalBackend):
 
     def prune(self, everything: bool = False) -> list[str]:
         return super().prune(everything) + self.store.prune()
+
+    def images(self) -> list[dict]:
+        return self.store.images()
 
 
 def namespaces() -> list[str]:
