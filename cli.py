@@ -1066,7 +1066,14 @@ def tasks_mine(
 
 @tasks_app.command("pull")
 @friendly_errors
-def tasks_pull(source: str = typer.Argument(..., help="A task set (built-in name or path) whose images to pull.")):
+def tasks_pull(
+    source: str = typer.Argument(..., help="A task set (built-in name or path) whose images to pull."),
+    backend: str = typer.Option(
+        "docker",
+        "--backend",
+        help="Where to: docker (the engine), podman (its store) or overlay (the image store: no engine needed).",
+    ),
+):
     """Pull the images of a task set from their registry (SWE-bench's official images by default), with progress."""
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
 
@@ -1081,7 +1088,7 @@ def tasks_pull(source: str = typer.Argument(..., help="A task set (built-in name
             progress.update(bars[p.image], completed=p.done, total=p.total or None)
 
         images = pull_task_images(
-            source, show, lambda image, id_: console.print(f"{image}: {id_[:19]}", highlight=False)
+            source, show, lambda image, id_: console.print(f"{image}: {id_[:19]}", highlight=False), backend
         )
     console.print(f"{len(images)} image(s) of {source} present")
 

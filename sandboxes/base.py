@@ -15,6 +15,7 @@ from abc import ABC, abstractmethod
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from .disk import DiskWatchdog
 from .errors import DiskLimitExceeded, SandboxClosed, SandboxError, SandboxExpired
@@ -63,6 +64,14 @@ def labels(extra: dict[str, str] | None = None) -> dict[str, str]:
         LABEL_CREATED: str(int(time.time())),
         **(extra or {}),
     }
+
+
+@dataclass
+class PullProgress:
+    image: str
+    done: int  # bytes downloaded so far, all layers together
+    total: int  # bytes to download (layers whose size is known yet)
+    status: str  # the registry's last word ("Downloading", "Pull complete", ...)
 
 
 @dataclass
@@ -305,6 +314,10 @@ class Backend(ABC):
     @abstractmethod
     def list(self) -> list[dict]:
         """Sandboxes of this backend that exist now, with their labels."""
+
+    def pull(self, image: str, on_progress: Callable[[PullProgress], None] = lambda p: None) -> str:
+        """Fetch `image` from its registry into where this backend runs it from; return its id."""
+        raise SandboxError(f"the {self.name} backend cannot pull images: pull with --backend docker or overlay")
 
     def images(self) -> list[dict]:
         """The images this backend stores itself (not an engine's), with their bytes on disk: none here."""

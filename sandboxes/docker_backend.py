@@ -403,6 +403,11 @@ class DockerBackend(Backend):
             raise
         return self.client.containers.prepare_model({"Id": created["Id"]})
 
+    def pull(self, image: str, on_progress=lambda p: None) -> str:
+        from .registry import pull_image
+
+        return pull_image(image, on_progress, self.client)
+
     def has_image(self, image: str) -> bool:
         import docker.errors
 

@@ -114,6 +114,9 @@ class PrestartBackend(Backend):
     def images(self) -> list[dict]:
         return self.backend.images()
 
+    def pull(self, image: str, on_progress=lambda p: None) -> str:
+        return self.backend.pull(image, on_progress)
+
     # -- jobs -----------------------------------------------------------------------------
 
     @contextmanager

@@ -48,8 +48,9 @@ from .sandbox import SNAPSHOT_META
 
 # How a machine without a Docker engine gets an image it never unpacked.
 HOW_TO_GET = (
-    "name its archive (`docker save -o`, or an OCI layout) by absolute path, or run the task set once where a "
-    "Docker engine answers with the same HARNESS_CACHE (the store then remembers it), or start an engine"
+    "pull it from its registry (`harness tasks pull SET --backend overlay`), name its archive (`docker save -o`, "
+    "or an OCI layout) by absolute path, or run the task set once where a Docker engine answers with the same "
+    "HARNESS_CACHE (the store then remembers it)"
 )
 WHITEOUT = ".wh."
 OPAQUE = ".wh..wh..opq"
@@ -76,20 +77,26 @@ class UnpackedImage:
         return cls(data["digest"], tuple(Path(p) for p in data["layers"]), data["env"], data["user"])
 
 
+# One unpack per image, and per layer, at a time in this process, whichever store object asks (other
+# processes stage under their own names; the rename decides).
+_LOCK = threading.Lock()
+_LOCKS: dict[str, threading.Lock] = {}
+
+
 class ImageStore:
     """Resolves image names to unpacked images, unpacking each layer once per host."""
 
     def __init__(self, root: Path | None = None):
         self.root = root or cache_dir() / "images"
-        self._lock = threading.Lock()
-        self._locks: dict[str, threading.Lock] = {}  # one unpack per image, and per layer, at a time in this process
+        self._lock = _LOCK
+        self._locks = _LOCKS
         self._digests: dict[str, str] = {}  # name -> digest, as first resolved by this process
 
     def get(self, name: str) -> UnpackedImage:
         archive = Path(name) if name.startswith("/") else None
         digest = self._digests.get(name) or (_file_digest(archive) if archive else self.resolve(name))
         self._digests[name] = digest
-        record = self.root / f"{_hex(digest)}.json"
+        record = self.root / f"{digest_hex(digest)}.json"
         unpacked = False
         if not self._complete(record):
             with self._lock_of(digest):
@@ -104,7 +111,7 @@ class ImageStore:
 
     def _lock_of(self, key: str) -> threading.Lock:
         with self._lock:
-            return self._locks.setdefault(key, threading.Lock())
+            return self._locks.setdefault(f"{self.root}/{key}", threading.Lock())
 
     def resolve(self, name: str) -> str:
         """The digest `name` stands for: the engine's answer where one answers, else the one
@@ -127,14 +134,21 @@ class ImageStore:
         try:
             digest = client.images.get(name).id
         except docker.errors.ImageNotFound:
+            if remembered.exists():  # pulled into the store without the engine
+                return json.loads(remembered.read_text())["digest"]
             raise ImageNotFound(
-                f"image {name!r} is neither in the Docker engine nor in {self.root}: build or pull it first"
+                f"image {name!r} is neither in the Docker engine nor in {self.root}: build it, or pull it "
+                "(`harness tasks pull SET --backend overlay` needs no engine)"
             ) from None
         except docker.errors.APIError as err:
             raise SandboxError(f"cannot look up image {name!r}: {err.explanation or err}") from None
+        self._remember(name, digest)
+        return digest
+
+    def _remember(self, name: str, digest: str) -> None:
+        remembered = self._remembered(name)
         remembered.parent.mkdir(parents=True, exist_ok=True)
         _write_atomically(remembered, json.dumps({"name": name, "digest": digest}))
-        return digest
 
     def has(self, name: str) -> bool:
         """Whether `get(name)` needs no engine: the store remembers the name and holds all its layers;
@@ -143,7 +157,7 @@ class ImageStore:
 
         try:
             remembered = json.loads(self._remembered(name).read_text())["digest"]
-            if self._complete(self.root / f"{_hex(remembered)}.json"):
+            if self._complete(self.root / f"{digest_hex(remembered)}.json"):
                 return True
         except (OSError, ValueError, KeyError, SandboxError):
             pass
@@ -152,11 +166,14 @@ class ImageStore:
         except EngineUnavailable:
             return False
 
+    def has_layer(self, layer_hex: str) -> bool:
+        return self._layer(layer_hex).is_dir()
+
     def _remembered(self, name: str) -> Path:
         return self.root / "names" / hashlib.sha256(name.encode()).hexdigest()[:32]
 
-    def _layer(self, digest_hex: str) -> Path:
-        return self.root / "layers" / digest_hex
+    def _layer(self, layer_hex: str) -> Path:
+        return self.root / "layers" / layer_hex
 
     def _image(self, record: dict) -> UnpackedImage:
         layers = tuple(self._layer(layer) for layer in reversed(record["layers"]))
@@ -181,7 +198,7 @@ class ImageStore:
             api = docker_client().api
             details = api.inspect_image(digest)
             config = details.get("Config") or {}
-            layers = [_hex(layer) for layer in (details.get("RootFS") or {}).get("Layers") or []]
+            layers = [digest_hex(layer) for layer in (details.get("RootFS") or {}).get("Layers") or []]
             if not layers or not (
                 all(self._layer(layer).is_dir() for layer in layers) or self._use_engine_layers(details, layers)
             ):
@@ -277,20 +294,7 @@ class ImageStore:
                 while chunk := content.read(1 << 20):
                     digest.update(chunk)
                     out.write(chunk)
-            target = self._layer(digest.hexdigest())
-            with self._lock_of(target.name):  # images that share a layer, unpacked at once: the layer once
-                if not target.is_dir():
-                    staging = target.with_name(f"{target.name}.partial-{_owner()}")
-                    remove_tree(staging)
-                    staging.mkdir()
-                    try:
-                        unpack_layer(spool, staging, f"a layer of {what}")
-                        staging.rename(target)
-                    except OSError:
-                        if not target.is_dir():  # else another process finished the same layer first: fine
-                            raise
-                    finally:
-                        remove_tree(staging)
+            self.store_layer(spool, digest.hexdigest(), what)
         except OSError as err:
             raise SandboxError(
                 f"cannot store a layer of {what} in {self.root / 'layers'}: {err.strerror}"
@@ -299,6 +303,31 @@ class ImageStore:
         finally:
             spool.unlink(missing_ok=True)
         return digest.hexdigest()
+
+    def store_layer(self, archive: Path, layer_hex: str, what: str) -> None:
+        """Unpack the layer tar (plain, gzip or zstd) `archive`, whose sha256 is `layer_hex`, unless it is here."""
+        target = self._layer(layer_hex)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with self._lock_of(target.name):  # images that share a layer, unpacked at once: the layer once
+            if not target.is_dir():
+                staging = target.with_name(f"{target.name}.partial-{_owner()}")
+                remove_tree(staging)
+                staging.mkdir()
+                try:
+                    unpack_layer(archive, staging, f"a layer of {what}")
+                    staging.rename(target)
+                except OSError:
+                    if not target.is_dir():  # else another process finished the same layer first: fine
+                        raise
+                finally:
+                    remove_tree(staging)
+
+    def add_image(self, name: str, digest: str, layers: list[str], config: dict) -> None:
+        """Record an image whose layers (digests, bottom first) are stored, and remember `name` for it."""
+        env = dict(item.partition("=")[::2] for item in config.get("Env") or [])
+        record = {"digest": digest, "layers": layers, "env": env, "user": config.get("User") or ""}
+        _write_atomically(self.root / f"{digest_hex(digest)}.json", json.dumps(record))
+        self._remember(name, digest)
 
     def prune(self) -> list[str]:
         """Remove what a dead process left half unpacked, then evict images down to `cache_limit()`."""
@@ -397,29 +426,29 @@ class ImageStore:
                 continue
         return used
 
-    def _layer_size(self, digest_hex: str) -> int:
+    def _layer_size(self, layer_hex: str) -> int:
         """A layer's bytes on disk, measured once (0 for a link to the engine's own folder)."""
-        sidecar = self.root / "layers" / f"{digest_hex}.size"
+        sidecar = self.root / "layers" / f"{layer_hex}.size"
         try:
             return int(sidecar.read_text())
         except (OSError, ValueError):
             pass
-        layer = self._layer(digest_hex)
+        layer = self._layer(layer_hex)
         if not layer.is_dir():
             return 0
         size = 0 if layer.is_symlink() else tree_bytes(layer)
         _write_atomically(sidecar, str(size))
         return size
 
-    def _remove_layer(self, digest_hex: str) -> bool:
+    def _remove_layer(self, layer_hex: str) -> bool:
         """Rename the layer out of the way (atomic: one process wins), then remove it."""
-        layer = self._layer(digest_hex)
-        doomed = layer.with_name(f"{digest_hex}.partial-{_owner()}")
+        layer = self._layer(layer_hex)
+        doomed = layer.with_name(f"{layer_hex}.partial-{_owner()}")
         try:
             layer.rename(doomed)
         except OSError:
             return False
-        (self.root / "layers" / f"{digest_hex}.size").unlink(missing_ok=True)
+        (self.root / "layers" / f"{layer_hex}.size").unlink(missing_ok=True)
         if doomed.is_symlink():
             doomed.unlink()
         else:
@@ -523,7 +552,8 @@ def _file_digest(archive: Path) -> str:
         raise ImageNotFound(f"cannot read the image archive {archive}: {err.strerror}") from None
 
 
-def _hex(digest: str) -> str:
+def digest_hex(digest: str) -> str:
+    """The hex of a `sha256:` digest; anything else is an error."""
     algorithm, _, value = digest.partition(":")
     if algorithm != "sha256" or not re.fullmatch(r"[0-9a-f]{64}", value):
         raise SandboxError(f"not an image digest: {digest!r}")

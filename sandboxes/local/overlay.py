@@ -28,7 +28,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from ..base import Snapshot, labels
+from ..base import PullProgress, Snapshot, labels
 from ..errors import ImageNotFound, SandboxError
 from ..spec import SandboxSpec
 from .cgroups import Hierarchy
@@ -176,6 +176,15 @@ class OverlayBackend(LocalBackend):
 
     def images(self) -> list[dict]:
         return self.store.images()
+
+    def pull(self, image: str, on_progress=lambda p: None) -> str:
+        """From the registry into the image store, with no engine (`registry_pull`)."""
+        from .registry_pull import pull_into_store
+
+        def report(done: int, total: int) -> None:
+            on_progress(PullProgress(image, done, total, "Downloading"))
+
+        return pull_into_store(image, self.store, report)
 
 
 def namespaces() -> list[str]:
