@@ -767,7 +767,9 @@ def grade_command(
     tasks = tasks or "swe-demo"
     with console.status(f"loading {tasks} (images are built once and cached)"):
         instances = [
-            t.metadata["instance"] for t in load_tasks(tasks, None if ray_address else backend) if "instance" in t.metadata
+            t.metadata["instance"]
+            for t in load_tasks(tasks, None if ray_address else backend)
+            if "instance" in t.metadata
         ]
     if not instances:
         raise TaskError(f"{tasks} holds no SWE-bench instances")

@@ -76,7 +76,9 @@ def main() -> None:
         build_base_image()
     spec = SandboxSpec(image=args.image, memory="256m", pids=64, wall_time=600)
     backends = {"overlay": overlay_disk} | ({} if args.no_docker else {"docker": docker_disk})
-    table = Table("backend", "N", "start p50", "start p99", "all started", "image disk", "sandboxes' disk", "per sandbox")
+    table = Table(
+        "backend", "N", "start p50", "start p99", "all started", "image disk", "sandboxes' disk", "per sandbox"
+    )
     for name, disk in backends.items():
         backend = get_backend(name)
         backend.create(spec).close()  # the first use (an unpack, an image check) is not what is measured

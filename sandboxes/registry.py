@@ -9,9 +9,7 @@ from .docker_backend import docker_client
 from .errors import ImageNotFound, SandboxError
 
 
-def pull_image(
-    image: str, on_progress: Callable[[PullProgress], None] = lambda p: None, client=None
-) -> str:
+def pull_image(image: str, on_progress: Callable[[PullProgress], None] = lambda p: None, client=None) -> str:
     """Pull `image` (name[:tag], default tag latest) into the Docker engine (or `client`'s); return its id.
     Present images are not pulled again."""
     import docker.errors

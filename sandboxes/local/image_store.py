@@ -380,8 +380,9 @@ class ImageStore:
         the layers take at most `limit` bytes; never an image a sandbox or snapshot runs, nor those in `keep`.
         Returns (digest, bytes freed) of each image removed."""
         records = self._records()
-        sizes = {layer.name: self._layer_size(layer.name) for layer in (self.root / "layers").glob("*") if
-                 _is_layer(layer)}
+        sizes = {
+            layer.name: self._layer_size(layer.name) for layer in (self.root / "layers").glob("*") if _is_layer(layer)
+        }
         total = sum(sizes.values())
         in_use = self._layers_in_use()
         freed = []

@@ -127,7 +127,11 @@ def registry(shell_layer, tmp_path, monkeypatch):
         "schemaVersion": 2,
         "mediaType": INDEX,
         "manifests": [
-            {"digest": "sha256:" + "0" * 64, "mediaType": MANIFEST, "platform": {"os": system, "architecture": "s390x"}},
+            {
+                "digest": "sha256:" + "0" * 64,
+                "mediaType": MANIFEST,
+                "platform": {"os": system, "architecture": "s390x"},
+            },
             {"digest": digest, "mediaType": MANIFEST, "platform": {"os": system, "architecture": architecture}},
         ],
     }

@@ -88,7 +88,9 @@ def test_pull_into_the_overlay_store_needs_no_engine(registry, tmp_path, monkeyp
     client.images.remove(name)
     tasks = tmp_path / "set.jsonl"
     instance = {"instance_id": "demo__daemonless-1", "repo": "demo/daemonless", "base_commit": "0" * 40}
-    tasks.write_text(json.dumps({**instance, "patch": "diff", "test_patch": "", "problem_statement": "x", "image": name}))
+    tasks.write_text(
+        json.dumps({**instance, "patch": "diff", "test_patch": "", "problem_statement": "x", "image": name})
+    )
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
     monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "cache"))
 
