@@ -21,6 +21,7 @@ the spec's workdir is where the shell starts (made if the image lacks it), and /
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import re
@@ -30,6 +31,7 @@ from pathlib import Path
 
 from ..base import PullProgress, Snapshot, labels
 from ..errors import ImageNotFound, SandboxError
+from ..images import BASE_REPOSITORY, PATH, rootfs_of_image
 from ..spec import SandboxSpec
 from .cgroups import Hierarchy
 from .files import copy_tree, remove_tree
@@ -159,16 +161,29 @@ class OverlayBackend(LocalBackend):
             image = UnpackedImage.from_config(meta["image"])
             layers = [folder / "layers" / str(n) for n in range(meta["depth"])] + list(image.layers)
         else:
-            image = self.store.get(spec.image)
+            image = self._image(spec.image)
             layers = list(image.layers)
         if spec.user is None and image.user not in ("", "root", "0", "0:0"):
             spec = dataclasses.replace(spec, user=image.user)
         return OverlaySandbox(spec, image, layers, self.output_cap, self.cgroups)
 
+    def _image(self, name: str) -> UnpackedImage:
+        """The store's image; a base image neither the store nor an engine holds runs from its root filesystem
+        (`harness sandbox build-base` builds it with debootstrap, no engine), as one layer."""
+        root = rootfs_of_image(name)
+        if name.startswith(BASE_REPOSITORY) and (root / ".harness-complete").exists() and not self.store.has(name):
+            return UnpackedImage(
+                "sha256:" + hashlib.sha256(str(root).encode()).hexdigest(), (root,), {"PATH": PATH}, ""
+            )
+        return self.store.get(name)
+
     def has_image(self, image: str) -> bool:
-        """A snapshot or an archive that exists, or an image the store holds (or the engine, where one answers)."""
+        """A snapshot or an archive that exists, an image the store holds (or the engine, where one answers),
+        or a base image whose root filesystem is built."""
         if image.startswith("/"):
             return Path(image).exists()
+        if image.startswith(BASE_REPOSITORY) and (rootfs_of_image(image) / ".harness-complete").exists():
+            return True
         return self.store.has(image)
 
     def prune(self, everything: bool = False) -> list[str]:

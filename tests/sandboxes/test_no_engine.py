@@ -41,3 +41,21 @@ def test_an_image_no_backend_holds_says_how_to_get_it(overlay_backend, tmp_path,
     assert not overlay_backend.has_image("harness-never-built:1")
     with images_run_on("overlay"), pytest.raises(ImageNotFound, match="archive .* by absolute path"):
         build_base_image()
+
+
+def test_swe_tiny_runs_on_overlay_from_the_base_root_filesystem_alone(overlay_backend, tmp_path, monkeypatch):
+    """A node that built the base with debootstrap (`harness sandbox build-base`) and never had an engine."""
+    from sandboxes.images import base_rootfs
+
+    cache = tmp_path / "cache"
+    (cache / "rootfs").mkdir(parents=True)
+    (cache / "rootfs" / base_rootfs().name).symlink_to(base_rootfs())
+    monkeypatch.setenv("HARNESS_CACHE", str(cache))
+    monkeypatch.setenv("DOCKER_HOST", NO_ENGINE)
+    done = harness(
+        "eval", "--backend", "overlay", "--checkpoint", "gold", "--tasks", "swe-tiny", "--limit", "2",
+        "--output", str(tmp_path / "run"),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert json.loads((tmp_path / "run" / "report.json").read_text())["resolve_rate"] == 1.0
+    assert not list(cache.glob("images/*.json"))  # nothing unpacked: the root filesystem is the one layer
