@@ -122,7 +122,10 @@ def main(
 @sandbox_app.command("build-base")
 @friendly_errors
 def sandbox_build_base(
-    rootfs_only: bool = typer.Option(False, help="Only debootstrap the root filesystem (what the local and overlay backends run the base from, no engine)."),
+    rootfs_only: bool = typer.Option(
+        False,
+        help="Only debootstrap the root filesystem (what the local and overlay backends run the base from, no engine).",
+    ),
     python: str = typer.Option(
         DEFAULT_PYTHON, help="The base's Python: 3.9 (bullseye), 3.11 (bookworm) or 3.13 (trixie)."
     ),
