@@ -12,7 +12,8 @@ import pytest
 from harness.episode import EpisodeLimits, run_episode
 from harness.policies.scripted import GoldPolicy
 from harness.policy import Sampling
-from sandboxes import SandboxError, live_count
+from sandboxes import SandboxError, SandboxSpec, live_count
+from sandboxes.images import BASE_IMAGE
 from tasks.taskset import load_tasks
 
 
@@ -52,3 +53,31 @@ def test_a_start_in_time_hands_the_sandbox_over(overlay_backend):
     spec = load_tasks("swe-tiny")[0].sandbox
     with overlay_backend.create_within(spec, 120.0) as sandbox:
         assert sandbox.exec("echo started").output == "started\n"
+
+
+def test_a_sandbox_that_arrives_after_its_start_was_given_up_is_closed(overlay_backend, tmp_path, monkeypatch):
+    from sandboxes.local.overlay import OverlayBackend
+    from tests.sandboxes.test_overlay_backend import image_archive, shell_files
+
+    data = image_archive(tmp_path / "image.tar", [shell_files(overlay_backend.store.get(BASE_IMAGE).layers[-1])], {})
+    fifo = tmp_path / "late.tar"
+    os.mkfifo(fifo)
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "cache"))
+    backend = OverlayBackend()
+    with pytest.raises(SandboxError, match="took longer"):
+        backend.create_within(SandboxSpec(image=str(fifo), workdir="/w"), 0.5)
+
+    def arrive():  # the archive is read twice: for its digest, then to unpack it
+        for _ in range(2):
+            with open(fifo, "wb") as out:
+                out.write(data.read_bytes())
+
+    threading.Thread(target=arrive, daemon=True).start()
+    deadline = time.monotonic() + 30
+    sandboxes = tmp_path / "cache" / "overlay"  # made with the first sandbox's folder
+    while time.monotonic() < deadline and not sandboxes.is_dir():
+        time.sleep(0.05)
+    while time.monotonic() < deadline and (live_count() or list(sandboxes.iterdir())):
+        time.sleep(0.05)
+    assert sandboxes.is_dir(), "the late start never made its sandbox"
+    assert live_count() == 0 and list(sandboxes.iterdir()) == []
