@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import threading
 import time
@@ -56,25 +57,19 @@ def test_a_start_in_time_hands_the_sandbox_over(overlay_backend):
 
 
 def test_a_sandbox_that_arrives_after_its_start_was_given_up_is_closed(overlay_backend, tmp_path, monkeypatch):
+    """Its image is being unpacked by another thread (whose lock the test holds) until the start is given up."""
     from sandboxes.local.overlay import OverlayBackend
     from tests.sandboxes.test_overlay_backend import image_archive, shell_files
 
-    data = image_archive(tmp_path / "image.tar", [shell_files(overlay_backend.store.get(BASE_IMAGE).layers[-1])], {})
-    fifo = tmp_path / "late.tar"
-    os.mkfifo(fifo)
+    archive = image_archive(tmp_path / "image.tar", [shell_files(overlay_backend.store.get(BASE_IMAGE).layers[-1])], {})
     monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "cache"))
     backend = OverlayBackend()
-    with pytest.raises(SandboxError, match="took longer"):
-        backend.create_within(SandboxSpec(image=str(fifo), workdir="/w"), 0.5)
-
-    def arrive():  # the archive is read twice: for its digest, then to unpack it
-        for _ in range(2):
-            with open(fifo, "wb") as out:
-                out.write(data.read_bytes())
-
-    threading.Thread(target=arrive, daemon=True).start()
-    deadline = time.monotonic() + 30
+    unpacking = backend.store._lock_of("sha256:" + hashlib.sha256(archive.read_bytes()).hexdigest())
+    with unpacking:
+        with pytest.raises(SandboxError, match="took longer"):
+            backend.create_within(SandboxSpec(image=str(archive), workdir="/w"), 0.5)
     sandboxes = tmp_path / "cache" / "overlay"  # made with the first sandbox's folder
+    deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not sandboxes.is_dir():
         time.sleep(0.05)
     while time.monotonic() < deadline and (live_count() or list(sandboxes.iterdir())):
