@@ -204,15 +204,16 @@ def sandbox_ls(backend: str = BackendOption):
     console.print(table if rows else "no sandboxes")
     images = chosen.images()
     if images:
-        table = Table("image", "names", "layers", "disk", "own disk", "last used", "in use")
+        table = Table("image (sha256)", "names", "layers", "disk", "own disk", "last used", "in use")
+        table.columns[0].no_wrap = True
         for image in images:
             table.add_row(
-                image["digest"][:19],
+                image["digest"][7:19],
                 ", ".join(image["names"]),
                 str(image["layers"]),
                 _mib(image["bytes"]),
                 _mib(image["own_bytes"]),
-                time.strftime("%Y-%m-%d %H:%M", time.localtime(image["last_used"])),
+                time.strftime("%m-%d %H:%M", time.localtime(image["last_used"])),
                 "yes" if image["in_use"] else "",
             )
         console.print(table)
@@ -232,7 +233,7 @@ def sandbox_prune(
     and least recently used images down to HARNESS_IMAGE_CACHE_MAX)."""
     removed = get_backend(backend).prune(everything=all_)
     for name in removed:
-        console.print(f"removed {name}")
+        console.print(f"removed {name}", highlight=False, soft_wrap=True)
     console.print(f"{len(removed)} removed")
 
 

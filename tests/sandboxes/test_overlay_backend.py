@@ -338,3 +338,18 @@ def test_the_cache_evicts_least_recently_used_images_no_sandbox_uses(
     assert len(removed) == 2 and removed[0].endswith("(2.0 MiB)")  # the second frees the shared layer too
     assert backend.store.images() == []
     assert list((private_cache / "images" / "layers").iterdir()) == []
+
+
+def test_sandbox_ls_shows_stored_images_and_prune_says_what_it_frees(
+    overlay_backend, tmp_path, private_cache, monkeypatch
+):
+    from sandboxes.local.overlay import OverlayBackend
+    from tests.cli_helpers import harness
+
+    archive = image_archive(tmp_path / "image.tar", [{"opt/data.bin": os.urandom(1 << 20)}], {})
+    digest = OverlayBackend().store.get(str(archive)).digest
+    listed = harness("sandbox", "ls", "--backend", "overlay")
+    assert listed.returncode == 0 and digest[7:19] in listed.stdout and "1.0 MiB" in listed.stdout, listed.stdout
+    monkeypatch.setenv("HARNESS_IMAGE_CACHE_MAX", "1")
+    pruned = harness("sandbox", "prune", "--backend", "overlay")
+    assert pruned.returncode == 0 and f"removed image {digest} (1.0 MiB)" in pruned.stdout, pruned.stdout
