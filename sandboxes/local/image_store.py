@@ -18,7 +18,12 @@ Images come from a Docker engine the first time they are used: its overlay2 stor
 folders where this process may read them (root on the engine's host), else `docker save`; or
 from an image archive named by absolute path: `docker save`'s format or an OCI image layout, tar or
 gzip layers (hosts without an engine, users without access to one, clusters with images as
-files). The archive's digest is the sha256 of its bytes.
+files). The archive's digest is the sha256 of its bytes. Or from their registry, with no engine
+(`registry_pull`).
+
+HARNESS_IMAGE_CACHE_MAX bounds the layers' bytes: after each new image, the least recently used
+images (a record's mtime is its last use) go with their layers that no kept image, sandbox or
+snapshot uses (each overlay sandbox folder lists its layers in `layers.json`).
 """
 
 from __future__ import annotations
