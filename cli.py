@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -123,7 +124,10 @@ def main(
 @sandbox_app.command("build-base")
 @friendly_errors
 def sandbox_build_base(
-    rootfs_only: bool = typer.Option(False, help="Only debootstrap the root filesystem (for the local backend)."),
+    rootfs_only: bool = typer.Option(
+        False,
+        help="Only debootstrap the root filesystem (what the local and overlay backends run the base from, no engine).",
+    ),
     python: str = typer.Option(
         DEFAULT_PYTHON, help="The base's Python: 3.9 (bullseye), 3.11 (bookworm) or 3.13 (trixie)."
     ),
@@ -185,9 +189,11 @@ def sandbox_shell(
 @sandbox_app.command("ls")
 @friendly_errors
 def sandbox_ls(backend: str = BackendOption):
-    """List the sandboxes that exist now, with their owner process and run id."""
-    rows = get_backend(backend).list()
-    table = Table("id", "status", "image", "owner", "run id")
+    """List the sandboxes that exist now, with their owner process, run id and what each wrote on disk; for
+    backends that store images themselves (overlay), the images too, least recently used last."""
+    chosen = get_backend(backend)
+    rows = chosen.list()
+    table = Table("id", "status", "image", "owner", "run id", "disk")
     for row in rows:
         table.add_row(
             row["id"],
@@ -195,8 +201,28 @@ def sandbox_ls(backend: str = BackendOption):
             row.get("image", ""),
             row.get("harness.owner", ""),
             row.get("harness.run_id", ""),
+            _mib(row["bytes"]) if "bytes" in row else "",
         )
     console.print(table if rows else "no sandboxes")
+    images = chosen.images()
+    if images:
+        table = Table("image (sha256)", "names", "layers", "disk", "own disk", "last used", "in use")
+        table.columns[0].no_wrap = True
+        for image in images:
+            table.add_row(
+                image["digest"][7:19],
+                ", ".join(image["names"]),
+                str(image["layers"]),
+                _mib(image["bytes"]),
+                _mib(image["own_bytes"]),
+                time.strftime("%m-%d %H:%M", time.localtime(image["last_used"])),
+                "yes" if image["in_use"] else "",
+            )
+        console.print(table)
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:.1f} MiB"
 
 
 @sandbox_app.command("prune")
@@ -205,10 +231,11 @@ def sandbox_prune(
     all_: bool = typer.Option(False, "--all", help="Also remove sandboxes of processes that still run."),
     backend: str = BackendOption,
 ):
-    """Remove sandboxes and snapshots left behind by crashed processes."""
+    """Remove sandboxes and snapshots left behind by crashed processes (overlay: also half-unpacked layers,
+    and least recently used images down to HARNESS_IMAGE_CACHE_MAX)."""
     removed = get_backend(backend).prune(everything=all_)
     for name in removed:
-        console.print(f"removed {name}")
+        console.print(f"removed {name}", highlight=False, soft_wrap=True)
     console.print(f"{len(removed)} removed")
 
 
@@ -745,7 +772,11 @@ def grade_command(
         return _check_only(predictions, tasks, output, mode)
     tasks = tasks or "swe-demo"
     with console.status(f"loading {tasks} (images are built once and cached)"):
-        instances = [t.metadata["instance"] for t in load_tasks(tasks) if "instance" in t.metadata]
+        instances = [
+            t.metadata["instance"]
+            for t in load_tasks(tasks, None if ray_address else backend)
+            if "instance" in t.metadata
+        ]
     if not instances:
         raise TaskError(f"{tasks} holds no SWE-bench instances")
     preds = (
@@ -1043,7 +1074,14 @@ def tasks_mine(
 
 @tasks_app.command("pull")
 @friendly_errors
-def tasks_pull(source: str = typer.Argument(..., help="A task set (built-in name or path) whose images to pull.")):
+def tasks_pull(
+    source: str = typer.Argument(..., help="A task set (built-in name or path) whose images to pull."),
+    backend: str = typer.Option(
+        "docker",
+        "--backend",
+        help="Where to: docker (the engine), podman (its store) or overlay (the image store: no engine needed).",
+    ),
+):
     """Pull the images of a task set from their registry (SWE-bench's official images by default), with progress."""
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
 
@@ -1058,7 +1096,7 @@ def tasks_pull(source: str = typer.Argument(..., help="A task set (built-in name
             progress.update(bars[p.image], completed=p.done, total=p.total or None)
 
         images = pull_task_images(
-            source, show, lambda image, id_: console.print(f"{image}: {id_[:19]}", highlight=False)
+            source, show, lambda image, id_: console.print(f"{image}: {id_[:19]}", highlight=False), backend
         )
     console.print(f"{len(images)} image(s) of {source} present")
 

@@ -38,6 +38,7 @@ class StepResult:
 class Environment(ABC):
     tools: list[str] = []
     default_reward: str | None = None  # the reward function when the task's reward_spec names none
+    start_within: float | None = None  # seconds the sandbox's start may take (what is left of the episode's wall time)
 
     def __init__(
         self, task: Task, backend: Backend | None = None, sandbox: Sandbox | None = None, command_timeout: float = 120.0
@@ -68,7 +69,7 @@ class ToolEnvironment(Environment):
     def init(self) -> list[dict[str, Any]]:
         self.tools = list(self.task.tools)
         if self.sandbox is None and self.task.sandbox is not None:
-            self.sandbox = self.backend.create(self.task.sandbox)
+            self.sandbox = self.backend.create_within(self.task.sandbox, self.start_within)
         self.toolbox = Toolbox(self.sandbox, command_timeout=self.command_timeout)
         return super().init()
 

@@ -69,6 +69,7 @@ def run_episode(
     try:
         try:
             clock = time.monotonic()
+            env.start_within = limits.wall_time - (clock - started)  # a start that hangs ends the episode in time
             messages = env.init()
             timings["env_s"] += time.monotonic() - clock
             tools = schemas(env.tools, compact=bool(task.metadata.get("compact_tools"))) if env.tools else []

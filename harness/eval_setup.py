@@ -77,7 +77,7 @@ def prepare_eval(
         raise HarnessError(
             f"--scaffold {config.scaffold} runs on this machine only, not on a Ray cluster (--ray-address)"
         )
-    tasks = load_tasks(config.tasks)[: config.limit]
+    tasks = load_tasks(config.tasks, None if config.ray_address else config.backend)[: config.limit]
     task_list = with_grading_mode(with_reward_mode(tasks, config.reward_mode), config.grading_mode)
     if not task_list:
         raise TaskError(f"{config.tasks} holds no tasks")

@@ -15,6 +15,7 @@ from abc import ABC, abstractmethod
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from .disk import DiskWatchdog
 from .errors import DiskLimitExceeded, SandboxClosed, SandboxError, SandboxExpired
@@ -63,6 +64,14 @@ def labels(extra: dict[str, str] | None = None) -> dict[str, str]:
         LABEL_CREATED: str(int(time.time())),
         **(extra or {}),
     }
+
+
+@dataclass
+class PullProgress:
+    image: str
+    done: int  # bytes downloaded so far, all layers together
+    total: int  # bytes to download (layers whose size is known yet)
+    status: str  # the registry's last word ("Downloading", "Pull complete", ...)
 
 
 @dataclass
@@ -234,6 +243,47 @@ class Backend(ABC):
     @abstractmethod
     def create(self, spec: SandboxSpec) -> Sandbox: ...
 
+    @abstractmethod
+    def has_image(self, image: str) -> bool:
+        """Whether `create` can start `image` as this backend holds it now: nothing built, pulled or unpacked
+        from an engine that may not be there. Task loaders ask it before they build an image."""
+
+    def create_within(self, spec: SandboxSpec, seconds: float | None) -> Sandbox:
+        """`create`, given up after `seconds` (None: no bound). A start that hangs (a stalled image fetch or
+        unpack, a mount that never returns) raises SandboxError then, so its caller's slot is free; the
+        start goes on in the background and a sandbox it makes after all is closed on arrival."""
+        if seconds is None:
+            return self.create(spec)
+        outcome: dict = {}
+        done = threading.Event()
+        lock = threading.Lock()
+
+        def start() -> None:
+            try:
+                sandbox = self.create(spec)
+            except BaseException as err:  # noqa: BLE001 - handed to the caller, or dropped once it gave up
+                outcome["error"] = err
+            else:
+                with lock:
+                    outcome["sandbox"] = sandbox
+                    abandoned = done.is_set()
+                if abandoned:
+                    sandbox.close()
+            done.set()
+
+        threading.Thread(target=start, name=f"start-{spec.image[-24:]}", daemon=True).start()
+        done.wait(max(seconds, 0.0))
+        with lock:
+            done.set()  # from here on, a sandbox that arrives is the starter's to close
+            if "sandbox" in outcome:
+                return outcome["sandbox"]
+        if "error" in outcome:
+            raise outcome["error"]
+        raise SandboxError(
+            f"starting a sandbox of {spec.image} took longer than the {seconds:.0f}s left in the episode "
+            "(a stalled image fetch, unpack or mount); it was given up"
+        )
+
     def fork(self, snapshot: Snapshot, n: int) -> list[Sandbox]:
         """n new sandboxes in the snapshot's state (files, cwd, exported variables)."""
         return self.create_many([snapshot.spec] * n)
@@ -264,6 +314,14 @@ class Backend(ABC):
     @abstractmethod
     def list(self) -> list[dict]:
         """Sandboxes of this backend that exist now, with their labels."""
+
+    def pull(self, image: str, on_progress: Callable[[PullProgress], None] = lambda p: None) -> str:
+        """Fetch `image` from its registry into where this backend runs it from; return its id."""
+        raise SandboxError(f"the {self.name} backend cannot pull images: pull with --backend docker or overlay")
+
+    def images(self) -> list[dict]:
+        """The images this backend stores itself (not an engine's), with their bytes on disk: none here."""
+        return []
 
 
 _SHELL_OWNED_VARS = {"PWD", "OLDPWD", "SHLVL", "_", "PS1", "PS2", "TERM", "HOSTNAME"}

@@ -403,6 +403,20 @@ class DockerBackend(Backend):
             raise
         return self.client.containers.prepare_model({"Id": created["Id"]})
 
+    def pull(self, image: str, on_progress=lambda p: None) -> str:
+        from .registry import pull_image
+
+        return pull_image(image, on_progress, self.client)
+
+    def has_image(self, image: str) -> bool:
+        import docker.errors
+
+        try:
+            self.client.images.get(image)
+            return True
+        except docker.errors.ImageNotFound:
+            return False
+
     def _check_image(self, image: str) -> None:
         """Fail clearly on a missing image; never let `run` try to pull it from a registry."""
         import docker.errors

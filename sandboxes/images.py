@@ -19,7 +19,9 @@ import subprocess
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Callable, Iterator
 
 from .cache_lock import cache_lock
 from .errors import SandboxError
@@ -175,13 +177,62 @@ def _finish_rootfs(root: Path, recipe: dict) -> None:
     (root / ".harness-complete").write_text(recipe_hash(recipe) + "\n")
 
 
+# The backend the images being loaded will run on (a name, made on the first question), so that a task
+# set's loader asks it, not the Docker engine, whether an image is there: the overlay backend answers
+# from its store with no engine at all. None: the Docker engine answers.
+_RUNS_ON: ContextVar[list | None] = ContextVar("images_run_on", default=None)
+
+
+@contextmanager
+def images_run_on(backend: str | None) -> Iterator[None]:
+    """Within: `image_exists` and `build_base_image` ask `backend` (a name, as `get_backend` takes)."""
+    token = _RUNS_ON.set([backend] if backend else None)
+    try:
+        yield
+    finally:
+        _RUNS_ON.reset(token)
+
+
+def _image_backend():
+    """The backend images are asked of here, made once per `images_run_on`; None for the Docker engine."""
+    holder = _RUNS_ON.get()
+    if holder is None or holder[0] == "docker":
+        return None
+    if isinstance(holder[0], str):
+        from . import get_backend
+
+        holder[0] = get_backend(holder[0])
+    return holder[0]
+
+
+def _engine_to_build(tag: str):
+    """The Docker engine that builds `tag`; where none answers, a missing image says how to get it."""
+    from .docker_backend import docker_client
+    from .errors import EngineUnavailable, ImageNotFound
+
+    backend = _image_backend()
+    try:
+        return docker_client()
+    except EngineUnavailable as err:
+        if backend is None or backend.name == "docker":
+            raise
+        from .local.image_store import HOW_TO_GET
+
+        raise ImageNotFound(
+            f"image {tag!r} is not where the {backend.name} backend finds it, and no Docker engine answers to "
+            f"build it: {HOW_TO_GET} ({err})"
+        ) from None
+
+
 def build_base_image(recipe: dict = BASE_RECIPE, on_line: Callable[[str], None] = log.info) -> str:
     """Build (or find) the base image in the local Docker engine; returns its tag (the default recipe's is
-    also tagged `latest`)."""
-    from .docker_backend import docker_client
-
-    client = docker_client()
+    also tagged `latest`). Within `images_run_on(backend)`, an image that backend holds is not looked up in
+    the engine."""
     tag = f"{BASE_REPOSITORY}:{recipe_hash(recipe)}"
+    backend = _image_backend()
+    if backend is not None and backend.has_image(tag):
+        return tag
+    client = _engine_to_build(tag)
     if not image_exists(tag):
         root = build_rootfs(recipe, on_line)
         with cache_lock(root, "import"):
@@ -213,13 +264,15 @@ def _import_rootfs(client, root: Path, recipe: dict, on_line: Callable[[str], No
 
 
 def image_exists(tag: str) -> bool:
-    """Whether the local Docker engine holds an image `tag`."""
+    """Whether the local Docker engine holds an image `tag`; within `images_run_on(backend)`, whether that
+    backend can start it."""
     import docker.errors
 
-    from .docker_backend import docker_client
-
+    backend = _image_backend()
+    if backend is not None:
+        return backend.has_image(tag)
     try:
-        docker_client().images.get(tag)
+        _engine_to_build(tag).images.get(tag)
         return True
     except docker.errors.ImageNotFound:
         return False
@@ -256,8 +309,6 @@ def build_image(
     import docker.errors
     import requests
 
-    from .docker_backend import docker_client
-
     context = io.BytesIO()
     with tarfile.open(fileobj=context, mode="w") as tar:
         data = dockerfile.encode()
@@ -268,7 +319,7 @@ def build_image(
             tar.add(path, arcname=name, filter=_no_caches)
     context.seek(0)
     try:
-        docker_client().images.build(
+        _engine_to_build(tag).images.build(
             fileobj=context,
             custom_context=True,
             tag=tag,

@@ -347,6 +347,17 @@ class PodmanBackend(DockerBackend):
             spec = dataclasses.replace(spec, image=self._load_archive(spec.image))
         return super()._run_container(spec)
 
+    def has_image(self, image: str) -> bool:
+        """An archive that exists, an image in Podman's store, or one the Docker engine holds (copied on first use)."""
+        if image.startswith("/"):
+            return os.path.isfile(image)
+        if super().has_image(image):
+            return True
+        try:
+            return DockerBackend(client=docker_client()).has_image(image)
+        except EngineUnavailable:
+            return False
+
     def _check_image(self, image: str) -> None:
         """An image Podman lacks is copied from the Docker engine, once (one copy at a time per image)."""
         import docker.errors

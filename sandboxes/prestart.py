@@ -96,6 +96,9 @@ class PrestartBackend(Backend):
         sandbox.deadline = time.monotonic() + spec.wall_time
         return sandbox
 
+    def has_image(self, image: str) -> bool:
+        return self.backend.has_image(image)
+
     def fork(self, snapshot: Snapshot, n: int) -> list[Sandbox]:
         return self.backend.fork(snapshot, n)
 
@@ -107,6 +110,12 @@ class PrestartBackend(Backend):
 
     def list(self) -> list[dict]:
         return self.backend.list()
+
+    def images(self) -> list[dict]:
+        return self.backend.images()
+
+    def pull(self, image: str, on_progress=lambda p: None) -> str:
+        return self.backend.pull(image, on_progress)
 
     # -- jobs -----------------------------------------------------------------------------
 

@@ -3,25 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
+from .base import PullProgress
 from .docker_backend import docker_client
 from .errors import ImageNotFound, SandboxError
 
 
-@dataclass
-class PullProgress:
-    image: str
-    done: int  # bytes downloaded so far, all layers together
-    total: int  # bytes to download (layers whose size is known yet)
-    status: str  # the registry's last word ("Downloading", "Pull complete", ...)
-
-
-def pull_image(image: str, on_progress: Callable[[PullProgress], None] = lambda p: None) -> str:
-    """Pull `image` (name[:tag], default tag latest); return its id. Present images are not pulled again."""
+def pull_image(image: str, on_progress: Callable[[PullProgress], None] = lambda p: None, client=None) -> str:
+    """Pull `image` (name[:tag], default tag latest) into the Docker engine (or `client`'s); return its id.
+    Present images are not pulled again."""
     import docker.errors
 
-    client = docker_client()
+    client = client or docker_client()
     name, tag = _split(image)
     layers: dict[str, tuple[int, int]] = {}
     try:

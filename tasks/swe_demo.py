@@ -15,7 +15,7 @@ import logging
 from pathlib import Path
 from typing import Any, Callable
 
-from sandboxes import Backend, get_backend
+from sandboxes import Backend, ImageNotFound, get_backend
 from sandboxes.cache_lock import cache_lock
 from sandboxes.images import BASE_REPOSITORY, build_base_image, build_image, cache_dir, image_exists, recipe_hash
 
@@ -40,13 +40,13 @@ def load_swe_demo(
     """Every swe-demo instance, with its image built and its test lists computed.
 
     With `shared`, no instance image: each runs from the base image with its repository put in
-    at start (`tasks.shared_env`)."""
-    backend = backend or get_backend("docker")
+    at start (`tasks.shared_env`). `backend` computes the test lists of an instance not yet cached
+    (default: Docker, made only then)."""
     return [build_instance(path, backend, on_step, shared) for path in task_dirs()]
 
 
 def build_instance(
-    task_dir: Path, backend: Backend, on_step: Callable[[str], None] = log.info, shared: bool = False
+    task_dir: Path, backend: Backend | None, on_step: Callable[[str], None] = log.info, shared: bool = False
 ) -> dict[str, Any]:
     meta = json.loads((task_dir / "task.json").read_text())
     package_dir = CONTENT / "packages" / meta["package"]
@@ -65,7 +65,7 @@ def _build_instance(
     package_dir: Path,
     digest: str,
     work: Path,
-    backend: Backend,
+    backend: Backend | None,
     on_step: Callable[[str], None],
     shared: bool,
 ) -> None:
@@ -92,7 +92,7 @@ def _build_instance(
         "kind": meta.get("kind", ""),
     }
     on_step(f"{meta['instance_id']}: computing FAIL_TO_PASS and PASS_TO_PASS")
-    instance.update(compute_test_lists(_runnable(instance, repo, shared, on_step), backend))
+    instance.update(compute_test_lists(_runnable(instance, repo, shared, on_step), backend or get_backend("docker")))
     atomic_write(work / "instance.json", json.dumps(instance, indent=1))
 
 
@@ -134,7 +134,11 @@ def _content_hash(task_dir: Path, package_dir: Path) -> str:
 def _ensure_image(instance: dict[str, Any], repo: Path, on_step: Callable[[str], None]) -> None:
     if image_exists(instance["image"]):
         return
-    base = build_base_image()
+    try:
+        base = build_base_image()
+    except ImageNotFound as err:  # a backend without an engine to build it: only this instance's sandboxes fail
+        on_step(f"{instance['instance_id']}: {err}")
+        return
     on_step(f"{instance['instance_id']}: building image {instance['image']}")
     build_image(
         instance["image"],

@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from sandboxes.images import images_run_on
 from sandboxes.spec import SandboxSpec
 from tasks.arith import arith_tasks
 from tasks.errors import Problem, TaskError, TaskSetError, TaskSourceError
@@ -102,18 +103,21 @@ register_task_source("harbor", load_harbor)
 # ----------------------------------------------------------------------------- loading
 
 
-def load_tasks(source: str) -> list[Task]:
+def load_tasks(source: str, backend: str | None = None) -> list[Task]:
     """Tasks from a built-in name, a .parquet/.jsonl/.json file, `hf:NAME[:SPLIT]`, or a registered
     `PREFIX:REST` source (`harbor:PATH`).
 
     Every record is validated first: any problem raises `TaskSetError` listing all of them,
-    and no task is returned.
+    and no task is returned. `backend`: the sandbox backend the tasks will run on (a name); a
+    loader asks it, not the Docker engine, whether an image it would build is already there.
     """
     if source in BUILTIN_TASKSETS:
-        return BUILTIN_TASKSETS[source]()
+        with images_run_on(backend):
+            return BUILTIN_TASKSETS[source]()
     prefix, colon, rest = source.partition(":")
     if colon and prefix in TASK_SOURCES:
-        return TASK_SOURCES[prefix](rest)
+        with images_run_on(backend):
+            return TASK_SOURCES[prefix](rest)
     if source.startswith("hf:"):
         records, problems, unit = dict(enumerate(_hub_records(source))), [], "index"
     else:

@@ -47,9 +47,14 @@ from .weight_sync import setup_weight_sync, sync_weights
 log = logging.getLogger(__name__)
 
 
-def load_task_sets(sources: list[str], reward_mode: str | None = None, grading_mode: str = "default") -> list[Task]:
+def load_task_sets(
+    sources: list[str], reward_mode: str | None = None, grading_mode: str = "default", backend: str | None = None
+) -> list[Task]:
+    """The tasks of `sources`; `backend` (the sandbox backend's name) answers whether their images are there."""
     tasks = (
-        with_reward_mode([task for source in sources for task in load_tasks(source)], reward_mode) if sources else []
+        with_reward_mode([task for source in sources for task in load_tasks(source, backend)], reward_mode)
+        if sources
+        else []
     )
     if grading_mode != "default":
         tasks = with_grading_mode(tasks, grading_mode)
@@ -176,9 +181,11 @@ def train(cfg: TrainConfig, on_step: Callable[[int, dict], None] = lambda step, 
     model_path = cfg.trainer.policy.model.path
     if not model_path or not (Path(model_path) / "config.json").is_file():
         raise ConfigError(f"trainer.policy.model.path: no Hugging Face checkpoint at {model_path!r}")
-    train_tasks = load_task_sets(cfg.data.train_data, cfg.data.reward_mode, cfg.grading.mode)
+    train_tasks = load_task_sets(
+        cfg.data.train_data, cfg.data.reward_mode, cfg.grading.mode, cfg.generator.sandbox_backend
+    )
     train_tasks = drop_long_prompts(train_tasks, _tokenizer(model_path), cfg.data.max_prompt_length)
-    val_tasks = load_task_sets(cfg.data.val_data, cfg.data.reward_mode, cfg.grading.mode)
+    val_tasks = load_task_sets(cfg.data.val_data, cfg.data.reward_mode, cfg.grading.mode, cfg.generator.sandbox_backend)
     if not train_tasks:
         raise ConfigError("data.train_data is empty: name at least one task set")
     steps_per_epoch = max(len(train_tasks) // cfg.trainer.train_batch_size, 1)

@@ -18,7 +18,12 @@ Images come from a Docker engine the first time they are used: its overlay2 stor
 folders where this process may read them (root on the engine's host), else `docker save`; or
 from an image archive named by absolute path: `docker save`'s format or an OCI image layout, tar or
 gzip layers (hosts without an engine, users without access to one, clusters with images as
-files). The archive's digest is the sha256 of its bytes.
+files). The archive's digest is the sha256 of its bytes. Or from their registry, with no engine
+(`registry_pull`).
+
+HARNESS_IMAGE_CACHE_MAX bounds the layers' bytes: after each new image, the least recently used
+images (a record's mtime is its last use) go with their layers that no kept image, sandbox or
+snapshot uses (each overlay sandbox folder lists its layers in `layers.json`).
 """
 
 from __future__ import annotations
@@ -39,10 +44,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..base import owner_alive
+from ..disk import tree_bytes
 from ..errors import EngineUnavailable, ImageNotFound, SandboxError
 from ..images import cache_dir
+from ..spec import parse_bytes
 from .files import remove_tree
+from .sandbox import SNAPSHOT_META
 
+# How a machine without a Docker engine gets an image it never unpacked.
+HOW_TO_GET = (
+    "pull it from its registry (`harness tasks pull SET --backend overlay`), name its archive (`docker save -o`, "
+    "or an OCI layout) by absolute path, or run the task set once where a Docker engine answers with the same "
+    "HARNESS_CACHE (the store then remembers it)"
+)
 WHITEOUT = ".wh."
 OPAQUE = ".wh..wh..opq"
 
@@ -68,29 +82,41 @@ class UnpackedImage:
         return cls(data["digest"], tuple(Path(p) for p in data["layers"]), data["env"], data["user"])
 
 
+# One unpack per image, and per layer, at a time in this process, whichever store object asks (other
+# processes stage under their own names; the rename decides).
+_LOCK = threading.Lock()
+_LOCKS: dict[str, threading.Lock] = {}
+
+
 class ImageStore:
     """Resolves image names to unpacked images, unpacking each layer once per host."""
 
     def __init__(self, root: Path | None = None):
         self.root = root or cache_dir() / "images"
-        self._lock = threading.Lock()
-        self._locks: dict[str, threading.Lock] = {}  # one unpack per image, and per layer, at a time in this process
+        self._lock = _LOCK
+        self._locks = _LOCKS
         self._digests: dict[str, str] = {}  # name -> digest, as first resolved by this process
 
     def get(self, name: str) -> UnpackedImage:
         archive = Path(name) if name.startswith("/") else None
         digest = self._digests.get(name) or (_file_digest(archive) if archive else self.resolve(name))
         self._digests[name] = digest
-        record = self.root / f"{_hex(digest)}.json"
+        record = self.root / f"{digest_hex(digest)}.json"
+        unpacked = False
         if not self._complete(record):
             with self._lock_of(digest):
                 if not self._complete(record):
                     self._unpack(digest, record, archive)
-        return self._image(json.loads(record.read_text()))
+                    unpacked = True
+        image = self._image(json.loads(record.read_text()))
+        os.utime(record)  # its last use, which eviction goes by
+        if unpacked and (limit := cache_limit()) is not None:
+            self.evict(limit, keep={record})
+        return image
 
     def _lock_of(self, key: str) -> threading.Lock:
         with self._lock:
-            return self._locks.setdefault(key, threading.Lock())
+            return self._locks.setdefault(f"{self.root}/{key}", threading.Lock())
 
     def resolve(self, name: str) -> str:
         """The digest `name` stands for: the engine's answer where one answers, else the one
@@ -98,7 +124,7 @@ class ImageStore:
         Docker backend checks each image once.)"""
         from ..docker_backend import docker_client
 
-        remembered = self.root / "names" / hashlib.sha256(name.encode()).hexdigest()[:32]
+        remembered = self._remembered(name)
         try:
             client = docker_client()
         except EngineUnavailable:
@@ -106,24 +132,53 @@ class ImageStore:
                 return json.loads(remembered.read_text())["digest"]
             raise ImageNotFound(
                 f"image {name!r} was never unpacked into {self.root} and no Docker engine answers "
-                "to save it: give its archive (`docker save -o`) by absolute path, or start an engine"
+                f"to save it: {HOW_TO_GET}"
             ) from None
         import docker.errors
 
         try:
             digest = client.images.get(name).id
         except docker.errors.ImageNotFound:
+            if remembered.exists():  # pulled into the store without the engine
+                return json.loads(remembered.read_text())["digest"]
             raise ImageNotFound(
-                f"image {name!r} is neither in the Docker engine nor in {self.root}: build or pull it first"
+                f"image {name!r} is neither in the Docker engine nor in {self.root}: build it, or pull it "
+                "(`harness tasks pull SET --backend overlay` needs no engine)"
             ) from None
         except docker.errors.APIError as err:
             raise SandboxError(f"cannot look up image {name!r}: {err.explanation or err}") from None
-        remembered.parent.mkdir(parents=True, exist_ok=True)
-        _write_atomically(remembered, json.dumps({"name": name, "digest": digest}))
+        self._remember(name, digest)
         return digest
 
-    def _layer(self, digest_hex: str) -> Path:
-        return self.root / "layers" / digest_hex
+    def _remember(self, name: str, digest: str) -> None:
+        remembered = self._remembered(name)
+        remembered.parent.mkdir(parents=True, exist_ok=True)
+        _write_atomically(remembered, json.dumps({"name": name, "digest": digest}))
+
+    def has(self, name: str) -> bool:
+        """Whether `get(name)` needs no engine: the store remembers the name and holds all its layers;
+        else whether an engine answers and holds it (the first `get` unpacks it)."""
+        from ..docker_backend import DockerBackend, docker_client
+
+        try:
+            remembered = json.loads(self._remembered(name).read_text())["digest"]
+            if self._complete(self.root / f"{digest_hex(remembered)}.json"):
+                return True
+        except (OSError, ValueError, KeyError, SandboxError):
+            pass
+        try:
+            return DockerBackend(client=docker_client()).has_image(name)
+        except EngineUnavailable:
+            return False
+
+    def has_layer(self, layer_hex: str) -> bool:
+        return self._layer(layer_hex).is_dir()
+
+    def _remembered(self, name: str) -> Path:
+        return self.root / "names" / hashlib.sha256(name.encode()).hexdigest()[:32]
+
+    def _layer(self, layer_hex: str) -> Path:
+        return self.root / "layers" / layer_hex
 
     def _image(self, record: dict) -> UnpackedImage:
         layers = tuple(self._layer(layer) for layer in reversed(record["layers"]))
@@ -148,7 +203,7 @@ class ImageStore:
             api = docker_client().api
             details = api.inspect_image(digest)
             config = details.get("Config") or {}
-            layers = [_hex(layer) for layer in (details.get("RootFS") or {}).get("Layers") or []]
+            layers = [digest_hex(layer) for layer in (details.get("RootFS") or {}).get("Layers") or []]
             if not layers or not (
                 all(self._layer(layer).is_dir() for layer in layers) or self._use_engine_layers(details, layers)
             ):
@@ -244,20 +299,7 @@ class ImageStore:
                 while chunk := content.read(1 << 20):
                     digest.update(chunk)
                     out.write(chunk)
-            target = self._layer(digest.hexdigest())
-            with self._lock_of(target.name):  # images that share a layer, unpacked at once: the layer once
-                if not target.is_dir():
-                    staging = target.with_name(f"{target.name}.partial-{_owner()}")
-                    remove_tree(staging)
-                    staging.mkdir()
-                    try:
-                        unpack_layer(spool, staging, f"a layer of {what}")
-                        staging.rename(target)
-                    except OSError:
-                        if not target.is_dir():  # else another process finished the same layer first: fine
-                            raise
-                    finally:
-                        remove_tree(staging)
+            self.store_layer(spool, digest.hexdigest(), what)
         except OSError as err:
             raise SandboxError(
                 f"cannot store a layer of {what} in {self.root / 'layers'}: {err.strerror}"
@@ -267,15 +309,177 @@ class ImageStore:
             spool.unlink(missing_ok=True)
         return digest.hexdigest()
 
+    def store_layer(self, archive: Path, layer_hex: str, what: str) -> None:
+        """Unpack the layer tar (plain, gzip or zstd) `archive`, whose sha256 is `layer_hex`, unless it is here."""
+        target = self._layer(layer_hex)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with self._lock_of(target.name):  # images that share a layer, unpacked at once: the layer once
+            if not target.is_dir():
+                staging = target.with_name(f"{target.name}.partial-{_owner()}")
+                remove_tree(staging)
+                staging.mkdir()
+                try:
+                    unpack_layer(archive, staging, f"a layer of {what}")
+                    staging.rename(target)
+                except OSError:
+                    if not target.is_dir():  # else another process finished the same layer first: fine
+                        raise
+                finally:
+                    remove_tree(staging)
+
+    def add_image(self, name: str, digest: str, layers: list[str], config: dict) -> None:
+        """Record an image whose layers (digests, bottom first) are stored, and remember `name` for it."""
+        env = dict(item.partition("=")[::2] for item in config.get("Env") or [])
+        record = {"digest": digest, "layers": layers, "env": env, "user": config.get("User") or ""}
+        _write_atomically(self.root / f"{digest_hex(digest)}.json", json.dumps(record))
+        self._remember(name, digest)
+
     def prune(self) -> list[str]:
-        """Remove what a dead process left half unpacked."""
+        """Remove what a dead process left half unpacked, then evict images down to `cache_limit()`."""
         removed = []
         for folder in sorted((self.root / "layers").glob("*.partial-*")):
             host, _, pid = folder.name.rpartition(".partial-")[2].rpartition("-")
             if not owner_alive(f"{host}:{pid}"):
+                size = tree_bytes(folder)
                 remove_tree(folder)
-                removed.append(f"partial layer {folder.name}")
+                removed.append(f"partial layer {folder.name} ({_mib(size)})")
+        limit = cache_limit()
+        if limit is not None:
+            removed += [f"image {name} ({_mib(size)})" for name, size in self.evict(limit)]
         return removed
+
+    # -- the cache's size ---------------------------------------------------------------------------
+
+    def images(self) -> list[dict]:
+        """Each stored image: its digest, the names it was last resolved by, its bytes on disk (`own`: in layers
+        no other image shares), when it was last used, and whether a sandbox or snapshot uses it now."""
+        records = self._records()
+        sizes = {layer: self._layer_size(layer) for layers in records.values() for layer in layers}
+        names: dict[str, list[str]] = {}
+        for path in (self.root / "names").glob("*"):
+            try:
+                entry = json.loads(path.read_text())
+                names.setdefault(entry["digest"], []).append(entry["name"])
+            except (OSError, ValueError, KeyError):
+                continue
+        in_use = self._layers_in_use()
+        rows = []
+        for record, layers in records.items():
+            shared = {layer for other, their in records.items() if other != record for layer in their}
+            digest = "sha256:" + record.stem
+            rows.append(
+                {
+                    "digest": digest,
+                    "names": sorted(names.get(digest, [])),
+                    "layers": len(layers),
+                    "bytes": sum(sizes[layer] for layer in layers),
+                    "own_bytes": sum(sizes[layer] for layer in layers if layer not in shared),
+                    "last_used": record.stat().st_mtime,
+                    "in_use": set(layers) <= in_use,
+                }
+            )
+        return sorted(rows, key=lambda row: row["last_used"], reverse=True)
+
+    def evict(self, limit: int, keep: set[Path] = frozenset()) -> list[tuple[str, int]]:
+        """Remove least recently used images (their layers that no kept image, sandbox or snapshot uses) until
+        the layers take at most `limit` bytes; never an image a sandbox or snapshot runs, nor those in `keep`.
+        Returns (digest, bytes freed) of each image removed."""
+        records = self._records()
+        sizes = {
+            layer.name: self._layer_size(layer.name) for layer in (self.root / "layers").glob("*") if _is_layer(layer)
+        }
+        total = sum(sizes.values())
+        in_use = self._layers_in_use()
+        freed = []
+        for record in sorted(records, key=lambda path: path.stat().st_mtime):
+            if total <= limit:
+                break
+            layers = records.pop(record)
+            if record in keep or set(layers) <= in_use:
+                records[record] = layers
+                continue
+            shared = in_use | {layer for their in records.values() for layer in their}
+            record.unlink(missing_ok=True)  # first the record: the image is gone before any of its layers is
+            size = 0
+            for layer in set(layers) - shared:
+                if layer in sizes and self._remove_layer(layer):
+                    size += sizes.pop(layer)
+            total -= size
+            freed.append(("sha256:" + record.stem, size))
+        return freed
+
+    def _records(self) -> dict[Path, list[str]]:
+        found = {}
+        for record in self.root.glob("*.json"):
+            try:
+                found[record] = json.loads(record.read_text())["layers"]
+            except (OSError, ValueError, KeyError):
+                continue
+        return found
+
+    def _layers_in_use(self) -> set[str]:
+        """Layers the sandboxes and snapshots of the overlay backend mount (each folder lists its own)."""
+        used = set()
+        for listing in cache_dir().glob("overlay/*/layers.json"):
+            try:
+                used.update(Path(layer).name for layer in json.loads(listing.read_text()))
+            except (OSError, ValueError):
+                continue
+        for meta in cache_dir().glob(f"overlay-snapshots/*/{SNAPSHOT_META}"):
+            try:
+                used.update(Path(layer).name for layer in json.loads(meta.read_text())["image"]["layers"])
+            except (OSError, ValueError, KeyError):
+                continue
+        return used
+
+    def _layer_size(self, layer_hex: str) -> int:
+        """A layer's bytes on disk, measured once (0 for a link to the engine's own folder)."""
+        sidecar = self.root / "layers" / f"{layer_hex}.size"
+        try:
+            return int(sidecar.read_text())
+        except (OSError, ValueError):
+            pass
+        layer = self._layer(layer_hex)
+        if not layer.is_dir():
+            return 0
+        size = 0 if layer.is_symlink() else tree_bytes(layer)
+        _write_atomically(sidecar, str(size))
+        return size
+
+    def _remove_layer(self, layer_hex: str) -> bool:
+        """Rename the layer out of the way (atomic: one process wins), then remove it."""
+        layer = self._layer(layer_hex)
+        doomed = layer.with_name(f"{layer_hex}.partial-{_owner()}")
+        try:
+            layer.rename(doomed)
+        except OSError:
+            return False
+        (self.root / "layers" / f"{layer_hex}.size").unlink(missing_ok=True)
+        if doomed.is_symlink():
+            doomed.unlink()
+        else:
+            remove_tree(doomed)
+        return True
+
+
+def cache_limit() -> int | None:
+    """HARNESS_IMAGE_CACHE_MAX: the most bytes the overlay backend's unpacked layers may take (e.g. `50g`);
+    unset: no bound."""
+    value = os.environ.get("HARNESS_IMAGE_CACHE_MAX", "").strip()
+    if not value:
+        return None
+    try:
+        return parse_bytes(value)
+    except ValueError:
+        raise SandboxError(f"HARNESS_IMAGE_CACHE_MAX must be a size such as 50g or 512m, not {value!r}") from None
+
+
+def _is_layer(path: Path) -> bool:
+    return re.fullmatch(r"[0-9a-f]{64}", path.name) is not None
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:.1f} MiB"
 
 
 def unpack_layer(archive: Path, target: Path, what: str) -> None:
@@ -354,7 +558,8 @@ def _file_digest(archive: Path) -> str:
         raise ImageNotFound(f"cannot read the image archive {archive}: {err.strerror}") from None
 
 
-def _hex(digest: str) -> str:
+def digest_hex(digest: str) -> str:
+    """The hex of a `sha256:` digest; anything else is an error."""
     algorithm, _, value = digest.partition(":")
     if algorithm != "sha256" or not re.fullmatch(r"[0-9a-f]{64}", value):
         raise SandboxError(f"not an image digest: {digest!r}")

@@ -21,6 +21,7 @@ the spec's workdir is where the shell starts (made if the image lacks it), and /
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import re
@@ -28,8 +29,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from ..base import Snapshot, labels
+from ..base import PullProgress, Snapshot, labels
 from ..errors import ImageNotFound, SandboxError
+from ..images import BASE_REPOSITORY, PATH, rootfs_of_image
 from ..spec import SandboxSpec
 from .cgroups import Hierarchy
 from .files import copy_tree, remove_tree
@@ -73,6 +75,11 @@ class OverlaySandbox(BwrapSandbox):
     def _make_filesystem(self) -> None:
         for part in ("upper", "work", "merged"):
             (self.dir / part).mkdir()
+        # what the image store's eviction must leave alone while this folder exists
+        (self.dir / "layers.json").write_text(json.dumps([str(layer) for layer in self.layers]))
+        missing = [layer for layer in self.layers if not layer.is_dir()]
+        if missing:  # evicted by another process between the image's lookup and the line above
+            raise SandboxError(f"the image layer {missing[0]} was evicted from the cache meanwhile: start it again")
         (self.dir / "hosts").write_text(HOSTS)
         (self.dir / "hostname").write_text(self.id + "\n")
 
@@ -154,14 +161,45 @@ class OverlayBackend(LocalBackend):
             image = UnpackedImage.from_config(meta["image"])
             layers = [folder / "layers" / str(n) for n in range(meta["depth"])] + list(image.layers)
         else:
-            image = self.store.get(spec.image)
+            image = self._image(spec.image)
             layers = list(image.layers)
         if spec.user is None and image.user not in ("", "root", "0", "0:0"):
             spec = dataclasses.replace(spec, user=image.user)
         return OverlaySandbox(spec, image, layers, self.output_cap, self.cgroups)
 
+    def _image(self, name: str) -> UnpackedImage:
+        """The store's image; a base image neither the store nor an engine holds runs from its root filesystem
+        (`harness sandbox build-base` builds it with debootstrap, no engine), as one layer."""
+        root = rootfs_of_image(name)
+        if name.startswith(BASE_REPOSITORY) and (root / ".harness-complete").exists() and not self.store.has(name):
+            return UnpackedImage(
+                "sha256:" + hashlib.sha256(str(root).encode()).hexdigest(), (root,), {"PATH": PATH}, ""
+            )
+        return self.store.get(name)
+
+    def has_image(self, image: str) -> bool:
+        """A snapshot or an archive that exists, an image the store holds (or the engine, where one answers),
+        or a base image whose root filesystem is built."""
+        if image.startswith("/"):
+            return Path(image).exists()
+        if image.startswith(BASE_REPOSITORY) and (rootfs_of_image(image) / ".harness-complete").exists():
+            return True
+        return self.store.has(image)
+
     def prune(self, everything: bool = False) -> list[str]:
         return super().prune(everything) + self.store.prune()
+
+    def images(self) -> list[dict]:
+        return self.store.images()
+
+    def pull(self, image: str, on_progress=lambda p: None) -> str:
+        """From the registry into the image store, with no engine (`registry_pull`)."""
+        from .registry_pull import pull_into_store
+
+        def report(done: int, total: int) -> None:
+            on_progress(PullProgress(image, done, total, "Downloading"))
+
+        return pull_into_store(image, self.store, report)
 
 
 def namespaces() -> list[str]:

@@ -11,6 +11,7 @@ from abc import abstractmethod
 from pathlib import Path
 
 from ..base import LABEL_OWNER, Backend, Sandbox, Snapshot, labels, owner_alive
+from ..disk import tree_bytes
 from ..errors import ImageNotFound, SandboxClosed, SandboxError
 from ..images import cache_dir, rootfs_of_image
 from ..shell import ShellSession
@@ -252,6 +253,11 @@ class LocalBackend(Backend):
             return self._sandbox(spec, Path(meta["root"]), meta["workdir"], folder)
         return self._sandbox(spec, folder, spec.workdir)
 
+    def has_image(self, image: str) -> bool:
+        if image.startswith("harness-base"):
+            return self.rootfs is not None or (rootfs_of_image(image) / ".harness-complete").exists()
+        return Path(image).is_absolute() and Path(image).is_dir()
+
     def _sandbox(self, spec: SandboxSpec, root: Path, mount_point: str, seed: Path | None = None) -> LocalSandbox:
         return LocalSandbox(spec, root, mount_point, seed, self.output_cap, self.cgroups)
 
@@ -280,7 +286,13 @@ class LocalBackend(Backend):
         for folder, owner in self._sandbox_dirs():
             status = "running" if is_bwrap(owner.get("pid", 0)) else "exited"
             found.append(
-                {"id": folder.name, "status": status, "image": owner.get("image", "?"), **owner.get("labels", {})}
+                {
+                    "id": folder.name,
+                    "status": status,
+                    "image": owner.get("image", "?"),
+                    "bytes": tree_bytes(folder),  # what it wrote: its image's files are not in its folder
+                    **owner.get("labels", {}),
+                }
             )
         return found
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import resource
@@ -14,7 +15,7 @@ import time
 
 import pytest
 
-from sandboxes import FileNotFoundInSandbox, SandboxClosed, SandboxError, SandboxExpired, SandboxSpec
+from sandboxes import FileNotFoundInSandbox, ImageNotFound, SandboxClosed, SandboxError, SandboxExpired, SandboxSpec
 from sandboxes.base import owner_label
 from sandboxes.images import BASE_IMAGE
 
@@ -44,6 +45,13 @@ def kill_from_outside(sandbox) -> None:
         sandbox.container.kill()
     else:
         os.kill(sandbox.process.pid, signal.SIGKILL)
+
+
+def test_has_image_answers_what_create_can_start(backend):
+    assert backend.has_image(BASE_IMAGE)
+    assert not backend.has_image("harness-never-built/nothing:1")
+    with pytest.raises(ImageNotFound):
+        backend.create(dataclasses.replace(SPEC, image="harness-never-built/nothing:1"))
 
 
 # -- the persistent shell --------------------------------------------------------------------

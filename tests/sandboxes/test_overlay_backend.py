@@ -306,3 +306,50 @@ def test_rootless_run_in_a_user_namespace(overlay_backend, unprivileged_user, tm
     assert (
         subprocess.run(["pgrep", "-u", str(unprivileged_user.pw_uid)], capture_output=True, check=False).stdout == b""
     )
+
+
+def test_the_cache_evicts_least_recently_used_images_no_sandbox_uses(
+    overlay_backend, tmp_path, private_cache, monkeypatch
+):
+    """Three images on one shared shell layer, each with 2 MiB of its own; room for about two."""
+    from sandboxes.local.overlay import OverlayBackend
+
+    shell = shell_files(overlay_backend.store.get(BASE_IMAGE).layers[-1])
+    archives = {
+        name: image_archive(tmp_path / f"{name}.tar", [shell, {f"opt/{name}.bin": os.urandom(2 << 20)}], {})
+        for name in ("old", "running", "new")
+    }
+    backend = OverlayBackend()
+    backend.store.get(str(archives["old"]))
+    shell_bytes = backend.store.images()[0]["bytes"] - (2 << 20)
+    monkeypatch.setenv("HARNESS_IMAGE_CACHE_MAX", str(shell_bytes + (5 << 20)))
+    with backend.create(SandboxSpec(image=str(archives["running"]), workdir="/w")) as running:
+        record = private_cache / "images" / f"{running.image.digest.partition(':')[2]}.json"
+        os.utime(record, (0, 0))  # `running` is now the least recently used
+        new = backend.store.get(str(archives["new"]))  # over the limit: `old` goes, `running` is in use
+        stored = {row["digest"]: row for row in backend.store.images()}
+        assert set(stored) == {running.image.digest, new.digest} and stored[running.image.digest]["in_use"]
+        assert running.exec("cat /opt/running.bin > /dev/null && echo read").output == "read\n"
+        with backend.create(SandboxSpec(image=str(archives["old"]), workdir="/w")) as again:  # unpacked anew
+            assert again.exec("cat /opt/old.bin > /dev/null && echo read").output == "read\n"
+        assert {row["digest"] for row in backend.store.images()} == {running.image.digest, again.image.digest}
+    monkeypatch.setenv("HARNESS_IMAGE_CACHE_MAX", "1")
+    removed = [line for line in backend.prune() if line.startswith("image sha256:")]
+    assert len(removed) == 2 and removed[0].endswith("(2.0 MiB)")  # the second frees the shared layer too
+    assert backend.store.images() == []
+    assert list((private_cache / "images" / "layers").iterdir()) == []
+
+
+def test_sandbox_ls_shows_stored_images_and_prune_says_what_it_frees(
+    overlay_backend, tmp_path, private_cache, monkeypatch
+):
+    from sandboxes.local.overlay import OverlayBackend
+    from tests.cli_helpers import harness
+
+    archive = image_archive(tmp_path / "image.tar", [{"opt/data.bin": os.urandom(1 << 20)}], {})
+    digest = OverlayBackend().store.get(str(archive)).digest
+    listed = harness("sandbox", "ls", "--backend", "overlay")
+    assert listed.returncode == 0 and digest[7:19] in listed.stdout and "1.0 MiB" in listed.stdout, listed.stdout
+    monkeypatch.setenv("HARNESS_IMAGE_CACHE_MAX", "1")
+    pruned = harness("sandbox", "prune", "--backend", "overlay")
+    assert pruned.returncode == 0 and f"removed image {digest} (1.0 MiB)" in pruned.stdout, pruned.stdout

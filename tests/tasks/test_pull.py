@@ -73,6 +73,34 @@ def test_pull_fetches_every_image_of_a_task_set_from_the_registry(registry, tmp_
     client.images.remove(name)
 
 
+def test_pull_into_the_overlay_store_needs_no_engine(registry, tmp_path, monkeypatch):
+    """The same registry read by the overlay backend's own client: the image id is the engine's."""
+    from sandboxes.docker_backend import docker_client
+    from tasks.synth.project_image import build_image
+
+    client = docker_client()
+    name = f"{registry}/harness-test/daemonless:v1"
+    (tmp_path / "payload").write_bytes(os.urandom(1 << 20))
+    build_image(name, "FROM scratch\nCOPY payload /payload\n", {"payload": tmp_path / "payload"}, what="a test image")
+    built = client.images.get(name).id
+    for line in client.api.push(name, stream=True, decode=True):
+        assert "error" not in line, line
+    client.images.remove(name)
+    tasks = tmp_path / "set.jsonl"
+    instance = {"instance_id": "demo__daemonless-1", "repo": "demo/daemonless", "base_commit": "0" * 40}
+    tasks.write_text(
+        json.dumps({**instance, "patch": "diff", "test_patch": "", "problem_statement": "x", "image": name})
+    )
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "cache"))
+
+    done = harness("tasks", "pull", str(tasks), "--backend", "overlay")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"{name}: {built[:19]}" in done.stdout
+    record = json.loads((tmp_path / "cache" / "images" / f"{built.partition(':')[2]}.json").read_text())
+    assert len(record["layers"]) == 1
+
+
 def test_a_missing_image_is_a_clear_error(registry, tmp_path):
     instance = {
         "instance_id": "demo__gone-1",
