@@ -25,6 +25,12 @@ wants earlier calls given back:
       </tool_call>
 
   A parameter's value is its text; one written as a JSON object or list is that value.
+- `deepseek_v3` (DeepSeek-V3, R1): the calls after the reply's text, each a ```json block,
+
+      <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>bash
+      ```json
+      {"command": "ls"}
+      ```<｜tool▁call▁end｜><｜tool▁calls▁end｜>
 
 The format of a checkpoint is read off its chat template (`tool_call_format`); your own
 joins with `register_tool_call_format`. A malformed call does not raise: it comes back as an
@@ -40,6 +46,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from infra.plugins import Registry
+
+from .tool_prompt import takes_tools
 
 
 _BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.S)
@@ -306,6 +314,51 @@ def leading_call_start(text: str) -> int:
     return 0 if could_be_call else len(text)
 
 
+DEEPSEEK_CALLS_BEGIN, DEEPSEEK_CALLS_END = "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"
+_DEEPSEEK_CALL = re.compile(r"<｜tool▁call▁begin｜>(.*?)<｜tool▁sep｜>(.*?)<｜tool▁call▁end｜>", re.S)
+_DEEPSEEK_BODY = re.compile(r"([^\n]+)\n```json\n(.*)\n```", re.S)
+
+
+def parse_deepseek_v3(text: str, call_prefix: str = "call") -> ParsedTurn:
+    """The `deepseek_v3` format: text, then `<｜tool▁calls▁begin｜>` and the calls, each
+    `<｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n```json\nARGUMENTS\n```<｜tool▁call▁end｜>`."""
+    content, marker, body = text.partition(DEEPSEEK_CALLS_BEGIN)
+    turn = ParsedTurn(content.strip(), raw=text)
+    if not marker:
+        return turn
+    body, closed, _ = body.partition(DEEPSEEK_CALLS_END)
+    if not closed:  # cut short: none of its calls is run
+        turn.errors.append(f"{DEEPSEEK_CALLS_BEGIN} is not closed with {DEEPSEEK_CALLS_END}: {body[:200]!r}")
+        return turn
+    calls = list(_DEEPSEEK_CALL.finditer(body))
+    if _DEEPSEEK_CALL.sub("", body).strip():
+        turn.errors.append(f"{DEEPSEEK_CALLS_BEGIN} holds text that is not a call: {body[:200]!r}")
+    if not calls:
+        turn.errors.append(f"{DEEPSEEK_CALLS_BEGIN} is followed by no call")
+    for index, call in enumerate(calls):
+        match = _DEEPSEEK_BODY.fullmatch(call.group(2))
+        if call.group(1) != "function" or not match:
+            turn.errors.append(
+                "a tool call must be <｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\\n```json\\n{...}\\n```"
+                f"<｜tool▁call▁end｜>: {call.group(0)[:200]!r}"
+            )
+            continue
+        try:
+            arguments = json.loads(match.group(2))
+        except json.JSONDecodeError as err:
+            turn.errors.append(f"the tool call is not valid JSON ({err.msg} at position {err.pos}): {match.group(2)[:200]!r}")
+            continue
+        _call(match.group(1).strip(), arguments, f"{call_prefix}_{index}", turn.errors, turn.tool_calls)
+    return turn
+
+
+def render_deepseek_v3(name: str, arguments: dict[str, Any]) -> str:
+    return (
+        f"{DEEPSEEK_CALLS_BEGIN}<｜tool▁call▁begin｜>function<｜tool▁sep｜>{name}\n```json\n"
+        f"{json.dumps(arguments, ensure_ascii=False)}\n```<｜tool▁call▁end｜>{DEEPSEEK_CALLS_END}"
+    )
+
+
 TOOL_CALL_FORMATS: Registry[ToolCallFormat] = Registry("tool-call format", "harness.tool_call_formats")
 
 
@@ -360,6 +413,17 @@ register_tool_call_format(
     )
 )
 
+register_tool_call_format(
+    ToolCallFormat(
+        "deepseek_v3",
+        parse_deepseek_v3,
+        lambda source: DEEPSEEK_CALLS_BEGIN in source and "<｜tool▁sep｜>" in source,
+        render=render_deepseek_v3,
+        syntax=render_deepseek_v3("NAME", {"KEY": "VALUE"}),
+        call_start=marker_start(DEEPSEEK_CALLS_BEGIN),
+    )
+)
+
 
 def format_for_template(source: str | None) -> ToolCallFormat | None:
     """The registered format a chat template's source uses (None for none); a format of yours that
@@ -372,7 +436,9 @@ def format_for_template(source: str | None) -> ToolCallFormat | None:
 
 
 def tool_call_format(tokenizer) -> ToolCallFormat:
-    """The format of a tokenizer's chat template; `hermes` where the template shows none (the harness's own
-    tool prompt asks for `<tool_call>` blocks then)."""
-    source = getattr(tokenizer, "chat_template", None) if tokenizer is not None else None
+    """The format of a tokenizer's chat template; `hermes` where the template shows none or does not render
+    `tools` (the harness's own tool prompt asks for `<tool_call>` blocks then)."""
+    if tokenizer is None or not takes_tools(tokenizer):  # prompted with the harness's own hermes tool prompt
+        return HERMES
+    source = getattr(tokenizer, "chat_template", None)
     return format_for_template(source if isinstance(source, str) else None) or HERMES

@@ -23,6 +23,7 @@ from harness.errors import HarnessError
 from harness.parsing import TOOL_CALL_FORMATS, ToolCallFormat, format_for_template
 from harness.policy import Completion
 from harness.tokens import TemplateError, TokenLedger, checked_render, turn_end
+from harness.tool_prompt import takes_tools
 from harness.tools import schemas
 from harness.trajectory import Trajectory
 
@@ -114,8 +115,11 @@ def check_template(tokenizer, checkpoint: str = "") -> TemplateReport:
         return report
     if not report.add(
         "tool-call format",
-        tool_format is not None,
+        tool_format is not None and takes_tools(tokenizer),
         f"{tool_format.name}"
+        if tool_format and takes_tools(tokenizer)
+        else f"the template writes {tool_format.name} calls but does not render `tools`: the harness would describe "
+        "them in its own prompt and ask for hermes calls, which the family does not write"
         if tool_format
         else "the template writes tool calls in none of the registered "
         f"formats ({', '.join(TOOL_CALL_FORMATS.names())}): register one with harness.parsing.register_tool_call_format",

