@@ -357,7 +357,9 @@ def parse_deepseek_v3(text: str, call_prefix: str = "call") -> ParsedTurn:
         try:
             arguments = json.loads(match.group(2))
         except json.JSONDecodeError as err:
-            turn.errors.append(f"the tool call is not valid JSON ({err.msg} at position {err.pos}): {match.group(2)[:200]!r}")
+            turn.errors.append(
+                f"the tool call is not valid JSON ({err.msg} at position {err.pos}): {match.group(2)[:200]!r}"
+            )
             continue
         _call(match.group(1).strip(), arguments, f"{call_prefix}_{index}", turn.errors, turn.tool_calls)
     return turn
@@ -406,7 +408,13 @@ def parse_harmony(text: str, call_prefix: str = "call") -> ParsedTurn:
             except json.JSONDecodeError as err:
                 turn.errors.append(f"the tool call is not valid JSON ({err.msg} at position {err.pos}): {body[:200]!r}")
                 continue
-            _call(name.removeprefix("functions."), arguments, f"{call_prefix}_{len(turn.tool_calls)}", turn.errors, turn.tool_calls)
+            _call(
+                name.removeprefix("functions."),
+                arguments,
+                f"{call_prefix}_{len(turn.tool_calls)}",
+                turn.errors,
+                turn.tool_calls,
+            )
         elif channel.group(1) == "analysis":
             analysis.append(body)
         else:  # final, or commentary for the user

@@ -86,6 +86,15 @@ class TokenLedger:
         self.mask: list[int] = [0] * len(prompt)
         self.logprobs: list[float] = [0.0] * len(prompt)
         self.prompt_length = len(prompt)
+        self.tools = tools
+        self.segments: list[dict[str, list]] = []  # earlier records, before the history was rewritten
+
+    def restart(self, messages: list[dict[str, Any]]) -> None:
+        """Continue from `messages` rendered afresh (a context strategy rewrote the history): the tokens so far
+        become a segment of their own, trained as they were sampled."""
+        self.segments.append({"token_ids": self.ids, "loss_mask": self.mask, "logprobs": self.logprobs})
+        prompt = list(checked_render(self.tokenizer, messages, self.tools, True, True))
+        self.ids, self.mask, self.logprobs = prompt, [0] * len(prompt), [0.0] * len(prompt)
 
     def add_completion(self, completion) -> None:
         """Append a policy's Completion (`harness.policy`, which renders through this module): its tokens as sampled."""
@@ -132,7 +141,9 @@ class TokenLedger:
             end = _special_at(self.tokenizer, full, cut)
             if end:
                 return full[cut + len(end) :]
-        raise TemplateError(f"the chat template ends no reply with a special token once {first['role']} messages follow")
+        raise TemplateError(
+            f"the chat template ends no reply with a special token once {first['role']} messages follow"
+        )
 
     def _extend(self, ids: list[int], mask: int, logprobs: list[float] | None = None) -> None:
         self.ids += ids

@@ -103,7 +103,9 @@ def test_deepseek_reasoning_leaves_the_history_but_not_the_training_record(tiny_
     """R1's rule: an earlier reply goes back without its reasoning; the episode's tokens keep what was sampled."""
     tokenizer = AutoTokenizer.from_pretrained(tiny_on("deepseek_v3"))
     messages, tools = conversation(False), schemas(["bash", "submit"])
-    reply = "<think>\nI list the folder first.\n</think>\n\n" + render_deepseek_v3("bash", {"command": "ls /tmp | wc -l"})
+    reply = "<think>\nI list the folder first.\n</think>\n\n" + render_deepseek_v3(
+        "bash", {"command": "ls /tmp | wc -l"}
+    )
     ledger = TokenLedger(tokenizer, messages[:2], tools)
     ids = tokenizer.encode(reply, add_special_tokens=False) + [ledger.end_id]
     ledger.add_completion(Completion(reply, token_ids=ids, logprobs=[-1.0] * len(ids)))
@@ -122,7 +124,9 @@ CUT_SHORT = [  # (family, format, text before the call, where the call begins, i
 
 
 @pytest.mark.parametrize("family, format_name, before, opening, dropped", CUT_SHORT)
-def test_a_call_cut_short_is_a_format_error_at_every_token(family, format_name, before, opening, dropped, real_tokenizers):
+def test_a_call_cut_short_is_a_format_error_at_every_token(
+    family, format_name, before, opening, dropped, real_tokenizers
+):
     """Every prefix of a real reply's tokens parses without raising; one where the call has begun and not ended is
     an error (not closed, a message without its body, or JSON cut short), and no call of it is run. (Harmony's
     `<|call|>` is an end-of-sequence token the engine drops from the text, so the cut before it reads as whole.)"""
@@ -286,7 +290,13 @@ STREAMED_REPLIES = [  # (family, format, reply, the content streamed before the 
     ("mistral", "mistral", "Let me look. " + render_mistral("bash", {"command": "ls -la"}), "Let me look."),
     ("deepseek_v3", "deepseek_v3", "Let me look." + render_deepseek_v3("bash", {"command": "ls -la"}), "Let me look."),
     # harmony's content is not a prefix of the reply (channels): sent once whole, with the calls
-    ("gptoss", "harmony", "<|channel|>analysis<|message|>Let me look.<|end|><|start|>assistant" + render_harmony("bash", {"command": "ls -la"}), ""),
+    (
+        "gptoss",
+        "harmony",
+        "<|channel|>analysis<|message|>Let me look.<|end|><|start|>assistant"
+        + render_harmony("bash", {"command": "ls -la"}),
+        "",
+    ),
     ("llama3_1", "llama3_json", render_llama3_json("bash", {"command": "ls -la"}), ""),  # a call opens the reply
     ("llama3_1", "llama3_json", "The answer is 4, since 2 + 2 = 4.", "The answer is 4, since 2 + 2 = 4."),
 ]
