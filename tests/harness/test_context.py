@@ -92,3 +92,19 @@ def test_each_turn_is_trained_on_the_prompt_it_was_sampled_from_after_a_rewrite(
     for index, (ids, mask, _) in enumerate(rows):
         assert batch.input_ids[index, : len(ids)].tolist() == ids
         assert batch.loss_mask[index, : len(ids)].tolist() == [float(m) for m in mask]
+
+
+def test_a_run_names_its_strategy_or_is_refused():
+    from harness.evaluate import EvalConfig
+    from trainer.config import config_from_dict
+    from trainer.errors import ConfigError
+
+    base = {"data": {"train_data": ["gsm8k-demo"]}, "trainer": {"policy": {"model": {"path": "m"}}}}
+    assert config_from_dict({**base, "generator": {"context": "window:3"}}).generator.context == "window:3"
+    with pytest.raises(ConfigError, match="generator.context: context 'window:all'"):
+        config_from_dict({**base, "generator": {"context": "window:all"}})
+    assert (
+        EvalConfig(tasks="swe-demo", checkpoint="m", context="mask-observations:800").context == "mask-observations:800"
+    )
+    with pytest.raises(HarnessError, match="no such strategy"):
+        EvalConfig(tasks="swe-demo", checkpoint="m", context="summary")
