@@ -164,6 +164,15 @@ def _call(name: Any, arguments: Any, call_id: str, errors: list[str], calls: lis
     calls.append(ToolCall(id=call_id, name=name, arguments=raw))
 
 
+def _json(text: str, errors: list[str]) -> tuple[bool, Any]:
+    """`text` as JSON: (True, its value), or (False, None) with the error noted."""
+    try:
+        return True, json.loads(text)
+    except json.JSONDecodeError as err:
+        errors.append(f"the tool call is not valid JSON ({err.msg} at position {err.pos}): {text[:200]!r}")
+        return False, None
+
+
 def parse_tool_calls(text: str, call_prefix: str = "call") -> ParsedTurn:
     """The `hermes` format: `<tool_call>` JSON blocks anywhere in the reply."""
     content = _BLOCK.sub("", text).strip()
@@ -173,10 +182,8 @@ def parse_tool_calls(text: str, call_prefix: str = "call") -> ParsedTurn:
         if not match.group(0).endswith("</tool_call>"):
             turn.errors.append("a <tool_call> block is not closed with </tool_call>")
             continue
-        try:
-            value = json.loads(body)
-        except json.JSONDecodeError as err:
-            turn.errors.append(f"the tool call is not valid JSON ({err.msg} at position {err.pos}): {body[:200]!r}")
+        parsed, value = _json(body, turn.errors)
+        if not parsed:
             continue
         if not isinstance(value, dict) or not isinstance(value.get("name"), str):
             turn.errors.append('a tool call must be a JSON object {"name": ..., "arguments": {...}}')
@@ -354,12 +361,8 @@ def parse_deepseek_v3(text: str, call_prefix: str = "call") -> ParsedTurn:
                 f"<｜tool▁call▁end｜>: {call.group(0)[:200]!r}"
             )
             continue
-        try:
-            arguments = json.loads(match.group(2))
-        except json.JSONDecodeError as err:
-            turn.errors.append(
-                f"the tool call is not valid JSON ({err.msg} at position {err.pos}): {match.group(2)[:200]!r}"
-            )
+        parsed, arguments = _json(match.group(2), turn.errors)
+        if not parsed:
             continue
         _call(match.group(1).strip(), arguments, f"{call_prefix}_{index}", turn.errors, turn.tool_calls)
     return turn
@@ -403,10 +406,8 @@ def parse_harmony(text: str, call_prefix: str = "call") -> ParsedTurn:
             if not name.startswith("functions."):
                 turn.errors.append(f"a call must go to functions.NAME, not {name!r}")
                 continue
-            try:
-                arguments = json.loads(body)
-            except json.JSONDecodeError as err:
-                turn.errors.append(f"the tool call is not valid JSON ({err.msg} at position {err.pos}): {body[:200]!r}")
+            parsed, arguments = _json(body, turn.errors)
+            if not parsed:
                 continue
             _call(
                 name.removeprefix("functions."),
