@@ -126,5 +126,5 @@ class Context:
                 ledger.restart(view)
             record.setdefault("context", {"strategy": self.spec, "rewritten_at_turns": []})
             record["context"]["rewritten_at_turns"].append(turn)
-        self._last = (view, len(history))
+        self._last = (list(view), len(history))  # a copy: keep-all's view is the history itself, which grows
         return view

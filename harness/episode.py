@@ -119,13 +119,13 @@ def _loop(task, policy, env, sampling, limits, trajectory, ledger, tools, timing
             raise EpisodeEnd("max_turns")
         if time.monotonic() - started > limits.wall_time:
             raise EpisodeEnd("wall_time")
+        prompt = context.prompt(trajectory.messages, ledger, trajectory.turns + 1, trajectory.metadata)
         if ledger is not None and len(ledger.ids) + sampling.max_tokens > limits.max_context:
             raise EpisodeEnd(
                 "context_exceeded",
                 f"{len(ledger.ids)} tokens + {sampling.max_tokens} to generate > {limits.max_context}",
             )
         clock = time.monotonic()
-        prompt = context.prompt(trajectory.messages, ledger, trajectory.turns + 1, trajectory.metadata)
         completion = _generate(policy, ledger, prompt, tools, sampling)
         policy_s = time.monotonic() - clock
         timings["policy_s"] += policy_s

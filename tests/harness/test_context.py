@@ -92,6 +92,16 @@ def test_each_turn_is_trained_on_the_prompt_it_was_sampled_from_after_a_rewrite(
     for index, (ids, mask, _) in enumerate(rows):
         assert batch.input_ids[index, : len(ids)].tolist() == ids
         assert batch.loss_mask[index, : len(ids)].tolist() == [float(m) for m in mask]
+    # the whole history outgrows the room the window's five turns took
+    room = max(len(prompt) for prompt, _ in policy.sampled) + 6
+    whole = run_episode(
+        load_tasks("swe-demo")[0],
+        policy,
+        Sampling(max_tokens=6),
+        EpisodeLimits(max_turns=5, max_format_errors=10, max_context=room),
+        backend=docker_backend,
+    )
+    assert whole.exit_status == "context_exceeded" and whole.turns < 5 and "context" not in whole.metadata
 
 
 def test_a_run_names_its_strategy_or_is_refused():
