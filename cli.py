@@ -309,6 +309,12 @@ def eval_command(
         help="Sandboxes per image started ahead of the queue, grading overlapped with the next episodes (0: off).",
     ),
     scaffold: str = ScaffoldOption,
+    context: str = typer.Option(
+        "keep-all",
+        "--context",
+        help="What each prompt holds of the history: keep-all, mask-observations:TOKENS (older tool results "
+        "replaced past that many tokens of them), window:N (the task, the first turn and the last N turns).",
+    ),
 ):
     """Evaluate a checkpoint, endpoint or scripted policy on a task set; writes a report."""
     from harness.evaluate import EvalConfig, load_eval_settings
@@ -339,6 +345,7 @@ def eval_command(
         grading_mode=grading or settings.get("grading", {}).get("mode"),
         prestart=prestart,
         scaffold=scaffold,
+        context=context,
     )
     _run_eval(eval_config, resume=resume, force=force)
 

@@ -7,10 +7,11 @@ its outcome is (`answer` or `patch`), optional scripted gold turns, and the defa
 function. **Reward functions** (`register_reward`) are selected by `reward_spec.method`; **tools**
 (`register_tool`) are named in a task's `tools`; **policies** (`register_policy`) are `--checkpoint`
 values; **tool-call formats** (`register_tool_call_format`) parse a model family's calls, chosen
-by its chat template; **scaffolds** (`register_scaffold`) are `--scaffold` values. Anything registered
+by its chat template; **scaffolds** (`register_scaffold`) are `--scaffold` values; **context strategies**
+(`register_context_strategy`) are `--context` values. Anything registered
 may instead be named by a `module:Name` path, or installed under the
 entry-point groups `harness.task_kinds`, `harness.rewards`, `harness.tools`, `harness.policies`,
-`harness.advantage_estimators`, `harness.scaffolds`. Load your module with `harness --plugin MODULE ...` or
+`harness.advantage_estimators`, `harness.scaffolds`, `harness.context_strategies`. Load your module with `harness --plugin MODULE ...` or
 `plugins: [MODULE]` in a training YAML. Advantage estimators: `trainer.algorithms.register_advantage`.
 skyrl-gym `BaseTextEnv` classes run as they are: name them as `env_class`, or `register_skyrl_env`.
 """
@@ -20,6 +21,7 @@ from infra.plugins import RegistryError, load_plugins
 from tasks.task import Reward, Task
 from tasks.grading.verifiers import register_reward, verify
 
+from .context import ContextStrategy, register_context_strategy
 from .environments import Environment, StepResult, ToolEnvironment
 from .errors import ToolError
 from .kinds import TaskKind, kind_of, register_kind, register_skyrl_env
@@ -32,6 +34,7 @@ from .tools import Toolbox, register_tool
 __all__ = [
     "Backend",
     "Completion",
+    "ContextStrategy",
     "Environment",
     "ExecResult",
     "ParsedTurn",
@@ -53,6 +56,7 @@ __all__ = [
     "kind_of",
     "load_plugins",
     "marker_start",
+    "register_context_strategy",
     "register_kind",
     "register_policy",
     "register_reward",

@@ -16,6 +16,7 @@ from sandboxes import Backend, Sandbox, SandboxError, SandboxExpired
 from tasks.errors import TaskError
 from tasks.task import Task
 
+from .context import Context, token_counter
 from .kinds import kind_of, make_environment
 from .errors import PolicyError
 from .parsing import ParsedTurn, tool_call_format
@@ -32,6 +33,7 @@ class EpisodeLimits:
     wall_time: float = 1800.0  # seconds
     max_format_errors: int = 3  # turns in a row without a usable tool call
     command_timeout: float = 120.0  # seconds per tool call
+    context: str = "keep-all"  # what each prompt holds of the history (harness.context)
 
 
 class EpisodeEnd(Exception):
@@ -103,6 +105,8 @@ def run_episode(
         env.close()
     if ledger is not None:
         trajectory.token_ids, trajectory.loss_mask, trajectory.logprobs = ledger.ids, ledger.mask, ledger.logprobs
+        if ledger.segments:  # a context strategy rewrote the history: the records before each rewrite
+            trajectory.metadata["context"]["token_segments"] = ledger.segments
     timings["total_s"] = time.monotonic() - started
     return trajectory
 
@@ -110,18 +114,20 @@ def run_episode(
 def _loop(task, policy, env, sampling, limits, trajectory, ledger, tools, timings, started, tell) -> None:
     max_turns = min(task.max_turns, limits.max_turns or task.max_turns)
     format_errors = 0
+    context = Context(limits.context, token_counter(policy.tokenizer))
     while True:
         if trajectory.turns >= max_turns:
             raise EpisodeEnd("max_turns")
         if time.monotonic() - started > limits.wall_time:
             raise EpisodeEnd("wall_time")
+        prompt = context.prompt(trajectory.messages, ledger, trajectory.turns + 1, trajectory.metadata)
         if ledger is not None and len(ledger.ids) + sampling.max_tokens > limits.max_context:
             raise EpisodeEnd(
                 "context_exceeded",
                 f"{len(ledger.ids)} tokens + {sampling.max_tokens} to generate > {limits.max_context}",
             )
         clock = time.monotonic()
-        completion = _generate(policy, ledger, trajectory.messages, tools, sampling)
+        completion = _generate(policy, ledger, prompt, tools, sampling)
         policy_s = time.monotonic() - clock
         timings["policy_s"] += policy_s
         trajectory.turns += 1

@@ -28,6 +28,7 @@ from tasks.task import Task
 
 from .batching import shared_policy
 from .distributed import PolicySource, run_episodes
+from .context import KEEP_ALL, parse_context
 from .episode import EpisodeLimits, run_episode
 from .errors import HarnessError
 from .policies.endpoint import EndpointLimits
@@ -80,13 +81,21 @@ class EvalConfig(BaseModel):
     reward_mode: str | None = None  # GSM8K's rule for every task; None: each task's own
     # What drives the turns: `harness` (our own loop) or a registered scaffold (harness.scaffolds).
     scaffold: str = "harness"
+    # What each prompt holds of an episode's history (harness.context): keep-all, mask-observations:N, window:N.
+    context: str = "keep-all"
     engine: str = "auto"  # how a checkpoint folder is run: transformers, vllm or auto
     ray_address: str | None = None  # episodes on a Ray cluster's nodes
     endpoint: EndpointLimits | None = Field(None, exclude=True)  # bounds on endpoint calls
     # What the reader of the report should know about how the episodes ran (e.g. the harness's own tool prompt).
     notes: list[str] = Field(default_factory=list)
 
-    @field_validator("episode_timeout", "engine", "backend", "scaffold", mode="before")
+    @field_validator("context")
+    @classmethod
+    def _known_context(cls, value: str) -> str:
+        parse_context(value)
+        return value
+
+    @field_validator("episode_timeout", "engine", "backend", "scaffold", "context", mode="before")
     @classmethod
     def _unset_is_default(cls, value: Any, info) -> Any:
         return cls.model_fields[info.field_name].default if value is None else value
@@ -103,6 +112,7 @@ class EvalConfig(BaseModel):
         return {
             **{k: getattr(self, k) for k in IDENTITY_FIELDS},
             **({"scaffold": self.scaffold} if self.scaffold != OWN_LOOP else {}),  # runs of our own loop as before
+            **({"context": self.context} if self.context != KEEP_ALL.name else {}),
             "task_ids_sha256": content_hash(json.dumps([t.id for t in tasks])),
         }
 
@@ -138,7 +148,10 @@ def evaluate(
     jobs = [(t, k) for t in tasks for k in range(config.samples) if (t.id, k) not in done]
     if cluster is not None:  # the episodes run on the nodes of a Ray cluster; `source` builds the policy there
         limits = EpisodeLimits(
-            max_turns=config.max_turns, max_context=config.max_context, wall_time=config.episode_timeout
+            max_turns=config.max_turns,
+            max_context=config.max_context,
+            wall_time=config.episode_timeout,
+            context=config.context,
         )
         run_episodes(
             jobs,
@@ -152,7 +165,12 @@ def evaluate(
         return finish(tasks, config, out)
     # In-process models serve all episodes at once: their turns are batched, not queued one by one.
     shared = shared_policy(policy)
-    limits = EpisodeLimits(max_turns=config.max_turns, max_context=config.max_context, wall_time=config.episode_timeout)
+    limits = EpisodeLimits(
+        max_turns=config.max_turns,
+        max_context=config.max_context,
+        wall_time=config.episode_timeout,
+        context=config.context,
+    )
 
     scaffold = get_scaffold(config.scaffold)
     ahead = (

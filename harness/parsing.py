@@ -25,6 +25,20 @@ wants earlier calls given back:
       </tool_call>
 
   A parameter's value is its text; one written as a JSON object or list is that value.
+- `deepseek_v3` (DeepSeek-V3, R1): the calls after the reply's text, each a ```json block,
+
+      <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>bash
+      ```json
+      {"command": "ls"}
+      ```<｜tool▁call▁end｜><｜tool▁calls▁end｜>
+
+- `harmony` (gpt-oss): a reply is harmony messages, each on a channel: `analysis` (the reasoning),
+  `final` (the answer), or `commentary` addressed to a function (a call, ended by `<|call|>`):
+
+      <|channel|>analysis<|message|>I list the folder.<|end|><|start|>assistant to=functions.bash<|channel|>commentary json<|message|>{"command": "ls"}<|call|>
+
+  A call turn's content is its analysis (the template gives it back as such until a final answer
+  follows); a final turn's content is its `final` message.
 
 The format of a checkpoint is read off its chat template (`tool_call_format`); your own
 joins with `register_tool_call_format`. A malformed call does not raise: it comes back as an
@@ -40,6 +54,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from infra.plugins import Registry
+
+from .tool_prompt import takes_tools
 
 
 _BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.S)
@@ -81,6 +97,9 @@ class ToolCallFormat:
     json_tool_results: bool = False  # a tool result that is JSON text is given as its value (Mistral's)
     render: Callable[[str, dict[str, Any]], str] | None = None
     syntax: str = ""
+    # The special token that ends a reply with a call where that is not the template's end of turn
+    # (harmony's <|call|>; its final answers end with <|return|>).
+    call_end: str | None = None
     # Where a call may begin in a reply still being generated (the text's length where none can yet): a
     # streamed reply's content stops there. None: anywhere, so nothing is streamed before the reply ends.
     call_start: Callable[[str], int] | None = None
@@ -145,6 +164,15 @@ def _call(name: Any, arguments: Any, call_id: str, errors: list[str], calls: lis
     calls.append(ToolCall(id=call_id, name=name, arguments=raw))
 
 
+def _json(text: str, errors: list[str]) -> tuple[bool, Any]:
+    """`text` as JSON: (True, its value), or (False, None) with the error noted."""
+    try:
+        return True, json.loads(text)
+    except json.JSONDecodeError as err:
+        errors.append(f"the tool call is not valid JSON ({err.msg} at position {err.pos}): {text[:200]!r}")
+        return False, None
+
+
 def parse_tool_calls(text: str, call_prefix: str = "call") -> ParsedTurn:
     """The `hermes` format: `<tool_call>` JSON blocks anywhere in the reply."""
     content = _BLOCK.sub("", text).strip()
@@ -154,10 +182,8 @@ def parse_tool_calls(text: str, call_prefix: str = "call") -> ParsedTurn:
         if not match.group(0).endswith("</tool_call>"):
             turn.errors.append("a <tool_call> block is not closed with </tool_call>")
             continue
-        try:
-            value = json.loads(body)
-        except json.JSONDecodeError as err:
-            turn.errors.append(f"the tool call is not valid JSON ({err.msg} at position {err.pos}): {body[:200]!r}")
+        parsed, value = _json(body, turn.errors)
+        if not parsed:
             continue
         if not isinstance(value, dict) or not isinstance(value.get("name"), str):
             turn.errors.append('a tool call must be a JSON object {"name": ..., "arguments": {...}}')
@@ -306,6 +332,103 @@ def leading_call_start(text: str) -> int:
     return 0 if could_be_call else len(text)
 
 
+DEEPSEEK_CALLS_BEGIN, DEEPSEEK_CALLS_END = "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"
+_DEEPSEEK_CALL = re.compile(r"<｜tool▁call▁begin｜>(.*?)<｜tool▁sep｜>(.*?)<｜tool▁call▁end｜>", re.S)
+_DEEPSEEK_BODY = re.compile(r"([^\n]+)\n```json\n(.*)\n```", re.S)
+
+
+def parse_deepseek_v3(text: str, call_prefix: str = "call") -> ParsedTurn:
+    """The `deepseek_v3` format: text, then `<｜tool▁calls▁begin｜>` and the calls, each
+    `<｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n```json\nARGUMENTS\n```<｜tool▁call▁end｜>`."""
+    content, marker, body = text.partition(DEEPSEEK_CALLS_BEGIN)
+    turn = ParsedTurn(content.strip(), raw=text)
+    if not marker:
+        return turn
+    body, closed, _ = body.partition(DEEPSEEK_CALLS_END)
+    if not closed:  # cut short: none of its calls is run
+        turn.errors.append(f"{DEEPSEEK_CALLS_BEGIN} is not closed with {DEEPSEEK_CALLS_END}: {body[:200]!r}")
+        return turn
+    calls = list(_DEEPSEEK_CALL.finditer(body))
+    if _DEEPSEEK_CALL.sub("", body).strip():
+        turn.errors.append(f"{DEEPSEEK_CALLS_BEGIN} holds text that is not a call: {body[:200]!r}")
+    if not calls:
+        turn.errors.append(f"{DEEPSEEK_CALLS_BEGIN} is followed by no call")
+    for index, call in enumerate(calls):
+        match = _DEEPSEEK_BODY.fullmatch(call.group(2))
+        if call.group(1) != "function" or not match:
+            turn.errors.append(
+                "a tool call must be <｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\\n```json\\n{...}\\n```"
+                f"<｜tool▁call▁end｜>: {call.group(0)[:200]!r}"
+            )
+            continue
+        parsed, arguments = _json(match.group(2), turn.errors)
+        if not parsed:
+            continue
+        _call(match.group(1).strip(), arguments, f"{call_prefix}_{index}", turn.errors, turn.tool_calls)
+    return turn
+
+
+def render_deepseek_v3(name: str, arguments: dict[str, Any]) -> str:
+    return (
+        f"{DEEPSEEK_CALLS_BEGIN}<｜tool▁call▁begin｜>function<｜tool▁sep｜>{name}\n```json\n"
+        f"{json.dumps(arguments, ensure_ascii=False)}\n```<｜tool▁call▁end｜>{DEEPSEEK_CALLS_END}"
+    )
+
+
+HARMONY_CALL = "<|call|>"
+_HARMONY_MESSAGE = re.compile(r"(.*?)<\|message\|>(.*?)(?:<\|end\|>|<\|call\|>|<\|return\|>|$)", re.S)
+_HARMONY_RECIPIENT = re.compile(r"\bto=(\S+?)(?=<\||\s|$)")
+_HARMONY_CHANNEL = re.compile(r"<\|channel\|>(\w+)")
+
+
+def parse_harmony(text: str, call_prefix: str = "call") -> ParsedTurn:
+    """The `harmony` format: the messages of a reply (after `<|start|>assistant`), split at `<|start|>assistant`; a
+    `commentary` message to `functions.NAME` is a call with JSON arguments. Text without harmony markup is content."""
+    if "<|message|>" not in text and "<|channel|>" not in text and "to=" not in text:
+        return ParsedTurn(text.strip(), raw=text)
+    turn = ParsedTurn("", raw=text)
+    analysis, final = [], []
+    for index, segment in enumerate(text.split("<|start|>assistant")):
+        if not segment.strip():
+            continue
+        match = _HARMONY_MESSAGE.fullmatch(segment)
+        channel = _HARMONY_CHANNEL.search(match.group(1)) if match else None
+        if not match or not channel:
+            turn.errors.append(
+                "a harmony message must be <|channel|>CHANNEL<|message|>TEXT (a call: <|start|>assistant "
+                f"to=functions.NAME<|channel|>commentary json<|message|>{{...}}<|call|>): {segment[:200]!r}"
+            )
+            continue
+        header, body = match.groups()
+        recipient = _HARMONY_RECIPIENT.search(header)
+        if recipient:
+            name = recipient.group(1)
+            if not name.startswith("functions."):
+                turn.errors.append(f"a call must go to functions.NAME, not {name!r}")
+                continue
+            parsed, arguments = _json(body, turn.errors)
+            if not parsed:
+                continue
+            _call(
+                name.removeprefix("functions."),
+                arguments,
+                f"{call_prefix}_{len(turn.tool_calls)}",
+                turn.errors,
+                turn.tool_calls,
+            )
+        elif channel.group(1) == "analysis":
+            analysis.append(body)
+        else:  # final, or commentary for the user
+            final.append(body)
+    turn.content = "\n".join(analysis if turn.tool_calls else final).strip()
+    return turn
+
+
+def render_harmony(name: str, arguments: dict[str, Any]) -> str:
+    """A call as the template writes it after the generation prompt `<|start|>assistant`."""
+    return f" to=functions.{name}<|channel|>commentary json<|message|>{json.dumps(arguments, ensure_ascii=False)}{HARMONY_CALL}"
+
+
 TOOL_CALL_FORMATS: Registry[ToolCallFormat] = Registry("tool-call format", "harness.tool_call_formats")
 
 
@@ -360,6 +483,29 @@ register_tool_call_format(
     )
 )
 
+register_tool_call_format(
+    ToolCallFormat(
+        "deepseek_v3",
+        parse_deepseek_v3,
+        lambda source: DEEPSEEK_CALLS_BEGIN in source and "<｜tool▁sep｜>" in source,
+        render=render_deepseek_v3,
+        syntax=render_deepseek_v3("NAME", {"KEY": "VALUE"}),
+        call_start=marker_start(DEEPSEEK_CALLS_BEGIN),
+    )
+)
+
+register_tool_call_format(
+    ToolCallFormat(
+        "harmony",
+        parse_harmony,
+        lambda source: "<|channel|>commentary" in source and HARMONY_CALL in source,
+        arguments_as_object=True,
+        render=render_harmony,
+        syntax="<|start|>assistant" + render_harmony("NAME", {"KEY": "VALUE"}),
+        call_end=HARMONY_CALL,
+    )
+)
+
 
 def format_for_template(source: str | None) -> ToolCallFormat | None:
     """The registered format a chat template's source uses (None for none); a format of yours that
@@ -372,7 +518,9 @@ def format_for_template(source: str | None) -> ToolCallFormat | None:
 
 
 def tool_call_format(tokenizer) -> ToolCallFormat:
-    """The format of a tokenizer's chat template; `hermes` where the template shows none (the harness's own
-    tool prompt asks for `<tool_call>` blocks then)."""
-    source = getattr(tokenizer, "chat_template", None) if tokenizer is not None else None
+    """The format of a tokenizer's chat template; `hermes` where the template shows none or does not render
+    `tools` (the harness's own tool prompt asks for `<tool_call>` blocks then)."""
+    if tokenizer is None or not takes_tools(tokenizer):  # prompted with the harness's own hermes tool prompt
+        return HERMES
+    source = getattr(tokenizer, "chat_template", None)
     return format_for_template(source if isinstance(source, str) else None) or HERMES

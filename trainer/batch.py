@@ -105,9 +105,14 @@ def without_infrastructure_failures(
 
 def token_rows(trajectory: Trajectory) -> list[tuple[list[int], list[int], list[float]]]:
     """The token ids, loss masks and logprobs a trajectory is trained on: its token fields, after the earlier token
-    segments of an episode whose scaffold rewrote its history (`metadata.scaffold.token_segments`,
-    harness.scaffolds.intercept). Every answer the policy sampled is in one of them."""
-    earlier = (trajectory.metadata.get("scaffold") or {}).get("token_segments") or []
+    segments of an episode whose scaffold or context strategy rewrote its history (`metadata.scaffold.token_segments`,
+    harness.scaffolds.intercept; `metadata.context.token_segments`, harness.context). Every answer the policy
+    sampled is in one of them, with the prompt it was sampled from."""
+    earlier = [
+        segment
+        for owner in ("scaffold", "context")
+        for segment in (trajectory.metadata.get(owner) or {}).get("token_segments") or []
+    ]
     rows = [(s["token_ids"], s["loss_mask"], s["logprobs"]) for s in earlier]
     return [*rows, (trajectory.token_ids, trajectory.loss_mask, trajectory.logprobs)]
 

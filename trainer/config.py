@@ -49,6 +49,9 @@ from .choices import (
     WeightSync,
     values,
 )
+from harness.context import parse_context
+from harness.errors import HarnessError
+
 from .errors import ConfigError
 from .skyrl_compat import Translation, header, merge
 
@@ -306,6 +309,10 @@ class GeneratorConfig(Section):
     #: What drives the episodes' turns: `harness` (our own loop), `mini-swe-agent`, or a registered scaffold
     #: (docs/scaffolds.md); its model calls reach the engine through the intercepting endpoint, token-exact.
     scaffold: str = "harness"
+    #: What each prompt holds of an episode's history (docs/context.md): `keep-all`, `mask-observations:TOKENS` (older
+    #: tool results replaced by a placeholder past that many tokens of them) or `window:N` (the task, the first turn
+    #: and the last N turns). Every turn is trained on the prompt it was sampled from.
+    context: str = "keep-all"
 
 
 class InferenceConfig(Section):
@@ -748,6 +755,10 @@ def _check(config: TrainConfig) -> list[str]:
             "trainer.placement.inference_gpus: 0 with colocate: false and learner GPUs; "
             "give the engines GPUs of their own or set colocate: true"
         )
+    try:
+        parse_context(g.context)
+    except HarnessError as err:
+        problems.append(f"generator.context: {err}")
     if g.max_tokens > g.max_context:
         problems.append(f"generator.max_tokens: {g.max_tokens} is more than generator.max_context ({g.max_context})")
     if data.max_prompt_length >= g.max_context:

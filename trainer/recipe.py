@@ -323,7 +323,8 @@ def _sampling(cfg: TrainConfig, step: int) -> Sampling:
 
 
 def _limits(cfg: TrainConfig) -> EpisodeLimits:
-    return EpisodeLimits(max_turns=cfg.generator.max_turns, max_context=cfg.generator.max_context)
+    g = cfg.generator
+    return EpisodeLimits(max_turns=g.max_turns, max_context=g.max_context, context=g.context)
 
 
 def _grpo_step(

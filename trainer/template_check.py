@@ -23,6 +23,7 @@ from harness.errors import HarnessError
 from harness.parsing import TOOL_CALL_FORMATS, ToolCallFormat, format_for_template
 from harness.policy import Completion
 from harness.tokens import TemplateError, TokenLedger, checked_render, turn_end
+from harness.tool_prompt import takes_tools
 from harness.tools import schemas
 from harness.trajectory import Trajectory
 
@@ -114,8 +115,11 @@ def check_template(tokenizer, checkpoint: str = "") -> TemplateReport:
         return report
     if not report.add(
         "tool-call format",
-        tool_format is not None,
+        tool_format is not None and takes_tools(tokenizer),
         f"{tool_format.name}"
+        if tool_format and takes_tools(tokenizer)
+        else f"the template writes {tool_format.name} calls but does not render `tools`: the harness would describe "
+        "them in its own prompt and ask for hermes calls, which the family does not write"
         if tool_format
         else "the template writes tool calls in none of the registered "
         f"formats ({', '.join(TOOL_CALL_FORMATS.names())}): register one with harness.parsing.register_tool_call_format",
@@ -169,8 +173,9 @@ def _tools_rendered(report: TemplateReport, tokenizer, prompt, tools) -> bool:
     return report.add("tools rendered", True, f"{len(tools)} schemas, {len(with_tools) - len(without)} characters")
 
 
-def _replies(report, tokenizer, messages, tools, tool_format: ToolCallFormat, end: str) -> list[str] | None:
-    """Each scripted reply as the template writes it after the generation prompt, parsed back."""
+def _replies(report, tokenizer, messages, tools, tool_format: ToolCallFormat, end: str) -> list[tuple[str, str]] | None:
+    """Each scripted reply as the template writes it after the generation prompt, parsed back; with the special
+    token that ends it."""
     replies, prompts = [], set()
     for index in REPLIES:
         try:
@@ -188,7 +193,9 @@ def _replies(report, tokenizer, messages, tools, tool_format: ToolCallFormat, en
             )
             return None
         prompts.add(before[len(plain) :])
-        if not after.startswith(before) or end not in after[len(before) :]:
+        region = after[len(before) :]
+        ends = [e for e in (end, tool_format.call_end) if e and e in region]  # harmony ends a call with <|call|>
+        if not after.startswith(before) or not ends:
             report.add(
                 "generation prompt",
                 False,
@@ -196,7 +203,8 @@ def _replies(report, tokenizer, messages, tools, tool_format: ToolCallFormat, en
                 f"{before[len(plain) :]!r} (the template renders the reply's header differently)",
             )
             return None
-        reply = after[len(before) :].split(end)[0]
+        stop = min(ends, key=region.index)
+        reply = region[: region.index(stop)]
         turn = tool_format.parse(reply, "check")
         call = messages[index]["tool_calls"][0]["function"]
         got = [(c.name, json.loads(c.arguments)) for c in turn.tool_calls]
@@ -207,11 +215,11 @@ def _replies(report, tokenizer, messages, tools, tool_format: ToolCallFormat, en
                 f"the reply {reply!r} parses as {got} {turn.errors or ''}, not {call['name']}({call['arguments']})",
             )
             return None
-        replies.append(reply)
+        replies.append((reply, stop))
     report.add(
         "tool calls round trip",
         True,
-        f"{len(replies)} calls written as {tool_format.name} and parsed back; e.g. {replies[-1]!r}",
+        f"{len(replies)} calls written as {tool_format.name} and parsed back; e.g. {replies[-1][0]!r}",
     )
     report.add(
         "generation prompt",
@@ -222,12 +230,12 @@ def _replies(report, tokenizer, messages, tools, tool_format: ToolCallFormat, en
     return replies
 
 
-def _episode(report, tokenizer, messages, tools, replies: list[str]) -> TokenLedger | None:
+def _episode(report, tokenizer, messages, tools, replies: list[tuple[str, str]]) -> TokenLedger | None:
     """The episode recorded as the harness records one: each reply's tokens as a model would generate them."""
     try:
         ledger = TokenLedger(tokenizer, messages[: REPLIES[0]], tools)
-        for number, (index, reply) in enumerate(zip(REPLIES, replies)):
-            ids = tokenizer.encode(reply, add_special_tokens=False) + [ledger.end_id]
+        for number, (index, (reply, stop)) in enumerate(zip(REPLIES, replies)):
+            ids = tokenizer.encode(reply, add_special_tokens=False) + [tokenizer.convert_tokens_to_ids(stop)]
             ledger.add_completion(Completion(reply, token_ids=ids, logprobs=[-1.0 - n / 10 for n in range(len(ids))]))
             if number + 1 < len(REPLIES):
                 ledger.add_observations(messages[index + 1 : REPLIES[number + 1]])

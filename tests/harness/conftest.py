@@ -15,7 +15,7 @@ def tiny_model(tmp_path_factory) -> Path:
     return init_tiny(tmp_path_factory.mktemp("tiny-qwen2"))
 
 
-FAMILIES = ("qwen3", "llama3_1", "mistral")  # the folders scripts/fetch_tokenizers.sh writes
+FAMILIES = ("qwen3", "llama3_1", "mistral", "deepseek_v3", "gptoss")  # the folders scripts/fetch_tokenizers.sh writes
 
 
 @pytest.fixture(scope="session")

