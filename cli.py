@@ -799,7 +799,9 @@ def grade_command(
     console.print(table)
     console.print(
         f"resolved {summary['resolved']}/{summary['total']} ({summary['resolve_rate']:.1%}), grading mode {mode}, "
-        f"neutralized {summary['neutralized']}, refused {summary['rejected']}; report: {output / 'report.md'}"
+        f"neutralized {summary['neutralized']}, refused {summary['rejected']}; verdicts "
+        + ", ".join(f"{verdict} {count}" for verdict, count in summary["verdicts"].items())
+        + f"; report: {output / 'report.md'}"
     )
     if official is not None:
         _print_parity(compare(results, official), output, str(compare_official))
