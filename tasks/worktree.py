@@ -58,7 +58,7 @@ def diff_against(sandbox: Sandbox, workdir: str, start: str, exclude: tuple[str,
     result = sandbox.exec(
         f"{_staged(workdir, exclude)} && GIT_INDEX_FILE={_INDEX} git diff --cached --binary "
         f"{shlex.quote(start)}{_pathspec(exclude)} > /tmp/harness_model.patch; status=$?; rm -f {_INDEX}; "
-        "exit $status",
+        "(exit $status)",  # a subshell's exit: `exit` would end the sandbox's persistent shell
         timeout=120,
     )
     if result.exit_code != 0:
