@@ -17,6 +17,7 @@ from tasks.grading.grade import grade, run_setup
 from tasks.shared_env import repo_archive, share
 from tasks.swe import instance_to_task
 from tasks.swe_demo import build_instance, task_dirs
+from tests.conftest import same_change
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -100,6 +101,9 @@ def test_gold_resolves_and_empty_does_not_through_the_shared_image(spanlite, doc
     config = EvalConfig(tasks="swe-demo-shared", checkpoint="gold", output=str(tmp_path), workers=1)
     report = evaluate([instance_to_task(shared)], GoldPolicy(), config, docker_backend)
     assert report["resolve_rate"] == 1.0, json.dumps(report)[:2000]
+    # the repository put in at start (and the environment's build artifacts) are not the submission's
+    (row,) = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert same_change(row["model_patch"], shared["patch"]) and row["verdict"] == "resolved"
 
 
 def _merge(repo: Path, number: int, files: dict[str, str], message: str) -> None:
