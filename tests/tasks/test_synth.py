@@ -556,8 +556,8 @@ def test_a_task_from_an_sdist_with_egg_info_resolves_with_gold_through_eval_and_
     assert done.returncode == 0, done.stdout + done.stderr
     (record,) = [json.loads(line) for line in output.read_text().splitlines()]
     with docker_backend.create(SandboxSpec(image=record["image"], workdir="/testbed")) as sandbox:
-        changed = sandbox.exec("git status --porcelain --untracked-files=no").output.split()
-    assert changed == ["M", "minicalc.egg-info/SOURCES.txt"]  # the install rewrote a tracked file
+        changed = sandbox.exec("git status --porcelain --untracked-files=no").output.split()[1::2]
+    assert "minicalc.egg-info/SOURCES.txt" in changed  # the install rewrote tracked files
     for checkpoint, verdict in (("gold", "resolved"), ("empty", "empty_patch")):
         run = tmp_path / checkpoint
         done = harness("eval", "--checkpoint", checkpoint, "--tasks", str(output), "--output", str(run))
