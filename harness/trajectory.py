@@ -76,7 +76,11 @@ class Trajectory:
 
 def grading_reason(details: dict[str, Any]) -> str:
     """Why a graded outcome scored what it did, in one line ("" where nothing needs saying)."""
-    if details.get("patch_exists") and details.get("patch_successfully_applied") is False and not details.get("rejected"):
+    if (
+        details.get("patch_exists")
+        and details.get("patch_successfully_applied") is False
+        and not details.get("rejected")
+    ):
         return "the patch does not apply"
     return "; ".join(details.get("rejected") or []) or details.get("invalid_log") or details.get("error") or ""
 

@@ -54,7 +54,9 @@ def same_change(submitted: str, reference: str) -> bool:
     import re
 
     def plain(patch: str) -> list[str]:
-        return [re.sub(r"^(@@ [^@]* @@).*", r"\1", line) for line in patch.splitlines() if not line.startswith("index ")]
+        return [
+            re.sub(r"^(@@ [^@]* @@).*", r"\1", line) for line in patch.splitlines() if not line.startswith("index ")
+        ]
 
     return plain(submitted) == plain(reference)
 

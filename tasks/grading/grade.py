@@ -221,7 +221,9 @@ def run_eval(instance: dict, patch: str, backend: Backend, timeout: float = 900.
         method = "none"
         if patch.strip():
             # What neutralized files go back to: the state the task starts from, after the setup.
-            start = start_state(sb, workdir, instance.get("base_commit") or "HEAD") if _neutralized(patch, instance) else ""
+            start = (
+                start_state(sb, workdir, instance.get("base_commit") or "HEAD") if _neutralized(patch, instance) else ""
+            )
             method = _apply(sb, patch, workdir)
             if not method:
                 return "", ""

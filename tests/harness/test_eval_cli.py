@@ -44,7 +44,9 @@ def test_the_report_names_why_a_submission_was_refused(tmp_path, docker_backend)
     saved = tmp_path / "hook.json"
     saved.write_text(json.dumps({"task_id": "any", "messages": messages}))
     run = tmp_path / "run"
-    done = harness("eval", "--checkpoint", f"replay:{saved}", "--tasks", "swe-demo", "--limit", "1", "--output", str(run))
+    done = harness(
+        "eval", "--checkpoint", f"replay:{saved}", "--tasks", "swe-demo", "--limit", "1", "--output", str(run)
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     (row,) = rows_of(run / "results.jsonl")
     assert row["verdict"] == "refused" and "sitecustomize.py: interpreter start-up hook" in row["reason"], row

@@ -117,6 +117,9 @@ def _merge(repo: Path, number: int, files: dict[str, str], message: str) -> None
 
 
 def test_mining_two_fixes_of_one_repository_builds_one_environment(tmp_path, docker_backend):
+    from harness.episode import run_episode
+    from harness.episode_check import episode_check
+    from harness.policy import Sampling
     from tasks.mining.mine import mine, records_from_git
 
     repo = tmp_path / "calc"
@@ -147,8 +150,20 @@ def test_mining_two_fixes_of_one_repository_builds_one_environment(tmp_path, doc
         "Fix mul",
     )
     records = records_from_git(str(repo), ["1", "2"])
+    checked = []  # each instance is kept only once its gold episode resolved it and its empty one did not
+
+    def check(instance: dict) -> str:
+        checked.append(instance["instance_id"])
+        return episode_check(instance, docker_backend)
+
     results = mine(
-        records, tmp_path / "mined.jsonl", docker_backend, workers=1, on_step=lambda text: None, share_env=True
+        records,
+        tmp_path / "mined.jsonl",
+        docker_backend,
+        workers=1,
+        on_step=lambda text: None,
+        share_env=True,
+        check=check,
     )
     first, second = (next(m for m in results if m.instance_id == f"acme__calc-{n}") for n in (1, 2))
     assert first.instance and second.instance, (first.reason, second.reason)
@@ -158,5 +173,6 @@ def test_mining_two_fixes_of_one_repository_builds_one_environment(tmp_path, doc
     )
     assert second.instance["FAIL_TO_PASS"] == ["tests/test_calc.py::test_mul"]
     assert second.instance["PASS_TO_PASS"] == ["tests/test_calc.py::test_add"]
-    assert grade(second.instance, records[1]["patch"], docker_backend).resolution == "FULL"
-    assert grade(second.instance, "", docker_backend).resolution == "NO"
+    assert sorted(checked) == ["acme__calc-1", "acme__calc-2"]
+    gold = run_episode(instance_to_task(second.instance), GoldPolicy(), Sampling(), backend=docker_backend)
+    assert same_change(gold.model_patch, records[1]["patch"]) and gold.reward_details["verdict"] == "resolved"

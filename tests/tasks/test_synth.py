@@ -539,7 +539,9 @@ SDIST = {
 
 
 @pytest.mark.slow
-def test_a_task_from_an_sdist_with_egg_info_resolves_with_gold_through_eval_and_not_with_empty(tmp_path, docker_backend):
+def test_a_task_from_an_sdist_with_egg_info_resolves_with_gold_through_eval_and_not_with_empty(
+    tmp_path, docker_backend
+):
     """`harness tasks synth` keeps a task only when its gold episode resolves it; `harness eval` then agrees."""
     from sandboxes import SandboxSpec
     from tests.cli_helpers import harness
