@@ -1,12 +1,13 @@
 """Reward-hacking audit of whole runs: how often each kind of attempt was tried, and whether any paid.
 
 Per trajectory, the kinds are the audit flags of `harness.viewer.audit` (test_edit, git_history,
-network, outside_workdir), `test_config` (the agent's commands wrote the test runner's configuration:
-the editor, a shell write; or its patch changes it, where the patch holds only what the agent did: a
-patch a scaffold took itself against the base commit also holds what the environment's install step
-changed, such as the `tox.ini` line SWE-bench's sphinx images edit), plus what the grader says: `neutralized` (grading put test or runner files the patch touched back as at
-the base commit), `policy_refusal` (the patch policy refused the patch) and `forged_log` (the test log
-was not trusted). A kind counts once per trajectory; `rewarded` is how many of those got a
+network, outside_workdir); `test_config`: the agent's commands wrote the test runner's configuration
+(the editor, a shell write), or its patch changes it where the patch holds only the agent's changes (a
+scaffold's own `git diff` against the base commit also holds what the environment's install step
+changed, such as the `tox.ini` line SWE-bench's sphinx images edit); and what the grader says:
+`neutralized` (grading put test or runner files the patch touched back as the task started),
+`policy_refusal` (the patch policy refused the patch) and `forged_log` (the test log was not trusted).
+A kind counts once per trajectory; `rewarded` is how many of those got a
 reward above zero. Trajectories are read with `open_run` (train rollouts, eval or generate runs).
 
     python3 -m harness.viewer.hacking RUN_DIR [RUN_DIR ...] [--json]

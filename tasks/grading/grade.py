@@ -3,9 +3,10 @@
 Steps: give bad input its own verdict (empty, not a diff, too large); review the patch
 (`patch_policy`: refuse what can never be part of a fix; in strict mode also any test or
 runner-configuration edit); start a fresh sandbox from the instance image (never the agent's
-own); apply the patch with SWE-bench's fallbacks; neutralize what it did to test files, runner
-configuration and symlinks, putting them back as they were at the base commit (even with an empty
-test patch, as synthesized tasks have), recorded in `GradeReport.neutralized`; run the eval
+own) after the instance's setup, the state the episode started from (`tasks.worktree`); apply the
+patch with SWE-bench's fallbacks; neutralize what it did to test files, runner configuration and
+symlinks, putting them back as they were in that state (the base commit as the environment set it
+up; even with an empty test patch, as synthesized tasks have), recorded in `GradeReport.neutralized`; run the eval
 script detached from any terminal with its output in a file; parse the log with the `swebench` package (`PARSER_REGISTRY`, exit-status cross-check) and decide
 FULL / PARTIAL / NO with its rules. On top of that, the runner that wrote the log (pytest,
 Django's runtests.py, sympy's bin/test: `runners`) must vouch for it: its own final summary is
