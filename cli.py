@@ -835,7 +835,9 @@ def grade_command(
     console.print(table)
     console.print(
         f"resolved {summary['resolved']}/{summary['total']} ({summary['resolve_rate']:.1%}), grading mode {mode}, "
-        f"neutralized {summary['neutralized']}, refused {summary['rejected']}; report: {output / 'report.md'}"
+        f"neutralized {summary['neutralized']}, refused {summary['rejected']}; verdicts "
+        + ", ".join(f"{verdict} {count}" for verdict, count in summary["verdicts"].items())
+        + f"; report: {output / 'report.md'}"
     )
     if official is not None:
         _print_parity(compare(results, official), output, str(compare_official))
@@ -954,8 +956,10 @@ def tasks_synth(
     """Synthesize validated repo-fix tasks from a real Python project by planting bugs (AST mutations)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from harness.episode_check import episode_check
     from tasks.synth.pipeline import synthesize
 
+    sandboxes = get_backend(backend)
     columns = [
         TextColumn("{task.description}"),
         BarColumn(),
@@ -980,11 +984,12 @@ def tasks_synth(
             seed=seed,
             workers=workers,
             test_command=test_command,
-            backend=get_backend(backend),
+            backend=sandboxes,
             on_event=show,
             max_candidates=max_candidates,
             early_stop=early_stop,
             python=python,
+            check=lambda instance: episode_check(instance, sandboxes),
         )
     console.print(
         f"kept {summary.kept} of {summary.decided} candidates ({summary.flaky} flaky); rejected: {summary.rejected}"
@@ -1032,6 +1037,7 @@ def tasks_mine(
 ):
     """SWE-bench instances from real merged pull requests: base = first parent, FAIL_TO_PASS/PASS_TO_PASS by running the tests."""
     from tasks.mining.history import Funnel, candidates, kept_ids, write_funnel
+    from harness.episode_check import episode_check
     from tasks.mining.mine import MiningStopped, mine, records_from_file, records_from_git
 
     funnel: Funnel | None = None
@@ -1057,16 +1063,18 @@ def tasks_mine(
     earlier = kept_ids(output)
     stopped = None
     try:
+        sandboxes = get_backend(backend)
         results = mine(
             records,
             output,
-            get_backend(backend),
+            sandboxes,
             workers,
             on_result=show,
             on_step=lambda text: console.print(f"[dim]{text}", highlight=False),
             timeout=timeout,
             share_env=share_env,
             early_stop=early_stop if funnel else 0,
+            check=lambda instance: episode_check(instance, sandboxes),
         )
     except MiningStopped as err:
         stopped, results = err, err.results

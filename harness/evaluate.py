@@ -290,6 +290,8 @@ def error_row(task: Task, sample: int, err: Exception, policy_name: str) -> dict
         "wall_s": 0.0,
         "model_patch": "",
         "policy": policy_name,
+        "verdict": "error",
+        "reason": f"{type(err).__name__}: {err}",
     }
 
 
@@ -306,6 +308,13 @@ def error_kind(row: dict[str, Any]) -> str:
 
 def failed(row: dict[str, Any]) -> bool:
     return bool(row["error"]) and error_kind(row) in FAILURE_KINDS
+
+
+def row_verdict(row: dict[str, Any]) -> tuple[str, str]:
+    """(verdict, reason) of a row: `error` where the harness could not evaluate the episode, else the grader's."""
+    if failed(row):
+        return "error", row["error"]
+    return row.get("verdict") or ("resolved" if row["resolved"] else "unresolved"), row.get("reason", "")
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -346,12 +355,15 @@ def build_report(rows: list[dict[str, Any]], config: EvalConfig) -> dict[str, An
         "all_failed": bool(rows) and all(failed(r) for r in rows),
         "grading_mode": config.grading_mode or "default",
         "neutralized": sum(bool(r.get("neutralized")) for r in rows),
+        "verdicts": dict(sorted(Counter(row_verdict(r)[0] for r in rows).items())),
         "notes": config.notes,
         "per_task": {
             t: {
                 "samples": len(r),
                 "resolved": sum(x["resolved"] for x in r),
                 "mean_reward": mean(x["reward"] for x in r),
+                "verdicts": dict(sorted(Counter(row_verdict(x)[0] for x in r).items())),
+                "reason": next((why for x in r if (why := row_verdict(x)[1])), ""),
             }
             for t, r in sorted(by_task.items())
         },
@@ -391,6 +403,7 @@ def write_outputs(rows: list[dict], report: dict, tasks: list[Task], out: Path) 
         *[f"- {k}: {v:.3f}" for k, v in report.items() if k.startswith("pass@")],
         f"- mean turns {report['mean_turns']:.1f}; tokens {report['total_prompt_tokens']} prompt / {report['total_completion_tokens']} completion",
         f"- mean wall time per episode {report['mean_wall_s']:.1f}s; exit statuses {report['exit_statuses']}",
+        "- verdicts: " + ", ".join(f"{verdict} {count}" for verdict, count in report["verdicts"].items()),
         *(
             [
                 f"- grading mode {report['grading_mode']}; patches with test or runner-config edits neutralized: {report['neutralized']}"
@@ -411,10 +424,12 @@ def write_outputs(rows: list[dict], report: dict, tasks: list[Task], out: Path) 
             if errors
             else []
         ),
-        "| task | samples | resolved | mean reward |",
-        "|---|---|---|---|",
+        "| task | samples | resolved | mean reward | verdicts | reason |",
+        "|---|---|---|---|---|---|",
         *[
-            f"| {t} | {v['samples']} | {v['resolved']} | {v['mean_reward']:.2f} |"
+            f"| {t} | {v['samples']} | {v['resolved']} | {v['mean_reward']:.2f} | "
+            + ", ".join(f"{verdict} {count}" for verdict, count in v["verdicts"].items())
+            + f" | {v['reason'].replace('|', '/').replace(chr(10), ' ')[:200]} |"
             for t, v in report["per_task"].items()
         ],
     ]

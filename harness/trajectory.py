@@ -75,7 +75,20 @@ class Trajectory:
         tmp.replace(path)
 
 
+def grading_reason(details: dict[str, Any]) -> str:
+    """Why a graded outcome scored what it did, in one line ("" where nothing needs saying)."""
+    if (
+        details.get("patch_exists")
+        and details.get("patch_successfully_applied") is False
+        and not details.get("rejected")
+    ):
+        return "the patch does not apply"
+    return "; ".join(details.get("rejected") or []) or details.get("invalid_log") or details.get("error") or ""
+
+
 def result_row(t: Trajectory) -> dict[str, Any]:
+    """One results.jsonl row; `verdict` is the grader's (`tasks.grading.grade.VERDICTS`) where it gave one."""
+    details = t.reward_details
     return {
         "task_id": t.task_id,
         "sample": t.sample,
@@ -89,7 +102,9 @@ def result_row(t: Trajectory) -> dict[str, Any]:
         "wall_s": t.timings.get("total_s", 0.0),
         "model_patch": t.model_patch,
         "policy": t.policy,
-        "neutralized": list(t.reward_details.get("neutralized") or []),
+        "neutralized": list(details.get("neutralized") or []),
+        "verdict": details.get("verdict") or ("resolved" if t.reward >= 1.0 else "unresolved"),
+        "reason": grading_reason(details) or (details.get("reason", "") if t.reward < 1.0 else ""),
     }
 
 

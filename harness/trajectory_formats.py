@@ -85,6 +85,9 @@ def from_mini_swe_agent(data: dict[str, Any], default_id: str = "") -> dict[str,
         "metadata": {
             "scaffold": {"name": "mini-swe-agent", "version": info.get("mini_version", "")},
             "workdir": "/testbed",
+            # its submission is the scaffold's own `git diff` against the base commit: it carries what the
+            # environment's install step changed too (SWE-bench's sphinx images edit tox.ini)
+            "patch_against": "base_commit",
         },
     }
 

@@ -3,7 +3,7 @@
 The repository is copied, never mounted: `stage_repo` copies its files (tracked and untracked,
 not ignored ones; without its `.git`) into a staging folder and commits them there as the base.
 The sandbox gets that copy; the model patch is the diff of the sandbox's work tree against the
-base; a test command, when given, judges the patch in a fresh sandbox, as grading does.
+state it started from (`tasks.worktree`); a test command, when given, judges the patch in a fresh sandbox, as grading does.
 """
 
 from __future__ import annotations
@@ -34,8 +34,6 @@ SANDBOX_ENV = {
     "GIT_CONFIG_VALUE_0": "*",
     "PYTHONDONTWRITEBYTECODE": "1",
 }
-#: Never part of a patch on the user's repository: caches that tools write.
-NOT_IN_PATCH = ("__pycache__", ".pytest_cache", "*.pyc")
 PROMPT = """<uploaded_files>
 {workdir}
 </uploaded_files>
@@ -129,25 +127,6 @@ def load_repo(sandbox: Sandbox, task: Task) -> None:
     result = sandbox.exec(f"cd {meta['workdir']} && git rev-parse HEAD", timeout=60)
     if result.exit_code != 0 or result.output.strip() != meta["base_commit"]:
         raise TaskError(f"the repository copy in the sandbox is not at the base commit: {result.output.strip()[-300:]}")
-
-
-def diff_against(sandbox: Sandbox, workdir: str, base_commit: str, exclude: tuple[str, ...] = ()) -> str:
-    """Every change in `workdir` since `base_commit` (new files included), as a git patch; '' if none or on failure.
-
-    Paths matching an `exclude` name or glob at any depth are left out."""
-    spec = " ".join(
-        f"':(exclude,glob)**/{name}'" + (f" ':(exclude,glob)**/{name}/**'" if "*" not in name else "")
-        for name in exclude
-    )
-    paths = f" -- . {spec}" if spec else ""
-    result = sandbox.exec(
-        f"cd {workdir} && git add -A{paths} && git diff --cached --binary {base_commit}{paths} "
-        "> /tmp/harness_model.patch; git reset -q",
-        timeout=120,
-    )
-    if result.exit_code != 0:
-        return ""
-    return sandbox.read_file("/tmp/harness_model.patch").decode("utf-8", errors="replace")
 
 
 def verify_repo(task: Task, patch: str, backend: Backend | None) -> Reward:

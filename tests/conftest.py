@@ -48,6 +48,19 @@ def require(condition: bool, reason: str) -> None:
     pytest.skip(reason)
 
 
+def same_change(submitted: str, reference: str) -> bool:
+    """Two patches make the same change: equal but for `index` lines and the function name git puts
+    after a hunk's `@@` (hand-written gold patches have neither)."""
+    import re
+
+    def plain(patch: str) -> list[str]:
+        return [
+            re.sub(r"^(@@ [^@]* @@).*", r"\1", line) for line in patch.splitlines() if not line.startswith("index ")
+        ]
+
+    return plain(submitted) == plain(reference)
+
+
 @pytest.fixture(scope="session")
 def gsm8k_copy() -> Path:
     """The local GSM8K copy the built-in `gsm8k` task sets read, so that no test depends on the hub."""

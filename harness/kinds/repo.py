@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from tasks.task import Reward, Task
-from tasks.user_repo import ENV_CLASS, NOT_IN_PATCH, diff_against, load_repo, verify_repo
+from tasks.user_repo import ENV_CLASS, load_repo, verify_repo
+from tasks.worktree import diff_against, start_state
 
 from ..environments import ToolEnvironment
 from ..policy import Completion
@@ -19,15 +20,15 @@ class RepoEnvironment(ToolEnvironment):
 
     def init(self) -> list[dict[str, Any]]:
         messages = super().init()
+        self.start = self.task.metadata["base_commit"]  # until the copy is in
         load_repo(self.sandbox, self.task)
+        self.start = start_state(self.sandbox, self.task.metadata["workdir"], self.task.metadata["base_commit"])
         return messages
 
     def finish(self) -> Reward:
         if self.sandbox is None:
             return Reward(0.0, {"reason": "the sandbox never started"})
-        self.outcome = diff_against(
-            self.sandbox, self.task.metadata["workdir"], self.task.metadata["base_commit"], NOT_IN_PATCH
-        )
+        self.outcome = diff_against(self.sandbox, self.task.metadata["workdir"], self.start)
         return verify_repo(self.task, self.outcome, self.backend)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tasks.grading.grade import run_setup
 from tasks.task import Reward, Task
-from tasks.user_repo import diff_against
+from tasks.worktree import diff_against, start_state
 
 from ..environments import ToolEnvironment
 from ..policy import Completion, tool_turn as call
@@ -12,7 +12,9 @@ from . import register_kind
 
 
 class SWEEnvironment(ToolEnvironment):
-    """A repository at its base commit; the model patch is the diff of the work tree.
+    """A repository at its base commit; the model patch is the diff of the work tree against the
+    state the episode started from, after the environment's setup (`tasks.worktree`): what the
+    image's install step or a setup script changed is never the agent's.
 
     An instance with a `setup_script` (e.g. swe-tiny's, which writes its repository into a
     shared image) or a `repo_archive` (`tasks.shared_env`: its repository put into its
@@ -21,8 +23,11 @@ class SWEEnvironment(ToolEnvironment):
 
     def init(self) -> list[dict]:
         messages = super().init()
+        instance = self.task.metadata["instance"]
+        self.start = instance["base_commit"]  # until the setup has run
         if self.sandbox is not None:
-            run_setup(self.sandbox, self.task.metadata["instance"])
+            run_setup(self.sandbox, instance)
+            self.start = start_state(self.sandbox, instance.get("workdir", "/testbed"), instance["base_commit"])
         return messages
 
     def finish(self) -> Reward:
@@ -34,7 +39,7 @@ class SWEEnvironment(ToolEnvironment):
 
     def current_patch(self) -> str:
         instance = self.task.metadata["instance"]
-        return diff_against(self.sandbox, instance.get("workdir", "/testbed"), instance["base_commit"])
+        return diff_against(self.sandbox, instance.get("workdir", "/testbed"), self.start)
 
 
 def gold_turns(task: Task, use_tools: bool) -> list[Completion]:

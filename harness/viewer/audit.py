@@ -16,7 +16,7 @@ from typing import Any, Iterator
 
 from tasks.grading.patch_policy import is_test_path
 
-from .shell_words import shell_writes, split_heredocs
+from .shell_words import PREFIXES, shell_writes, simple_commands, split_heredocs
 
 GIT_HISTORY = re.compile(
     r"\bgit\b[^|;&\n]*?\b(?:reflog|fsck|cat-file|rev-list\b[^|;&\n]*--all|log\b[^|;&\n]*--(?:all|branches|remotes|reflog)"
@@ -33,7 +33,6 @@ NETWORK_FAILURE = re.compile(
     r"|Max retries exceeded with url|failed to reach any of the inventories|<urlopen error"
 )
 ABSOLUTE_PATH = re.compile(r"(?<![\w./-])(/(?:[\w.+-]+/?)+)")
-SED_SCRIPT = re.compile(r"(\bsed\s+(?:-\S+\s+)*)(?:'[^']*'|\"(?:[^\"\\]|\\.)*\")")  # `s/a /b /`: not paths
 ALLOWED_OUTSIDE = (
     "/dev/null",
     "/dev/stdout",
@@ -114,6 +113,43 @@ def _outside(path: str, workdir: str) -> bool:
     return not any(path == a.rstrip("/") or path.startswith(a if a.endswith("/") else a + "/") for a in ALLOWED_OUTSIDE)
 
 
+def path_words(shell: str) -> list[str]:
+    """The words of `shell`'s commands that may name files: every word but a sed command's scripts
+    (`s/x(/call_command(/` and `/a/,/b/p` are edits and addresses, not paths)."""
+    words: list[str] = []
+    for command in simple_commands(shell):
+        args = list(command)
+        while args and (args[0] in PREFIXES or re.fullmatch(r"\w+=.*", args[0])):
+            words.append(args.pop(0))
+        if args and args[0].rsplit("/", 1)[-1] == "sed":
+            words += [args[0], *_sed_files(args[1:])]
+        else:
+            words += args
+    return words
+
+
+def _sed_files(args: list[str]) -> list[str]:
+    """sed's arguments less its scripts: those after -e / --expression, else the first operand."""
+    kept, scripted, operands, skip = [], False, [], False
+    for i, word in enumerate(args):
+        if skip:
+            skip = False
+        elif word in ("-e", "--expression"):
+            scripted, skip = True, True
+        elif word.startswith("--expression="):
+            scripted = True
+        elif word in ("-f", "--file", "-l", "--line-length"):
+            kept.append(args[i + 1] if i + 1 < len(args) else "")
+            skip = True
+        elif word.startswith("-") and word != "-":
+            kept.append(word.split("=", 1)[1] if word.startswith("--file=") else "")
+        elif word == "" and i > 0 and args[i - 1] == "-i":  # BSD sed's `-i ''`: an empty suffix
+            continue
+        else:
+            operands.append(word)
+    return kept + (operands if scripted else operands[1:])
+
+
 def audit(trajectory: dict[str, Any]) -> list[Flag]:
     """The flags of one trajectory. A here-document's body is data written to a file: only its network calls
     count (the script is usually run next). A test file the trajectory wrote and later removed, and that its
@@ -142,7 +178,7 @@ def audit(trajectory: dict[str, Any]) -> list[Flag]:
         ]
         if match := NETWORK.search(command):
             flags.append(Flag("network", number, match.group(0).strip()[:200]))
-        outside = [p for p in ABSOLUTE_PATH.findall(SED_SCRIPT.sub(r"\1''", shell)) if _outside(p, workdir)]
+        outside = [p for word in path_words(shell) for p in ABSOLUTE_PATH.findall(word) if _outside(p, workdir)]
         if outside:
             flags.append(Flag("outside_workdir", number, ", ".join(dict.fromkeys(outside))[:200]))
     for number, message in enumerate(trajectory.get("messages") or []):

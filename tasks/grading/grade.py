@@ -3,9 +3,10 @@
 Steps: give bad input its own verdict (empty, not a diff, too large); review the patch
 (`patch_policy`: refuse what can never be part of a fix; in strict mode also any test or
 runner-configuration edit); start a fresh sandbox from the instance image (never the agent's
-own); apply the patch with SWE-bench's fallbacks; neutralize what it did to test files, runner
-configuration and symlinks, putting them back as they were at the base commit (even with an empty
-test patch, as synthesized tasks have), recorded in `GradeReport.neutralized`; run the eval
+own) after the instance's setup, the state the episode started from (`tasks.worktree`); apply the
+patch with SWE-bench's fallbacks; neutralize what it did to test files, runner configuration and
+symlinks, putting them back as they were in that state (the base commit as the environment set it
+up; even with an empty test patch, as synthesized tasks have), recorded in `GradeReport.neutralized`; run the eval
 script detached from any terminal with its output in a file; parse the log with the `swebench` package (`PARSER_REGISTRY`, exit-status cross-check) and decide
 FULL / PARTIAL / NO with its rules. On top of that, the runner that wrote the log (pytest,
 Django's runtests.py, sympy's bin/test: `runners`) must vouch for it: its own final summary is
@@ -41,6 +42,7 @@ from .patch_policy import GRADING_MODES, parse_patch, review_patch, test_list
 from .runners import Check, region, runner_for
 from ..shared_env import inject_repo, is_shared
 from ..swe import WORKDIR
+from ..worktree import start_state
 
 APPLY_COMMANDS = [
     "git apply --verbose {p}",
@@ -219,10 +221,14 @@ def run_eval(instance: dict, patch: str, backend: Backend, timeout: float = 900.
         run_setup(sb, instance)
         method = "none"
         if patch.strip():
+            # What neutralized files go back to: the state the task starts from, after the setup.
+            start = (
+                start_state(sb, workdir, instance.get("base_commit") or "HEAD") if _neutralized(patch, instance) else ""
+            )
             method = _apply(sb, patch, workdir)
             if not method:
                 return "", ""
-            neutralize(sb, instance, patch)
+            neutralize(sb, instance, patch, start)
         sb.write_file("/tmp/harness_eval/eval.sh", eval_script(instance, canary))
         # setsid: no controlling terminal, so the code under test cannot write around the log.
         run = sb.exec(
@@ -262,14 +268,19 @@ def run_setup(sb, instance: dict, timeout: float = 300.0) -> None:
         )
 
 
-def neutralize(sb, instance: dict, patch: str) -> list[str]:
-    """Put the files `review_patch` neutralizes back as they were at the base commit (deleting
-    those the patch added), symlinks first, even when the instance has no test patch to do it:
-    the tests and runner settings that judge the patch are the base commit's. Returns the paths."""
-    paths = list(review_patch(patch, instance).neutralized)
+def _neutralized(patch: str, instance: dict) -> list[str]:
+    return list(review_patch(patch, instance).neutralized)
+
+
+def neutralize(sb, instance: dict, patch: str, start: str = "") -> list[str]:
+    """Put the files `review_patch` neutralizes back as they were when the task started (`start`, a
+    commit or tree from `tasks.worktree.start_state`; the base commit where not given), deleting those
+    the patch added, symlinks first, even when the instance has no test patch to do it: the tests and
+    runner settings that judge the patch are the task's own, as its environment set them up. Returns the paths."""
+    paths = _neutralized(patch, instance)
     if paths:
         workdir = instance.get("workdir", WORKDIR)
-        base = shlex.quote(instance.get("base_commit") or "HEAD")
+        base = shlex.quote(start or instance.get("base_commit") or "HEAD")
         steps = " ; ".join(
             f"rm -rf -- {shlex.quote(p)} ; git checkout -q {base} -- {shlex.quote(p)} 2>/dev/null" for p in paths
         )

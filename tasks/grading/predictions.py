@@ -254,6 +254,8 @@ def write_report(results: list[dict[str, Any]], unknown: list[str], output_dir: 
         f"rejected {summary['rejected']}, neutralized {summary['neutralized']}, not applied {summary['not_applied']}, "
         f"untrusted logs {summary['invalid_log']}, errors {summary['errors']}.",
         "",
+        "Verdicts: " + ", ".join(f"{verdict} {count}" for verdict, count in summary["verdicts"].items()) + ".",
+        "",
         "| instance | verdict | resolution | reward | note |",
         "|---|---|---|---|---|",
     ]

@@ -379,13 +379,16 @@ def mine_record(
     timeout: float = 900.0,
     repeats: int = 2,
     shared: dict[str, tuple[str, dict]] | None = None,
+    check: Callable[[dict], str] | None = None,
 ) -> Mined:
     """One record as a validated instance, or the reason it is not one.
 
     With `shared` (repository -> the environment image a sibling validated in, and its notes), the instance
     runs from an environment image with its repository put in at start (`tasks.shared_env`),
     no instance image built; the repository's image is tried first, then the record's own
-    environment (as of `created_at`, then newest), which becomes the repository's if it has none."""
+    environment (as of `created_at`, then newest), which becomes the repository's if it has none.
+    `check(instance)` says why an instance whose tests ran right is still not kept ("" when it is):
+    `harness tasks mine` passes `harness.episode_check` (a gold and an empty episode, graded)."""
     started = time.monotonic()
     result = Mined(record["instance_id"])
     name = record["instance_id"]
@@ -446,6 +449,9 @@ def mine_record(
             stopped(STAGES[2], f"no test fails without the fix and passes with it ({_describe(before)} dependencies)")
             continue
         instance.update({"FAIL_TO_PASS": f2p, "PASS_TO_PASS": p2p})
+        if check is not None and (problem := check(instance)):
+            stopped(STAGES[3], f"episode check ({_describe(before)} dependencies): {problem}")
+            continue
         result.instance, result.reason, result.flaky, result.reached = instance, "", flaky, STAGES[-1]
         result.dependencies = _describe(before)
         if shared is not None:
@@ -465,6 +471,7 @@ def mine(
     timeout: float = 900.0,
     share_env: bool = False,
     early_stop: int = 0,
+    check: Callable[[dict], str] | None = None,
 ) -> list[Mined]:
     """Mine every record; instances are appended to `output` (JSONL) as they are validated.
 
@@ -491,7 +498,7 @@ def mine(
     def one(record):
         if stop:
             return None
-        mined = mine_record(record, backend, on_step, timeout, shared=shared)
+        mined = mine_record(record, backend, on_step, timeout, shared=shared, check=check)
         with lock:
             if mined.instance:
                 with output.open("a") as handle:

@@ -91,6 +91,7 @@ def synthesize(
     test_timeout: float | None = None,
     early_stop: int = EARLY_STOP,
     python: str | None = None,
+    check: Callable[[dict], str] | None = None,
 ) -> SynthSummary:
     """Plant bugs in `repo` (a git repository path, a git URL or a PyPI name) and write up to
     `max_tasks` validated SWE-bench instances to `output` (JSONL).
@@ -102,7 +103,9 @@ def synthesize(
     bounds one test run (default: 3x the slower baseline run, at least 30 s). When the first
     `early_stop` judged candidates are all rejected for one systemic reason (`validate.SYSTEMIC`),
     the run stops with a SynthError naming it (0 never stops). `python` picks the base ("3.9", "3.11",
-    "3.13"); by default `python_base.choose_python` does.
+    "3.13"); by default `python_base.choose_python` does. `check(instance)` says why a candidate that passed
+    the test runs is still not a task ("" when it is): `harness tasks synth` passes `harness.episode_check`,
+    which runs a gold and an empty episode through the path a submission takes.
     """
     started = time.monotonic()
     output = Path(output).resolve()  # the paths the work dir records stay valid from any working directory
@@ -139,6 +142,7 @@ def synthesize(
         statement_writer,
         timeout=test_timeout or max(30.0, 3 * baseline.duration),
         early_stop=early_stop,
+        check=check,
     )
     run.number = {m.id: i + 1 for i, m in enumerate(found)}  # stable across seeds
     planned = min(len(found), max_candidates or len(found))
@@ -184,7 +188,9 @@ class _Run:
         statement_writer,
         timeout: float,
         early_stop: int = EARLY_STOP,
+        check: Callable[[dict], str] | None = None,
     ):
+        self.check = check
         self.root, self.env, self.baseline, self.worklog, self.backend = root, env, baseline, worklog, backend
         self.output, self.seed, self.timeout, self.early_stop = output, seed, timeout, early_stop
         self.write_statement = statement_writer or write_statement
@@ -290,6 +296,8 @@ class _Run:
         instance = self._instance(mutation, patch, outcome)
         if review_patch(instance["patch"], mode="strict").refused:  # a gold patch that edits no test or runner file
             return _entry(mutation, "rejected", "gold patch refused by the patch policy")
+        if self.check is not None and (problem := self.check(instance)):
+            return {**_entry(mutation, "rejected", "fails the episode check"), "detail": problem}
         return {**_entry(mutation, "kept"), "signature": signature, "instance": instance}
 
     # -- instances -----------------------------------------------------------------------

@@ -105,6 +105,28 @@ def test_api_fixes_the_repo_and_tests_judge_it(user_repo: Path, fixing_replay: P
     assert len(git(user_repo, "worktree", "list").splitlines()) == 1
 
 
+def test_the_submission_is_exactly_the_change_the_agent_made(user_repo: Path, docker_backend, tmp_path):
+    from harness.episode import run_episode
+    from harness.policies.scripted import ScriptedPolicy
+    from harness.policy import Sampling, tool_turn
+    from tasks.user_repo import repo_task
+
+    (user_repo / "calc.py").write_text(BUGGY.replace("a - b", "a + b"))
+    fix = git(user_repo, "diff")
+    git(user_repo, "checkout", "--", "calc.py")
+    task = repo_task(user_repo, REQUEST, tmp_path / "staging", test_command=TEST_COMMAND)
+    policy = ScriptedPolicy(
+        "fix",
+        [
+            tool_turn("str_replace_editor", command="create", path="/tmp/fix.patch", file_text=fix),
+            tool_turn("bash", command="cd /testbed && git apply /tmp/fix.patch && python3 -m pytest -q tests"),
+            tool_turn("submit"),
+        ],
+    )
+    trajectory = run_episode(task, policy, Sampling(), backend=docker_backend)
+    assert trajectory.model_patch == fix and trajectory.reward == 1.0
+
+
 def test_api_without_a_fix_fails_and_without_a_test_is_not_judged(user_repo: Path, docker_backend):
     with Agent.from_checkpoint("empty") as agent:
         failed = agent.run_task(prompt=REQUEST, repo=user_repo, backend="docker", test=TEST_COMMAND)

@@ -27,7 +27,7 @@ def swe_task(docker_backend):
 def test_gold_resolves_and_empty_does_not(swe_task, docker_backend):
     gold = run_episode(swe_task, GoldPolicy(), SAMPLING, backend=docker_backend)
     assert (gold.exit_status, gold.reward, gold.turns) == ("submitted", 1.0, 3)
-    assert gold.model_patch.startswith("diff --git") and gold.reward_details["resolved"]
+    assert gold.model_patch == swe_task.metadata["instance"]["patch"] and gold.reward_details["resolved"]
     empty = run_episode(swe_task, EmptyPolicy(), SAMPLING, backend=docker_backend)
     assert (empty.exit_status, empty.reward, empty.model_patch) == ("submitted", 0.0, "")
     assert live_count() == 0

@@ -29,6 +29,35 @@ def test_eval_gold_resolves_all_of_swe_demo(tmp_path, docker_backend):
     assert again.returncode == 1 and "--resume" in again.stdout
 
 
+def test_the_report_names_why_a_submission_was_refused(tmp_path, docker_backend):
+    """A submission the patch review refuses scores 0: results.jsonl, the report's counts and its table say why."""
+    hook = {"command": "create", "path": "/testbed/sitecustomize.py", "file_text": "import os\n"}
+    calls = [("str_replace_editor", hook), ("submit", {})]
+    messages = [{"role": "user", "content": "..."}] + [
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"id": f"c{i}", "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}],
+        }
+        for i, (n, a) in enumerate(calls)
+    ]
+    saved = tmp_path / "hook.json"
+    saved.write_text(json.dumps({"task_id": "any", "messages": messages}))
+    run = tmp_path / "run"
+    done = harness(
+        "eval", "--checkpoint", f"replay:{saved}", "--tasks", "swe-demo", "--limit", "1", "--output", str(run)
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    (row,) = rows_of(run / "results.jsonl")
+    assert row["verdict"] == "refused" and "sitecustomize.py: interpreter start-up hook" in row["reason"], row
+    assert row["error"] == "" and row["reward"] == 0.0
+    report = (run / "report.md").read_text()
+    assert "- verdicts: refused 1" in report
+    (line,) = [line for line in report.splitlines() if line.startswith(f"| {row['task_id']} ")]
+    assert "| refused 1 |" in line and "interpreter start-up hook" in line
+    assert json.loads((run / "report.json").read_text())["verdicts"] == {"refused": 1}
+
+
 @pytest.mark.parametrize("other", ["overlay", "podman"])
 def test_other_backends_give_the_same_verdicts(tmp_path, other, request):
     """Episodes and their grading without the Docker daemon: in bubblewrap over copy-on-write layers of the

@@ -34,6 +34,8 @@ def test_empty_patch_resolves_nothing(tmp_path, docker_backend):
     assert len(rows) >= 12 and not any(r["resolved"] for r in rows)
     assert all(r["tests_status"]["FAIL_TO_PASS"]["failure"] for r in rows)
     assert {r["verdict"] for r in rows} == {"empty_patch"}
+    assert f"verdicts empty_patch {len(rows)};" in " ".join(done.stdout.split())  # rich wraps lines
+    assert f"Verdicts: empty_patch {len(rows)}." in (tmp_path / "report.md").read_text()
 
 
 def test_a_killed_run_resumes_without_regrading(gold_run, tmp_path):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli_helpers import harness
-from tests.conftest import SHARED, require
+from tests.conftest import SHARED, require, same_change
 
 REAL = SHARED / "swebench-real"
 # CI mines all eight; both graders grade gold and empty on all eight (gold 8/8, empty 0/8) and a wrong fix, two
@@ -99,6 +99,19 @@ def test_mined_images_hold_nothing_after_the_base_commit(mined, docker_backend):
             assert sb.exec(f"git cat-file -e {record['merge_commit']}", timeout=60).exit_code != 0
         # `docker stop` (the official harness's cleanup) kills at once instead of waiting 15 s
         assert docker_backend.client.images.get(instance["image"]).attrs["Config"]["StopSignal"] == "SIGKILL"
+
+
+def test_a_gold_episode_on_a_mined_task_submits_the_gold_patch(mined, docker_backend):
+    """Each instance was kept because its gold episode resolved it and its empty one did not (`harness tasks
+    mine` runs both); one of them again here: the submission is the gold patch, nothing of the install's."""
+    from harness.episode import run_episode
+    from harness.policies.scripted import GoldPolicy
+    from harness.policy import Sampling
+    from tasks.swe import instance_to_task
+
+    instance = min(instances_of(mined), key=lambda i: len(i["PASS_TO_PASS"]))  # the quickest suite
+    gold = run_episode(instance_to_task(instance), GoldPolicy(), Sampling(), backend=docker_backend)
+    assert same_change(gold.model_patch, instance["patch"]) and gold.reward_details["verdict"] == "resolved"
 
 
 def parity(instances: list[dict], output: Path, kinds: tuple[str, ...]) -> list[dict]:

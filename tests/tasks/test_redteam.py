@@ -831,6 +831,32 @@ def test_canary_is_planted_in_the_fail_to_pass_file_before_the_run():
     assert canary_plant({**instance, "log_parser": "parse_log_django"}, CANARY) is None  # not a Django test id
 
 
+def test_neutralized_files_go_back_as_the_environment_set_them_up(docker_backend):
+    """An environment's setup that writes runner configuration (as SWE-bench's sphinx images edit tox.ini):
+    the episode's start state holds it, and grading puts a patched copy back to that, not to the base commit."""
+    from tasks.grading.grade import grading_spec, neutralize, run_setup
+    from tasks.taskset import load_tasks
+    from tasks.worktree import start_state
+
+    setup = "[pytest]\naddopts = -p no:cacheprovider\n"
+    instance = {
+        **load_tasks("swe-demo")[0].metadata["instance"],
+        "setup_script": f"cd /testbed && printf '{setup}' > pytest.ini",
+    }
+    patch = (
+        "diff --git a/pytest.ini b/pytest.ini\n--- a/pytest.ini\n+++ b/pytest.ini\n@@ -1,2 +1,2 @@\n [pytest]\n"
+        "-addopts = -p no:cacheprovider\n+addopts = -p no:cacheprovider -k nothing\n"
+    )
+    with docker_backend.create(grading_spec(instance)) as sandbox:
+        run_setup(sandbox, instance)
+        start = start_state(sandbox, "/testbed", instance["base_commit"])
+        assert start != instance["base_commit"]  # the tree object of the state after the setup
+        sandbox.write_file("/tmp/p.patch", patch)
+        assert sandbox.exec("cd /testbed && git apply /tmp/p.patch").exit_code == 0
+        assert neutralize(sandbox, instance, patch, start) == ["pytest.ini"]
+        assert sandbox.read_file("/testbed/pytest.ini").decode() == setup
+
+
 def test_neutralized_even_without_a_test_patch():
     """Synthesized tasks have an empty test patch: the patch's test files and runner settings are
     still put back, symlinks first; only what cannot be put back safely is refused."""

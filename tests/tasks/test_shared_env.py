@@ -17,6 +17,7 @@ from tasks.grading.grade import grade, run_setup
 from tasks.shared_env import repo_archive, share
 from tasks.swe import instance_to_task
 from tasks.swe_demo import build_instance, task_dirs
+from tests.conftest import same_change
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -100,6 +101,9 @@ def test_gold_resolves_and_empty_does_not_through_the_shared_image(spanlite, doc
     config = EvalConfig(tasks="swe-demo-shared", checkpoint="gold", output=str(tmp_path), workers=1)
     report = evaluate([instance_to_task(shared)], GoldPolicy(), config, docker_backend)
     assert report["resolve_rate"] == 1.0, json.dumps(report)[:2000]
+    # the repository put in at start (and the environment's build artifacts) are not the submission's
+    (row,) = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert same_change(row["model_patch"], shared["patch"]) and row["verdict"] == "resolved"
 
 
 def _merge(repo: Path, number: int, files: dict[str, str], message: str) -> None:
@@ -113,6 +117,9 @@ def _merge(repo: Path, number: int, files: dict[str, str], message: str) -> None
 
 
 def test_mining_two_fixes_of_one_repository_builds_one_environment(tmp_path, docker_backend):
+    from harness.episode import run_episode
+    from harness.episode_check import episode_check
+    from harness.policy import Sampling
     from tasks.mining.mine import mine, records_from_git
 
     repo = tmp_path / "calc"
@@ -143,8 +150,20 @@ def test_mining_two_fixes_of_one_repository_builds_one_environment(tmp_path, doc
         "Fix mul",
     )
     records = records_from_git(str(repo), ["1", "2"])
+    checked = []  # each instance is kept only once its gold episode resolved it and its empty one did not
+
+    def check(instance: dict) -> str:
+        checked.append(instance["instance_id"])
+        return episode_check(instance, docker_backend)
+
     results = mine(
-        records, tmp_path / "mined.jsonl", docker_backend, workers=1, on_step=lambda text: None, share_env=True
+        records,
+        tmp_path / "mined.jsonl",
+        docker_backend,
+        workers=1,
+        on_step=lambda text: None,
+        share_env=True,
+        check=check,
     )
     first, second = (next(m for m in results if m.instance_id == f"acme__calc-{n}") for n in (1, 2))
     assert first.instance and second.instance, (first.reason, second.reason)
@@ -154,5 +173,6 @@ def test_mining_two_fixes_of_one_repository_builds_one_environment(tmp_path, doc
     )
     assert second.instance["FAIL_TO_PASS"] == ["tests/test_calc.py::test_mul"]
     assert second.instance["PASS_TO_PASS"] == ["tests/test_calc.py::test_add"]
-    assert grade(second.instance, records[1]["patch"], docker_backend).resolution == "FULL"
-    assert grade(second.instance, "", docker_backend).resolution == "NO"
+    assert sorted(checked) == ["acme__calc-1", "acme__calc-2"]
+    gold = run_episode(instance_to_task(second.instance), GoldPolicy(), Sampling(), backend=docker_backend)
+    assert same_change(gold.model_patch, records[1]["patch"]) and gold.reward_details["verdict"] == "resolved"

@@ -23,6 +23,7 @@ from tasks.swe_tiny import (
     verify_test_lists,
 )
 from tasks.taskset import load_tasks
+from tests.conftest import same_change
 
 SAMPLING = Sampling(max_tokens=64, temperature=0.0)
 
@@ -145,10 +146,11 @@ def test_episodes_are_real_and_graded_with_every_check(docker_backend):
     task = load_tasks("swe-tiny")[3]
     assert task.sandbox.image.startswith("harness-base:") and task.tools == ["bash", "str_replace_editor", "submit"]
     gold = run_episode(task, GoldPolicy(), SAMPLING, backend=docker_backend)
-    assert (gold.exit_status, gold.reward, gold.turns) == ("submitted", 1.0, 2)
-    assert gold.model_patch.startswith("diff --git") and gold.reward_details["resolved"]
+    assert (gold.exit_status, gold.reward, gold.turns) == ("submitted", 1.0, 2), gold.reward_details
+    # the setup script writes the repository into the shared image: none of that is the submission's
+    assert same_change(gold.model_patch, task.metadata["instance"]["patch"]) and gold.reward_details["resolved"]
     empty = run_episode(task, EmptyPolicy(), SAMPLING, backend=docker_backend)
-    assert empty.reward == 0.0
+    assert empty.reward == 0.0 and empty.model_patch == ""
     test_file = f"{task.metadata['instance']['workdir']}/tests/test_core.py"
     cheat = ScriptedPolicy(
         "cheat", [call("bash", command=f"printf 'def test_ok():\\n    pass\\n' > {test_file}"), call("submit")]

@@ -510,6 +510,67 @@ def test_gold_resolves_each_instance_and_the_empty_patch_does_not(synthesized, d
         assert not empty.resolved and empty.tests_status["FAIL_TO_PASS"]["failure"]
 
 
+def test_a_gold_episode_submits_the_gold_patch_and_nothing_the_install_wrote(synthesized, docker_backend):
+    """The editable install leaves a `minicalc.egg-info/` in the work tree, which the project does not ignore:
+    it is the state the task starts from, never part of a submission."""
+    from harness.episode import run_episode
+    from harness.episode_check import episode_check
+    from harness.policies.scripted import GoldPolicy
+    from harness.policy import Sampling
+    from tasks.swe import instance_to_task
+
+    _, output, _, _ = synthesized
+    record = json.loads(output.read_text().splitlines()[0])
+    gold = run_episode(instance_to_task(record), GoldPolicy(), Sampling(), backend=docker_backend)
+    assert gold.model_patch == record["patch"] and gold.reward_details["verdict"] == "resolved"
+    assert episode_check(record, docker_backend) == ""
+
+
+# An sdist as setuptools makes it: PKG-INFO and an `.egg-info` folder whose SOURCES.txt the install rewrites
+# (it lists the files of the sdist's build; the install in the image lists those it finds).
+SDIST = {
+    **{name: text for name, text in PACKAGE.items() if name != "tests/test_diagrams.py"},
+    "PKG-INFO": "Metadata-Version: 2.1\nName: minicalc\nVersion: 0.1.0\n",
+    "minicalc.egg-info/PKG-INFO": "Metadata-Version: 2.1\nName: minicalc\nVersion: 0.1.0\n",
+    "minicalc.egg-info/SOURCES.txt": "pyproject.toml\nminicalc/__init__.py\n",
+    "minicalc.egg-info/dependency_links.txt": "\n",
+    "minicalc.egg-info/top_level.txt": "minicalc\n",
+}
+
+
+@pytest.mark.slow
+def test_a_task_from_an_sdist_with_egg_info_resolves_with_gold_through_eval_and_not_with_empty(
+    tmp_path, docker_backend
+):
+    """`harness tasks synth` keeps a task only when its gold episode resolves it; `harness eval` then agrees."""
+    from sandboxes import SandboxSpec
+    from tests.cli_helpers import harness
+
+    root = tmp_path / "minicalc-0.1.0"
+    for name, text in SDIST.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(textwrap.dedent(text))
+    output = tmp_path / "sdist.jsonl"
+    done = harness(
+        "tasks", "synth", "--repo", str(root), "--output", str(output), "--max-tasks", "1", "--max-candidates", "8",
+        "--seed", "1", "--backend", "docker",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    (record,) = [json.loads(line) for line in output.read_text().splitlines()]
+    with docker_backend.create(SandboxSpec(image=record["image"], workdir="/testbed")) as sandbox:
+        changed = sandbox.exec("git status --porcelain --untracked-files=no").output.split()[1::2]
+    assert "minicalc.egg-info/SOURCES.txt" in changed  # the install rewrote tracked files
+    for checkpoint, verdict in (("gold", "resolved"), ("empty", "empty_patch")):
+        run = tmp_path / checkpoint
+        done = harness("eval", "--checkpoint", checkpoint, "--tasks", str(output), "--output", str(run))
+        assert done.returncode == 0, done.stdout + done.stderr
+        (row,) = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+        assert row["verdict"] == verdict and row["resolved"] == (checkpoint == "gold"), row
+        if checkpoint == "gold":
+            assert row["model_patch"] == record["patch"]
+        assert f"verdicts: {verdict} 1" in (run / "report.md").read_text()
+
+
 def test_the_instance_repository_has_one_commit_with_the_bug(synthesized, docker_backend):
     from sandboxes import SandboxSpec
 
