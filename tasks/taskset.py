@@ -22,6 +22,7 @@ from tasks.gsm8k import default_gsm8k_source, gsm8k_tasks, read_gsm8k
 from tasks.swe import SWE_REQUIRED_FIELDS, grading_problems, instance_to_task
 from tasks.swe_demo import load_swe_demo
 from tasks.swe_tiny import swe_tiny_tasks
+from tasks.swebench_repo import load_repo_tasks, repo_source
 from tasks.task import Task
 
 KNOWN_ROLES = ("system", "user", "assistant", "tool")
@@ -92,13 +93,17 @@ register_taskset("arith2-val", lambda: _arith("val", "single", 99, "arith2"))  #
 
 
 def load_tasks(source: str) -> list[Task]:
-    """Tasks from a built-in name, a .parquet/.jsonl/.json file, or `hf:NAME[:SPLIT]`.
+    """Tasks from a built-in name, a .parquet/.jsonl/.json file, `hf:NAME[:SPLIT]`, or a SWE-bench task
+    repository (`swebench-repo:PATH[:SPLIT]`, or a folder with a `sweb.yaml`: `tasks.swebench_repo`).
 
-    Every record is validated first: any problem raises `TaskSetError` listing all of them,
-    and no task is returned.
+    Every record of a file or dataset is validated first: any problem raises `TaskSetError` listing
+    all of them, and no task is returned. A task repository reports its broken tasks and loads the rest.
     """
     if source in BUILTIN_TASKSETS:
         return BUILTIN_TASKSETS[source]()
+    repo = repo_source(source)
+    if repo is not None:
+        return load_repo_tasks(*repo)
     if source.startswith("hf:"):
         records, problems, unit = dict(enumerate(_hub_records(source))), [], "index"
     else:
@@ -119,7 +124,8 @@ def _task_file(source: str) -> Path:
     if not path.is_file():
         builtins = ", ".join(sorted(BUILTIN_TASKSETS))
         raise TaskSourceError(
-            f"no task set {source!r}: not a built-in ({builtins}), not hf:NAME[:SPLIT], and no such file"
+            f"no task set {source!r}: not a built-in ({builtins}), not hf:NAME[:SPLIT], not a task "
+            "repository (a folder with a sweb.yaml), and no such file"
         )
     if path.suffix not in FILE_SUFFIXES:
         raise TaskSourceError(f"{path}: task-set files must end in {', '.join(FILE_SUFFIXES)}")
