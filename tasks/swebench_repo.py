@@ -39,12 +39,13 @@ from .task import Task
 log = logging.getLogger(__name__)
 PREFIX = "swebench-repo:"
 DEFAULT_SPLIT = "test"
+TASK_DIR = "task_dir"  # Task.metadata: the directory a task was read from
 ASSETS_KEY = "test_assets_dir"  # the local test_assets/ folder of an instance read from a task repository
 DEFAULTS = {"version": "0", "log_parser": "parse_log_pytest", "eval_type": "pass_and_fail"}
 DOCKERFILE = """\
 # The environment of {instance_id}: the repository at {workdir} at its base commit, with what its tests need.
-# Built from {image}, the image `harness` made for this task (`harness tasks pull --tasks SET` makes it
-# again where it is missing; no registry holds it).
+# It needs {image}, the image `harness` built for this task (no registry holds it: loading the
+# task set it came from with `harness` builds it again).
 FROM {image}
 WORKDIR {workdir}
 """
@@ -93,7 +94,9 @@ def load_repo_tasks(repo: Path, split: str | None = None) -> list[Task]:
             problems.append(str(exc))
             continue
         if instance.pop("split", None) == split:
-            tasks.append(instance_to_task(instance))
+            task = instance_to_task(instance)
+            task.metadata[TASK_DIR] = str(task_dir.resolve())  # its Dockerfile, for writing the task out again
+            tasks.append(task)
     for problem in problems:
         log.warning("skipped %s", problem)
     if not tasks:
@@ -168,11 +171,14 @@ def export_swebench_repo(tasks: list[Task], out: Path) -> list[Path]:
     from swebench.task.checks import check_task_repo, errors
     from swebench.task.repo import CONFIG_FILE, dump_yaml
 
-    instances = [_instance_of(task) for task in tasks]
+    instances = [(_instance_of(task), task.metadata.get(TASK_DIR)) for task in tasks]
     dataset = out.resolve().name
     out.mkdir(parents=True, exist_ok=True)
     (out / CONFIG_FILE).write_text(dump_yaml({"datasets": [dataset], "splits": [DEFAULT_SPLIT]}))
-    written = [_write_task(instance, out / "tasks" / instance["instance_id"], dataset) for instance in instances]
+    written = [
+        _write_task(instance, read_from, out / "tasks" / instance["instance_id"], dataset)
+        for instance, read_from in instances
+    ]
     problems = errors(check_task_repo(out))
     if problems:
         raise TaskError(f"{out}: swebench's checks refuse the export: " + "; ".join(map(str, problems)))
@@ -191,14 +197,20 @@ def _instance_of(task: Task) -> dict[str, Any]:
     return instance
 
 
-def _write_task(instance: dict[str, Any], folder: Path, dataset: str) -> Path:
+def _write_task(instance: dict[str, Any], read_from: str | None, folder: Path, dataset: str) -> Path:
+    """One task directory; a task read from a task repository keeps the Dockerfile it had there."""
     from swebench.task.checks import expected_image
     from swebench.task.repo import AS_FILE, ASSETS_SUBDIR, OPTIONAL_FILE, TASK_FILE, TESTS_FILE, dump_tests, dump_yaml
 
     instance_id = instance["instance_id"]
-    source_image = environment_image(instance)  # the start-time work (setup script, repository archive) baked in
     image = expected_image(instance_id)
     workdir = instance.get("workdir") or WORKDIR
+    kept = Path(read_from, "Dockerfile") if read_from else None
+    if kept is not None and kept.is_file():
+        source_image, dockerfile = image, kept.read_text()
+    else:  # our image, with the start-time work (setup script, repository archive) baked in
+        source_image = environment_image(instance)
+        dockerfile = DOCKERFILE.format(instance_id=instance_id, workdir=workdir, image=source_image)
     as_files = {**AS_FILE, **OPTIONAL_FILE}
     dropped = {*as_files, "FAIL_TO_PASS", "PASS_TO_PASS", "setup_script", REPO_ARCHIVE, ASSETS_KEY}
     meta = {key: value for key, value in instance.items() if key not in dropped}
@@ -207,7 +219,7 @@ def _write_task(instance: dict[str, Any], folder: Path, dataset: str) -> Path:
     texts = {
         TASK_FILE: dump_yaml(meta),
         TESTS_FILE: dump_tests({key: test_list(instance.get(key)) for key in ("FAIL_TO_PASS", "PASS_TO_PASS")}),
-        "Dockerfile": DOCKERFILE.format(instance_id=instance_id, workdir=workdir, image=source_image),
+        "Dockerfile": dockerfile,
     }
     texts.update({name: instance.get(field) or "" for field, name in as_files.items()})
     for name, text in texts.items():
