@@ -79,21 +79,21 @@ def test_swebench_checks_pass_and_its_cli_compiles_the_dataset(demo_tasks, expor
 
 
 def _wrong_patch(task, backend) -> str:
-    """What a confused agent submits: an edit of the source file the fix touches that breaks its import."""
+    """What an agent that missed the bug submits: a helper added to the source file the fix touches."""
     from tasks.grading.patch_policy import parse_patch
 
     source = parse_patch(task.metadata["instance"]["patch"])[0].path
     with backend.create(task.sandbox) as sb:
-        done = sb.exec(f"printf '\\nimport a_module_that_is_not_there\\n' >> {source} && git diff")
-    assert done.ok and "a_module_that_is_not_there" in done.output
+        done = sb.exec(f"printf '\\n\\ndef _normalize(value):\\n    return value\\n' >> {source} && git diff")
+    assert done.ok and "_normalize" in done.output
     return done.output.split("diff --git", 1)[1].join(["diff --git", ""]).rstrip("\n") + "\n"
 
 
 @pytest.mark.slow
 def test_the_official_cli_gives_our_verdicts(demo_tasks, exported, docker_backend, tmp_path):
     """`swebench eval` on the compiled repository (our images, present locally, so none is pulled) against
-    `harness grade` on the repository itself: gold, empty and a wrong patch on three instances."""
-    chosen = demo_tasks[:3]
+    `harness grade` on the repository itself: gold, empty and a wrong patch on two instances."""
+    chosen = demo_tasks[:2]
     ids = [t.id for t in chosen]
     subprocess.run([SWEBENCH, "dataset", "build", str(exported), "-o", str(tmp_path / "data")], check=True, env=OFFLINE)
     dataset = tmp_path / "data" / "swe-demo-tasks"
