@@ -205,3 +205,22 @@ def test_a_gold_patch_that_does_not_apply_fails_that_task_only(exported, tmp_pat
     assert done.returncode == 0, done.stdout + done.stderr
     rows = {r["instance_id"]: r["verdict"] for r in rows_of(tmp_path / "run" / "results.jsonl")}
     assert rows == {a: "patch_apply_failed", b: "resolved", c: "resolved"}
+
+
+def test_test_assets_are_staged_after_the_patches(exported, tmp_path, docker_backend):
+    """A file the task declares in `image_assets` reaches its place in the repository from `test_assets/` before
+    the tests start, as `run_evaluation` stages it."""
+    from tasks.grading.grade import run_eval
+
+    repo, (a, _, _) = _two_tasks(exported, tmp_path)
+    task_dir = repo / "tasks" / a
+    (task_dir / "test_assets" / "tests" / "data").mkdir(parents=True)
+    (task_dir / "test_assets" / "tests" / "data" / "expected.bin").write_bytes(b"asset-bytes-7c1\n")
+    with (task_dir / "task.yaml").open("a") as meta:
+        meta.write("image_assets:\n  test_patch:\n  - path: tests/data/expected.bin\n")
+    script = (task_dir / "eval.sh").read_text()
+    start = ": '>>>>> Start Test Output'\n"
+    (task_dir / "eval.sh").write_text(script.replace(start, start + "cat tests/data/expected.bin\n"))
+    (task,) = [t for t in load_tasks(str(repo)) if t.id == a]
+    _, log = run_eval(task.metadata["instance"], "", docker_backend)
+    assert "asset-bytes-7c1" in log.split(">>>>> Start Test Output", 2)[-1]
