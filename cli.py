@@ -1072,7 +1072,9 @@ def tasks_pull(source: str = typer.Argument(..., help="A task set (built-in name
 def tasks_export(
     output: Path = typer.Argument(..., help="The folder to write into: one directory per task."),
     source: str = typer.Option("swe-demo", "--tasks", help="The task set (built-in name or path)."),
-    format_name: str = typer.Option("harbor", "--format", help="harbor, swebench (a task repository), or a registered export format."),
+    format_name: str = typer.Option(
+        "harbor", "--format", help="harbor, swebench (a task repository), or a registered export format."
+    ),
     limit: Optional[int] = typer.Option(None, min=1, help="Only the first N tasks of the set."),
 ):
     """Write a task set in another tool's format (harbor: task directories that `harbor run -p` runs; swebench: a

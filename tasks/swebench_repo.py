@@ -188,7 +188,9 @@ def export_swebench_repo(tasks: list[Task], out: Path) -> list[Path]:
 def _instance_of(task: Task) -> dict[str, Any]:
     instance = task.metadata.get("instance")
     if not isinstance(instance, dict):
-        raise TaskError(f"task {task.id} ({task.env_class}) is not a repo-fix task: a task repository holds SWE-bench instances")
+        raise TaskError(
+            f"task {task.id} ({task.env_class}) is not a repo-fix task: a task repository holds SWE-bench instances"
+        )
     if not isinstance(instance.get("eval_script"), str) or not instance["eval_script"].strip():
         raise TaskError(f"task {task.id} has no eval_script, which a task repository's eval.sh must hold")
     name = instance["instance_id"]

@@ -104,9 +104,26 @@ def test_the_official_cli_gives_our_verdicts(demo_tasks, exported, docker_backen
     }
     for model, by_id in patches.items():
         preds = tmp_path / f"{model}.jsonl"
-        preds.write_text("".join(json.dumps({"instance_id": i, "model_name_or_path": model, "model_patch": p}) + "\n" for i, p in by_id.items()))
+        preds.write_text(
+            "".join(
+                json.dumps({"instance_id": i, "model_name_or_path": model, "model_patch": p}) + "\n"
+                for i, p in by_id.items()
+            )
+        )
         official = subprocess.run(
-            [SWEBENCH, "eval", str(dataset), "-p", str(preds), "--run-id", model, "-j", "2", "--report-dir", str(tmp_path)]
+            [
+                SWEBENCH,
+                "eval",
+                str(dataset),
+                "-p",
+                str(preds),
+                "--run-id",
+                model,
+                "-j",
+                "2",
+                "--report-dir",
+                str(tmp_path),
+            ]
             + [arg for i in ids for arg in ("-i", i)],
             cwd=tmp_path,
             capture_output=True,
@@ -116,7 +133,9 @@ def test_the_official_cli_gives_our_verdicts(demo_tasks, exported, docker_backen
         assert official.returncode == 0, official.stdout[-3000:] + official.stderr[-3000:]
         summary = json.loads((tmp_path / f"{model}.{model}.json").read_text())
         assert summary["error_ids"] == [] and "attempting to pull" not in official.stdout
-        ours = harness("grade", "--predictions", str(preds), "--tasks", str(exported), "--output", str(tmp_path / f"ours-{model}"))
+        ours = harness(
+            "grade", "--predictions", str(preds), "--tasks", str(exported), "--output", str(tmp_path / f"ours-{model}")
+        )
         assert ours.returncode == 0, ours.stdout + ours.stderr
         rows = {r["instance_id"]: r for r in rows_of(tmp_path / f"ours-{model}" / "results.jsonl")}
         for instance_id in ids:
