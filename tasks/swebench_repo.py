@@ -60,8 +60,8 @@ def repo_source(source: str) -> tuple[Path, str | None] | None:
     rest = source.removeprefix(PREFIX)
     head, _, split = rest.rpartition(":")
     for path, named in ((rest, None), (head, split)):
-        if path and _is_task_repo(Path(path)):
-            return Path(path), named or None
+        if path and _is_task_repo(Path(path).expanduser()):  # `swebench-repo:~/x`: no shell expands that `~`
+            return Path(path).expanduser(), named or None
     if explicit:
         raise TaskSourceError(f"{rest!r} is not a SWE-bench task repository: it has no sweb.yaml")
     return None
