@@ -44,8 +44,7 @@ ASSETS_KEY = "test_assets_dir"  # the local test_assets/ folder of an instance r
 DEFAULTS = {"version": "0", "log_parser": "parse_log_pytest", "eval_type": "pass_and_fail"}
 DOCKERFILE = """\
 # The environment of {instance_id}: the repository at {workdir} at its base commit, with what its tests need.
-# It needs {image}, built on this machine by `harness` (no registry holds it: exporting the task set
-# again with `harness tasks export --format swebench` builds it).
+# It starts from {image}, which `harness` built on this machine: no registry holds it.
 FROM {image}
 WORKDIR {workdir}
 """
