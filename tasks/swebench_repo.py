@@ -33,7 +33,7 @@ from .errors import TaskError, TaskSourceError
 from .grading.patch_policy import parse_patch, test_list
 from .harbor.export import environment_image
 from .shared_env import REPO_ARCHIVE
-from .swe import WORKDIR, instance_to_task
+from .swe import WORKDIR, grading_problems, instance_to_task
 from .task import Task
 
 log = logging.getLogger(__name__)
@@ -89,13 +89,14 @@ def load_repo_tasks(repo: Path, split: str | None = None) -> list[Task]:
     for task_dir in sorted(d for d in root.iterdir() if d.is_dir()):
         try:
             instance = read_task(task_dir)
+            if instance.pop("split", None) != split:
+                continue
+            task = instance_to_task(instance)
         except TaskError as exc:
             problems.append(str(exc))
             continue
-        if instance.pop("split", None) == split:
-            task = instance_to_task(instance)
-            task.metadata[TASK_DIR] = str(task_dir.resolve())  # its Dockerfile, for writing the task out again
-            tasks.append(task)
+        task.metadata[TASK_DIR] = str(task_dir.resolve())  # its Dockerfile, for writing the task out again
+        tasks.append(task)
     for problem in problems:
         log.warning("skipped %s", problem)
     if not tasks:
@@ -129,13 +130,18 @@ def read_task(task_dir: Path) -> dict[str, Any]:
         instance = load_task(task_dir)
     except yaml.YAMLError as exc:
         raise TaskError(f"{where}/{TASK_FILE}: not valid YAML: {exc}") from None
-    if not isinstance(instance, dict) or instance.get("instance_id") != task_dir.name:
+    except TypeError as exc:  # a task.yaml that is not a mapping
+        raise TaskError(f"{where}/{TASK_FILE}: not a mapping of the instance's fields: {exc}") from None
+    except ValueError as exc:  # a file that is not UTF-8 text
+        raise TaskError(f"{where}: a file cannot be read as text: {exc}") from None
+    if instance.get("instance_id") != task_dir.name:
         raise TaskError(f"{where}/{TASK_FILE}: its instance_id must be the directory's name, {task_dir.name!r}")
     for name, field in (("gold.patch", "patch"), ("test.patch", "test_patch")):
         if instance[field].strip() and not parse_patch(instance[field]):
             raise TaskError(f"{where}/{name}: not a diff")
-    for key in ("datasets",):  # how the task is published, not part of the instance
-        instance.pop(key, None)
+    for field, message in grading_problems(instance):
+        raise TaskError(f"{where}/{TASK_FILE}: {field} {message}")
+    instance.pop("datasets", None)  # how the task is published, not part of the instance
     if (task_dir / ASSETS_SUBDIR).is_dir():
         instance[ASSETS_KEY] = str((task_dir / ASSETS_SUBDIR).resolve())
     return instance

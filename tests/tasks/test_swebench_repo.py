@@ -172,6 +172,14 @@ def test_a_broken_task_is_named_with_its_file_and_the_others_load(exported, tmp_
         ),
         (lambda: (repo / "tasks" / a / "gold.patch").write_text("fixed it\n"), f"tasks/{a}/gold.patch: not a diff"),
         (lambda: (repo / "tasks" / a / "task.yaml").write_text("a: [b\n"), f"tasks/{a}/task.yaml: not valid YAML"),
+        (lambda: (repo / "tasks" / a / "task.yaml").write_text("- a\n"), f"tasks/{a}/task.yaml: not a mapping"),
+        (
+            lambda: (repo / "tasks" / a / "task.yaml").write_text(
+                (repo / "tasks" / a / "task.yaml").read_text().replace("parse_log_pytest", "parse_log_nothing")
+            ),
+            f"tasks/{a}/task.yaml: log_parser unknown log parser 'parse_log_nothing'",
+        ),
+        (lambda: (repo / "tasks" / a / "gold.patch").write_bytes(b"\xff\xfe"), f"tasks/{a}: a file cannot be read"),
     ]
     pristine = {p: p.read_bytes() for p in (repo / "tasks" / a).iterdir()}
     for damage, message in cases:
