@@ -147,6 +147,26 @@ def read_task(task_dir: Path) -> dict[str, Any]:
     return instance
 
 
+def repo_problems(repo: Path) -> list[str]:
+    """Every error in a task repository: swebench's own checks (`swebench dataset check`), then what reading
+    finds in the task directories those pass (an empty list: every task loads)."""
+    from swebench.task.checks import check_task_repo, errors
+    from swebench.task.repo import tasks_root
+
+    found = errors(check_task_repo(repo))
+    problems, flagged = [str(problem) for problem in found], {problem.where for problem in found}
+    try:
+        task_dirs = sorted(d for d in tasks_root(repo).iterdir() if d.is_dir() and f"tasks/{d.name}" not in flagged)
+    except FileNotFoundError:
+        return problems
+    for task_dir in task_dirs:
+        try:
+            read_task(task_dir)
+        except TaskError as exc:
+            problems.append(f"error: {exc}")
+    return problems
+
+
 def _is_test_list(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(t, str) for t in value)
 

@@ -251,3 +251,16 @@ def test_test_assets_are_staged_after_the_patches(exported, tmp_path, docker_bac
     (task,) = [t for t in load_tasks(str(repo)) if t.id == a]
     _, log = run_eval(task.metadata["instance"], "", docker_backend)
     assert "asset-bytes-7c1" in log.split(">>>>> Start Test Output", 2)[-1]
+
+
+def test_tasks_validate_reports_each_broken_task_once(exported, tmp_path):
+    repo, (a, b, c) = _two_tasks(exported, tmp_path)
+    assert harness("tasks", "validate", str(repo)).returncode == 0
+    (repo / "tasks" / a / "eval.sh").unlink()  # swebench's checks find this
+    meta = repo / "tasks" / b / "task.yaml"  # and ours this, which they do not look at
+    meta.write_text(meta.read_text().replace("parse_log_pytest", "parse_log_nothing"))
+    done = harness("tasks", "validate", str(repo))
+    assert done.returncode == 1 and "Traceback" not in done.stdout + done.stderr
+    output = " ".join(done.stdout.split())
+    assert output.count(f"tasks/{a}: missing eval.sh") == 1 and f"tasks/{b}/task.yaml: log_parser unknown" in output
+    assert c not in output and "2 problem(s)" in output
