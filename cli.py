@@ -1121,10 +1121,13 @@ def tasks_pull(
 def tasks_export(
     output: Path = typer.Argument(..., help="The folder to write into: one directory per task."),
     source: str = typer.Option("swe-demo", "--tasks", help="The task set (built-in name or path)."),
-    format_name: str = typer.Option("harbor", "--format", help="harbor, or a registered export format."),
+    format_name: str = typer.Option(
+        "harbor", "--format", help="harbor, swebench (a task repository), or a registered export format."
+    ),
     limit: Optional[int] = typer.Option(None, min=1, help="Only the first N tasks of the set."),
 ):
-    """Write a task set in another tool's format (harbor: task directories that `harbor run -p` runs)."""
+    """Write a task set in another tool's format (harbor: task directories that `harbor run -p` runs; swebench: a
+    SWE-bench 5 task repository that `swebench dataset build` and `swebench eval` take)."""
     from tasks.exporters import export_tasks
     from tasks.taskset import load_tasks
 
@@ -1150,10 +1153,24 @@ def trajectories_export(
 
 @tasks_app.command("validate")
 @friendly_errors
-def tasks_validate(path: Path = typer.Argument(..., help="A .jsonl, .json or .parquet task file.")):
-    """Report every malformed record with its line and field; exit 1 if there is any."""
+def tasks_validate(
+    path: Path = typer.Argument(..., help="A .jsonl, .json or .parquet task file, or a SWE-bench task repository."),
+):
+    """Report every malformed record with its line and field (or every broken task of a task repository, with
+    its file); exit 1 if there is any."""
+    from tasks.swebench_repo import repo_problems, repo_source
     from tasks.taskset import validate_file
 
+    repo = repo_source(str(path))
+    if repo is not None:
+        problems = repo_problems(repo[0])
+        for problem in problems:
+            console.print(f"{path}: {problem}", highlight=False)
+        if problems:
+            console.print(f"[red]{len(problems)} problem(s)[/]")
+            raise typer.Exit(1)
+        console.print(f"[green]{path}: ok")
+        return
     problems = validate_file(path)
     unit = "line" if path.suffix == ".jsonl" else "index"
     for problem in problems:

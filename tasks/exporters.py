@@ -12,11 +12,13 @@ from pathlib import Path
 from infra.plugins import Registry
 
 from .harbor.export import export_harbor
+from .swebench_repo import export_swebench_repo
 from .task import Task
 
 Exporter = Callable[[list[Task], Path], list[Path]]
 EXPORTERS: Registry[Exporter] = Registry("task export format", "harness.task_exporters")
 EXPORTERS.register("harbor", export_harbor)
+EXPORTERS.register("swebench", export_swebench_repo)  # a SWE-bench 5 task repository
 
 
 def export_tasks(tasks: list[Task], format_name: str, out: Path) -> list[Path]:

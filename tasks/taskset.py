@@ -24,6 +24,7 @@ from tasks.harbor.load import load_harbor
 from tasks.swe import SWE_REQUIRED_FIELDS, grading_problems, instance_to_task
 from tasks.swe_demo import load_swe_demo
 from tasks.swe_tiny import swe_tiny_tasks
+from tasks.swebench_repo import load_repo_tasks, repo_source
 from tasks.task import Task
 
 KNOWN_ROLES = ("system", "user", "assistant", "tool")
@@ -104,16 +105,22 @@ register_task_source("harbor", load_harbor)
 
 
 def load_tasks(source: str, backend: str | None = None) -> list[Task]:
-    """Tasks from a built-in name, a .parquet/.jsonl/.json file, `hf:NAME[:SPLIT]`, or a registered
+    """Tasks from a built-in name, a .parquet/.jsonl/.json file, `hf:NAME[:SPLIT]`, a SWE-bench task repository
+    (`swebench-repo:PATH[:SPLIT]`, or a folder with a `sweb.yaml`: `tasks.swebench_repo`), or a registered
     `PREFIX:REST` source (`harbor:PATH`).
 
-    Every record is validated first: any problem raises `TaskSetError` listing all of them,
-    and no task is returned. `backend`: the sandbox backend the tasks will run on (a name); a
-    loader asks it, not the Docker engine, whether an image it would build is already there.
+    Every record of a file or dataset is validated first: any problem raises `TaskSetError` listing
+    all of them, and no task is returned. A task repository reports its broken tasks and loads the rest.
+    `backend`: the sandbox backend the tasks will run on (a name); a loader asks it, not the Docker
+    engine, whether an image it would build is already there.
     """
     if source in BUILTIN_TASKSETS:
         with images_run_on(backend):
             return BUILTIN_TASKSETS[source]()
+    repo = repo_source(source)
+    if repo is not None:
+        with images_run_on(backend):
+            return load_repo_tasks(*repo)
     prefix, colon, rest = source.partition(":")
     if colon and prefix in TASK_SOURCES:
         with images_run_on(backend):
@@ -139,7 +146,8 @@ def _task_file(source: str) -> Path:
         builtins = ", ".join(sorted(BUILTIN_TASKSETS))
         raise TaskSourceError(
             f"no task set {source!r}: not a built-in ({builtins}), not hf:NAME[:SPLIT] or "
-            f"{', '.join(p + ':...' for p in sorted(TASK_SOURCES))}, and no such file"
+            f"{', '.join(p + ':...' for p in sorted(TASK_SOURCES))}, not a task repository (a folder with a "
+            "sweb.yaml), and no such file"
         )
     if path.suffix not in FILE_SUFFIXES:
         raise TaskSourceError(f"{path}: task-set files must end in {', '.join(FILE_SUFFIXES)}")

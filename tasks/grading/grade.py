@@ -33,6 +33,7 @@ import shlex
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from sandboxes import Backend, SandboxError, SandboxSpec
@@ -229,7 +230,7 @@ def run_eval(instance: dict, patch: str, backend: Backend, timeout: float = 900.
             if not method:
                 return "", ""
             neutralize(sb, instance, patch, start)
-        sb.write_file("/tmp/harness_eval/eval.sh", eval_script(instance, canary))
+        sb.write_file("/tmp/harness_eval/eval.sh", stage_test_assets(sb, instance, eval_script(instance, canary)))
         # setsid: no controlling terminal, so the code under test cannot write around the log.
         run = sb.exec(
             "setsid --wait bash /tmp/harness_eval/eval.sh > /tmp/harness_eval/eval.log 2>&1 < /dev/null",
@@ -247,6 +248,29 @@ def eval_script(instance: dict, canary: str = "") -> str:
     script = _test_spec(instance).eval_script
     plant = canary_plant(instance, canary) if canary else None
     return plant_canary(script, plant) if plant else script
+
+
+def stage_test_assets(sb, instance: dict, script: str) -> str:
+    """`script` with the instance's declared binary assets put in place after the patches, as `run_evaluation`
+    stages a task repository's `test_assets/`: each file under /image_assets, copied to its path in the
+    repository just before the test output starts. Assets missing from the folder are left out, as there."""
+    folder = instance.get("test_assets_dir")
+    if not folder:
+        return script
+    from swebench.harness.run_evaluation import _inject_asset_restore
+    from swebench.harness.utils import _parse_image_assets
+
+    declared = _parse_image_assets(instance.get("image_assets"))
+    restore = []
+    for key in ("test_patch", "patch"):
+        for path in [entry.get("path") for entry in declared.get(key) or []]:
+            local = Path(folder) / path if path else None
+            if local is None or not local.is_file():
+                continue
+            flat = path.replace("/", "__")
+            sb.write_file(f"/image_assets/{flat}", local.read_bytes())
+            restore.append(f"mkdir -p $(dirname {path}) && cp /image_assets/{flat} {path}")
+    return _inject_asset_restore(script, restore)
 
 
 def run_setup(sb, instance: dict, timeout: float = 300.0) -> None:
