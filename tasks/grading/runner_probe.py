@@ -123,6 +123,12 @@ def main(argv):
                 except OSError:
                     continue
                 files[path] = [info.st_ino, info.st_ctime_ns, info.st_size, info.st_mode]
+                if os.path.islink(path):  # a link out of the roots (Debian's sitecustomize into /etc): its target too
+                    try:
+                        target = os.stat(path)
+                        files[path] += [target.st_ino, target.st_ctime_ns, target.st_size, target.st_mode]
+                    except OSError:
+                        pass
                 regular = not os.path.islink(path) and os.path.isfile(path)
                 if regular and hashed(path) and info.st_size < (1 << 22):
                     hashes[path] = sha(path)
