@@ -13,9 +13,12 @@ and, for source, by what it adds:
 - **refused** (the patch scores 0, each reason named): what can never be part of a fix and cannot
   be put back safely: interpreter start-up hooks (`sitecustomize.py`, `.pth`), modules at the
   repository root that would be imported in place of the test runner, git metadata,
-  installed-package metadata (`*.egg-info/`: a `pytest11` entry point loads a plugin), compiled
-  code, Python source that cannot be read, and source that ends the process behind the
-  runner's back or writes the harness's own markers.
+  installed-package entry points (`*.egg-info/entry_points.txt`: a `pytest11` entry point loads a
+  plugin), compiled code, Python source that cannot be read, source that ends the process behind the
+  runner's back or writes the harness's own markers, and the packaging hooks an eval script's
+  reinstall would run as root before the tests: a `pytest11` entry point in any packaging file,
+  `cmdclass` or code that names the interpreter's installation in `setup.py`, an in-tree build
+  backend (`backend-path`). What the review cannot read there, `runner_guard` catches at run time.
 
 In `strict` mode (a reward for training that wants no test edits at all) everything that would
 be neutralized is refused instead: one review, one code path, two outcomes.

@@ -123,8 +123,9 @@ TestReport.from_item_and_call = classmethod(_fixed)
         "setup.py",
         "import importlib.util\nimport os\nfrom setuptools import setup\n\n"
         'spec = importlib.util.find_spec("_py" + "test")\n'
-        'with open(os.path.join(os.path.dirname(spec.origin), "reports.py"), "a") as f:\n'
-        f"    f.write({report_patch!r})\n\nsetup()\n",
+        'path = os.path.join(os.path.dirname(spec.origin), "reports.py")\n'
+        "with open(path) as f:\n    done = '_fixed' in f.read()\n"  # pip runs setup.py more than once
+        f"with open(path, 'a') as f:\n    f.write('' if done else {report_patch!r})\n\nsetup()\n",
     )
 
 
