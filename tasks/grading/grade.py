@@ -274,7 +274,11 @@ def _run_guarded(sb, split: Split, workdir: str, timeout: float) -> tuple[str, b
     try:
         after = probe(sb, split, workdir, "/tmp/harness_eval/runner-after.json", keep=before["processes"])
     except ProbeFailed as err:
-        return log, False, Check("runner_unchanged", "failed", f"the test runner could not be checked after the install steps: {err}")
+        return (
+            log,
+            False,
+            Check("runner_unchanged", "failed", f"the test runner could not be checked after the install steps: {err}"),
+        )
     problems, stale = changes(before, after)
     if problems:
         more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""

@@ -71,7 +71,9 @@ _INSTALL_HOOKS = {
     "setup.py": [
         (re.compile(r"\bcmdclass\b"), "overrides setuptools' commands (install-time code)"),
         (
-            re.compile(r"site-packages|dist-packages|getsitepackages|getusersitepackages|sitecustomize|usercustomize|\b_pytest\b|\.pth\b"),
+            re.compile(
+                r"site-packages|dist-packages|getsitepackages|getusersitepackages|sitecustomize|usercustomize|\b_pytest\b|\.pth\b"
+            ),
             "install-time code that reaches into the interpreter's installation",
         ),
     ],
@@ -260,8 +262,12 @@ def _refusals(item: PatchFile, read_source: bool = True) -> list[str]:
         found.append("git metadata")
     if name == "entry_points.txt" and any(part.endswith((".egg-info", ".dist-info")) for part in path.parts[:-1]):
         found.append("installed-package entry points (entry_points.txt: its plugins load into the test runner)")
-    elif name in _PACKAGING_FILES and any(_RUNNER_ENTRY_POINT_GROUPS.search(line) for line in item.added + item.removed):
-        found.append(f"declares a pytest11 entry point in {name} (a plugin the test runner loads once the package is installed)")
+    elif name in _PACKAGING_FILES and any(
+        _RUNNER_ENTRY_POINT_GROUPS.search(line) for line in item.added + item.removed
+    ):
+        found.append(
+            f"declares a pytest11 entry point in {name} (a plugin the test runner loads once the package is installed)"
+        )
     for pattern, why in _INSTALL_HOOKS.get(name, []) if path.parent == PurePosixPath(".") else []:
         if any(pattern.search(line) for line in item.added):
             found.append(f"{name}: {why}")

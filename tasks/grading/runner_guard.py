@@ -84,7 +84,9 @@ def probe(sb, split: Split, workdir: str, out: str, keep: list[str] | None = Non
     with `keep` (the processes of the first probe), every process started since is killed first."""
     sb.write_file(PROBE_IN_SANDBOX, PROBE.read_text())
     sourced = [line.split()[1] for line in split.environment if line.startswith(("source ", ". "))]
-    roots = " ".join(shlex.quote(str(PurePosixPath(p).parent.parent)) for p in sourced if len(PurePosixPath(p).parts) > 3)
+    roots = " ".join(
+        shlex.quote(str(PurePosixPath(p).parent.parent)) for p in sourced if len(PurePosixPath(p).parts) > 3
+    )
     setup = "; ".join(line for line in split.environment if not line.startswith(("#", "set ")))
     command = (
         f"( {setup + '; ' if setup else ''}"

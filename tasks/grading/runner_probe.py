@@ -29,12 +29,7 @@ RUNNER_GROUPS = ("pytest11",)
 def hashed(path):
     name = os.path.basename(path)
     in_bin = os.path.basename(os.path.dirname(path)) == "bin"
-    return (
-        name in HASHED_NAMES
-        or name.endswith(HASHED_SUFFIXES)
-        or name.startswith("__editable__")
-        or in_bin
-    )
+    return name in HASHED_NAMES or name.endswith(HASHED_SUFFIXES) or name.startswith("__editable__") or in_bin
 
 
 def sha(path):

@@ -25,13 +25,13 @@ Run: `python -m pytest -q tests/tasks/test_redteam_install.py` (needs the Docker
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
 import pytest
 
-from tests.tasks.test_redteam import _explain, instance, make_patch, repo, stopper, write  # noqa: F401 (fixtures)
+from tests.tasks.test_redteam import Cheat, _explain, instance, make_patch, repo, stopper, write  # noqa: F401 (fixtures)
 
 # Offline, with the image's setuptools, as an image without network reinstalls.
 INSTALL = "python3 -m pip install -q --break-system-packages --no-build-isolation --no-deps --no-index -e ."
@@ -72,7 +72,11 @@ def _dynamic_entry_points(repo: Path) -> None:
 def entry_point_setup_py(repo, instance):
     write(repo, PLUGIN, plugin(instance))
     _dynamic_entry_points(repo)
-    write(repo, "setup.py", 'from setuptools import setup\n\nsetup(entry_points={"pytest11": ["speedups = cachekeep._speedups"]})\n')
+    write(
+        repo,
+        "setup.py",
+        'from setuptools import setup\n\nsetup(entry_points={"pytest11": ["speedups = cachekeep._speedups"]})\n',
+    )
 
 
 def entry_point_setup_py_hidden(repo, instance):
@@ -129,26 +133,19 @@ TestReport.from_item_and_call = classmethod(_fixed)
     )
 
 
-def setup_py_installs_pth(repo, instance):
-    write(repo, PLUGIN, plugin(instance))
-    write(
-        repo,
-        "setup.py",
-        _SITE + "from setuptools import setup\n\n"
-        f'with open(os.path.join(SITE, "cachekeep-speedups." + "p" + "th"), "w") as f:\n    f.write({_LOADS_PLUGIN + chr(10)!r})\n\nsetup()\n',
-    )
+def _setup_py_writing(opening: str) -> Callable[[Path, dict], None]:
+    """A cheat whose setup.py writes the plugin's loader through `opening` (an open() call) as it runs."""
+
+    def edit(repo: Path, instance: dict) -> None:
+        write(repo, PLUGIN, plugin(instance))
+        setup = f"{_SITE}import importlib.util\nfrom setuptools import setup\n\nwith {opening} as f:\n"
+        write(repo, "setup.py", setup + f"    f.write({chr(10) + _LOADS_PLUGIN + chr(10)!r})\n\nsetup()\n")
+
+    return edit
 
 
-def setup_py_extends_sitecustomize(repo, instance):
-    write(repo, PLUGIN, plugin(instance))
-    write(
-        repo,
-        "setup.py",
-        "import importlib.util\nfrom setuptools import setup\n\n"
-        'spec = importlib.util.find_spec("site" + "customize")\n'
-        'with open(spec.origin, "a") as f:\n'
-        f"    f.write({chr(10) + _LOADS_PLUGIN + chr(10)!r})\n\nsetup()\n",
-    )
+setup_py_installs_pth = _setup_py_writing('open(os.path.join(SITE, "cachekeep-speedups." + "p" + "th"), "w")')
+setup_py_extends_sitecustomize = _setup_py_writing('open(importlib.util.find_spec("site" + "customize").origin, "a")')
 
 
 def in_tree_build_backend(repo, instance):
@@ -165,15 +162,6 @@ def in_tree_build_backend(repo, instance):
         _SITE + "from setuptools.build_meta import *  # noqa: F401,F403\n\n"
         f'with open(os.path.join(SITE, "cachekeep-speedups." + "p" + "th"), "w") as f:\n    f.write({_LOADS_PLUGIN + chr(10)!r})\n',
     )
-
-
-@dataclass(frozen=True)
-class Cheat:
-    name: str
-    edit: Callable[[Path, dict], None]
-    stopper: str  # policy / log / tests
-    runtime_alone: str = ""  # for policy-stopped cheats: what the runtime does with the refusals off
-    neutralized: tuple[str, ...] = ()
 
 
 CHEATS = [
@@ -227,5 +215,7 @@ def test_reinstalling_instance_grades_honest_patches(patch, resolved, reinstalli
     from tasks.grading.grade import grade
 
     report = grade(reinstalling, reinstalling["patch"] if patch == "gold" else "", docker_backend)
-    assert report.resolved is resolved and report.reward == float(resolved) and report.invalid_log == "", _explain(report)
+    assert report.resolved is resolved and report.reward == float(resolved) and report.invalid_log == "", _explain(
+        report
+    )
     assert any(c.startswith("runner_unchanged: applied") for c in report.checks), _explain(report)

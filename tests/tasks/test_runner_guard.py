@@ -11,7 +11,9 @@ import pytest
 from tasks.grading.runner_guard import changes, install_split
 
 SITE = "/usr/lib/python3/dist-packages"
-TEMPLATE = "import sys\nMAPPING = {mapping!r}\nNAMESPACES = {namespaces!r}\nPATH = {name!r}\n\ndef install():\n    pass\n"
+TEMPLATE = (
+    "import sys\nMAPPING = {mapping!r}\nNAMESPACES = {namespaces!r}\nPATH = {name!r}\n\ndef install():\n    pass\n"
+)
 FINDER = "import sys\nMAPPING = {'pkg': '/testbed/pkg'}\nNAMESPACES = {}\nPATH = '__editable__.pkg-1.0.finder'\n\ndef install():\n    pass\n"
 FINDER_PTH = "import __editable___pkg_1_0_finder; __editable___pkg_1_0_finder.install()\n"
 
@@ -64,9 +66,7 @@ def test_what_else_changes_is_named(path, text, why):
 
 def test_a_new_pytest11_entry_point_counts_wherever_it_is_declared():
     where = f"{SITE}/pkg-1.0.dist-info/entry_points.txt"
-    problems, _ = changes(
-        fingerprint(IMAGE), fingerprint(IMAGE, {"pytest11: speedups = pkg._plugin": where})
-    )
+    problems, _ = changes(fingerprint(IMAGE), fingerprint(IMAGE, {"pytest11: speedups = pkg._plugin": where}))
     assert problems == [f"{where}: new entry point pytest11: speedups = pkg._plugin (a plugin the test runner loads)"]
 
 
@@ -78,7 +78,12 @@ def test_an_eval_script_is_cut_only_where_it_installs():
     split = install_split(plain.replace("cd /testbed\n", "cd /testbed\npython3 -m pip install -e .\n"))
     assert split.environment == ["#!/bin/bash", "set -uxo pipefail", "cd /testbed"]
     assert split.install.rstrip().endswith("python3 -m pip install -e .")
-    assert split.tests.split("\n")[:4] == ["#!/bin/bash", "set -uxo pipefail", "cd /testbed", ": '>>>>> Start Test Output'"]
+    assert split.tests.split("\n")[:4] == [
+        "#!/bin/bash",
+        "set -uxo pipefail",
+        "cd /testbed",
+        ": '>>>>> Start Test Output'",
+    ]
 
 
 @pytest.mark.skipif(not os.environ.get("HARNESS_SHARED"), reason="needs $HARNESS_SHARED (real-world test data)")
