@@ -112,13 +112,13 @@ def changes(before: dict, after: dict) -> tuple[list[str], list[str]]:
     for entry, where in sorted(after["plugins"].items()):
         if entry not in before["plugins"]:
             problems.append(f"{where}: new entry point {entry} (a plugin the test runner loads)")
+    for path in sorted(set(after["shadows"]) - set(before["shadows"])):
+        problems.append(f"{path}: new module named like the test runner or a start-up hook, on the path")
     templates = [_finder_pattern(t) for t in before["templates"]]
     old, new = before["files"], after["files"]
     for path in sorted(set(old) | set(new)):
-        if old.get(path) == new.get(path) or (
-            path in new and path in old and after["hashes"].get(path, 1) == before["hashes"].get(path, 2)
-        ):
-            continue
+        if old.get(path) == new.get(path) or before["hashes"].get(path, "") == after["hashes"].get(path):
+            continue  # untouched, or rewritten with the same content
         if path.endswith((".pyc", ".pyo")):
             if path in new:
                 stale.append(path)  # a cache: removed, the interpreter compiles the source again

@@ -24,6 +24,8 @@ import sys
 HASHED_NAMES = ("entry_points.txt",)
 HASHED_SUFFIXES = (".pth", ".egg-link")
 RUNNER_GROUPS = ("pytest11",)
+# Modules imported by the runner or at interpreter start-up by name, wherever they are found first.
+SHADOWS = ("pytest", "_pytest", "pluggy", "py", "unittest", "sitecustomize", "usercustomize")
 
 
 def hashed(path):
@@ -133,16 +135,21 @@ def main(argv):
                     template = finder_template(path)
                     if template:
                         templates.append(template)
-    # Folders that .pth lines put on the path (a development install of the package) hold metadata too.
+    # Folders outside the roots on the path: the workdir (`python -m pytest` puts it first) and those .pth
+    # lines add (a development install). Their metadata counts, and so does a module there named like the
+    # runner or a start-up hook: install steps may write one where the patch could not.
+    folders = [workdir]
     for path in [p for p in hashes if p.endswith(".pth")]:
         with open(path, encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                folder = line.strip()
-                if folder and not folder.startswith(("#", "import ", "import\t")) and os.path.isdir(folder):
-                    for name in sorted(os.listdir(folder)):
-                        meta = os.path.join(folder, name, "entry_points.txt")
-                        if name.endswith((".egg-info", ".dist-info")) and os.path.isfile(meta):
-                            plugins.update((e, meta) for e in entry_points(meta))
+            folders += [line.strip() for line in handle if line.strip() and not line.startswith(("#", "import"))]
+    shadows = []
+    for folder in sorted(set(f for f in folders if os.path.isdir(f))):
+        for name in sorted(os.listdir(folder)):
+            meta = os.path.join(folder, name, "entry_points.txt")
+            if name.endswith((".egg-info", ".dist-info")) and os.path.isfile(meta):
+                plugins.update((e, meta) for e in entry_points(meta))
+            if name.split(".")[0] in SHADOWS and (name.endswith(".py") or "." not in name):
+                shadows.append(os.path.join(folder, name))
     texts = {}
     for path in hashes:  # what the comparison reads: start-up lines and editable finders
         if path.endswith(".pth") or os.path.basename(path).startswith("__editable__"):
@@ -156,6 +163,7 @@ def main(argv):
         "texts": texts,
         "plugins": plugins,
         "templates": templates,
+        "shadows": shadows,
         "processes": [key for _, _, key in processes()],
     }
     with open(out, "w") as handle:

@@ -19,14 +19,16 @@ FINDER_PTH = "import __editable___pkg_1_0_finder; __editable___pkg_1_0_finder.in
 
 
 def fingerprint(files: dict[str, str], plugins: dict[str, str] | None = None) -> dict:
-    """A probe's report for files given as path -> content (the content stands in for inode and change time)."""
+    """A probe's report for files given as path -> content (the content stands in for inode and change time);
+    the workdir, /testbed, is not walked: only what it holds named like the runner is listed."""
     return {
         "executable": "/usr/bin/python3",
-        "files": {path: [hash(text)] for path, text in files.items()},
+        "files": {path: [hash(text)] for path, text in files.items() if not path.startswith("/testbed/")},
         "hashes": {path: str(hash(text)) for path, text in files.items() if path.endswith((".pth", ".py"))},
         "texts": {path: text for path, text in files.items() if path.endswith(".pth") or "__editable__" in path},
         "plugins": plugins or {},
         "templates": [TEMPLATE],
+        "shadows": sorted(p for p in files if p.startswith("/testbed/")),
         "processes": [],
     }
 
@@ -56,8 +58,9 @@ def test_the_package_s_own_editable_install_is_expected():
         (f"{SITE}/sitecustomize.py", "import pkg._plugin", "added"),
         (f"{SITE}/__editable___pkg_1_0_finder.py", FINDER + "import pkg._plugin\n", "not setuptools' own template"),
         ("/usr/bin/python3", "#!/bin/sh", "added"),
+        ("/testbed/_pytest", "", "named like the test runner"),
     ],
-    ids=["runner_module", "pth_with_code", "sitecustomize", "finder_not_from_the_template", "interpreter"],
+    ids=["runner_module", "pth_with_code", "sitecustomize", "finder_not_from_the_template", "interpreter", "shadow"],
 )
 def test_what_else_changes_is_named(path, text, why):
     problems, _ = changes(fingerprint(IMAGE), fingerprint({**IMAGE, path: text}))
