@@ -265,12 +265,10 @@ def _refusals(item: PatchFile, read_source: bool = True) -> list[str]:
     elif name in _PACKAGING_FILES and any(
         _RUNNER_ENTRY_POINT_GROUPS.search(line) for line in item.added + item.removed
     ):
-        found.append(
-            f"declares a pytest11 entry point in {name} (a plugin the test runner loads once the package is installed)"
-        )
+        found.append("declares a pytest11 entry point (a plugin the test runner loads once the package is installed)")
     for pattern, why in _INSTALL_HOOKS.get(name, []) if path.parent == PurePosixPath(".") else []:
         if any(pattern.search(line) for line in item.added):
-            found.append(f"{name}: {why}")
+            found.append(why)
     if name.endswith(_COMPILED) or "__pycache__" in path.parts:
         found.append("compiled code")
     elif name.endswith(".py") and item.is_binary:
