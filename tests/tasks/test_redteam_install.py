@@ -232,8 +232,8 @@ def test_install_time_cheat_earns_nothing(cheat, reinstalling, repo, docker_back
     assert tuple(note.split(": ")[0] for note in report.neutralized) == cheat.neutralized, _explain(report)
     if cheat.stopper == "log":
         assert "runner_unchanged: failed" in " ".join(report.checks), _explain(report)
-    strict = review_patch(patch, reinstalling, mode="strict")
-    assert bool(strict.refused) == (cheat.stopper != "log"), strict.refused
+    default, strict = review_patch(patch, reinstalling), review_patch(patch, reinstalling, mode="strict")
+    assert bool(strict.refused) == bool(default.refused or default.neutralized), strict.refused
 
 
 @pytest.mark.parametrize("cheat", [c for c in CHEATS if c.runtime_alone], ids=lambda c: c.name)
