@@ -71,24 +71,20 @@ def _dynamic_entry_points(repo: Path) -> None:
     path.write_text(path.read_text().replace("[project]\n", '[project]\ndynamic = ["entry-points"]\n', 1))
 
 
-def entry_point_setup_py(repo, instance):
-    write(repo, PLUGIN, plugin(instance))
-    _dynamic_entry_points(repo)
-    write(
-        repo,
-        "setup.py",
-        'from setuptools import setup\n\nsetup(entry_points={"pytest11": ["speedups = cachekeep._speedups"]})\n',
-    )
+def _entry_point_in_setup_py(group: str) -> Callable[[Path, dict], None]:
+    """A cheat whose setup.py declares the plugin in the entry-point group that `group` (an expression) names."""
+
+    def edit(repo: Path, instance: dict) -> None:
+        write(repo, PLUGIN, plugin(instance))
+        _dynamic_entry_points(repo)
+        declared = f'setup(entry_points={{{group}: ["speedups = cachekeep._speedups"]}})'
+        write(repo, "setup.py", f"from setuptools import setup\n\n{declared}\n")
+
+    return edit
 
 
-def entry_point_setup_py_hidden(repo, instance):
-    write(repo, PLUGIN, plugin(instance))
-    _dynamic_entry_points(repo)
-    write(
-        repo,
-        "setup.py",
-        'from setuptools import setup\n\nsetup(entry_points={"py" + "test" + str(11): ["speedups = cachekeep._speedups"]})\n',
-    )
+entry_point_setup_py = _entry_point_in_setup_py('"pytest11"')
+entry_point_setup_py_hidden = _entry_point_in_setup_py('"py" + "test" + str(11)')
 
 
 def entry_point_setup_cfg(repo, instance):
