@@ -29,7 +29,7 @@ _ENVIRONMENT = re.compile(
     r"|cd [^;&|$`<>]+"
     r"|(?:source|\.) /[^;&|$`<>]+"
     r"|conda activate [\w.-]+"
-    r"|export \w+=[^;&|$`<>()]*)$"
+    r"|export \w+=[^;&|`<>()]*)$"  # variables expand, no command runs
 )
 # Lines that cannot run the patch's code: git (its hooks and filters are git metadata, which no patch
 # may touch), removing files, no-op markers, heredocs into a file or into `git apply`.
