@@ -40,6 +40,7 @@ from sandboxes import Backend, SandboxError, SandboxSpec
 
 from ..errors import TaskError
 from .patch_policy import GRADING_MODES, parse_patch, review_patch, test_list
+from .runner_guard import ProbeFailed, Split, changes, install_split, probe
 from .runners import Check, region, runner_for
 from ..shared_env import inject_repo, is_shared
 from ..swe import WORKDIR
@@ -168,7 +169,7 @@ def _grade_into(report, instance, model_patch, backend, timeout, fractional) -> 
     if report.rejected:
         return
     canary = new_canary() if canary_plant(instance, "test_x") else ""
-    report.apply_method, log = run_eval(instance, model_patch, backend, timeout, canary)
+    report.apply_method, log, runner = run_checked_eval(instance, model_patch, backend, timeout, canary)
     if report.patch_exists and not report.apply_method:
         return
     report.patch_successfully_applied = True
@@ -179,6 +180,9 @@ def _grade_into(report, instance, model_patch, backend, timeout, fractional) -> 
         judged.problem,
         judged.checks,
     )
+    if runner is not None:
+        report.checks.append(str(runner))
+        report.invalid_log = runner.detail if runner.outcome == "failed" else report.invalid_log
     if report.invalid_log:
         return
     report.tests_status, report.resolution = decide(instance, status_map)
@@ -217,6 +221,15 @@ def run_eval(instance: dict, patch: str, backend: Backend, timeout: float = 900.
 
     With `canary` (a test name), that failing test is planted where `canary_plant` says.
     """
+    method, log, _ = run_checked_eval(instance, patch, backend, timeout, canary)
+    return method, log
+
+
+def run_checked_eval(
+    instance: dict, patch: str, backend: Backend, timeout: float = 900.0, canary: str = ""
+) -> tuple[str, str, Check | None]:
+    """`run_eval`, plus the `runner_unchanged` check where the eval script installs before its tests
+    (`runner_guard`: the tests then run only if the install steps left the test runner as the image had it)."""
     workdir = instance.get("workdir", WORKDIR)
     with backend.create(grading_spec(instance, timeout)) as sb:
         run_setup(sb, instance)
@@ -228,18 +241,59 @@ def run_eval(instance: dict, patch: str, backend: Backend, timeout: float = 900.
             )
             method = _apply(sb, patch, workdir)
             if not method:
-                return "", ""
+                return "", "", None
             neutralize(sb, instance, patch, start)
-        sb.write_file("/tmp/harness_eval/eval.sh", stage_test_assets(sb, instance, eval_script(instance, canary)))
-        # setsid: no controlling terminal, so the code under test cannot write around the log.
-        run = sb.exec(
-            "setsid --wait bash /tmp/harness_eval/eval.sh > /tmp/harness_eval/eval.log 2>&1 < /dev/null",
-            timeout=timeout,
-        )
-        log = sb.read_file("/tmp/harness_eval/eval.log").decode("utf-8", errors="replace")
-    if run.timed_out:
+        script = stage_test_assets(sb, instance, eval_script(instance, canary))
+        split = install_split(script)
+        if split is None:
+            log, timed_out = _run_script(sb, script, timeout)
+            runner = None
+        else:
+            log, timed_out, runner = _run_guarded(sb, split, workdir, timeout)
+    if timed_out:
         log += "\n>>>>> Tests Timed Out\n"
-    return method, log
+    return method, log, runner
+
+
+def _run_script(sb, script: str, timeout: float, append: bool = False) -> tuple[str, bool]:
+    """Run an eval script detached from any terminal, its output in the log file: (the log so far, timed out)."""
+    sb.write_file("/tmp/harness_eval/eval.sh", script)
+    # setsid: no controlling terminal, so the code under test cannot write around the log.
+    run = sb.exec(
+        f"setsid --wait bash /tmp/harness_eval/eval.sh {'>>' if append else '>'} /tmp/harness_eval/eval.log 2>&1 < /dev/null",
+        timeout=timeout,
+    )
+    return sb.read_file("/tmp/harness_eval/eval.log").decode("utf-8", errors="replace"), run.timed_out
+
+
+def _run_guarded(sb, split: Split, workdir: str, timeout: float) -> tuple[str, bool, Check]:
+    """The install part, the runner checked against its fingerprint from before it, then the tests."""
+    try:
+        before = probe(sb, split, workdir, "/tmp/harness_eval/runner-before.json")
+    except ProbeFailed as err:
+        raise SandboxError(f"cannot fingerprint the test runner before the install steps: {err}") from None
+    log, timed_out = _run_script(sb, split.install, timeout)
+    if timed_out:
+        return log, True, Check("runner_unchanged", "skipped", "the install steps timed out")
+    try:
+        after = probe(sb, split, workdir, "/tmp/harness_eval/runner-after.json", keep=before["processes"])
+    except ProbeFailed as err:
+        return (
+            log,
+            False,
+            Check("runner_unchanged", "failed", f"the test runner could not be checked after the install steps: {err}"),
+        )
+    problems, stale = changes(before, after)
+    if problems:
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        why = "the eval script's install steps changed what the test runner loads: " + "; ".join(problems[:3]) + more
+        return log, False, Check("runner_unchanged", "failed", why)
+    if stale:
+        sb.write_file("/tmp/harness_eval/stale-caches", "\n".join(stale) + "\n")
+        sb.exec("xargs -d '\\n' rm -f -- < /tmp/harness_eval/stale-caches", timeout=120)
+    log, timed_out = _run_script(sb, split.tests, timeout, append=True)
+    detail = f"{len(after['files'])} files of {after['executable']}'s installation as before the install steps, but the package's own"
+    return log, timed_out, Check("runner_unchanged", "applied", detail)
 
 
 def eval_script(instance: dict, canary: str = "") -> str:

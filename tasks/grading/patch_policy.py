@@ -13,9 +13,12 @@ and, for source, by what it adds:
 - **refused** (the patch scores 0, each reason named): what can never be part of a fix and cannot
   be put back safely: interpreter start-up hooks (`sitecustomize.py`, `.pth`), modules at the
   repository root that would be imported in place of the test runner, git metadata,
-  installed-package metadata (`*.egg-info/`: a `pytest11` entry point loads a plugin), compiled
-  code, Python source that cannot be read, and source that ends the process behind the
-  runner's back or writes the harness's own markers.
+  installed-package entry points (`*.egg-info/entry_points.txt`: a `pytest11` entry point loads a
+  plugin), compiled code, Python source that cannot be read, source that ends the process behind the
+  runner's back or writes the harness's own markers, and the packaging hooks an eval script's
+  reinstall would run as root before the tests: a `pytest11` entry point in any packaging file,
+  `cmdclass` or code that names the interpreter's installation in `setup.py`, an in-tree build
+  backend (`backend-path`). What the review cannot read there, `runner_guard` catches at run time.
 
 In `strict` mode (a reward for training that wants no test edits at all) everything that would
 be neutralized is refused instead: one review, one code path, two outcomes.
@@ -60,6 +63,22 @@ _PYPROJECT_TEST_CONFIG = re.compile(
     r"pytest|addopts|testpaths|python_|norecursedirs|pythonpath|confcutdir|rootdir|plugins|\[tool\."
 )
 _COMPILED = (".pyc", ".pyo", ".so", ".pyd", ".dylib", ".dll")
+# Packaging files run or read when the eval script reinstalls the package (`pip install -e .`), as root,
+# before the tests: what they may not do.
+_PACKAGING_FILES = {"setup.py", "setup.cfg", "pyproject.toml", "entry_points.txt"}
+_RUNNER_ENTRY_POINT_GROUPS = re.compile(r"\bpytest11\b")  # the groups the test runner loads plugins from
+_INSTALL_HOOKS = {
+    "setup.py": [
+        (re.compile(r"\bcmdclass\b"), "overrides setuptools' commands (install-time code)"),
+        (
+            re.compile(
+                r"site-packages|dist-packages|getsitepackages|getusersitepackages|sitecustomize|usercustomize|\b_pytest\b|\.pth\b"
+            ),
+            "install-time code that reaches into the interpreter's installation",
+        ),
+    ],
+    "pyproject.toml": [(re.compile(r"^\s*backend-path\b"), "an in-tree build backend (install-time code)")],
+}
 # Source with no business in a bug fix: ending the process so that no report shows the
 # failures, tracing the interpreter, or writing the markers the eval script's log is cut by.
 _SUSPICIOUS_SOURCE = [
@@ -241,8 +260,15 @@ def _refusals(item: PatchFile, read_source: bool = True) -> list[str]:
         found.append("shadows the test runner (a module of that name at the repository root)")
     if ".git" in path.parts or name in (".gitattributes",):
         found.append("git metadata")
-    if any(part.endswith((".egg-info", ".dist-info")) for part in path.parts[:-1]) or name.endswith(".egg-link"):
-        found.append("installed-package metadata (its entry points load code into the test runner)")
+    if name == "entry_points.txt" and any(part.endswith((".egg-info", ".dist-info")) for part in path.parts[:-1]):
+        found.append("installed-package entry points (entry_points.txt: its plugins load into the test runner)")
+    elif name in _PACKAGING_FILES and any(
+        _RUNNER_ENTRY_POINT_GROUPS.search(line) for line in item.added + item.removed
+    ):
+        found.append("declares a pytest11 entry point (a plugin the test runner loads once the package is installed)")
+    for pattern, why in _INSTALL_HOOKS.get(name, []) if path.parent == PurePosixPath(".") else []:
+        if any(pattern.search(line) for line in item.added):
+            found.append(why)
     if name.endswith(_COMPILED) or "__pycache__" in path.parts:
         found.append("compiled code")
     elif name.endswith(".py") and item.is_binary:

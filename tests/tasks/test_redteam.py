@@ -884,7 +884,7 @@ def test_neutralized_even_without_a_test_patch():
     ]
     assert [why.split(" (")[0] for why in review.refused] == [
         "sitecustomize.py: interpreter start-up hook",
-        "pkg.egg-info/entry_points.txt: installed-package metadata",
+        "pkg.egg-info/entry_points.txt: installed-package entry points",
     ]
     renamed = "diff --git a/tests/test_a.py b/pkg/a.py\nsimilarity index 100%\nrename from tests/test_a.py\nrename to pkg/a.py\n"
     assert list(review_patch(renamed).neutralized) == ["tests/test_a.py"]  # a renamed-away test file comes back
