@@ -27,6 +27,15 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+    """Tests run only when selected (`proof`, `bases`) are slow ones too: `-m "not slow"` on the command line replaces
+    the `-m` of pyproject's addopts, and must still leave them out."""
+    for item in items:
+        if item.get_closest_marker("proof") or item.get_closest_marker("bases"):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="module")
 def one_torch_thread():
     """Tiny models spend their time in thread hand-offs: one thread is several times faster,

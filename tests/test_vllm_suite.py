@@ -22,6 +22,7 @@ def vllm_venv_ready() -> bool:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(2400)  # one subprocess runs all of tests/vllm (vLLM engine starts: tens of seconds each)
 def test_vllm_suite_in_its_venv():
     require(vllm_venv_ready(), f"{VENV_PYTHON} with vLLM (scripts/setup_vllm_cpu.sh makes it)")

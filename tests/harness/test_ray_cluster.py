@@ -16,6 +16,8 @@ import pytest
 
 from tests.cli_helpers import free_port, harness, rows_of
 
+pytestmark = pytest.mark.slow  # a 3-node cluster, episodes in Docker: 2.5 to 4 minutes
+
 RAY = str(Path(sys.executable).with_name("ray"))
 ENV = {
     **os.environ,

@@ -23,6 +23,7 @@ BASH = {
 }
 
 
+@pytest.mark.slow  # the session's import of the GGUF file (84 to 128 s) comes first
 def test_import_writes_a_folder_transformers_loads_and_the_model_knows_things(smollm2):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -50,6 +51,7 @@ def test_import_writes_a_folder_transformers_loads_and_the_model_knows_things(sm
     )  # the pretrained weights survived dequantization
 
 
+@pytest.mark.slow  # quick, but only after that import
 def test_a_template_without_tools_gets_the_harness_tool_prompt(smollm2):
     from transformers import AutoTokenizer
 
@@ -113,6 +115,7 @@ def test_bad_gguf_files_fail_clearly(smollm2_gguf, tmp_path):
         )
 
 
+@pytest.mark.slow
 def test_generate_on_gsm8k_from_the_gguf_file_writes_a_dataset(smollm2, smollm2_gguf, tmp_path):
     import pyarrow.parquet as pq
 
@@ -143,6 +146,7 @@ def test_generate_on_gsm8k_from_the_gguf_file_writes_a_dataset(smollm2, smollm2_
         assert row["token_ids"] and len(row["token_ids"]) == len(row["loss_mask"]) and sum(row["loss_mask"]) > 0
 
 
+@pytest.mark.slow
 def test_serve_answers_the_openai_client(smollm2, smollm2_gguf):
     import openai
 

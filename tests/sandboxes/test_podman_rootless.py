@@ -98,6 +98,7 @@ def cgroup_values(text: str) -> dict[str, str]:
     return {name: value.strip() for name, value in pick.items()}
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_rootless_podman_runs_a_sandbox_from_an_archive(docker_backend, unprivileged_user, tmp_path):
     """A persistent shell as root of a user namespace, no network, each limit either set by a cgroup the

@@ -28,6 +28,9 @@ import pytest
 from tests.cli_helpers import harness
 from tests.conftest import require
 
+# Django mined from its sdists, then graded by both harnesses (minutes).
+pytestmark = pytest.mark.slow
+
 BASE, FIXED = "4.2.15", "4.2.16"
 FIX_FILES = ["django/contrib/auth/forms.py", "tests/auth_tests/test_forms.py", "tests/mail/custombackend.py"]
 FIX_DATE = "2024-09-03T12:42:24+00:00"  # as released in 4.2.16

@@ -15,6 +15,9 @@ import pytest
 from tests.cli_helpers import harness
 from tests.conftest import SHARED, require, same_change
 
+# Every test waits for the module's mining of eight real fixes (minutes).
+pytestmark = pytest.mark.slow
+
 REAL = SHARED / "swebench-real"
 # CI mines all eight; both graders grade gold and empty on all eight (gold 8/8, empty 0/8) and a wrong fix, two
 # cheats and a real-agent-style fix on one instance per log parser (docs/mining.md). HARNESS_MINE_ONLY=<id>,<id>

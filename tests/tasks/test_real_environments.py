@@ -31,6 +31,9 @@ from tests.conftest import require
 from tests.tasks.test_mine_units import GIT_HISTORY
 from tests.tasks.test_synth import PACKAGE, make_package
 
+# Each builds a real project's environment image (a minute or more; the Python 3.9 base, several).
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def tinydb(tmp_path_factory, docker_backend):

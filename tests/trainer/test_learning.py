@@ -47,6 +47,7 @@ ARITH_FLAT = 0.04
 ARITH_MARGIN = 0.04
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_grpo_from_a_flat_sft_plateau_beats_sft_continued_for_the_same_time(tmp_path):
     """`learning_proof.sh plateau`, CI-sized: a fresh tiny model, SFT on 200 gold arith answers until more SFT no
@@ -75,6 +76,7 @@ def test_grpo_from_a_flat_sft_plateau_beats_sft_continued_for_the_same_time(tmp_
     assert grpo["heldout"]["greedy"] - max(start, sft["heldout"]["greedy"]) >= ARITH_MARGIN, report
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(1800)  # Ray, a learner and an engine of a 135M model on a 2-core CPU
 def test_grpo_teaches_smollm2_the_answer_format_and_saves_a_checkpoint_that_evaluates(smollm2_gguf, tmp_path):
     """SmolLM2-135M-Instruct from its GGUF file, after 2 SFT steps, writes `#### N` half the time. From there, 5 GRPO

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 import yaml
 
 from tests.conftest import SHARED, require
@@ -35,6 +36,7 @@ def test_the_example_yaml_is_the_walkthroughs():
     assert yaml.safe_load((EXAMPLE / "gsm8k-grpo.yaml").read_text()) == yaml.safe_load(WALKTHROUGH_YAML)
 
 
+@pytest.mark.slow
 def test_all_five_steps_run_on_cpu(tmp_path: Path, docker_backend):
     work, data = tmp_path / "work", tmp_path / "data"
     env = {
