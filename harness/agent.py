@@ -109,8 +109,8 @@ class Agent:
         """Carry out `prompt` on a copy of `repo`; `test` (a shell command run in the repository's folder) judges it.
         `backend` is the sandbox backend (a name, as `--backend` takes, or a Backend); `scaffold` drives the turns:
         our own loop, or a registered scaffold such as `mini-swe-agent`; `context` what each prompt holds of the
-        history (harness.context: keep-all, mask-observations:N, window:N, summarize:N). `runtime` is SkyRL's spelling: a backend
-        name, or `"openhands"` for the OpenHands scaffold on the "auto" backend."""
+        history (harness.context: keep-all, mask-observations:N, window:N, summarize:N). `runtime` is SkyRL's
+        spelling: a backend name, or `"openhands"` for the OpenHands scaffold on the "auto" backend."""
         if runtime in SCAFFOLD_RUNTIMES:
             if scaffold not in (OWN_LOOP, SCAFFOLD_RUNTIMES[runtime]):
                 raise HarnessError(

@@ -82,7 +82,9 @@ def test_a_summary_that_fails_falls_back_to_masking_and_says_so(answer):
     context.prompt(_history(4), None, 5, record)
     view = context.prompt(_history(5), None, 6, record)
     assert view == Context("mask-observations:200", _chars).view(_history(5))
-    assert [m["content"] for m in view if m["role"] == "tool"][:3] == ["[output omitted from the context: 90 tokens]"] * 3
+    assert [m["content"] for m in view if m["role"] == "tool"][:3] == [
+        "[output omitted from the context: 90 tokens]"
+    ] * 3
     reason = "came back empty" if isinstance(answer, str) else "failed: the endpoint answered 500"
     assert record["context"]["fallback"] == f"mask-observations:200: the summary of turns 2-3 {reason}"
     assert record["context"]["summaries"] == []
@@ -159,7 +161,9 @@ def test_a_run_names_its_strategy_or_is_refused():
         EvalConfig(tasks="swe-demo", checkpoint="m", context="summary")
 
 
-def test_a_summary_is_trained_after_exactly_the_prompt_it_was_sampled_from(tiny_model, docker_backend, one_torch_thread):
+def test_a_summary_is_trained_after_exactly_the_prompt_it_was_sampled_from(
+    tiny_model, docker_backend, one_torch_thread
+):
     policy = RecordingPolicy(tiny_model)
     limits = EpisodeLimits(max_turns=5, max_format_errors=10, context="summarize:300")
     trajectory = run_episode(load_tasks("swe-demo")[0], policy, Sampling(max_tokens=6), limits, backend=docker_backend)
