@@ -171,6 +171,8 @@ def _summary_writer(policy, ledger, sampling, limits, trajectory) -> Callable:
     answer become a token segment of their own: trained, with the trajectory's advantage, after exactly that prompt."""
 
     def write(messages) -> tuple[str, int, int]:
+        if policy.scripted:
+            raise PolicyError(f"{policy.name} plays fixed turns: it writes no summary")
         clock = time.monotonic()
         if ledger is None:
             completion = policy.generate(messages, [], sampling)

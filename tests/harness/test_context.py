@@ -174,8 +174,13 @@ def test_a_summary_is_trained_after_exactly_the_prompt_it_was_sampled_from(
     rows = token_rows(trajectory)
     for prompt, completion in policy.sampled:  # the turns and the summaries alike
         sampled = prompt + completion.token_ids
-        trained = [row for row in rows if row[0] == sampled or row[0][: len(sampled)] == sampled]
-        assert len(trained) == 1 and trained[0][1][len(prompt) : len(sampled)] == [1] * len(completion.token_ids)
+        trained = [
+            row
+            for row in rows
+            if row[0][: len(sampled)] == sampled
+            and row[1][len(prompt) : len(sampled)] == [1] * len(completion.token_ids)
+        ]  # (the first turn, kept, is context in the later rows: mask 0)
+        assert len(trained) == 1
         assert trained[0][2][len(prompt) : len(sampled)] == completion.logprobs
     summary_prompt, summary = policy.sampled[3]  # asked before the fourth turn
     assert summaries[0]["text"] == summary.text.strip() and summaries[0]["completion_tokens"] == len(summary.token_ids)
@@ -183,3 +188,17 @@ def test_a_summary_is_trained_after_exactly_the_prompt_it_was_sampled_from(
     fourth_prompt = policy.tokenizer.decode(policy.sampled[4][0])
     assert "[summary of turns 2-2, written in place of them]" in fourth_prompt
     assert sum(sum(mask) for _, mask, _ in rows) == sum(len(c.token_ids) for _, c in policy.sampled)
+
+
+def test_a_scripted_policy_writes_no_summary_and_the_episode_goes_on_masking(docker_backend):
+    from harness.policies.scripted import ScriptedPolicy
+    from harness.policy import tool_turn
+
+    reads = [tool_turn("bash", command=f"seq {n * 100}") for n in range(1, 4)]
+    policy = ScriptedPolicy("reader", [*reads, tool_turn("submit")])
+    limits = EpisodeLimits(context="summarize:100")
+    trajectory = run_episode(load_tasks("swe-demo")[0], policy, Sampling(), limits, backend=docker_backend)
+    assert trajectory.exit_status == "submitted" and trajectory.turns == 4
+    assert trajectory.metadata["context"]["fallback"] == (
+        "mask-observations:100: the summary of turns 2-2 failed: reader plays fixed turns: it writes no summary"
+    )
