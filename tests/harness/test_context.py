@@ -103,6 +103,22 @@ class RecordingPolicy(HFPolicy):
         return completion
 
 
+def _each_sampled_answer_is_trained_once(policy: RecordingPolicy, rows) -> None:
+    """Each answer the policy sampled is trained, after its exact prompt and with its logprobs, in exactly one row;
+    a later row's prompt may hold the same tokens again, as context (mask 0)."""
+    for prompt, completion in policy.sampled:
+        sampled = prompt + completion.token_ids
+        trained = [
+            row
+            for row in rows
+            if row[0][: len(sampled)] == sampled
+            and row[1][len(prompt) : len(sampled)] == [1] * len(completion.token_ids)
+        ]
+        assert len(trained) == 1, "a sampled answer is not trained, after its exact prompt, in exactly one row"
+        assert trained[0][2][len(prompt) : len(sampled)] == completion.logprobs
+    assert sum(sum(mask) for _, mask, _ in rows) == sum(len(c.token_ids) for _, c in policy.sampled)
+
+
 def test_each_turn_is_trained_on_the_prompt_it_was_sampled_from_after_a_rewrite(
     tiny_model, docker_backend, one_torch_thread
 ):
@@ -116,17 +132,7 @@ def test_each_turn_is_trained_on_the_prompt_it_was_sampled_from_after_a_rewrite(
     assert sum(m["role"] == "assistant" for m in trajectory.messages) == 5  # the record keeps the whole history
     rows = token_rows(trajectory)
     assert len(rows) == 3
-    for prompt, completion in policy.sampled:
-        sampled = prompt + completion.token_ids
-        trained = [
-            row
-            for row in rows
-            if row[0][: len(sampled)] == sampled
-            and row[1][len(prompt) : len(sampled)] == [1] * len(completion.token_ids)
-        ]  # (a later row's prompt may hold the same tokens again, as context: mask 0)
-        assert len(trained) == 1, "a sampled turn is not trained, after its exact prompt, in exactly one row"
-        assert trained[0][2][len(prompt) : len(sampled)] == completion.logprobs
-    assert sum(sum(mask) for _, mask, _ in rows) == sum(len(c.token_ids) for _, c in policy.sampled)
+    _each_sampled_answer_is_trained_once(policy, rows)
     batch = build_batch(
         [[trajectory]], policy.tokenizer.pad_token_id or 0, filter_zero_variance=False, filter_truncated=False
     )
@@ -168,26 +174,17 @@ def test_a_summary_is_trained_after_exactly_the_prompt_it_was_sampled_from(
     limits = EpisodeLimits(max_turns=5, max_format_errors=10, context="summarize:300")
     trajectory = run_episode(load_tasks("swe-demo")[0], policy, Sampling(max_tokens=6), limits, backend=docker_backend)
     summaries = trajectory.metadata["context"]["summaries"]
-    # three turns fit the budget; then each prompt holds the first turn, a summary and the last turn
+    # the task alone passes the budget: from turn 4 (the first with a turn between the first and the last) each
+    # prompt holds the first turn, a summary and the last turn
     assert trajectory.turns == 5 and len(policy.sampled) == 5 + len(summaries)
     assert [s["at_turn"] for s in summaries] == [4, 5] and [s["last_turn"] for s in summaries] == [2, 3]
     rows = token_rows(trajectory)
-    for prompt, completion in policy.sampled:  # the turns and the summaries alike
-        sampled = prompt + completion.token_ids
-        trained = [
-            row
-            for row in rows
-            if row[0][: len(sampled)] == sampled
-            and row[1][len(prompt) : len(sampled)] == [1] * len(completion.token_ids)
-        ]  # (the first turn, kept, is context in the later rows: mask 0)
-        assert len(trained) == 1
-        assert trained[0][2][len(prompt) : len(sampled)] == completion.logprobs
+    _each_sampled_answer_is_trained_once(policy, rows)  # the turns and the summaries alike
     summary_prompt, summary = policy.sampled[3]  # asked before the fourth turn
     assert summaries[0]["text"] == summary.text.strip() and summaries[0]["completion_tokens"] == len(summary.token_ids)
     assert "Summarize the conversation" in policy.tokenizer.decode(summary_prompt)
     fourth_prompt = policy.tokenizer.decode(policy.sampled[4][0])
     assert "[summary of turns 2-2, written in place of them]" in fourth_prompt
-    assert sum(sum(mask) for _, mask, _ in rows) == sum(len(c.token_ids) for _, c in policy.sampled)
 
 
 def test_a_scripted_policy_writes_no_summary_and_the_episode_goes_on_masking(docker_backend):
