@@ -58,6 +58,13 @@ ScaffoldOption = typer.Option(
     help="What drives the turns: harness (our own loop), mini-swe-agent, "
     "or a registered scaffold / module:Name (docs/scaffolds.md).",
 )
+ContextOption = typer.Option(
+    "keep-all",
+    "--context",
+    help="What each prompt holds of the history: keep-all, mask-observations:TOKENS (older tool results "
+    "replaced past that many tokens of them), window:N (the task, the first turn and the last N turns), "
+    "summarize:TOKENS (past that many tokens the policy summarizes the turns between the first and the last).",
+)
 GradingOption = typer.Option(
     None,
     "--grading",
@@ -309,12 +316,7 @@ def eval_command(
         help="Sandboxes per image started ahead of the queue, grading overlapped with the next episodes (0: off).",
     ),
     scaffold: str = ScaffoldOption,
-    context: str = typer.Option(
-        "keep-all",
-        "--context",
-        help="What each prompt holds of the history: keep-all, mask-observations:TOKENS (older tool results "
-        "replaced past that many tokens of them), window:N (the task, the first turn and the last N turns).",
-    ),
+    context: str = ContextOption,
 ):
     """Evaluate a checkpoint, endpoint or scripted policy on a task set; writes a report."""
     from harness.evaluate import EvalConfig, load_eval_settings
@@ -412,6 +414,7 @@ def generate_command(
     ray_address: Optional[str] = RayAddressOption,
     engine: str = EngineOption,
     scaffold: str = ScaffoldOption,
+    context: str = ContextOption,
 ):
     """Write a synthetic trajectory dataset (Parquet, ready for SFT) with a dataset card."""
     from harness.evaluate import EvalConfig
@@ -434,6 +437,7 @@ def generate_command(
         ray_address=ray_address,
         engine=engine,
         scaffold=scaffold,
+        context=context,
     )
     run = _run_eval(run_config, resume=resume)
     card = write_dataset(run.output, output, run.config, keep=keep, min_reward=min_reward)
@@ -603,6 +607,7 @@ def run_command(
     backend: str = BackendOption,
     runtime: Optional[str] = typer.Option(None, "--runtime", hidden=True, help="Former name of --backend."),
     scaffold: str = ScaffoldOption,
+    context: str = ContextOption,
     patch_out: Optional[Path] = typer.Option(None, "--patch-out", help="Write the agent's patch to this file."),
     branch: Optional[str] = typer.Option(None, "--branch", help="Commit the patch on this new branch of --repo."),
     output: Optional[Path] = typer.Option(None, help="Where the trajectory and patch go (default runs/run-<repo>)."),
@@ -621,7 +626,14 @@ def run_command(
     output = output or Path("runs") / f"run-{repo.expanduser().resolve().name}"
     with Agent.from_checkpoint(checkpoint, base_url=base_url, temperature=temperature, max_tokens=max_tokens) as agent:
         result = agent.run_task(
-            request, repo, max_turns=max_turns, backend=backend, test=test, scaffold=scaffold, on_message=_show_message
+            request,
+            repo,
+            max_turns=max_turns,
+            backend=backend,
+            test=test,
+            scaffold=scaffold,
+            context=context,
+            on_message=_show_message,
         )
     result.trajectory.save(output / "trajectory.json")
     result.write_patch(output / "model.patch")

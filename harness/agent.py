@@ -21,6 +21,7 @@ from typing import Any, Callable
 from sandboxes import Backend, get_backend
 from tasks.user_repo import apply_to_branch, repo_task
 
+from .context import KEEP_ALL, parse_context
 from .episode import EpisodeLimits, run_episode
 from .errors import HarnessError
 from .policy import Policy, Sampling
@@ -103,11 +104,13 @@ class Agent:
         wall_time: float = 1800.0,
         scaffold: str = OWN_LOOP,
         runtime: str | None = None,
+        context: str = KEEP_ALL.name,
     ) -> AgentResult:
         """Carry out `prompt` on a copy of `repo`; `test` (a shell command run in the repository's folder) judges it.
         `backend` is the sandbox backend (a name, as `--backend` takes, or a Backend); `scaffold` drives the turns:
-        our own loop, or a registered scaffold such as `mini-swe-agent`. `runtime` is SkyRL's spelling: a backend
-        name, or `"openhands"` for the OpenHands scaffold on the "auto" backend."""
+        our own loop, or a registered scaffold such as `mini-swe-agent`; `context` what each prompt holds of the
+        history (harness.context: keep-all, mask-observations:N, window:N, summarize:N). `runtime` is SkyRL's
+        spelling: a backend name, or `"openhands"` for the OpenHands scaffold on the "auto" backend."""
         if runtime in SCAFFOLD_RUNTIMES:
             if scaffold not in (OWN_LOOP, SCAFFOLD_RUNTIMES[runtime]):
                 raise HarnessError(
@@ -125,8 +128,9 @@ class Agent:
         if max_turns < 1:
             raise HarnessError(f"max_turns must be at least 1, not {max_turns}")
         driver = get_scaffold(scaffold)
+        parse_context(context)  # a bad strategy is refused before any sandbox starts
         backend = get_backend(backend) if isinstance(backend, str) else backend
-        limits = EpisodeLimits(max_turns=max_turns, max_context=max_context, wall_time=wall_time)
+        limits = EpisodeLimits(max_turns=max_turns, max_context=max_context, wall_time=wall_time, context=context)
         with tempfile.TemporaryDirectory(prefix="harness-repo-") as staging:
             task = repo_task(repo, prompt, Path(staging) / "repo", test_command=test, max_turns=max_turns, image=image)
             trajectory = run_episode(

@@ -114,7 +114,9 @@ def run_episode(
 def _loop(task, policy, env, sampling, limits, trajectory, ledger, tools, timings, started, tell) -> None:
     max_turns = min(task.max_turns, limits.max_turns or task.max_turns)
     format_errors = 0
-    context = Context(limits.context, token_counter(policy.tokenizer))
+    context = Context(
+        limits.context, token_counter(policy.tokenizer), _summary_writer(policy, ledger, sampling, limits, trajectory)
+    )
     while True:
         if trajectory.turns >= max_turns:
             raise EpisodeEnd("max_turns")
@@ -162,6 +164,32 @@ def _loop(task, policy, env, sampling, limits, trajectory, ledger, tools, timing
         format_errors = format_errors + 1 if result.format_error else 0
         if format_errors >= limits.max_format_errors:
             raise EpisodeEnd("format_errors", f"{format_errors} turns in a row without a usable tool call")
+
+
+def _summary_writer(policy, ledger, sampling, limits, trajectory) -> Callable:
+    """The policy answers a context strategy's summary request. With recorded tokens, the request and its sampled
+    answer become a token segment of their own: trained, with the trajectory's advantage, after exactly that prompt."""
+
+    def write(messages) -> tuple[str, int, int]:
+        if policy.scripted:
+            raise PolicyError(f"{policy.name} plays fixed turns: it writes no summary")
+        clock = time.monotonic()
+        if ledger is None:
+            completion = policy.generate(messages, [], sampling)
+        else:
+            prompt = ledger.render(messages)
+            if len(prompt) + sampling.max_tokens > limits.max_context:
+                raise PolicyError(
+                    f"its request has {len(prompt)} tokens + {sampling.max_tokens} to generate > {limits.max_context}"
+                )
+            completion = policy.generate_ids(prompt, sampling)
+            ledger.add_segment(prompt, completion)
+        trajectory.timings["policy_s"] += time.monotonic() - clock
+        trajectory.prompt_tokens += completion.prompt_tokens
+        trajectory.completion_tokens += completion.completion_tokens
+        return completion.text, completion.prompt_tokens, completion.completion_tokens
+
+    return write
 
 
 def _generate(policy: Policy, ledger: TokenLedger | None, messages, tools, sampling: Sampling) -> Completion:

@@ -81,7 +81,8 @@ class EvalConfig(BaseModel):
     reward_mode: str | None = None  # GSM8K's rule for every task; None: each task's own
     # What drives the turns: `harness` (our own loop) or a registered scaffold (harness.scaffolds).
     scaffold: str = "harness"
-    # What each prompt holds of an episode's history (harness.context): keep-all, mask-observations:N, window:N.
+    # What each prompt holds of an episode's history (harness.context): keep-all, mask-observations:N, window:N,
+    # summarize:N.
     context: str = "keep-all"
     engine: str = "auto"  # how a checkpoint folder is run: transformers, vllm or auto
     ray_address: str | None = None  # episodes on a Ray cluster's nodes

@@ -60,6 +60,7 @@ class Policy(ABC):
     tokenizer: Any = None  # set by in-process policies: the trajectory keeps their exact tokens
     concurrent: bool = False  # takes many requests at once and batches them itself (vLLM): no BatchingPolicy
     streams_tokens: bool = False  # generate_ids_batch(..., listeners=) calls a row's listener with its tokens so far
+    scripted: bool = False  # plays fixed turns whatever it is asked: it answers no request beside its turns (a summary)
 
     def generate(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], sampling: Sampling) -> Completion:
         """The next assistant turn for an OpenAI-format conversation. Policies with a tokenizer (in-process ones and

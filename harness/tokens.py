@@ -93,8 +93,24 @@ class TokenLedger:
         """Continue from `messages` rendered afresh (a context strategy rewrote the history): the tokens so far
         become a segment of their own, trained as they were sampled."""
         self.segments.append({"token_ids": self.ids, "loss_mask": self.mask, "logprobs": self.logprobs})
-        prompt = list(checked_render(self.tokenizer, messages, self.tools, True, True))
+        prompt = self.render(messages)
         self.ids, self.mask, self.logprobs = prompt, [0] * len(prompt), [0.0] * len(prompt)
+
+    def render(self, messages: list[dict[str, Any]]) -> list[int]:
+        """A prompt for `messages`, with the episode's tools."""
+        return list(checked_render(self.tokenizer, messages, self.tools, True, True))
+
+    def add_segment(self, prompt: list[int], completion) -> None:
+        """A call beside the episode's turns (a summary a context strategy asked for) as a segment of its own: its
+        prompt, and its answer trained as sampled."""
+        sampled = list(completion.token_ids or [])
+        self.segments.append(
+            {
+                "token_ids": prompt + sampled,
+                "loss_mask": [0] * len(prompt) + [int(completion.trained)] * len(sampled),
+                "logprobs": [0.0] * len(prompt) + list(completion.logprobs or []),
+            }
+        )
 
     def add_completion(self, completion) -> None:
         """Append a policy's Completion (`harness.policy`, which renders through this module): its tokens as sampled."""

@@ -310,8 +310,9 @@ class GeneratorConfig(Section):
     #: (docs/scaffolds.md); its model calls reach the engine through the intercepting endpoint, token-exact.
     scaffold: str = "harness"
     #: What each prompt holds of an episode's history (docs/context.md): `keep-all`, `mask-observations:TOKENS` (older
-    #: tool results replaced by a placeholder past that many tokens of them) or `window:N` (the task, the first turn
-    #: and the last N turns). Every turn is trained on the prompt it was sampled from.
+    #: tool results replaced by a placeholder past that many tokens of them), `window:N` (the task, the first turn
+    #: and the last N turns) or `summarize:TOKENS` (past that many tokens the policy summarizes the middle turns; the
+    #: summaries are trained too). Every turn is trained on the prompt it was sampled from.
     context: str = "keep-all"
 
 

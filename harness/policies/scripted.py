@@ -18,6 +18,8 @@ from ..trajectory import Trajectory
 class ScriptedPolicy(Policy):
     """Plays a fixed list of turns, one per call."""
 
+    scripted = True
+
     def __init__(self, name: str, turns: list[Completion]):
         self.name = name
         self.turns = turns

@@ -212,6 +212,8 @@ def test_cli_run_streams_writes_the_patch_and_a_branch(
         "agent/cli-fix",
         "--output",
         str(tmp_path / "run"),
+        "--context",
+        "window:1",
         timeout=600,
     )
     said = " ".join(result.stdout.split())
@@ -223,6 +225,7 @@ def test_cli_run_streams_writes_the_patch_and_a_branch(
     saved = json.loads((tmp_path / "run" / "trajectory.json").read_text())
     assert saved["exit_status"] == "submitted" and saved["reward"] == 1.0
     assert git(user_repo, "show", "agent/cli-fix:calc.py").count("a + b") == 1
+    assert saved["metadata"]["context"]["strategy"] == "window:1"  # the later prompts dropped the middle turns
 
     failing = harness(
         "run",
@@ -264,3 +267,12 @@ def test_cli_run_with_an_endpoint(user_repo: Path, served: str, tmp_path: Path, 
     saved = json.loads((tmp_path / "run" / "trajectory.json").read_text())
     assert saved["policy"] == "endpoint:tiny" or "tiny" in saved["policy"]
     assert saved["turns"] >= 1 and saved["exit_status"] in ("max_turns", "format_errors", "submitted")
+
+
+@pytest.mark.parametrize("command", ["run", "generate"])
+def test_a_context_that_is_not_a_strategy_is_refused_before_any_episode(command, user_repo: Path, tmp_path: Path):
+    where = ["--repo", str(user_repo)] if command == "run" else ["--output", str(tmp_path / "data")]
+    args = [REQUEST] if command == "run" else []
+    result = harness(command, *args, "--checkpoint", "empty", *where, "--context", "summarise:300")
+    assert result.returncode != 0
+    assert "context 'summarise:300': no such strategy" in " ".join((result.stdout + result.stderr).split())

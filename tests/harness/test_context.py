@@ -7,7 +7,7 @@ import pytest
 
 from harness.context import Context, parse_context
 from harness.episode import EpisodeLimits, run_episode
-from harness.errors import HarnessError
+from harness.errors import HarnessError, PolicyError
 from harness.policies.hf import HFPolicy
 from harness.policy import Sampling
 from tasks.taskset import load_tasks
@@ -43,10 +43,51 @@ def test_masked_observations_keep_the_newest_outputs_within_the_budget():
     assert Context("keep-all", _chars).view(history) is history
 
 
-@pytest.mark.parametrize("spec", ["window", "window:0", "window:x", "keep-all:3", "summarise:3"])
+@pytest.mark.parametrize("spec", ["window", "window:0", "window:x", "keep-all:3", "summarise:3", "summarize"])
 def test_a_context_that_is_not_a_strategy_is_refused(spec):
     with pytest.raises(HarnessError, match="context"):
         parse_context(spec)
+
+
+def test_summarize_replaces_the_turns_between_the_first_and_the_last_past_the_budget():
+    requests = []
+
+    def write(messages):
+        requests.append(messages)
+        return f"summary {len(requests)}", 50, 3
+
+    context = Context("summarize:400", _chars, write)
+    assert context.view(_history(3)) == _history(3)  # within the budget: nothing to summarize
+    view = context.view(_history(5))
+    assert [m["content"] for m in view if m["role"] == "assistant"] == ["reply 1", "reply 5"]
+    assert view[4] == {"role": "user", "content": "[summary of turns 2-4, written in place of them]\nsummary 1"}
+    assert requests[0][:4] == _history(1) and requests[0][-1]["content"].startswith("Summarize the conversation")
+    assert [m["content"] for m in requests[0] if m["role"] == "assistant"] == [f"reply {n}" for n in range(1, 5)]
+    assert context.view(_history(6)) == view + _history(6)[-2:]  # the summary holds while the prompt fits
+    context.view(_history(9))  # the next summary extends the last one
+    assert requests[1][4]["content"].endswith("summary 1") and context.view(_history(9))[4]["content"].endswith(
+        "summary 2"
+    )
+    assert (context.summarizer.summaries[-1].first_turn, context.summarizer.summaries[-1].last_turn) == (2, 8)
+
+
+@pytest.mark.parametrize("answer", ["  ", PolicyError("the endpoint answered 500")])
+def test_a_summary_that_fails_falls_back_to_masking_and_says_so(answer):
+    def write(messages):
+        if isinstance(answer, Exception):
+            raise answer
+        return answer, 50, 1
+
+    context, record = Context("summarize:200", _chars, write), {}
+    context.prompt(_history(4), None, 5, record)
+    view = context.prompt(_history(5), None, 6, record)
+    assert view == Context("mask-observations:200", _chars).view(_history(5))
+    assert [m["content"] for m in view if m["role"] == "tool"][:3] == [
+        "[output omitted from the context: 90 tokens]"
+    ] * 3
+    reason = "came back empty" if isinstance(answer, str) else "failed: the endpoint answered 500"
+    assert record["context"]["fallback"] == f"mask-observations:200: the summary of turns 2-3 {reason}"
+    assert record["context"]["summaries"] == []
 
 
 class RecordingPolicy(HFPolicy):
@@ -62,6 +103,22 @@ class RecordingPolicy(HFPolicy):
         return completion
 
 
+def _each_sampled_answer_is_trained_once(policy: RecordingPolicy, rows) -> None:
+    """Each answer the policy sampled is trained, after its exact prompt and with its logprobs, in exactly one row;
+    a later row's prompt may hold the same tokens again, as context (mask 0)."""
+    for prompt, completion in policy.sampled:
+        sampled = prompt + completion.token_ids
+        trained = [
+            row
+            for row in rows
+            if row[0][: len(sampled)] == sampled
+            and row[1][len(prompt) : len(sampled)] == [1] * len(completion.token_ids)
+        ]
+        assert len(trained) == 1, "a sampled answer is not trained, after its exact prompt, in exactly one row"
+        assert trained[0][2][len(prompt) : len(sampled)] == completion.logprobs
+    assert sum(sum(mask) for _, mask, _ in rows) == sum(len(c.token_ids) for _, c in policy.sampled)
+
+
 def test_each_turn_is_trained_on_the_prompt_it_was_sampled_from_after_a_rewrite(
     tiny_model, docker_backend, one_torch_thread
 ):
@@ -75,17 +132,7 @@ def test_each_turn_is_trained_on_the_prompt_it_was_sampled_from_after_a_rewrite(
     assert sum(m["role"] == "assistant" for m in trajectory.messages) == 5  # the record keeps the whole history
     rows = token_rows(trajectory)
     assert len(rows) == 3
-    for prompt, completion in policy.sampled:
-        sampled = prompt + completion.token_ids
-        trained = [
-            row
-            for row in rows
-            if row[0][: len(sampled)] == sampled
-            and row[1][len(prompt) : len(sampled)] == [1] * len(completion.token_ids)
-        ]  # (a later row's prompt may hold the same tokens again, as context: mask 0)
-        assert len(trained) == 1, "a sampled turn is not trained, after its exact prompt, in exactly one row"
-        assert trained[0][2][len(prompt) : len(sampled)] == completion.logprobs
-    assert sum(sum(mask) for _, mask, _ in rows) == sum(len(c.token_ids) for _, c in policy.sampled)
+    _each_sampled_answer_is_trained_once(policy, rows)
     batch = build_batch(
         [[trajectory]], policy.tokenizer.pad_token_id or 0, filter_zero_variance=False, filter_truncated=False
     )
@@ -118,3 +165,37 @@ def test_a_run_names_its_strategy_or_is_refused():
     )
     with pytest.raises(HarnessError, match="no such strategy"):
         EvalConfig(tasks="swe-demo", checkpoint="m", context="summary")
+
+
+def test_a_summary_is_trained_after_exactly_the_prompt_it_was_sampled_from(
+    tiny_model, docker_backend, one_torch_thread
+):
+    policy = RecordingPolicy(tiny_model)
+    limits = EpisodeLimits(max_turns=5, max_format_errors=10, context="summarize:300")
+    trajectory = run_episode(load_tasks("swe-demo")[0], policy, Sampling(max_tokens=6), limits, backend=docker_backend)
+    summaries = trajectory.metadata["context"]["summaries"]
+    # the task alone passes the budget: from turn 4 (the first with a turn between the first and the last) each
+    # prompt holds the first turn, a summary and the last turn
+    assert trajectory.turns == 5 and len(policy.sampled) == 5 + len(summaries)
+    assert [s["at_turn"] for s in summaries] == [4, 5] and [s["last_turn"] for s in summaries] == [2, 3]
+    rows = token_rows(trajectory)
+    _each_sampled_answer_is_trained_once(policy, rows)  # the turns and the summaries alike
+    summary_prompt, summary = policy.sampled[3]  # asked before the fourth turn
+    assert summaries[0]["text"] == summary.text.strip() and summaries[0]["completion_tokens"] == len(summary.token_ids)
+    assert "Summarize the conversation" in policy.tokenizer.decode(summary_prompt)
+    fourth_prompt = policy.tokenizer.decode(policy.sampled[4][0])
+    assert "[summary of turns 2-2, written in place of them]" in fourth_prompt
+
+
+def test_a_scripted_policy_writes_no_summary_and_the_episode_goes_on_masking(docker_backend):
+    from harness.policies.scripted import ScriptedPolicy
+    from harness.policy import tool_turn
+
+    reads = [tool_turn("bash", command=f"seq {n * 100}") for n in range(1, 4)]
+    policy = ScriptedPolicy("reader", [*reads, tool_turn("submit")])
+    limits = EpisodeLimits(context="summarize:100")
+    trajectory = run_episode(load_tasks("swe-demo")[0], policy, Sampling(), limits, backend=docker_backend)
+    assert trajectory.exit_status == "submitted" and trajectory.turns == 4
+    assert trajectory.metadata["context"]["fallback"] == (
+        "mask-observations:100: the summary of turns 2-2 failed: reader plays fixed turns: it writes no summary"
+    )
