@@ -4,6 +4,12 @@ The fields are Harbor's (`harbor.models.task.config.TaskConfig`); those that cha
 read, the rest kept as they are in `metadata`. Unknown keys are ignored, as Harbor's models ignore them.
 What cannot run here is refused with the reason: a docker-compose environment, several steps,
 a Windows task, GPUs or TPUs.
+
+The verifier runs in the agent's sandbox (`[verifier].environment_mode = "shared"`), or in a fresh one of its
+own (`"separate"`, Harbor's default where `[verifier.environment]` is given, and what `harbor tasks init`
+writes): `tests/Dockerfile` built with `tests/` as its context where there is one, else
+`[verifier.environment].docker_image`, else a fresh copy of the agent's image; the paths `artifacts` names are
+copied over from the agent's sandbox to the same paths, as Harbor does.
 """
 
 from __future__ import annotations
@@ -45,6 +51,9 @@ class HarborTaskDir:
     env: dict[str, str]  # [environment].env
     docker_image: str | None  # [environment].docker_image: a prebuilt image instead of environment/
     network_asked: bool  # whether the task asked for a network (never given here)
+    verifier_separate: bool = False  # the verifier runs in a sandbox of its own
+    verifier_image: str | None = None  # [verifier.environment].docker_image
+    artifacts: tuple[str, ...] = ()  # paths copied from the agent's sandbox to the separate verifier's
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -110,6 +119,7 @@ def read_task_dir(path: str | Path) -> HarborTaskDir:
         raise HarborTaskError(f"{config_path}: only Linux tasks run here, not os = {environment['os']!r}")
     if environment.get("gpus") or environment.get("tpu"):
         raise HarborTaskError(f"{config_path}: tasks that need GPUs or TPUs are not supported")
+    separate = _verifier_separate(verifier, config_path)
     network = environment.get("network_mode", "public" if environment.get("allow_internet", True) else "no-network")
     return HarborTaskDir(
         path=path,
@@ -134,7 +144,35 @@ def read_task_dir(path: str | Path) -> HarborTaskDir:
         env=_strings(environment, "env", config_path),
         docker_image=docker_image,
         network_asked=network != "no-network",
+        verifier_separate=separate,
+        verifier_image=_optional(_table(verifier, "environment", config_path), "docker_image", str, config_path),
+        artifacts=_artifacts(config, config_path),
     )
+
+
+def _verifier_separate(verifier: dict, where: Path) -> bool:
+    """Harbor's rule: an explicit `environment_mode`, else separate where `[verifier.environment]` is given."""
+    mode = verifier.get("environment_mode")
+    if mode is None:
+        return "environment" in verifier
+    if mode not in ("shared", "separate"):
+        raise HarborTaskError(f"{where}: [verifier].environment_mode = {mode!r}: expected 'shared' or 'separate'")
+    if mode == "shared" and "environment" in verifier:
+        raise HarborTaskError(f"{where}: [verifier].environment_mode = 'shared' with a [verifier.environment]")
+    return mode == "separate"
+
+
+def _artifacts(config: dict, where: Path) -> tuple[str, ...]:
+    """The sources of `artifacts` (a path, or a table with `source`), absolute paths of the agent's sandbox."""
+    sources = []
+    for entry in config.get("artifacts", []):
+        source = entry.get("source") if isinstance(entry, dict) else entry
+        if not isinstance(source, str) or not source.startswith("/"):
+            raise HarborTaskError(f"{where}: artifacts: {entry!r} names no absolute source path")
+        if isinstance(entry, dict) and (entry.get("exclude") or entry.get("service") not in (None, "main")):
+            raise HarborTaskError(f"{where}: artifacts: {entry!r}: exclude and other services are not supported")
+        sources.append(source.rstrip("/") or "/")
+    return tuple(sources)
 
 
 def _table(config: dict, name: str, where: Path) -> dict[str, Any]:
