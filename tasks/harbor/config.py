@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from ..errors import TaskError
 
 DEFAULT_VERIFIER_TIMEOUT = 600.0  # Harbor's defaults
@@ -108,11 +110,12 @@ def read_task_dir(path: str | Path) -> HarborTaskDir:
     solution = _table(config, "solution", config_path)
     env_dir = path / "environment"
     docker_image = _optional(environment, "docker_image", str, config_path)
-    if (env_dir / "docker-compose.yaml").is_file() or (env_dir / "docker-compose.yml").is_file():
-        raise HarborTaskError(
-            f"{env_dir}: a docker-compose environment (several services) is not supported: "
-            "give the task one environment/Dockerfile"
-        )
+    for compose in (env_dir / "docker-compose.yaml", env_dir / "docker-compose.yml"):
+        if compose.is_file() and not _no_network_only(compose):
+            raise HarborTaskError(
+                f"{compose}: a docker-compose environment (several services) is not supported: "
+                "give the task one environment/Dockerfile"
+            )
     if docker_image is None and not (env_dir / "Dockerfile").is_file():
         raise HarborTaskError(f"{path}: no environment/Dockerfile and no [environment].docker_image")
     if str(environment.get("os", "linux")).lower() != "linux":
@@ -148,6 +151,16 @@ def read_task_dir(path: str | Path) -> HarborTaskDir:
         verifier_image=_optional(_table(verifier, "environment", config_path), "docker_image", str, config_path),
         artifacts=_artifacts(config, config_path),
     )
+
+
+def _no_network_only(compose: Path) -> bool:
+    """Whether the compose file only puts Harbor's `main` service on no network, as every sandbox here is
+    (what `harness tasks export` writes)."""
+    try:
+        services = (yaml.safe_load(compose.read_text(encoding="utf-8")) or {}).get("services")
+    except (yaml.YAMLError, UnicodeDecodeError, AttributeError):
+        return False
+    return services == {"main": {"network_mode": "none"}}
 
 
 def _verifier_separate(verifier: dict, where: Path) -> bool:
