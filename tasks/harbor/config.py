@@ -93,6 +93,8 @@ def read_task_dir(path: str | Path) -> HarborTaskDir:
         config = tomllib.loads(config_path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
         raise HarborTaskError(f"{config_path}: not valid TOML: {err}") from None
+    if config.get("steps"):
+        raise HarborTaskError(f"{config_path}: a task of several [[steps]] is not supported")
     instruction_path = path / "instruction.md"
     if not instruction_path.is_file():
         raise HarborTaskError(f"{path}: no instruction.md (the prompt)")
@@ -101,8 +103,6 @@ def read_task_dir(path: str | Path) -> HarborTaskDir:
         raise HarborTaskError(f"{instruction_path}: empty")
     if not (path / "tests" / "test.sh").is_file():
         raise HarborTaskError(f"{path}: no tests/test.sh (the verifier)")
-    if config.get("steps"):
-        raise HarborTaskError(f"{config_path}: a task of several [[steps]] is not supported")
     task = _table(config, "task", config_path)
     environment = _table(config, "environment", config_path)
     agent = _table(config, "agent", config_path)

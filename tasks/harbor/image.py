@@ -388,7 +388,7 @@ def _rewrite(
                 raise HarborTaskError(f"COPY --from={source}: the image cannot be pulled here and has no stand-in")
             lines.append(_uv_stand_in(arguments, uv.group(1)))
             continue
-        lines.append(f"{keyword} {arguments}")
+        lines.append(f"{keyword} " + arguments.replace("\n", " \\\n"))  # continuation lines as written
     if not stages:
         raise HarborTaskError("the Dockerfile has no FROM")
     return stages, "\n".join(lines) + "\n"
