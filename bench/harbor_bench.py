@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -46,6 +48,27 @@ def harbor_run(dataset: Path, agent: str, jobs_dir: Path, workers: int = 2, time
         verdict = trial.get("verifier_result") or {}
         rewards[trial["task_name"]] = float((verdict.get("rewards") or {}).get("reward", 0.0))
     return rewards
+
+
+def on_built_images(tasks: list, out: Path) -> Path:
+    """Copies of loaded Harbor tasks (`--tasks harbor:`) for `harbor run`: each Dockerfile names the image this
+    project built for it (stand-in bases, what it fetches had ahead), so both runners run the same images; the
+    container on no network through compose, as in the export (`tasks.harbor.export`): Harbor's own no-network
+    policy needs a sidecar image this machine cannot pull, so the task's own network keys are taken out."""
+    from tasks.harbor.export import NO_NETWORK_COMPOSE
+
+    for task in tasks:
+        copy = out / task.id
+        shutil.copytree(task.metadata["harbor_dir"], copy, ignore=shutil.ignore_patterns("__pycache__"))
+        (copy / "environment" / "Dockerfile").write_text(f"FROM {task.sandbox.image}\nWORKDIR {task.sandbox.workdir}\n")
+        (copy / "environment" / "docker-compose.yaml").write_text(NO_NETWORK_COMPOSE)
+        toml = (copy / "task.toml").read_text()
+        (copy / "task.toml").write_text(re.sub(r"(?m)^\s*(allow_internet|network_mode)\s*=.*$", "", toml))
+        verifier = task.metadata.get("verifier_sandbox")
+        if verifier and (copy / "tests" / "Dockerfile").is_file():
+            (copy / "tests" / "Dockerfile").write_text(f"FROM {verifier['image']}\nWORKDIR {verifier['workdir']}\n")
+            (copy / "tests" / "docker-compose.yaml").write_text(NO_NETWORK_COMPOSE)
+    return out
 
 
 def harness_eval(tasks: str, limit: int, backend: str, output: Path, workers: int) -> dict[str, float]:

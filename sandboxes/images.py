@@ -336,6 +336,8 @@ def build_image(
     except docker.errors.BuildError as err:
         tail = "\n".join(str(item.get("stream", item.get("error", ""))).rstrip() for item in err.build_log)[-2000:]
         raise SandboxError(f"building the image {tag} failed:\n{tail}") from None
+    except docker.errors.APIError as err:  # refused before any step ran: a Dockerfile the engine cannot parse
+        raise SandboxError(f"building the image {tag} was refused: {err.explanation or err}") from None
 
 
 def _no_caches(info: tarfile.TarInfo) -> tarfile.TarInfo | None:

@@ -78,11 +78,12 @@ def register_standin(pattern: str, python: str) -> None:
 
 
 def image_key(image: str) -> str:
-    """`repository:tag` of an image name: no registry host, no `library/`, no digest; `latest` where no tag is given."""
+    """`repository:tag` of an image name: no registry host, no `library/` (nor `docker/library/`, the Docker
+    official images' path on mirrors such as public.ecr.aws), no digest; `latest` where no tag is given."""
     name = image.split("@", 1)[0]
     first, _, rest = name.partition("/")
     if rest and ("." in first or ":" in first or first == "localhost"):
-        name = rest
+        name = rest.removeprefix("docker/library/")
     name = name.removeprefix("library/")
     repository, _, tag = name.rpartition(":") if ":" in name.rsplit("/", 1)[-1] else (name, "", "latest")
     return f"{repository}:{tag}"

@@ -1,6 +1,7 @@
 """`harbor`: a Harbor task (tasks.harbor). The instruction is the prompt; the agent works in the task's image,
 in its working directory; when it stops, `tests/test.sh` runs in the same sandbox and its reward file is the
-reward (`tasks.harbor.verify`). `[agent].timeout_sec` bounds the agent's turns: each command gets at most
+reward (`tasks.harbor.verify`); a task whose verifier is separate gets a fresh sandbox for it, with the
+`artifacts` of the agent's sandbox (and /logs/artifacts) copied over to the same paths. `[agent].timeout_sec` bounds the agent's turns: each command gets at most
 the time left, and the episode ends (`wall_time`) when none is. The oracle (`gold`) copies `solution/` to
 /solution and runs `solve.sh`, as Harbor's oracle agent does; the agent never sees `tests/` or `solution/`.
 """
@@ -11,11 +12,12 @@ import base64
 import io
 import shlex
 import tarfile
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from sandboxes import SandboxError
+from sandboxes import Sandbox, SandboxError, SandboxSpec
 from tasks.harbor.load import ENV_CLASS
 from tasks.harbor.verify import LOGS, SOLUTION_DIR, VERIFIER_DIR, run_verifier
 from tasks.task import Reward, Task
@@ -38,8 +40,7 @@ class HarborEnvironment(ToolEnvironment):
         messages = super().init()
         self.sandbox.exec(f"mkdir -p {LOGS}/agent {VERIFIER_DIR} 2>/dev/null", timeout=30)
         # The verifier's environment is the sandbox's before the agent changes anything.
-        self.start_env = _environment(self.sandbox.exec("env -0 | base64 -w0", timeout=30).output)
-        self.agent_user = self.sandbox.exec("id -un; id -u", timeout=30).output.split()
+        self.start_env, self.agent_user = _start_state(self.sandbox)
         self.agent_started = time.monotonic()
         return messages
 
@@ -57,20 +58,54 @@ class HarborEnvironment(ToolEnvironment):
     def finish(self) -> Reward:
         if self.sandbox is None:  # the episode already ended as a sandbox_error, which training leaves out
             return Reward(0.0, {"reason": "the sandbox never started"})
+        if self.task.metadata.get("verifier_sandbox"):
+            return self._separate_verifier()
+        return self._verify(self.sandbox, self.task.sandbox.workdir, self.start_env, self.agent_user)
+
+    def _verify(self, sandbox: Sandbox, workdir: str, start_env: dict[str, str], user: list[str]) -> Reward:
         meta = self.task.metadata
         return run_verifier(
-            self.sandbox,
+            sandbox,
             Path(meta["harbor_dir"]) / "tests",
-            self.task.sandbox.workdir,
-            {**self.start_env, **meta["verifier_env"]},
+            workdir,
+            {**start_env, **meta["verifier_env"]},
             meta["verifier_timeout"],
-            None if meta["verifier_user"] in (None, *self.agent_user) else meta["verifier_user"],
+            None if meta["verifier_user"] in (None, *user) else meta["verifier_user"],
         )
 
+    def _separate_verifier(self) -> Reward:
+        """Harbor's separate mode: the artifacts copied out of the agent's sandbox into a fresh one, verified there."""
+        spec = SandboxSpec.from_dict(self.task.metadata["verifier_sandbox"])
+        with tempfile.TemporaryDirectory() as scratch:
+            copied = []
+            for index, path in enumerate([f"{LOGS}/artifacts", *self.task.metadata["artifacts"]]):
+                if self.sandbox.exec(f"test -e {shlex.quote(path)}", timeout=30).exit_code == 0:
+                    local = Path(scratch) / str(index)
+                    self.sandbox.download(path, local)
+                    copied.append((local, path))
+            verifier = self.backend.create(spec)
+            try:
+                verifier.exec(f"mkdir -p {VERIFIER_DIR} 2>/dev/null", timeout=30)
+                start_env, user = _start_state(verifier)
+                for local, path in copied:
+                    verifier.upload(local, path)
+                return self._verify(verifier, spec.workdir, start_env, user)
+            finally:
+                verifier.close()
 
-def _environment(encoded: str) -> dict[str, str]:
+
+def _start_state(sandbox: Sandbox) -> tuple[dict[str, str], list[str]]:
+    """A sandbox's environment variables and its user's name and uid, as it started."""
+    encoded = sandbox.exec("env -0 | base64 -w0", timeout=30).output
     pairs = base64.b64decode(encoded.strip()).decode("utf-8", errors="replace").split("\0")
-    return dict(pair.split("=", 1) for pair in pairs if "=" in pair)
+    user = sandbox.exec("id -un; id -u", timeout=30).output.split()
+    return dict(pair.split("=", 1) for pair in pairs if "=" in pair), user
+
+
+def verifier_sandboxes(task: Task) -> list[SandboxSpec]:
+    """The fresh sandbox a separate verifier runs in (started ahead in eval runs)."""
+    spec = task.metadata.get("verifier_sandbox")
+    return [SandboxSpec.from_dict(spec)] if spec else []
 
 
 def oracle_turns(task: Task, use_tools: bool) -> list[Completion]:
@@ -112,4 +147,4 @@ def oracle_turns(task: Task, use_tools: bool) -> list[Completion]:
     return [*turns, call("bash", command=run), call("submit")]
 
 
-register_kind(ENV_CLASS, HarborEnvironment, gold=oracle_turns)
+register_kind(ENV_CLASS, HarborEnvironment, gold=oracle_turns, verifier_sandboxes=verifier_sandboxes)

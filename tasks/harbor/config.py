@@ -4,6 +4,12 @@ The fields are Harbor's (`harbor.models.task.config.TaskConfig`); those that cha
 read, the rest kept as they are in `metadata`. Unknown keys are ignored, as Harbor's models ignore them.
 What cannot run here is refused with the reason: a docker-compose environment, several steps,
 a Windows task, GPUs or TPUs.
+
+The verifier runs in the agent's sandbox (`[verifier].environment_mode = "shared"`), or in a fresh one of its
+own (`"separate"`, Harbor's default where `[verifier.environment]` is given, and what `harbor tasks init`
+writes): `tests/Dockerfile` built with `tests/` as its context where there is one, else
+`[verifier.environment].docker_image`, else a fresh copy of the agent's image; the paths `artifacts` names are
+copied over from the agent's sandbox to the same paths, as Harbor does.
 """
 
 from __future__ import annotations
@@ -12,6 +18,8 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from ..errors import TaskError
 
@@ -45,6 +53,9 @@ class HarborTaskDir:
     env: dict[str, str]  # [environment].env
     docker_image: str | None  # [environment].docker_image: a prebuilt image instead of environment/
     network_asked: bool  # whether the task asked for a network (never given here)
+    verifier_separate: bool = False  # the verifier runs in a sandbox of its own
+    verifier_image: str | None = None  # [verifier.environment].docker_image
+    artifacts: tuple[str, ...] = ()  # paths copied from the agent's sandbox to the separate verifier's
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -82,6 +93,8 @@ def read_task_dir(path: str | Path) -> HarborTaskDir:
         config = tomllib.loads(config_path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
         raise HarborTaskError(f"{config_path}: not valid TOML: {err}") from None
+    if config.get("steps"):
+        raise HarborTaskError(f"{config_path}: a task of several [[steps]] is not supported")
     instruction_path = path / "instruction.md"
     if not instruction_path.is_file():
         raise HarborTaskError(f"{path}: no instruction.md (the prompt)")
@@ -90,8 +103,6 @@ def read_task_dir(path: str | Path) -> HarborTaskDir:
         raise HarborTaskError(f"{instruction_path}: empty")
     if not (path / "tests" / "test.sh").is_file():
         raise HarborTaskError(f"{path}: no tests/test.sh (the verifier)")
-    if config.get("steps"):
-        raise HarborTaskError(f"{config_path}: a task of several [[steps]] is not supported")
     task = _table(config, "task", config_path)
     environment = _table(config, "environment", config_path)
     agent = _table(config, "agent", config_path)
@@ -99,17 +110,19 @@ def read_task_dir(path: str | Path) -> HarborTaskDir:
     solution = _table(config, "solution", config_path)
     env_dir = path / "environment"
     docker_image = _optional(environment, "docker_image", str, config_path)
-    if (env_dir / "docker-compose.yaml").is_file() or (env_dir / "docker-compose.yml").is_file():
-        raise HarborTaskError(
-            f"{env_dir}: a docker-compose environment (several services) is not supported: "
-            "give the task one environment/Dockerfile"
-        )
+    for compose in (env_dir / "docker-compose.yaml", env_dir / "docker-compose.yml"):
+        if compose.is_file() and not _no_network_only(compose):
+            raise HarborTaskError(
+                f"{compose}: a docker-compose environment (several services) is not supported: "
+                "give the task one environment/Dockerfile"
+            )
     if docker_image is None and not (env_dir / "Dockerfile").is_file():
         raise HarborTaskError(f"{path}: no environment/Dockerfile and no [environment].docker_image")
     if str(environment.get("os", "linux")).lower() != "linux":
         raise HarborTaskError(f"{config_path}: only Linux tasks run here, not os = {environment['os']!r}")
     if environment.get("gpus") or environment.get("tpu"):
         raise HarborTaskError(f"{config_path}: tasks that need GPUs or TPUs are not supported")
+    separate = _verifier_separate(verifier, config_path)
     network = environment.get("network_mode", "public" if environment.get("allow_internet", True) else "no-network")
     return HarborTaskDir(
         path=path,
@@ -134,7 +147,45 @@ def read_task_dir(path: str | Path) -> HarborTaskDir:
         env=_strings(environment, "env", config_path),
         docker_image=docker_image,
         network_asked=network != "no-network",
+        verifier_separate=separate,
+        verifier_image=_optional(_table(verifier, "environment", config_path), "docker_image", str, config_path),
+        artifacts=_artifacts(config, config_path),
     )
+
+
+def _no_network_only(compose: Path) -> bool:
+    """Whether the compose file only puts Harbor's `main` service on no network, as every sandbox here is
+    (what `harness tasks export` writes)."""
+    try:
+        services = (yaml.safe_load(compose.read_text(encoding="utf-8")) or {}).get("services")
+    except (yaml.YAMLError, UnicodeDecodeError, AttributeError):
+        return False
+    return services == {"main": {"network_mode": "none"}}
+
+
+def _verifier_separate(verifier: dict, where: Path) -> bool:
+    """Harbor's rule: an explicit `environment_mode`, else separate where `[verifier.environment]` is given."""
+    mode = verifier.get("environment_mode")
+    if mode is None:
+        return "environment" in verifier
+    if mode not in ("shared", "separate"):
+        raise HarborTaskError(f"{where}: [verifier].environment_mode = {mode!r}: expected 'shared' or 'separate'")
+    if mode == "shared" and "environment" in verifier:
+        raise HarborTaskError(f"{where}: [verifier].environment_mode = 'shared' with a [verifier.environment]")
+    return mode == "separate"
+
+
+def _artifacts(config: dict, where: Path) -> tuple[str, ...]:
+    """The sources of `artifacts` (a path, or a table with `source`), absolute paths of the agent's sandbox."""
+    sources = []
+    for entry in config.get("artifacts", []):
+        source = entry.get("source") if isinstance(entry, dict) else entry
+        if not isinstance(source, str) or not source.startswith("/"):
+            raise HarborTaskError(f"{where}: artifacts: {entry!r} names no absolute source path")
+        if isinstance(entry, dict) and (entry.get("exclude") or entry.get("service") not in (None, "main")):
+            raise HarborTaskError(f"{where}: artifacts: {entry!r}: exclude and other services are not supported")
+        sources.append(source.rstrip("/") or "/")
+    return tuple(sources)
 
 
 def _table(config: dict, name: str, where: Path) -> dict[str, Any]:

@@ -46,7 +46,7 @@ CONTEXT_WHEELHOUSE = ".harness-wheelhouse"
 RECIPE = 1  # bump when the image's making changes
 OFFLINE_PIP = (
     f"PIP_NO_INDEX=1 PIP_FIND_LINKS={WHEELHOUSE} UV_NO_INDEX=1 UV_OFFLINE=1 UV_FIND_LINKS={WHEELHOUSE} "
-    "PIP_BREAK_SYSTEM_PACKAGES=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore"
+    "PIP_BREAK_SYSTEM_PACKAGES=1 UV_BREAK_SYSTEM_PACKAGES=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore"
 )
 UV_ENV_SCRIPT = 'export PATH="$HOME/.local/bin:$PATH"'
 PIP_VALUE_OPTIONS = {
@@ -189,20 +189,42 @@ class _Stage:
 def build_task_image(task: HarborTaskDir, on_step: Callable[[str], None] = log.info) -> TaskImage:
     """The task's image (built once per content hash) with its workdir, user and build notes."""
     if task.docker_image is not None:
-        if not image_exists(task.docker_image):
-            raise HarborTaskError(
-                f"{task.path}: [environment].docker_image {task.docker_image!r} is not in the Docker engine and "
-                "cannot be pulled here: load it (docker load), or give the task an environment/Dockerfile"
-            )
-        return TaskImage(task.docker_image, "/", None, {"prebuilt_image": task.docker_image})
-    dockerfile = (task.environment_dir / "Dockerfile").read_text(encoding="utf-8")
+        return _prebuilt(task.docker_image, "[environment]", task)
+    return _build(task, task.environment_dir, task.path.name, on_step)
+
+
+def build_verifier_image(task: HarborTaskDir, on_step: Callable[[str], None] = log.info) -> TaskImage | None:
+    """The separate verifier's own image: `tests/Dockerfile` (context `tests/`), else
+    `[verifier.environment].docker_image`; None where it is a fresh copy of the agent's."""
+    if (task.tests_dir / "Dockerfile").is_file():
+        return _build(task, task.tests_dir, f"{task.path.name}-verifier", on_step)
+    if task.verifier_image is not None:
+        return _prebuilt(task.verifier_image, "[verifier.environment]", task)
+    return None
+
+
+def _prebuilt(image: str, table: str, task: HarborTaskDir) -> TaskImage:
+    if not image_exists(image):
+        raise HarborTaskError(
+            f"{task.path}: {table}.docker_image {image!r} is not in the Docker engine and "
+            "cannot be pulled here: load it (docker load), or give the task a Dockerfile"
+        )
+    return TaskImage(image, "/", None, {"prebuilt_image": image})
+
+
+def _build(task: HarborTaskDir, context: Path, name: str, on_step: Callable[[str], None]) -> TaskImage:
+    """`context/Dockerfile` built offline (see the module's docstring), tagged `harness-harbor/<name>:<hash>`."""
+    dockerfile = (context / "Dockerfile").read_text(encoding="utf-8")
     instructions = dockerfile_instructions(dockerfile)
     if not instructions or instructions[0][0] not in ("FROM", "ARG"):
-        raise HarborTaskError(f"{task.environment_dir / 'Dockerfile'}: does not start with FROM")
+        raise HarborTaskError(f"{context / 'Dockerfile'}: does not start with FROM")
     build = Installs()
     for keyword, arguments in instructions:
         if keyword == "RUN":
-            build.add(shell_installs(arguments, [task.environment_dir]))
+            build.add(shell_installs(arguments, [context]))
+    uv = _uv_copies(instructions)
+    if uv and not build.uv:
+        build.uv = uv
     tests = shell_installs(task.test_script.read_text(encoding="utf-8"), [task.tests_dir])
     if tests.fetches:
         raise HarborTaskError(
@@ -217,11 +239,12 @@ def build_task_image(task: HarborTaskDir, on_step: Callable[[str], None] = log.i
     wanted.add(tests)
     requirements = wanted.pip + ([wanted.uv] if wanted.uv else []) + (["setuptools", "wheel"] if wanted.local else [])
     python = next(iter(standins.values())).python if standins else None
-    stages, text = _rewrite(instructions, standins, {p: _tag(r) for p, r in recipes.items()}, bool(requirements))
+    tags = {p: _tag(r) for p, r in recipes.items()}
+    stages, text = _rewrite(instructions, standins, tags, bool(requirements))
     final = stages[-1]
     text += _final_steps(tests.pip + ([tests.uv] if tests.uv else []), tests.uv is not None, final.user)
-    digest = _digest(task.environment_dir, text, requirements, python)
-    image = f"{IMAGE_REPOSITORY}/{_repository_name(task.path.name)}:{digest}"
+    digest = _digest(context, text, requirements, python)
+    image = f"{IMAGE_REPOSITORY}/{_repository_name(name)}:{digest}"
     notes = {
         "base_substituted": [s.describe() for s in standins.values()],
         "apt_installed_ahead": apt,
@@ -235,7 +258,7 @@ def build_task_image(task: HarborTaskDir, on_step: Callable[[str], None] = log.i
                 build_base_image(recipe, on_step)
             except SandboxError as err:
                 raise HarborTaskError(f"{task.name}: the stand-in base could not be made: {err}") from None
-        files = {p.name: p for p in sorted(task.environment_dir.iterdir()) if p.name != "Dockerfile"}
+        files = {p.name: p for p in sorted(context.iterdir()) if p.name != "Dockerfile"}
         if requirements:
             files[CONTEXT_WHEELHOUSE] = _wheelhouse(
                 requirements, python or f"{sys.version_info[0]}.{sys.version_info[1]}"
@@ -298,6 +321,42 @@ def _standins(instructions: list[tuple[str, str]]) -> dict[str, StandIn]:
     return found
 
 
+UV_IMAGE = re.compile(r"(?:.+/)?astral-sh/uv:(\d+\.\d+\.\d+)(?:[-@].*)?$")
+
+
+def _copy_from(arguments: str) -> str | None:
+    """The image or stage of `COPY --from=X ...`, if any."""
+    found = re.match(r"--from=(\S+)", arguments.strip())
+    return found.group(1) if found else None
+
+
+def _uv_copies(instructions: list[tuple[str, str]]) -> str | None:
+    """uv's requirement where the Dockerfile copies uv out of its image (`COPY --from=ghcr.io/astral-sh/uv:X`)."""
+    for keyword, arguments in instructions:
+        image = _copy_from(arguments) if keyword == "COPY" else None
+        match = UV_IMAGE.match(image) if image else None
+        if match:
+            return f"uv=={match.group(1)}"
+    return None
+
+
+def _uv_stand_in(arguments: str, version: str) -> str:
+    """`COPY --from=<uv's image> /uv [/uvx] DEST` as the uv package (from the wheelhouse), its binaries copied to DEST."""
+    *sources, dest = arguments.split()[1:]
+    names = [PurePosixPath(source).name for source in sources]
+    if not names or any(n not in ("uv", "uvx") for n in names):
+        raise HarborTaskError(f"COPY {arguments}: only /uv and /uvx are stood in for from uv's image")
+    into_folder = dest.endswith("/") or len(names) > 1
+    steps = [
+        f"python3 -m pip install uv=={version}",
+        f"mkdir -p {shlex.quote(dest if into_folder else str(PurePosixPath(dest).parent))}",
+    ]
+    for name in names:
+        target = shlex.quote(f"{dest.rstrip('/')}/{name}" if into_folder else dest)
+        steps.append(f'{{ [ "$(command -v {name})" -ef {target} ] || cp "$(command -v {name})" {target}; }}')
+    return "RUN " + " && ".join(steps)
+
+
 def _rewrite(
     instructions: list[tuple[str, str]], standins: dict[str, StandIn], tags: dict[str, str], wheelhouse: bool
 ) -> tuple[list[_Stage], str]:
@@ -322,7 +381,14 @@ def _rewrite(
             stages[-1].workdir = str(PurePosixPath(stages[-1].workdir) / arguments.strip("\"'"))
         if keyword == "USER" and stages:
             stages[-1].user = arguments.split()[0] if arguments else None
-        lines.append(f"{keyword} {arguments}")
+        source = _copy_from(arguments) if keyword == "COPY" else None
+        if source and not source.isdigit() and source not in {s.name for s in stages} and not image_exists(source):
+            uv = UV_IMAGE.match(source)
+            if not uv:
+                raise HarborTaskError(f"COPY --from={source}: the image cannot be pulled here and has no stand-in")
+            lines.append(_uv_stand_in(arguments, uv.group(1)))
+            continue
+        lines.append(f"{keyword} " + arguments.replace("\n", " \\\n"))  # continuation lines as written
     if not stages:
         raise HarborTaskError("the Dockerfile has no FROM")
     return stages, "\n".join(lines) + "\n"
@@ -334,7 +400,8 @@ def _final_steps(requirements: list[str], uv_installer: bool, user: str | None) 
     folders = f"{LOGS}/agent {VERIFIER_DIR} {TESTS_DIR} {SOLUTION_DIR}"
     steps = ["USER root", f"RUN mkdir -p {folders} && chmod 777 {LOGS} {folders}"]
     if requirements:
-        steps.append("RUN python3 -m pip install " + " ".join(shlex.quote(r) for r in requirements))
+        # over Debian's own copies (no RECORD file: pip cannot uninstall them)
+        steps.append("RUN python3 -m pip install --ignore-installed " + " ".join(shlex.quote(r) for r in requirements))
     if user and user not in ("root", "0"):
         steps.append(f"USER {user}")
     if uv_installer:  # what uv's installer leaves: uv in ~/.local/bin and the env script that puts it on the PATH

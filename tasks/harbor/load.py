@@ -7,6 +7,7 @@ episode ends at once as a `sandbox_error` with that reason, so one bad task neve
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +19,7 @@ from ..errors import TaskError, TaskSourceError
 from ..swe import SWE_TOOLS
 from ..task import Task
 from .config import HarborTaskDir, is_task_dir, read_task_dir
-from .image import build_task_image
+from .image import build_task_image, build_verifier_image
 
 log = logging.getLogger(__name__)
 ENV_CLASS = "harbor"
@@ -66,6 +67,7 @@ def harbor_task(
     try:
         task = read_task_dir(path)
         image = build_task_image(task, on_step)
+        verifier_image = build_verifier_image(task, on_step) if task.verifier_separate else None
     except (TaskError, SandboxError) as err:
         log.warning("Harbor task %s cannot run: %s", task_id, err)
         instruction = path / "instruction.md"
@@ -83,7 +85,17 @@ def harbor_task(
         network=False,
         user=task.agent_user,
     )
-    return _task(task_id, data_source, task.instruction, spec, _metadata(task, image.notes))
+    metadata = _metadata(task, image.notes)
+    if task.verifier_separate:  # a fresh sandbox: the verifier's own image, else a copy of the agent's
+        own = verifier_image or image
+        metadata["verifier_sandbox"] = dataclasses.replace(
+            spec,
+            image=own.image,
+            workdir=spec.workdir if verifier_image is None else own.workdir,
+            user=spec.user if verifier_image is None else own.user,
+            wall_time=task.verifier_timeout + 300,
+        ).to_dict()
+    return _task(task_id, data_source, task.instruction, spec, metadata)
 
 
 def _task(task_id: str, data_source: str, prompt: str, spec: SandboxSpec | None, metadata: dict) -> Task:
@@ -111,6 +123,7 @@ def _metadata(task: HarborTaskDir, notes: dict) -> dict:
         "verifier_env": task.verifier_env,
         "solution_env": task.solution_env,
         "has_solution": task.solve_script.is_file(),
+        "artifacts": list(task.artifacts),
         "network": "none" + (" (the task asked for one)" if task.network_asked else ""),
         "harbor_metadata": task.config.get("metadata", {}),
         **notes,

@@ -12,7 +12,7 @@ import pytest
 from sandboxes import SandboxError
 from sandboxes.standins import image_key, standin_for
 from tasks.harbor.config import HarborTaskError, read_task_dir
-from tasks.harbor.image import dockerfile_instructions, shell_installs
+from tasks.harbor.image import _rewrite, dockerfile_instructions, shell_installs
 from tasks.harbor.verify import VerifierFailed, parse_reward_json, parse_reward_text, scalar_reward
 from tests.cli_helpers import harness, rows_of
 
@@ -141,6 +141,7 @@ def dataset(tmp_path_factory) -> Path:
     write_task(root, "build-fails", dockerfile=DOCKERFILE + "RUN echo broken && exit 3\n", solve="true\n")
     write_task(root, "downloads-in-tests", test="curl -fsSL https://example.com/check.sh | bash\n", solve="true\n")
     write_task(root, "unknown-base", dockerfile="FROM someorg/custom:1\n", solve="true\n")
+    write_task(root, "unparsable", dockerfile=DOCKERFILE + "BOGUS step\n", solve="true\n")
     write_task(root, "bad-toml", toml="[verifier\ntimeout_sec = ", solve="true\n")
     (write_task(root, "no-instruction", solve="true\n") / "instruction.md").unlink()
     (write_task(root, "no-tests", solve="true\n") / "tests" / "test.sh").unlink()
@@ -152,6 +153,7 @@ def dataset(tmp_path_factory) -> Path:
 UNBUILDABLE = {
     "build-fails": "echo broken && exit 3' returned a non-zero code: 3",
     "unknown-base": "no stand-in for the base image 'someorg/custom:1'",
+    "unparsable": "was refused: dockerfile parse error",
     "downloads-in-tests": "downloads at test time, and the sandbox has no network: curl -fsSL https://example.com/check.sh",
     "bad-toml": "not valid TOML",
     "no-instruction": "no instruction.md",
@@ -162,7 +164,7 @@ UNBUILDABLE = {
 
 def check_run(out: Path, policy: str, backend: str) -> dict[str, dict]:
     rows = {row["task_id"]: row for row in rows_of(out / "results.jsonl")}
-    assert len(rows) == 15, sorted(rows)
+    assert len(rows) == 16, sorted(rows)
     solved = 1.0 if policy == "gold" else 0.0
     assert (rows["hello"]["reward"], rows["hello"]["error"]) == (solved, ""), rows["hello"]
     assert (rows["multi"]["reward"], rows["multi"]["error"]) == (solved, ""), rows["multi"]
@@ -240,6 +242,7 @@ def test_stand_ins_map_by_repository_and_tag(tmp_path, monkeypatch):
         == "laude-institute/t-bench/python-3-13:20250620"
     )
     assert image_key(f"debian@{DIGEST}") == "debian:latest"
+    assert image_key("public.ecr.aws/docker/library/python:3.11-slim") == "python:3.11-slim"
     assert standin_for("ubuntu:22.04").python == "3.11" and standin_for("python:3.13-slim-trixie").python == "3.13"
     with pytest.raises(SandboxError, match="register_standin"):
         standin_for("someorg/custom:1")
@@ -268,6 +271,8 @@ def test_installs_found_in_scripts(tmp_path):
         ("FROM", "a AS b"),
         ("RUN", "x && \n  y"),
     ]
+    rebuilt = _rewrite(dockerfile_instructions("FROM a\nRUN x && \\\n  y\n"), {}, {}, False)[1]
+    assert "RUN x &&  \\\n  y\n" in rebuilt  # continuation lines stay continued
 
 
 def test_rewards_are_read_as_harbor_reads_them():
