@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 import glob
-import os
 
 import pytest
 
 from tasks.grading.runner_guard import changes, install_split
+from tests.conftest import SHARED, require
 
 SITE = "/usr/lib/python3/dist-packages"
 TEMPLATE = (
@@ -89,11 +89,11 @@ def test_an_eval_script_is_cut_only_where_it_installs():
     ]
 
 
-@pytest.mark.skipif(not os.environ.get("HARNESS_SHARED"), reason="needs $HARNESS_SHARED (real-world test data)")
 def test_official_eval_scripts_are_cut_after_their_reinstall():
     """Every official eval script with the test-output marker reinstalls the package; its environment lines
     (conda activation, cd, exports) run again before the tests, never `pip install`."""
-    scripts = glob.glob(os.path.join(os.environ["HARNESS_SHARED"], "swebench-logs", "**", "eval.sh"), recursive=True)
+    require((SHARED / "swebench-logs").is_dir(), f"no official SWE-bench logs at {SHARED} (set HARNESS_SHARED)")
+    scripts = glob.glob(str(SHARED / "swebench-logs" / "**" / "eval.sh"), recursive=True)
     marked = [open(path).read() for path in scripts]
     marked = [s for s in marked if ">>>>> Start Test Output" in s]
     assert len(marked) >= 20
