@@ -168,7 +168,10 @@ def is_test_path(path: str) -> bool:
     Test files are named `test_*.py`, `*_test.py`, `*_tests.py` or `conftest.py`, or lie under a
     `tests/` or `testing/` folder, or under a top-level `test/` folder. A `test` package inside
     the library (Django's `django/test/`, its test framework) is library code that fixes change.
+    Every other registered language adds its own (`tasks.languages`: `*_test.go`, `__tests__/`, ...).
     """
+    from ..languages import is_foreign_test_path
+
     parts = PurePosixPath(_strip_prefix(path)).parts
     if not parts:
         return False
@@ -178,6 +181,7 @@ def is_test_path(path: str) -> bool:
         or (name.endswith(".py") and (name.startswith("test_") or name.endswith(("_test.py", "_tests.py"))))
         or any(folder in ("tests", "testing") for folder in folders)
         or folders[:1] == ("test",)
+        or is_foreign_test_path(_strip_prefix(path))
     )
 
 
