@@ -8,6 +8,7 @@ from sandboxes.spec import SandboxSpec
 
 from .errors import TaskError
 from .grading.patch_policy import parse_patch, test_list
+from .languages import language_of
 from .task import Task
 
 SWE_REQUIRED_FIELDS = (
@@ -25,7 +26,7 @@ _HEREDOC = "EOF_HARNESS_7f3c1e"
 PROMPT = """<uploaded_files>
 {workdir}
 </uploaded_files>
-A Python repository is checked out at {workdir} (at commit {base_commit}). Consider this issue:
+A {language} repository is checked out at {workdir} (at commit {base_commit}). Consider this issue:
 
 <issue>
 {problem_statement}
@@ -97,7 +98,10 @@ def instance_to_task(instance: dict[str, Any], max_turns: int = 30) -> Task:
     instance.setdefault("image", official_image(instance["instance_id"]))
     workdir = instance.get("workdir", WORKDIR)
     prompt = PROMPT.format(
-        workdir=workdir, base_commit=instance["base_commit"], problem_statement=instance["problem_statement"]
+        language=language_of(instance).title,
+        workdir=workdir,
+        base_commit=instance["base_commit"],
+        problem_statement=instance["problem_statement"],
     )
     return Task(
         id=instance["instance_id"],

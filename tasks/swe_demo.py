@@ -1,6 +1,8 @@
-"""The built-in `swe-demo` task set: SWE-bench instances made from the packages in builtin/.
+"""The built-in quick-start task sets (`swe-demo`, one per language): SWE-bench instances made from the
+packages in builtin/<set>/.
 
-Each task folder holds a problem statement, a patch that plants the bug and a test patch.
+Each task folder holds a `task.json` (its `language`, a name `tasks.languages` knows: python where none is
+given),  a problem statement, a patch that plants the bug and a test patch.
 From them we build, once and cached by content hash: a git repository at the buggy base
 commit (no history that reveals the fix), the gold patch (the bug patch reversed), the eval
 script, an image on the base image with the repository at /testbed, and FAIL_TO_PASS /
@@ -21,35 +23,42 @@ from sandboxes.images import BASE_REPOSITORY, build_base_image, build_image, cac
 
 from .errors import TaskError
 from .grading.grade import parse_log, run_eval
+from .languages import language_named, language_of
 from .repos import make_bugged_repo
 from infra.runlog import atomic_write
 from .shared_env import repo_archive, share
 from .swe import WORKDIR, make_eval_script
 
 log = logging.getLogger(__name__)
-CONTENT = Path(__file__).parent / "builtin" / "swe_demo"
+BUILTIN = Path(__file__).parent / "builtin"
+CONTENT = BUILTIN / "swe_demo"
+# Quick-start set name -> its folder under builtin/ (tasks.taskset registers each).
+QUICK_START_SETS = {"swe-demo": "swe_demo"}
 
 
-def task_dirs() -> list[Path]:
-    return sorted(p for p in (CONTENT / "tasks").iterdir() if (p / "task.json").exists())
+def task_dirs(content: Path = CONTENT) -> list[Path]:
+    return sorted(p for p in (content / "tasks").iterdir() if (p / "task.json").exists())
 
 
 def load_swe_demo(
-    backend: Backend | None = None, on_step: Callable[[str], None] = log.info, shared: bool = False
+    backend: Backend | None = None,
+    on_step: Callable[[str], None] = log.info,
+    shared: bool = False,
+    content: Path = CONTENT,
 ) -> list[dict[str, Any]]:
-    """Every swe-demo instance, with its image built and its test lists computed.
+    """Every instance of the quick-start set in `content`, with its image built and its test lists computed.
 
-    With `shared`, no instance image: each runs from the base image with its repository put in
+    With `shared`, no instance image: each runs from its language's base image with its repository put in
     at start (`tasks.shared_env`). `backend` computes the test lists of an instance not yet cached
     (default: Docker, made only then)."""
-    return [build_instance(path, backend, on_step, shared) for path in task_dirs()]
+    return [build_instance(path, backend, on_step, shared) for path in task_dirs(content)]
 
 
 def build_instance(
     task_dir: Path, backend: Backend | None, on_step: Callable[[str], None] = log.info, shared: bool = False
 ) -> dict[str, Any]:
     meta = json.loads((task_dir / "task.json").read_text())
-    package_dir = CONTENT / "packages" / meta["package"]
+    package_dir = task_dir.parent.parent / "packages" / meta["package"]
     digest = _content_hash(task_dir, package_dir)
     work = cache_dir() / "swe-demo" / f"{meta['instance_id']}-{digest}"
     cached = work / "instance.json"
@@ -69,6 +78,7 @@ def _build_instance(
     on_step: Callable[[str], None],
     shared: bool,
 ) -> None:
+    language = language_named(meta.get("language", "python"))
     on_step(f"{meta['instance_id']}: building the repository")
     repo = work / "repo"
     base_commit, gold = make_bugged_repo(package_dir, task_dir / "bug.patch", repo)
@@ -85,8 +95,9 @@ def _build_instance(
         "created_at": meta.get("created_at", ""),
         "version": meta.get("version", "0.1"),
         "image": f"harness-swe-demo/{meta['instance_id']}:{digest}",
-        "eval_script": make_eval_script(base_commit, test_patch),
-        "log_parser": "parse_log_pytest",
+        "eval_script": make_eval_script(base_commit, test_patch, language.test_command(repo)),
+        "log_parser": language.log_parser,
+        "language": language.name,
         "eval_type": "pass_and_fail",
         "workdir": WORKDIR,
         "kind": meta.get("kind", ""),
@@ -101,7 +112,8 @@ def _runnable(instance: dict[str, Any], repo: Path, shared: bool, on_step: Calla
     if not shared:
         _ensure_image(instance, repo, on_step)
         return instance
-    return share(instance, build_base_image(), repo_archive(repo, instance["base_commit"], instance["instance_id"]))
+    base = build_base_image(language_of(instance).base_recipe())
+    return share(instance, base, repo_archive(repo, instance["base_commit"], instance["instance_id"]))
 
 
 def compute_test_lists(instance: dict[str, Any], backend: Backend) -> dict[str, list[str]]:
@@ -135,7 +147,7 @@ def _ensure_image(instance: dict[str, Any], repo: Path, on_step: Callable[[str],
     if image_exists(instance["image"]):
         return
     try:
-        base = build_base_image()
+        base = build_base_image(language_of(instance).base_recipe())
     except ImageNotFound as err:  # a backend without an engine to build it: only this instance's sandboxes fail
         on_step(f"{instance['instance_id']}: {err}")
         return

@@ -22,7 +22,7 @@ from tasks.errors import Problem, TaskError, TaskSetError, TaskSourceError
 from tasks.gsm8k import default_gsm8k_source, gsm8k_tasks, read_gsm8k
 from tasks.harbor.load import load_harbor
 from tasks.swe import SWE_REQUIRED_FIELDS, grading_problems, instance_to_task
-from tasks.swe_demo import load_swe_demo
+from tasks.swe_demo import BUILTIN, QUICK_START_SETS, load_swe_demo
 from tasks.swe_tiny import swe_tiny_tasks
 from tasks.swebench_repo import load_repo_tasks, repo_source
 from tasks.task import Task
@@ -61,9 +61,9 @@ def _arith(split: str, variant: str, max_operand: int = 9, name: str = "arith") 
     return arith_tasks(split, variant, max_operand=max_operand, name=name)
 
 
-def _swe_demo(shared: bool = False) -> Callable[[], list[Task]]:
+def _swe_demo(shared: bool = False, folder: str = "swe_demo") -> Callable[[], list[Task]]:
     def load() -> list[Task]:
-        return [instance_to_task(instance) for instance in load_swe_demo(shared=shared)]
+        return [instance_to_task(i) for i in load_swe_demo(shared=shared, content=BUILTIN / folder)]
 
     return load
 
@@ -77,8 +77,9 @@ def _swe_tiny(split: str, count: int | None = None) -> Callable[[], list[Task]]:
 
 register_taskset("gsm8k", _gsm8k_validation("single"))
 register_taskset("gsm8k-tool", _gsm8k_validation("tool"))
-register_taskset("swe-demo", _swe_demo())
-register_taskset("swe-demo-shared", _swe_demo(shared=True))  # one base image, each repository put in at start
+for _name, _folder in QUICK_START_SETS.items():
+    register_taskset(_name, _swe_demo(folder=_folder))
+    register_taskset(f"{_name}-shared", _swe_demo(True, _folder))  # one base image, each repository put in at start
 register_taskset("swe-tiny", _swe_tiny("heldout"))
 register_taskset("swe-tiny-50", _swe_tiny("heldout", 50))  # the first 50 of swe-tiny: quick evaluations
 register_taskset("swe-tiny-val", _swe_tiny("val"))  # fixes of its own: for choosing checkpoints

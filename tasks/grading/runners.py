@@ -470,6 +470,13 @@ _FAMILIES = {
 _RUNNERS = {"pytest": Pytest(), "django": Django(), "sympy": Sympy()}
 
 
+def register_runner(runner: Runner, log_parsers: tuple[str, ...]) -> Runner:
+    """Make `runner` the one that vouches for logs read by `log_parsers` (keys of swebench's PARSER_REGISTRY)."""
+    _FAMILIES[runner.name] = tuple(log_parsers)
+    _RUNNERS[runner.name] = runner
+    return runner
+
+
 def runner_for(log_parser: str) -> Runner:
     """The runner whose output `log_parser` (a key of swebench's PARSER_REGISTRY) reads.
 

@@ -25,10 +25,14 @@ TRIXIE = "3.13"  # the key of sandboxes.images.BASES whose suite (trixie) carrie
 
 class Language:
     name = ""
+    title = ""  # as the agent's prompt names it: "A {title} repository is checked out at ..."
     aliases: tuple[str, ...] = ()
     markers: tuple[str, ...] = ()
     packages: tuple[str, ...] = ()
     log_parser = ""
+    # Every swebench parser of this language's runners' output: an instance that names no language is
+    # known by its parser (a SWE-bench Multilingual instance with parse_log_gotest is Go).
+    log_parsers: tuple[str, ...] = ()
 
     def base_recipe(self) -> dict:
         """The recipe of this language's base image: the trixie base plus `packages`."""
@@ -55,6 +59,7 @@ class Language:
 
 class Python(Language):
     name = "python"
+    title = "Python"
     aliases = ("py",)
     markers = ("pyproject.toml", "setup.py", "setup.cfg")
     log_parser = "parse_log_pytest"
@@ -99,6 +104,18 @@ def detect_language(repo: Path) -> Language:
     plain modules has no marker). Other languages are asked first: a Node project may carry a setup.py."""
     for language in languages():
         if language.name != "python" and language.detect(repo):
+            return language
+    return LANGUAGES["python"]
+
+
+def language_of(instance: dict) -> Language:
+    """The language of a SWE-bench instance: its `language` field, else the language whose runners its log
+    parser reads, else Python."""
+    if instance.get("language"):
+        return language_named(str(instance["language"]))
+    parser = instance.get("log_parser")
+    for language in languages():
+        if parser and parser in (language.log_parser, *language.log_parsers):
             return language
     return LANGUAGES["python"]
 
