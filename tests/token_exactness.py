@@ -1,4 +1,5 @@
-"""The multi-turn token-exactness check, for any in-process engine (transformers or vLLM)."""
+"""The token-exactness checks, for any in-process engine (transformers or vLLM): a multi-turn episode's record, and
+the rows a rewritten history is trained on."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import torch
 from harness.episode import EpisodeLimits, run_episode
 from harness.policy import Policy, Sampling
 from tasks.taskset import load_tasks
+from trainer.batch import token_rows
 
 
 class Recording(Policy):
@@ -59,3 +61,27 @@ def check_multi_turn_token_exactness(
     recomputed = torch.log_softmax(logits, -1).gather(1, torch.tensor([ids[p] for p in positions])[:, None])[:, 0]
     gap = (recomputed - torch.tensor([logprobs[p] for p in positions])).abs().max()
     assert gap <= atol, f"logprobs differ from a forward pass by {gap:.2e} (> {atol})"
+
+
+def check_rewritten_history_token_exactness(engine: Policy, backend, context: str = "window:1", turns: int = 5) -> None:
+    """A swe-demo episode under a context strategy that rewrites the history: every reply the engine sampled is
+    trained in exactly one of the trajectory's token rows, right after exactly the prompt it was sampled from, with
+    the engine's logprobs; nothing else is trained. Unseeded, so no two turns share a prompt."""
+    policy = Recording(engine)
+    limits = EpisodeLimits(max_turns=turns, max_format_errors=2 * turns, context=context)
+    trajectory = run_episode(
+        load_tasks("swe-demo")[0], policy, Sampling(temperature=1.0, max_tokens=6), limits, backend=backend
+    )
+    assert trajectory.turns == turns and trajectory.metadata["context"]["rewritten_at_turns"]
+    rows = token_rows(trajectory)
+    assert len(rows) > 1, "a rewritten history is trained as several rows"
+    for prompt, generated, logprobs in policy.calls:
+        sampled = prompt + generated
+        trained = [
+            row
+            for row in rows
+            if row[0][: len(sampled)] == sampled and row[1][len(prompt) : len(sampled)] == [1] * len(generated)
+        ]
+        assert len(trained) == 1, "a sampled reply is not trained, after its exact prompt, in exactly one row"
+        assert trained[0][2][len(prompt) : len(sampled)] == logprobs
+    assert sum(sum(mask) for _, mask, _ in rows) == sum(len(generated) for _, generated, _ in policy.calls)

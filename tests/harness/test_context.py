@@ -11,6 +11,7 @@ from harness.errors import HarnessError, PolicyError
 from harness.policies.hf import HFPolicy
 from harness.policy import Sampling
 from tasks.taskset import load_tasks
+from tests.token_exactness import check_rewritten_history_token_exactness
 from trainer.batch import build_batch, token_rows
 
 
@@ -149,6 +150,13 @@ def test_each_turn_is_trained_on_the_prompt_it_was_sampled_from_after_a_rewrite(
         backend=docker_backend,
     )
     assert whole.exit_status == "context_exceeded" and whole.turns < 5 and "context" not in whole.metadata
+
+
+@pytest.mark.parametrize("family", ["qwen3", "llama3_1", "mistral"])
+def test_a_rewritten_history_is_trained_on_exactly_what_was_sampled_on_real_templates(
+    family, tiny_on, docker_backend, one_torch_thread
+):
+    check_rewritten_history_token_exactness(HFPolicy(tiny_on(family)), docker_backend)
 
 
 def test_a_run_names_its_strategy_or_is_refused():

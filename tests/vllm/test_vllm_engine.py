@@ -9,7 +9,7 @@ from transformers import AutoModelForCausalLM
 from harness.errors import PolicyError
 from harness.policies.vllm import VLLMPolicy
 from harness.policy import Sampling
-from tests.token_exactness import check_multi_turn_token_exactness
+from tests.token_exactness import check_multi_turn_token_exactness, check_rewritten_history_token_exactness
 
 # vLLM's CPU kernels and transformers' float32 forward differ by rounding only: ~1e-5 on this model.
 ATOL = 1e-3
@@ -67,6 +67,10 @@ def test_a_seed_fixes_the_turn_whatever_runs_beside_it(engine):
 
 def test_multi_turn_tokens_are_exactly_what_vllm_produced(engine, learner_model, docker_backend):
     check_multi_turn_token_exactness(engine, learner_model, docker_backend, atol=ATOL)
+
+
+def test_a_rewritten_history_is_trained_on_exactly_what_vllm_sampled(engine, docker_backend):
+    check_rewritten_history_token_exactness(engine, docker_backend)
 
 
 def test_weight_sync_makes_vllm_score_like_the_learner(engine, learner_model, vllm_model):
