@@ -61,14 +61,18 @@ class Counter:
         self.tokenizer, self.known = tokenizer, {}
 
         def rendered(messages):
-            return len(self.tokenizer.encode(
-                self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False),
-                add_special_tokens=False,
-            ))
+            return len(
+                self.tokenizer.encode(
+                    self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False),
+                    add_special_tokens=False,
+                )
+            )
 
         one = [{"role": "user", "content": "x"}]
         self.generation = rendered(one) - self.text("x")
-        self.per_message = rendered([*one, {"role": "assistant", "content": "x"}, *one]) - rendered(one) - 2 * self.text("x")
+        self.per_message = (
+            rendered([*one, {"role": "assistant", "content": "x"}, *one]) - rendered(one) - 2 * self.text("x")
+        )
 
     def text(self, text: str) -> int:
         if text not in self.known:
@@ -79,7 +83,7 @@ class Counter:
         return self.generation + sum(self.text(m["content"]) + self.per_message for m in messages)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict:
     from transformers import AutoTokenizer
 
     from sandboxes.images import cache_dir
@@ -90,7 +94,7 @@ def main() -> None:
     parser.add_argument(
         "--strategies", default="keep-all,mask-observations:8000,mask-observations:2000,window:16,window:8,window:4"
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     shared = Path(os.environ.get("HARNESS_SHARED", Path(__file__).resolve().parents[2] / "shared"))
     tokenizer = AutoTokenizer.from_pretrained(cache_dir() / "tokenizers" / args.family)
     episodes = trajectories(shared)
@@ -103,17 +107,23 @@ def main() -> None:
         f"{len(episodes)} real episodes, {statistics.median(len(s) for s in sizes['keep-all'])} replies median; "
         f"prompts counted with the {args.family} tokenizer and chat template"
     )
-    table = Table("strategy", *[f"end at {n} (share, median turn)" for n in limits], f"prompt tokens (vs {strategies[0]})")
+    table = Table(
+        "strategy", *[f"end at {n} (share, median turn)" for n in limits], f"prompt tokens (vs {strategies[0]})"
+    )
     whole = sum(sum(s) for s in sizes[strategies[0]])
+    result = {"episodes": len(episodes), "strategies": {}}
     for spec in strategies:
-        cells = []
+        cells, ended = [], {}
         for limit in limits:
             ends = [next(i + 1 for i, n in enumerate(s) if n > limit) for s in sizes[spec] if max(s) > limit]
+            ended[limit] = len(ends)
             turn = f"{statistics.median(ends):.0f}" if ends else "-"
             cells.append(f"{len(ends)}/{len(episodes)} ({len(ends) / len(episodes):.0%}), turn {turn}")
         cost = sum(sum(s) for s in sizes[spec])
         table.add_row(spec, *cells, f"{cost:,} ({cost / whole:.2f}x)")
+        result["strategies"][spec] = {"ended_at": ended, "prompt_tokens": cost}
     console.print(table)
+    return result
 
 
 if __name__ == "__main__":

@@ -79,3 +79,25 @@ def test_reuse_bench(docker_backend):
     assert result["tasks"] >= 2 and result["per_instance"]["images_built"] == result["tasks"]
     assert result["shared"]["images_built"] == 0 and len(result["environment_images"]) == 1
     assert result["start_s"]["prebuilt"] > 0 and result["start_s"]["shared"] > result["inject_s"] > 0
+
+
+def test_context_replay_bench_on_real_episodes():
+    from bench import context_replay_bench
+    from tests.conftest import require
+    from tests.harness.conftest import FAMILIES
+    from sandboxes.images import cache_dir
+
+    require((cache_dir() / "tokenizers" / FAMILIES[0] / "tokenizer.json").is_file(), "run scripts/fetch_tokenizers.sh")
+    result = context_replay_bench.main(
+        ["--limits", "16384", "--strategies", "keep-all,mask-observations:2000,window:4"]
+    )
+    assert result["episodes"] >= 30
+    runs = result["strategies"]
+    # real episodes outgrow 16k tokens whole; each strategy saves some of them and costs fewer prompt tokens
+    assert runs["keep-all"]["ended_at"][16384] > runs["mask-observations:2000"]["ended_at"][16384]
+    assert runs["mask-observations:2000"]["ended_at"][16384] > runs["window:4"]["ended_at"][16384]
+    assert (
+        runs["keep-all"]["prompt_tokens"]
+        > runs["mask-observations:2000"]["prompt_tokens"]
+        > runs["window:4"]["prompt_tokens"]
+    )
