@@ -231,7 +231,8 @@ def run_checked_eval(
     """`run_eval`, plus the `runner_unchanged` check where the eval script installs before its tests
     (`runner_guard`: the tests then run only if the install steps left the test runner as the image had it)."""
     workdir = instance.get("workdir", WORKDIR)
-    with backend.create(grading_spec(instance, timeout)) as sb:
+    # A start that hangs (a stalled image fetch or mount) is given up within the grading's time: an error, not a hang.
+    with backend.create_within(grading_spec(instance, timeout), timeout) as sb:
         run_setup(sb, instance)
         method = "none"
         if patch.strip():

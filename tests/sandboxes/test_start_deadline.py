@@ -50,6 +50,17 @@ def test_an_episode_whose_sandbox_never_starts_ends_as_a_sandbox_error_in_time(o
     assert live_count() == 0
 
 
+def test_grading_whose_sandbox_never_starts_is_an_error_in_time(overlay_backend, stalled_archive):
+    from tasks.grading.grade import grade
+
+    instance = {**load_tasks("swe-tiny")[0].metadata["instance"], "image": str(stalled_archive)}
+    began = time.monotonic()
+    report = grade(instance, instance["patch"], overlay_backend, timeout=2.0)
+    assert time.monotonic() - began < 6
+    assert not report.resolved and "took longer than the 2s" in report.error
+    assert live_count() == 0
+
+
 def test_a_start_in_time_hands_the_sandbox_over(overlay_backend):
     spec = load_tasks("swe-tiny")[0].sandbox
     with overlay_backend.create_within(spec, 120.0) as sandbox:
