@@ -11,6 +11,12 @@ and the disk they take is measured before they close:
 - docker: the image's size once, plus each container's writable layer and its init layer as overlay2
   holds them (`GraphDriver.Data`: UpperDir and WorkDir, and the `-init` layer's) and its folder of
   config, hosts and log files, as root on the host.
+
+Memory per idle sandbox: the proportional set size (PSS, /proc/PID/smaps_rollup) of each sandbox's process tree on
+the host while it idles, the mean over the N: overlay from its bwrap process down; docker from the container's
+containerd shim down (the shim is one per container, a cost of the container). Fork: one sandbox writes a file,
+is snapshot, and is forked `--fork` times (`Backend.fork`); the time to all forks answering, each checked to hold
+the file.
 """
 
 from __future__ import annotations
@@ -27,6 +33,62 @@ from rich.table import Table
 from sandboxes import Backend, SandboxSpec, get_backend
 from sandboxes.disk import tree_bytes
 from sandboxes.images import BASE_IMAGE, build_base_image
+
+
+def _children() -> dict[int, list[int]]:
+    tree: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        tree.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    return tree
+
+
+def tree_pss(root: int, children: dict[int, list[int]]) -> int:
+    """Bytes of proportional set size of `root` and every process below it."""
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        todo += children.get(pid, [])
+        try:
+            rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+        except OSError:
+            continue
+        total += next(int(line.split()[1]) * 1024 for line in rollup.splitlines() if line.startswith("Pss:"))
+    return total
+
+
+def idle_memory(backend: Backend, sandboxes) -> float:
+    """Mean PSS of an idle sandbox's process tree (see the module's doc)."""
+    children = _children()
+    roots = []
+    for sandbox in sandboxes:
+        if backend.name == "docker":
+            pid = backend.api.inspect_container(sandbox.container.id)["State"]["Pid"]
+            roots.append(int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]))  # its shim
+        else:
+            roots.append(sandbox.process.pid)
+    return statistics.mean(tree_pss(root, children) for root in roots)
+
+
+def fork_time(backend: Backend, spec: SandboxSpec, count: int) -> float:
+    """Seconds from a snapshot's fork into `count` sandboxes to all of them answering with the parent's file."""
+    with backend.create(spec) as parent:
+        parent.exec("head -c 1048576 /dev/urandom > /tmp/state && sha256sum /tmp/state > /tmp/state.sum")
+        snapshot = parent.snapshot()
+        began = time.perf_counter()
+        forks = backend.fork(snapshot, count)
+        try:
+            answers = [child.exec("sha256sum -c /tmp/state.sum").exit_code for child in forks]
+            took = time.perf_counter() - began
+        finally:
+            for child in forks:
+                child.close()
+    if any(answers):
+        raise RuntimeError(f"{answers.count(1)} of {count} forks lack the parent's file")
+    return took
 
 
 def percentile(samples: list[float], share: float) -> float:
@@ -71,14 +133,24 @@ def main() -> None:
     parser.add_argument("--counts", default="16,100")
     parser.add_argument("--workers", type=int, default=8, help="sandboxes started at once")
     parser.add_argument("--no-docker", action="store_true", help="overlay only (no engine needed)")
+    parser.add_argument("--fork", type=int, default=16, help="forks of one snapshot")
     args = parser.parse_args()
     if args.image == BASE_IMAGE and not args.no_docker:
         build_base_image()
     spec = SandboxSpec(image=args.image, memory="256m", pids=64, wall_time=600)
     backends = {"overlay": overlay_disk} | ({} if args.no_docker else {"docker": docker_disk})
     table = Table(
-        "backend", "N", "start p50", "start p99", "all started", "image disk", "sandboxes' disk", "per sandbox"
+        "backend",
+        "N",
+        "start p50",
+        "start p99",
+        "all started",
+        "image disk",
+        "sandboxes' disk",
+        "per sandbox",
+        "idle memory (PSS)",
     )
+    forks = Table("backend", "forks", "all answering")
     for name, disk in backends.items():
         backend = get_backend(name)
         backend.create(spec).close()  # the first use (an unpack, an image check) is not what is measured
@@ -88,6 +160,7 @@ def main() -> None:
             wall = time.perf_counter() - began
             try:
                 image, written = disk(backend, sandboxes)
+                memory = idle_memory(backend, sandboxes)
             finally:
                 with ThreadPoolExecutor(args.workers) as pool:
                     list(pool.map(lambda sandbox: sandbox.close(), sandboxes))
@@ -100,8 +173,14 @@ def main() -> None:
                 f"{image / 2**20:.0f} MiB",
                 f"{written / 2**20:.1f} MiB",
                 f"{written / count / 2**10:.0f} KiB",
+                f"{memory / 2**20:.1f} MiB",
             )
-    Console().print(table)
+        if args.fork:
+            forks.add_row(name, str(args.fork), f"{fork_time(backend, spec, args.fork):.2f} s")
+    console = Console(width=160)
+    console.print(table)
+    if args.fork:
+        console.print(forks)
 
 
 if __name__ == "__main__":
