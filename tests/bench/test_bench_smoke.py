@@ -101,3 +101,12 @@ def test_context_replay_bench_on_real_episodes():
         > runs["mask-observations:2000"]["prompt_tokens"]
         > runs["window:4"]["prompt_tokens"]
     )
+
+
+def test_soak_bench_leaves_nothing_behind(overlay_backend):
+    from bench import soak_bench
+
+    result = soak_bench.main(["--episodes", "1", "--workers", "4"])  # one gold episode per swe-demo task
+    assert result["episodes"] >= 1 and result["verdicts"] == {"resolved": result["episodes"]}
+    assert result["per_minute"] > 0
+    assert {key: items for key, items in result["left_behind"].items() if items} == {}
