@@ -192,3 +192,28 @@ def test_a_mined_instance_gets_dockers_verdicts_on_other_backends(other, quick_i
             docker_verdicts[kind].verdict,
             docker_verdicts[kind].tests_status,
         ), kind
+
+
+@pytest.mark.timeout(1800)
+def test_a_mined_instance_runs_on_overlay_with_no_engine_once_its_image_is_stored(
+    quick_instance, overlay_backend, tmp_path, monkeypatch
+):
+    """`harness eval --backend overlay` on a real mined instance, with `DOCKER_HOST` pointing at nothing: the image
+    comes from the overlay store (put there while an engine answered); gold resolves, empty does not."""
+    from tasks.grading.grade import grade
+    from tests.cli_helpers import harness
+    from tests.sandboxes.test_no_engine import NO_ENGINE
+
+    grade(quick_instance, "", overlay_backend)  # with the engine: the store unpacks and remembers the image
+    tasks = tmp_path / "instance.jsonl"
+    tasks.write_text(json.dumps(quick_instance) + "\n")
+    monkeypatch.setenv("DOCKER_HOST", NO_ENGINE)
+    rates = {}
+    for checkpoint in ("gold", "empty"):
+        out = tmp_path / checkpoint
+        done = harness(
+            "eval", "--backend", "overlay", "--checkpoint", checkpoint, "--tasks", str(tasks), "--output", str(out)
+        )
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        rates[checkpoint] = json.loads((out / "report.json").read_text())["resolve_rate"]
+    assert rates == {"gold": 1.0, "empty": 0.0}
