@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from sandboxes import Backend, close_all
 from sandboxes.cluster import Cluster
+from infra.renames import take_renamed
 from infra.rundir import RESULTS, content_hash, open_run
 from infra.runlog import append_row, atomic_write, drop_partial_line, read_rows as read_results
 from tasks.task import Task
@@ -75,7 +76,7 @@ class EvalConfig(BaseModel):
     episode_timeout: float = Field(1800.0, gt=0)  # seconds per episode (checked between turns)
     # Sandboxes of one image started ahead of the queue (0: none); with it, grading overlaps the next episodes.
     prestart: int = Field(0, ge=0)
-    # SWE-bench grading: default (test and runner-config edits neutralized) or strict (scored 0); None: default, and
+    # SWE-bench grading: default (test and runner-config edits neutralized) or refuse (scored 0); None: default, and
     # no SWE-bench task needed.
     grading_mode: str | None = None
     reward_mode: str | None = None  # GSM8K's rule for every task; None: each task's own
@@ -247,12 +248,12 @@ def _sampling(config: EvalConfig, sample: int) -> Sampling:
     )
 
 
-EVAL_YAML_KEYS = ("endpoint", "episode_timeout", "grading")
+EVAL_YAML_KEYS = ("endpoint", "episode_timeout", "grading_mode")
 
 
 def load_eval_settings(path: str | Path | None) -> dict[str, Any]:
     """The `harness eval --config` YAML: `endpoint:` (EndpointLimits fields), `episode_timeout` and
-    `grading: {mode: default | strict}`."""
+    `grading_mode` (default or refuse). Former spellings are read with a warning."""
     if path is None:
         return {}
     import yaml
@@ -263,6 +264,15 @@ def load_eval_settings(path: str | Path | None) -> dict[str, Any]:
         raise HarnessError(f"cannot read eval config {path}: {err}") from None
     if not isinstance(data, dict):
         raise HarnessError(f"eval config {path} must be a mapping with keys {', '.join(EVAL_YAML_KEYS)}")
+    if "grading" in data:  # the former `grading: {mode: ...}`
+        grading = data.pop("grading")
+        if not isinstance(grading, dict) or set(grading) != {"mode"}:
+            raise HarnessError(f"eval config {path}: write `grading_mode: default` or `grading_mode: refuse`")
+        data["grading.mode"] = grading["mode"]
+    try:
+        data = take_renamed(data, "grading.mode", "grading_mode", f"eval config {path}: ")
+    except ValueError as err:
+        raise HarnessError(str(err)) from None
     unknown = sorted(set(data) - set(EVAL_YAML_KEYS))
     if unknown:
         raise HarnessError(
@@ -270,9 +280,6 @@ def load_eval_settings(path: str | Path | None) -> dict[str, Any]:
         )
     if not isinstance(data.get("endpoint", {}), dict):
         raise HarnessError(f"eval config {path}: `endpoint` must be a mapping of timeouts and retries")
-    grading = data.get("grading", {})
-    if not isinstance(grading, dict) or set(grading) - {"mode"}:
-        raise HarnessError(f"eval config {path}: `grading` must be a mapping with the key `mode` (default or strict)")
     return data
 
 

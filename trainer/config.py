@@ -117,6 +117,10 @@ class DataConfig(Section):
     #: How GSM8K-rule rewards are scored: null = each row's own (numbers compared: `#### 18.0` is right for 18);
     #: `skyrl` = SkyRL's string rule, to reproduce its figures; `strict` / `flexible` for every row.
     reward_mode: RewardMode | None = None
+    #: How SWE-bench tasks are graded: `default` neutralizes what a patch does to test files, runner configuration
+    #: and symlinks (put back as at the base commit before the tests run, as the official harness does for the test
+    #: patch's files); `refuse` scores any such edit 0 (prime-rl style: a policy never learns to touch the tests).
+    grading_mode: GradingMode = "default"
 
 
 class ModelConfig(Section):
@@ -340,20 +344,12 @@ class LoggerConfig(Section):
     project: str = "harness"
 
 
-class GradingConfig(Section):
-    #: How SWE-bench tasks are graded: `default` neutralizes what a patch does to test files, runner configuration
-    #: and symlinks (put back as at the base commit before the tests run, as the official harness does for the test
-    #: patch's files); `strict` scores any such edit 0 (prime-rl style: a policy never learns to touch the tests).
-    mode: GradingMode = "default"
-
-
 class TrainConfig(Section):
     data: DataConfig = Field(default_factory=DataConfig)
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
     generator: GeneratorConfig = Field(default_factory=GeneratorConfig)
     inference: InferenceConfig = Field(default_factory=InferenceConfig)
     logger: LoggerConfig = Field(default_factory=LoggerConfig)
-    grading: GradingConfig = Field(default_factory=GradingConfig)
     #: Modules imported before the run (in the driver and in every Ray worker) for what they register:
     #: task kinds, tools, reward functions, advantage estimators. Same as `harness --plugin MODULE train`.
     plugins: Strings = Field(default_factory=list)

@@ -65,7 +65,7 @@ def error_of(raw: dict) -> str:
         ),
         (
             {"skyrl_aliases": ["x"]},
-            "unknown key skyrl_aliases; allowed: data, trainer, generator, inference, logger, grading, plugins",
+            "unknown key skyrl_aliases; allowed: data, trainer, generator, inference, logger, plugins",
         ),
         (
             {"trainer": {"sft_warmup": {"data": ["a"], "batch_size": 0}}},
