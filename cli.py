@@ -309,7 +309,8 @@ def eval_command(
     config: Optional[Path] = typer.Option(
         None,
         "--config",
-        help="YAML with `endpoint:` (connect_timeout, read_timeout, retries, turn_timeout, backoff) and `episode_timeout`; flags win.",
+        help="YAML with `endpoint:` (connect_timeout, read_timeout, retries, turn_timeout, backoff), `episode_timeout` "
+        "and `grading_mode`; flags win.",
     ),
     connect_timeout: Optional[float] = typer.Option(None, min=0.001, help="Endpoint: seconds to connect [default 10]."),
     read_timeout: Optional[float] = typer.Option(

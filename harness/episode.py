@@ -30,7 +30,7 @@ from .trajectory import SCORING_FAILED, Trajectory
 class EpisodeLimits:
     max_turns: int | None = None  # a cap on the task's own turn limit (None: the task's limit)
     max_context: int = 32_768  # tokens, in-process models
-    wall_time: float = 1800.0  # seconds
+    episode_timeout: float = 1800.0  # seconds for the whole episode, checked between turns
     max_format_errors: int = 3  # turns in a row without a usable tool call
     command_timeout: float = 120.0  # seconds per tool call
     context: str = "keep-all"  # what each prompt holds of the history (harness.context)
@@ -71,7 +71,7 @@ def run_episode(
     try:
         try:
             clock = time.monotonic()
-            env.start_within = limits.wall_time - (clock - started)  # a start that hangs ends the episode in time
+            env.start_within = limits.episode_timeout - (clock - started)  # a start that hangs ends the episode in time
             messages = env.init()
             timings["env_s"] += time.monotonic() - clock
             tools = schemas(env.tools, compact=bool(task.metadata.get("compact_tools"))) if env.tools else []
@@ -120,7 +120,7 @@ def _loop(task, policy, env, sampling, limits, trajectory, ledger, tools, timing
     while True:
         if trajectory.turns >= max_turns:
             raise EpisodeEnd("max_turns")
-        if time.monotonic() - started > limits.wall_time:
+        if time.monotonic() - started > limits.episode_timeout:
             raise EpisodeEnd("wall_time")
         prompt = context.prompt(trajectory.messages, ledger, trajectory.turns + 1, trajectory.metadata)
         if ledger is not None and len(ledger.ids) + sampling.max_tokens > limits.max_context:

@@ -152,7 +152,7 @@ def evaluate(
         limits = EpisodeLimits(
             max_turns=config.max_turns,
             max_context=config.max_context,
-            wall_time=config.episode_timeout,
+            episode_timeout=config.episode_timeout,
             context=config.context,
         )
         run_episodes(
@@ -170,7 +170,7 @@ def evaluate(
     limits = EpisodeLimits(
         max_turns=config.max_turns,
         max_context=config.max_context,
-        wall_time=config.episode_timeout,
+        episode_timeout=config.episode_timeout,
         context=config.context,
     )
 

@@ -305,6 +305,9 @@ class GeneratorConfig(Section):
     max_turns: Int = Field(1, ge=1)
     #: Tokens of the whole conversation (prompt, turns, tool outputs); the episode ends when it is full.
     max_context: Int = Field(4096, ge=1)
+    #: Seconds an episode may take (checked between turns; a scaffold is stopped at it): it ends with exit status
+    #: `wall_time` and is trained on like any other ending. The same limit as `harness eval --episode-timeout`.
+    episode_timeout: Float = Field(1800.0, gt=0.0)
     #: Episodes that run at once (each may hold a sandbox).
     env_workers: Int = Field(8, ge=1)
     #: Sandboxes for tasks that need one: `docker`, `local` (bubblewrap, base image), `overlay` (bubblewrap, any image,

@@ -324,7 +324,9 @@ def _sampling(cfg: TrainConfig, step: int) -> Sampling:
 
 def _limits(cfg: TrainConfig) -> EpisodeLimits:
     g = cfg.generator
-    return EpisodeLimits(max_turns=g.max_turns, max_context=g.max_context, context=g.context)
+    return EpisodeLimits(
+        max_turns=g.max_turns, max_context=g.max_context, episode_timeout=g.episode_timeout, context=g.context
+    )
 
 
 def _grpo_step(

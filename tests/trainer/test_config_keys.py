@@ -192,6 +192,18 @@ def test_max_turns_caps_the_tasks_own_turn_limit(cap: int, turns: int):
     assert (trajectory.exit_status, trajectory.turns, trajectory.reward) == ("max_turns", turns, 0.0)
 
 
+def test_episode_timeout_ends_training_episodes():
+    """generator.episode_timeout is the limit `harness eval --episode-timeout` sets: past it the episode ends as
+    `wall_time` (checked before each turn)."""
+    load_plugins(["examples.environments.guess_number"])
+    task = load_tasks(str(ROOT / "examples/environments/guess_number.jsonl"))[0]
+    limits = _limits(config_from_dict({**MINIMAL, "generator": {"max_turns": 5, "episode_timeout": 1e-6}}))
+    assert limits.episode_timeout == 1e-6
+    always_wrong = ScriptedPolicy("always-wrong", [Completion(text="0")] * 10)
+    trajectory = run_episode(task, always_wrong, Sampling(), limits)
+    assert (trajectory.exit_status, trajectory.turns) == ("wall_time", 0)
+
+
 # ----------------------------------------------------------------------------- logger.backend
 
 
