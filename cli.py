@@ -309,8 +309,8 @@ def eval_command(
     config: Optional[Path] = typer.Option(
         None,
         "--config",
-        help="YAML with `endpoint:` (connect_timeout, read_timeout, retries, turn_timeout, backoff), `episode_timeout` "
-        "and `grading_mode`; flags win.",
+        help="YAML with `endpoint:` (connect_timeout, read_timeout, retries, turn_timeout, backoff), the limits "
+        "(max_turns, max_context, episode_timeout, max_format_errors) and `grading_mode`; flags win.",
     ),
     connect_timeout: Optional[float] = typer.Option(None, min=0.001, help="Endpoint: seconds to connect [default 10]."),
     read_timeout: Optional[float] = typer.Option(
@@ -346,6 +346,7 @@ def eval_command(
     context: str = ContextOption,
 ):
     """Evaluate a checkpoint, endpoint or scripted policy on a task set; writes a report."""
+    from harness.episode import LIMIT_KEYS
     from harness.evaluate import EvalConfig, load_eval_settings
     from harness.policies.endpoint import EndpointLimits
 
@@ -354,13 +355,15 @@ def eval_command(
     endpoint_limits = EndpointLimits.from_dict(
         {**settings.get("endpoint", {}), **{k: v for k, v in flags.items() if v is not None}}
     )
+    limit_flags = {k: v for k, v in dict(max_turns=max_turns, episode_timeout=episode_timeout).items() if v is not None}
+    limits = {k: v for k, v in settings.items() if k in LIMIT_KEYS} | limit_flags
     eval_config = EvalConfig(
         checkpoint=checkpoint,
         tasks=tasks,
         output=str(output or ""),
         samples=samples,
         workers=workers,
-        max_turns=max_turns,
+        **limits,
         temperature=temperature,
         max_tokens=max_tokens,
         limit=limit,
@@ -369,7 +372,6 @@ def eval_command(
         ray_address=ray_address,
         engine=engine,
         endpoint=endpoint_limits,
-        episode_timeout=episode_timeout or settings.get("episode_timeout"),
         reward_mode=reward_mode,
         grading_mode=_grading_mode(grading_mode, grading) or settings.get("grading_mode"),
         prestart=prestart,

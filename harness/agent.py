@@ -23,7 +23,7 @@ from sandboxes import Backend, get_backend
 from tasks.user_repo import apply_to_branch, repo_task
 
 from .context import KEEP_ALL, parse_context
-from .episode import EpisodeLimits, run_episode
+from .episode import Limits, run_episode
 from .errors import HarnessError
 from .policy import Policy, Sampling
 from .scaffolds import OWN_LOOP, get_scaffold
@@ -136,7 +136,7 @@ class Agent:
         driver = get_scaffold(scaffold)
         parse_context(context)  # a bad strategy is refused before any sandbox starts
         backend = get_backend(backend) if isinstance(backend, str) else backend
-        limits = EpisodeLimits(max_turns=max_turns, max_context=max_context, episode_timeout=episode_timeout, context=context)
+        limits = Limits(max_turns=max_turns, max_context=max_context, episode_timeout=episode_timeout, context=context)
         with tempfile.TemporaryDirectory(prefix="harness-repo-") as staging:
             task = repo_task(repo, prompt, Path(staging) / "repo", test_command=test, max_turns=max_turns, image=image)
             trajectory = run_episode(

@@ -26,14 +26,27 @@ from .tools import schemas
 from .trajectory import SCORING_FAILED, Trajectory
 
 
+#: The limits every kind of run sets by these names: `harness eval` (flags and `--config`), training's `generator`
+#: section and `Agent.run_task`.
+LIMIT_KEYS = ("max_turns", "max_context", "episode_timeout", "max_format_errors")
+
+
 @dataclass
-class EpisodeLimits:
+class Limits:
+    """What ends an episode whatever the agent does (exit statuses max_turns, context_exceeded, wall_time,
+    format_errors), the time each tool call may take, and what each prompt holds of the history."""
+
     max_turns: int | None = None  # a cap on the task's own turn limit (None: the task's limit)
     max_context: int = 32_768  # tokens, in-process models
     episode_timeout: float = 1800.0  # seconds for the whole episode, checked between turns
     max_format_errors: int = 3  # turns in a row without a usable tool call
     command_timeout: float = 120.0  # seconds per tool call
     context: str = "keep-all"  # what each prompt holds of the history (harness.context)
+
+    @classmethod
+    def of(cls, settings: Any) -> Limits:
+        """The limits (and context strategy) of a run's settings: an EvalConfig, training's generator section."""
+        return cls(**{key: getattr(settings, key) for key in (*LIMIT_KEYS, "context")})
 
 
 class EpisodeEnd(Exception):
@@ -47,7 +60,7 @@ def run_episode(
     task: Task,
     policy: Policy,
     sampling: Sampling,
-    limits: EpisodeLimits = EpisodeLimits(),
+    limits: Limits = Limits(),
     backend: Backend | None = None,
     sandbox: Sandbox | None = None,
     sample: int = 0,

@@ -30,7 +30,7 @@ from tasks.task import Task
 from .batching import shared_policy
 from .distributed import PolicySource, run_episodes
 from .context import KEEP_ALL, parse_context
-from .episode import EpisodeLimits, run_episode
+from .episode import LIMIT_KEYS, Limits, run_episode
 from .errors import HarnessError
 from .policies.endpoint import EndpointLimits
 from .policy import Policy, Sampling
@@ -74,6 +74,7 @@ class EvalConfig(BaseModel):
     limit: int | None = Field(None, ge=1)
     base_url: str | None = None  # kept for endpoint:MODEL checkpoints only
     episode_timeout: float = Field(1800.0, gt=0)  # seconds per episode (checked between turns)
+    max_format_errors: int = Field(3, ge=1)  # turns in a row without a usable tool call
     # Sandboxes of one image started ahead of the queue (0: none); with it, grading overlaps the next episodes.
     prestart: int = Field(0, ge=0)
     # SWE-bench grading: default (test and runner-config edits neutralized) or refuse (scored 0); None: default, and
@@ -148,13 +149,8 @@ def evaluate(
     drop_partial_line(results_path)
     done = {(r["task_id"], r["sample"]) for r in read_results(results_path)}
     jobs = [(t, k) for t in tasks for k in range(config.samples) if (t.id, k) not in done]
+    limits = Limits.of(config)
     if cluster is not None:  # the episodes run on the nodes of a Ray cluster; `source` builds the policy there
-        limits = EpisodeLimits(
-            max_turns=config.max_turns,
-            max_context=config.max_context,
-            episode_timeout=config.episode_timeout,
-            context=config.context,
-        )
         run_episodes(
             jobs,
             source or PolicySource(config.checkpoint),
@@ -167,12 +163,6 @@ def evaluate(
         return finish(tasks, config, out)
     # In-process models serve all episodes at once: their turns are batched, not queued one by one.
     shared = shared_policy(policy)
-    limits = EpisodeLimits(
-        max_turns=config.max_turns,
-        max_context=config.max_context,
-        episode_timeout=config.episode_timeout,
-        context=config.context,
-    )
 
     scaffold = get_scaffold(config.scaffold)
     ahead = (
@@ -248,11 +238,11 @@ def _sampling(config: EvalConfig, sample: int) -> Sampling:
     )
 
 
-EVAL_YAML_KEYS = ("endpoint", "episode_timeout", "grading_mode")
+EVAL_YAML_KEYS = ("endpoint", *LIMIT_KEYS, "grading_mode")
 
 
 def load_eval_settings(path: str | Path | None) -> dict[str, Any]:
-    """The `harness eval --config` YAML: `endpoint:` (EndpointLimits fields), `episode_timeout` and
+    """The `harness eval --config` YAML: `endpoint:` (EndpointLimits fields), the limits (`LIMIT_KEYS`) and
     `grading_mode` (default or refuse). Former spellings are read with a warning."""
     if path is None:
         return {}

@@ -308,6 +308,8 @@ class GeneratorConfig(Section):
     #: Seconds an episode may take (checked between turns; a scaffold is stopped at it): it ends with exit status
     #: `wall_time` and is trained on like any other ending. The same limit as `harness eval --episode-timeout`.
     episode_timeout: Float = Field(1800.0, gt=0.0)
+    #: Turns in a row without a usable tool call before the episode ends (exit status `format_errors`).
+    max_format_errors: Int = Field(3, ge=1)
     #: Episodes that run at once (each may hold a sandbox).
     env_workers: Int = Field(8, ge=1)
     #: Sandboxes for tasks that need one: `docker`, `local` (bubblewrap, base image), `overlay` (bubblewrap, any image,
