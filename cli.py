@@ -831,7 +831,9 @@ def grade_command(
         else load_predictions(predictions)
     )
     official = load_official(compare_official) if compare_official else None  # malformed: refused before any grading
-    identity = grade_identity(preds, instances, fractional, predictions_source=predictions, tasks=tasks, grading_mode=mode)
+    identity = grade_identity(
+        preds, instances, fractional, predictions_source=predictions, tasks=tasks, grading_mode=mode
+    )
     counts = {"resolved": 0, "done": 0}
     columns = [
         TextColumn("grading"),

@@ -185,7 +185,9 @@ def train(cfg: TrainConfig, on_step: Callable[[int, dict], None] = lambda step, 
         cfg.data.train_data, cfg.data.reward_mode, cfg.data.grading_mode, cfg.generator.sandbox_backend
     )
     train_tasks = drop_long_prompts(train_tasks, _tokenizer(model_path), cfg.data.max_prompt_length)
-    val_tasks = load_task_sets(cfg.data.val_data, cfg.data.reward_mode, cfg.data.grading_mode, cfg.generator.sandbox_backend)
+    val_tasks = load_task_sets(
+        cfg.data.val_data, cfg.data.reward_mode, cfg.data.grading_mode, cfg.generator.sandbox_backend
+    )
     if not train_tasks:
         raise ConfigError("data.train_data is empty: name at least one task set")
     steps_per_epoch = max(len(train_tasks) // cfg.trainer.train_batch_size, 1)

@@ -4,8 +4,8 @@ episode's sandbox, watch it, stop it, and turn what the endpoint recorded into t
 The program ends the episode by submitting (then it may exit), by exiting, or by being stopped:
 past the episode's time limit (`episode_timeout`; exit status `wall_time`), past its output limit
 (`output_limit`), or when the endpoint ends the episode (`max_turns`, `context_exceeded`,
-`policy_error`, `sandbox_error`). An exit without a submission is `no_submit` (status 0) or `scaffold_error` (any other status, with
-the tail of its output). Its whole process group is killed whatever the ending.
+`policy_error`, `sandbox_error`). An exit without a submission is `no_submit` (status 0) or
+`scaffold_error` (any other status, with the tail of its output). Its whole process group is killed whatever the ending.
 """
 
 from __future__ import annotations

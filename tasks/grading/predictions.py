@@ -99,7 +99,9 @@ def grade_predictions(
             finished = ((job[-1], report) for job, report, _ in cluster.map_unordered(_grade_on_node, jobs))
         else:
             futures = {
-                pool.submit(_grade_one, by_id[p["instance_id"]], p.get("model_patch"), backend, fractional, grading_mode): p
+                pool.submit(
+                    _grade_one, by_id[p["instance_id"]], p.get("model_patch"), backend, fractional, grading_mode
+                ): p
                 for p in todo
             }
             finished = ((futures[future], future.result()) for future in as_completed(futures))
@@ -150,7 +152,9 @@ def _grade_one(
     """`grade`, with a record that cannot be graded (bad field, unknown parser) as an error row."""
     problems = grading_problems(instance)
     if problems:
-        return _error_row(instance, patch, grading_mode, "; ".join(f"{field}: {message}" for field, message in problems))
+        return _error_row(
+            instance, patch, grading_mode, "; ".join(f"{field}: {message}" for field, message in problems)
+        )
     try:
         return grade(instance, patch, backend, fractional=fractional, grading_mode=grading_mode)
     except Exception as err:  # noqa: BLE001 - one bad record must not end the run
@@ -192,7 +196,8 @@ def write_check(rows: list[dict[str, Any]], output_dir: Path, grading_mode: str)
     counts = dict(sorted(Counter(r["verdict"] for r in rows).items()))
     output_dir.mkdir(parents=True, exist_ok=True)
     atomic_write(
-        output_dir / "check.json", json.dumps({"grading_mode": grading_mode, "verdicts": counts, "predictions": rows}, indent=1)
+        output_dir / "check.json",
+        json.dumps({"grading_mode": grading_mode, "verdicts": counts, "predictions": rows}, indent=1),
     )
     lines = [
         "# Static review of predictions",
@@ -239,7 +244,9 @@ MODE_NOTES = {
 }
 
 
-def write_report(results: list[dict[str, Any]], unknown: list[str], output_dir: Path, grading_mode: str = "default") -> None:
+def write_report(
+    results: list[dict[str, Any]], unknown: list[str], output_dir: Path, grading_mode: str = "default"
+) -> None:
     summary = {"grading_mode": grading_mode, **summarize(results)}
     atomic_write(
         output_dir / "report.json",

@@ -108,7 +108,14 @@ def test_grading_modes_on_a_fix_with_a_regression_test(tmp_path, gold_run):
     assert verdicts == {"default": ("resolved", 1.0, "default"), "refuse": ("refused", 0.0, "refuse")}
     assert "neutralized: tests/test_regression_extra.py" in (tmp_path / "default" / "report.md").read_text()
     wrong = harness(
-        "grade", "--predictions", str(preds), "--grading-mode", "lenient", "--check-only", "--output", str(tmp_path / "x")
+        "grade",
+        "--predictions",
+        str(preds),
+        "--grading-mode",
+        "lenient",
+        "--check-only",
+        "--output",
+        str(tmp_path / "x"),
     )
     assert wrong.returncode != 0 and "--grading-mode must be one of default, refuse" in wrong.stdout + wrong.stderr
     former = harness(

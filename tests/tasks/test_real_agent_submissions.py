@@ -67,7 +67,10 @@ def test_refuse_mode_refuses_exactly_what_default_neutralizes(submissions):
     from tasks.grading.patch_policy import review_patch
 
     for row in submissions:
-        default, refuse = review_patch(row["model_patch"] or ""), review_patch(row["model_patch"] or "", grading_mode="refuse")
+        default, refuse = (
+            review_patch(row["model_patch"] or ""),
+            review_patch(row["model_patch"] or "", grading_mode="refuse"),
+        )
         assert len(refuse.refused) == len(default.neutralized) and not refuse.neutralized, row["instance_id"]
 
 

@@ -14,7 +14,8 @@ Test files, runner configuration and symlinks a patch touches are neutralized, n
 (`patch_policy.review_patch`): put back as at the base commit, or removed if added, before the
 tests run, as SWE-bench's eval script does for the test patch's files, so real agents' honest
 submissions that add a regression test keep their reward. The cheats on those paths therefore
-stop at `tests`; the refuse grading mode refuses every one of them (`test_refuse_mode_refuses_every_test_or_config_edit`).
+stop at `tests`; the refuse grading mode refuses every one of them
+(`test_refuse_mode_refuses_every_test_or_config_edit`).
 The static review no longer reads words ("pytest", "PASSED", atexit, sys.modules[): 147 of 600
 real merged fixes were refused for them (`test_honest_fixes.py`). `test_runtime_layer_alone`
 grades the policy-refused cheats again with the refusals switched off (defence in depth).
