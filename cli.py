@@ -312,18 +312,18 @@ def eval_command(
         help="YAML with `endpoint:` (connect_timeout, read_timeout, retries, turn_timeout, backoff), the limits "
         "(max_turns, max_context, episode_timeout, max_format_errors) and `grading_mode`; flags win.",
     ),
-    connect_timeout: Optional[float] = typer.Option(None, min=0.001, help="Endpoint: seconds to connect [default 10]."),
+    connect_timeout: Optional[float] = typer.Option(None, min=0.001, help="Endpoint: seconds to connect (default 10)."),
     read_timeout: Optional[float] = typer.Option(
-        None, min=0.001, help="Endpoint: seconds one try waits for the answer [default 40]."
+        None, min=0.001, help="Endpoint: seconds one try waits for the answer (default 40)."
     ),
     retries: Optional[int] = typer.Option(
-        None, min=0, max=20, help="Endpoint: tries after the first, for timeouts, 429 and 5xx only [default 2]."
+        None, min=0, max=20, help="Endpoint: tries after the first, for timeouts, 429 and 5xx only (default 2)."
     ),
     turn_timeout: Optional[float] = typer.Option(
-        None, min=0.001, help="Endpoint: seconds for one turn, all tries included [default 55]."
+        None, min=0.001, help="Endpoint: seconds for one turn, all tries included (default 55)."
     ),
     episode_timeout: Optional[float] = typer.Option(
-        None, min=0.001, help="Seconds per episode, checked between turns [default 1800]."
+        None, min=0.001, help="Seconds per episode, checked between turns (default 1800)."
     ),
     backend: str = BackendOption,
     reward_mode: Optional[str] = typer.Option(
