@@ -8,6 +8,7 @@ import logging
 import os
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Optional
 
@@ -65,12 +66,13 @@ ContextOption = typer.Option(
     "replaced past that many tokens of them), window:N (the task, the first turn and the last N turns), "
     "summarize:TOKENS (past that many tokens the policy summarizes the turns between the first and the last).",
 )
-GradingOption = typer.Option(
+GradingModeOption = typer.Option(
     None,
-    "--grading",
+    "--grading-mode",
     help="SWE-bench grading: default (edits to test files and runner "
-    "configuration are neutralized, as the official harness does) or strict (any such edit scores 0).",
+    "configuration are neutralized, as the official harness does) or refuse (any such edit scores 0).",
 )
+FormerGradingOption = typer.Option(None, "--grading", hidden=True, help="Former name of --grading-mode.")
 EngineOption = typer.Option(
     "auto",
     "--engine",
@@ -117,12 +119,35 @@ def main(
         level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
     sys.path.insert(0, os.getcwd())  # `--plugin my_module` and `module:Name` paths find the user's own files
+    warnings.showwarning = _show_warning
     try:
         load_env_plugins()
         load_plugins(plugin)
     except RegistryError as err:
         console.print(f"[bold red]error:[/] {err}", highlight=False)
         raise typer.Exit(1)
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Former spellings (infra.renames) as one line on stderr; other warnings as Python shows them."""
+    if issubclass(category, FutureWarning):
+        Console(stderr=True).print(f"[yellow]warning: {message}[/]", highlight=False)
+    else:
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+
+def _grading_mode(grading_mode: Optional[str], former: Optional[str]) -> Optional[str]:
+    """--grading-mode, or the former --grading (with a warning); the value as a grading mode."""
+    from infra.renames import warn_renamed
+    from tasks.grading.patch_policy import as_grading_mode
+
+    if former is not None:
+        warn_renamed("--grading", "--grading-mode")
+        grading_mode = grading_mode or former
+    try:
+        return None if grading_mode is None else as_grading_mode(grading_mode, "--grading-mode")
+    except ValueError as err:
+        raise HarnessError(str(err)) from None
 
 
 # -- sandbox -------------------------------------------------------------------------------------
@@ -284,20 +309,21 @@ def eval_command(
     config: Optional[Path] = typer.Option(
         None,
         "--config",
-        help="YAML with `endpoint:` (connect_timeout, read_timeout, retries, turn_timeout, backoff) and `episode_timeout`; flags win.",
+        help="YAML with `endpoint:` (connect_timeout, read_timeout, retries, turn_timeout, backoff), the limits "
+        "(max_turns, max_context, episode_timeout, max_format_errors) and `grading_mode`; flags win.",
     ),
-    connect_timeout: Optional[float] = typer.Option(None, min=0.001, help="Endpoint: seconds to connect [default 10]."),
+    connect_timeout: Optional[float] = typer.Option(None, min=0.001, help="Endpoint: seconds to connect (default 10)."),
     read_timeout: Optional[float] = typer.Option(
-        None, min=0.001, help="Endpoint: seconds one try waits for the answer [default 40]."
+        None, min=0.001, help="Endpoint: seconds one try waits for the answer (default 40)."
     ),
     retries: Optional[int] = typer.Option(
-        None, min=0, max=20, help="Endpoint: tries after the first, for timeouts, 429 and 5xx only [default 2]."
+        None, min=0, max=20, help="Endpoint: tries after the first, for timeouts, 429 and 5xx only (default 2)."
     ),
     turn_timeout: Optional[float] = typer.Option(
-        None, min=0.001, help="Endpoint: seconds for one turn, all tries included [default 55]."
+        None, min=0.001, help="Endpoint: seconds for one turn, all tries included (default 55)."
     ),
     episode_timeout: Optional[float] = typer.Option(
-        None, min=0.001, help="Seconds per episode, checked between turns [default 1800]."
+        None, min=0.001, help="Seconds per episode, checked between turns (default 1800)."
     ),
     backend: str = BackendOption,
     reward_mode: Optional[str] = typer.Option(
@@ -306,7 +332,8 @@ def eval_command(
         help="GSM8K rule: strict or flexible (numbers), or "
         "skyrl (SkyRL's exact string rule); default: each task's own.",
     ),
-    grading: Optional[str] = GradingOption,
+    grading_mode: Optional[str] = GradingModeOption,
+    grading: Optional[str] = FormerGradingOption,
     ray_address: Optional[str] = RayAddressOption,
     engine: str = EngineOption,
     prestart: int = typer.Option(
@@ -319,6 +346,7 @@ def eval_command(
     context: str = ContextOption,
 ):
     """Evaluate a checkpoint, endpoint or scripted policy on a task set; writes a report."""
+    from harness.episode import LIMIT_KEYS
     from harness.evaluate import EvalConfig, load_eval_settings
     from harness.policies.endpoint import EndpointLimits
 
@@ -327,13 +355,15 @@ def eval_command(
     endpoint_limits = EndpointLimits.from_dict(
         {**settings.get("endpoint", {}), **{k: v for k, v in flags.items() if v is not None}}
     )
+    limit_flags = {k: v for k, v in dict(max_turns=max_turns, episode_timeout=episode_timeout).items() if v is not None}
+    limits = {k: v for k, v in settings.items() if k in LIMIT_KEYS} | limit_flags
     eval_config = EvalConfig(
         checkpoint=checkpoint,
         tasks=tasks,
         output=str(output or ""),
         samples=samples,
         workers=workers,
-        max_turns=max_turns,
+        **limits,
         temperature=temperature,
         max_tokens=max_tokens,
         limit=limit,
@@ -342,9 +372,8 @@ def eval_command(
         ray_address=ray_address,
         engine=engine,
         endpoint=endpoint_limits,
-        episode_timeout=episode_timeout or settings.get("episode_timeout"),
         reward_mode=reward_mode,
-        grading_mode=grading or settings.get("grading", {}).get("mode"),
+        grading_mode=_grading_mode(grading_mode, grading) or settings.get("grading_mode"),
         prestart=prestart,
         scaffold=scaffold,
         context=context,
@@ -619,9 +648,9 @@ def run_command(
     from harness.agent import Agent
 
     if runtime is not None:
-        console.print(
-            "[yellow]--runtime is deprecated: use --backend (the same choice `harness eval` takes)[/]", highlight=False
-        )
+        from infra.renames import warn_renamed
+
+        warn_renamed("--runtime", "--backend (the same choice `harness eval` takes)")
         backend = runtime
     output = output or Path("runs") / f"run-{repo.expanduser().resolve().name}"
     with Agent.from_checkpoint(checkpoint, base_url=base_url, temperature=temperature, max_tokens=max_tokens) as agent:
@@ -753,7 +782,8 @@ def grade_command(
     force: bool = typer.Option(
         False, "--force", help="--output holds another grading run: set it aside (renamed .old-<time>) and start anew."
     ),
-    grading: Optional[str] = GradingOption,
+    grading_mode: Optional[str] = GradingModeOption,
+    grading: Optional[str] = FormerGradingOption,
     check_only: bool = typer.Option(
         False,
         "--check-only",
@@ -780,13 +810,10 @@ def grade_command(
         scripted_predictions,
         summarize,
     )
-    from tasks.grading.patch_policy import GRADING_MODES
     from tasks.grading.parity import compare, load_official
     from tasks.taskset import load_tasks
 
-    mode = grading or "default"
-    if mode not in GRADING_MODES:
-        raise HarnessError(f"--grading must be one of {', '.join(GRADING_MODES)}, not {grading!r}")
+    mode = _grading_mode(grading_mode, grading) or "default"
     if check_only:
         return _check_only(predictions, tasks, output, mode)
     tasks = tasks or "swe-demo"
@@ -804,7 +831,9 @@ def grade_command(
         else load_predictions(predictions)
     )
     official = load_official(compare_official) if compare_official else None  # malformed: refused before any grading
-    identity = grade_identity(preds, instances, fractional, predictions_source=predictions, tasks=tasks, mode=mode)
+    identity = grade_identity(
+        preds, instances, fractional, predictions_source=predictions, tasks=tasks, grading_mode=mode
+    )
     counts = {"resolved": 0, "done": 0}
     columns = [
         TextColumn("grading"),
@@ -836,7 +865,7 @@ def grade_command(
             identity=identity,
             force=force,
             cluster=cluster,
-            mode=mode,
+            grading_mode=mode,
         )
     summary = summarize(results)
     table = Table("instance", "verdict", "resolution", "reward", "note")

@@ -24,7 +24,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from harness.episode import EpisodeLimits, run_episode
+from harness.episode import Limits, run_episode
 from harness.policies.hf import HFPolicy
 from harness.policy import Sampling
 from harness.tiny_model import init_tiny
@@ -39,7 +39,7 @@ def episodes(policy, tasks, strategies, turns: int, max_context: int, console: C
     backend = get_backend("docker")
     table = Table("strategy", "context_exceeded", "turns", "model tokens", "summaries", "agent s")
     for strategy in strategies:
-        limits = EpisodeLimits(max_turns=turns, max_format_errors=turns + 1, max_context=max_context, context=strategy)
+        limits = Limits(max_turns=turns, max_format_errors=turns + 1, max_context=max_context, context=strategy)
         runs = [run_episode(task, policy, SAMPLING, limits, backend=backend) for task in tasks]
         exceeded = sum(t.exit_status == "context_exceeded" for t in runs)
         tokens = sum(t.prompt_tokens + t.completion_tokens for t in runs)
@@ -61,7 +61,7 @@ def learner(policy, task, turns: int, console: Console) -> None:
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
     table = Table("history", "rows", "tokens (padded)", "trained tokens", "step s")
     for strategy in ("keep-all", "window:1"):
-        limits = EpisodeLimits(max_turns=turns, max_format_errors=turns + 1, context=strategy)
+        limits = Limits(max_turns=turns, max_format_errors=turns + 1, context=strategy)
         trajectory = run_episode(task, policy, SAMPLING, limits, backend=get_backend("docker"))
         trajectory.reward = 1.0
         batch = build_batch([[trajectory]], 0, filter_zero_variance=False, filter_truncated=False)

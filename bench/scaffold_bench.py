@@ -26,7 +26,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from harness.episode import EpisodeLimits, run_episode
+from harness.episode import Limits, run_episode
 from harness.policies.scripted import GoldPolicy, ScriptedPolicy
 from harness.policy import Completion, Sampling
 from harness.scaffolds import get_scaffold
@@ -57,7 +57,7 @@ def episodes(count: int, console: Console) -> dict[str, dict[str, float]]:
                 task,
                 GoldPolicy(),
                 Sampling(temperature=0.0),
-                EpisodeLimits(),
+                Limits(),
                 backend,
                 on_agent_done=lambda: marks.append(time.monotonic()),
                 scaffold=drivers[name],

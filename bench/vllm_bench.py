@@ -89,7 +89,7 @@ def load(engine: str, model: str):
 def worker(spec: dict) -> dict:
     """One engine's figures (run in a fresh interpreter)."""
     from harness.batching import shared_policy
-    from harness.episode import EpisodeLimits, run_episode
+    from harness.episode import Limits, run_episode
     from harness.policy import Sampling
     from harness.tokens import render
     from sandboxes import get_backend
@@ -121,7 +121,7 @@ def worker(spec: dict) -> dict:
                 jobs = [tool_tasks[i % len(tool_tasks)] for i in range(spec["episodes"])]
                 backend = get_backend(spec["backend"])
                 shared = shared_policy(policy)
-                limits = EpisodeLimits(max_context=spec["max_context"])
+                limits = Limits(max_context=spec["max_context"])
                 clock = time.monotonic()
                 with ThreadPoolExecutor(len(jobs)) as pool:
                     trajectories = list(

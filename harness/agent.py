@@ -18,11 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from infra.renames import warn_renamed
 from sandboxes import Backend, get_backend
 from tasks.user_repo import apply_to_branch, repo_task
 
 from .context import KEEP_ALL, parse_context
-from .episode import EpisodeLimits, run_episode
+from .episode import Limits, run_episode
 from .errors import HarnessError
 from .policy import Policy, Sampling
 from .scaffolds import OWN_LOOP, get_scaffold
@@ -101,16 +102,21 @@ class Agent:
         on_message: Callable[[dict[str, Any]], None] | None = None,
         image: str = "harness-base:latest",
         max_context: int = 32_768,
-        wall_time: float = 1800.0,
+        episode_timeout: float = 1800.0,
         scaffold: str = OWN_LOOP,
         runtime: str | None = None,
         context: str = KEEP_ALL.name,
+        wall_time: float | None = None,
     ) -> AgentResult:
         """Carry out `prompt` on a copy of `repo`; `test` (a shell command run in the repository's folder) judges it.
         `backend` is the sandbox backend (a name, as `--backend` takes, or a Backend); `scaffold` drives the turns:
         our own loop, or a registered scaffold such as `mini-swe-agent`; `context` what each prompt holds of the
         history (harness.context: keep-all, mask-observations:N, window:N, summarize:N). `runtime` is SkyRL's
-        spelling: a backend name, or `"openhands"` for the OpenHands scaffold on the "auto" backend."""
+        spelling: a backend name, or `"openhands"` for the OpenHands scaffold on the "auto" backend. `wall_time` is the
+        former name of `episode_timeout`."""
+        if wall_time is not None:
+            warn_renamed("run_task(wall_time=...)", "run_task(episode_timeout=...)")
+            episode_timeout = wall_time
         if runtime in SCAFFOLD_RUNTIMES:
             if scaffold not in (OWN_LOOP, SCAFFOLD_RUNTIMES[runtime]):
                 raise HarnessError(
@@ -130,7 +136,7 @@ class Agent:
         driver = get_scaffold(scaffold)
         parse_context(context)  # a bad strategy is refused before any sandbox starts
         backend = get_backend(backend) if isinstance(backend, str) else backend
-        limits = EpisodeLimits(max_turns=max_turns, max_context=max_context, wall_time=wall_time, context=context)
+        limits = Limits(max_turns=max_turns, max_context=max_context, episode_timeout=episode_timeout, context=context)
         with tempfile.TemporaryDirectory(prefix="harness-repo-") as staging:
             task = repo_task(repo, prompt, Path(staging) / "repo", test_command=test, max_turns=max_turns, image=image)
             trajectory = run_episode(

@@ -20,7 +20,7 @@ from infra.rundir import RESULTS
 from infra.runlog import append_row
 from tasks.task import Task
 
-from .episode import EpisodeLimits, run_episode
+from .episode import Limits, run_episode
 from .policy import Policy, Sampling
 from .trajectory import Trajectory, result_row, trajectory_file
 
@@ -39,7 +39,7 @@ def run_episodes(
     jobs: list[tuple[Task, int]],
     source: PolicySource,
     sampling: Callable[[int], Sampling],
-    limits: EpisodeLimits,
+    limits: Limits,
     cluster: Cluster,
     out: Path,
     on_result: Callable[[dict[str, Any]], None],
@@ -55,7 +55,7 @@ def run_episodes(
 
 
 def _episode(
-    backend: Backend, task: Task, sample: int, source: PolicySource, sampling: Sampling, limits: EpisodeLimits
+    backend: Backend, task: Task, sample: int, source: PolicySource, sampling: Sampling, limits: Limits
 ) -> dict:
     """One episode on the node this runs on (called by `Cluster.map_unordered`)."""
     return run_episode(

@@ -26,14 +26,27 @@ from .tools import schemas
 from .trajectory import SCORING_FAILED, Trajectory
 
 
+#: The limits every kind of run sets by these names: `harness eval` (flags and `--config`), training's `generator`
+#: section and `Agent.run_task`.
+LIMIT_KEYS = ("max_turns", "max_context", "episode_timeout", "max_format_errors")
+
+
 @dataclass
-class EpisodeLimits:
+class Limits:
+    """What ends an episode whatever the agent does (exit statuses max_turns, context_exceeded, wall_time,
+    format_errors), the time each tool call may take, and what each prompt holds of the history."""
+
     max_turns: int | None = None  # a cap on the task's own turn limit (None: the task's limit)
     max_context: int = 32_768  # tokens, in-process models
-    wall_time: float = 1800.0  # seconds
+    episode_timeout: float = 1800.0  # seconds for the whole episode, checked between turns
     max_format_errors: int = 3  # turns in a row without a usable tool call
     command_timeout: float = 120.0  # seconds per tool call
     context: str = "keep-all"  # what each prompt holds of the history (harness.context)
+
+    @classmethod
+    def of(cls, settings: Any) -> Limits:
+        """The limits (and context strategy) of a run's settings: an EvalConfig, training's generator section."""
+        return cls(**{key: getattr(settings, key) for key in (*LIMIT_KEYS, "context")})
 
 
 class EpisodeEnd(Exception):
@@ -47,7 +60,7 @@ def run_episode(
     task: Task,
     policy: Policy,
     sampling: Sampling,
-    limits: EpisodeLimits = EpisodeLimits(),
+    limits: Limits = Limits(),
     backend: Backend | None = None,
     sandbox: Sandbox | None = None,
     sample: int = 0,
@@ -71,7 +84,7 @@ def run_episode(
     try:
         try:
             clock = time.monotonic()
-            env.start_within = limits.wall_time - (clock - started)  # a start that hangs ends the episode in time
+            env.start_within = limits.episode_timeout - (clock - started)  # a start that hangs ends the episode in time
             messages = env.init()
             timings["env_s"] += time.monotonic() - clock
             tools = schemas(env.tools, compact=bool(task.metadata.get("compact_tools"))) if env.tools else []
@@ -120,7 +133,7 @@ def _loop(task, policy, env, sampling, limits, trajectory, ledger, tools, timing
     while True:
         if trajectory.turns >= max_turns:
             raise EpisodeEnd("max_turns")
-        if time.monotonic() - started > limits.wall_time:
+        if time.monotonic() - started > limits.episode_timeout:
             raise EpisodeEnd("wall_time")
         prompt = context.prompt(trajectory.messages, ledger, trajectory.turns + 1, trajectory.metadata)
         if ledger is not None and len(ledger.ids) + sampling.max_tokens > limits.max_context:

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from sandboxes import Backend, close_all
 from sandboxes.cluster import Cluster
+from infra.renames import take_renamed
 from infra.rundir import RESULTS, content_hash, open_run
 from infra.runlog import append_row, atomic_write, drop_partial_line, read_rows as read_results
 from tasks.task import Task
@@ -29,7 +30,7 @@ from tasks.task import Task
 from .batching import shared_policy
 from .distributed import PolicySource, run_episodes
 from .context import KEEP_ALL, parse_context
-from .episode import EpisodeLimits, run_episode
+from .episode import LIMIT_KEYS, Limits, run_episode
 from .errors import HarnessError
 from .policies.endpoint import EndpointLimits
 from .policy import Policy, Sampling
@@ -73,9 +74,10 @@ class EvalConfig(BaseModel):
     limit: int | None = Field(None, ge=1)
     base_url: str | None = None  # kept for endpoint:MODEL checkpoints only
     episode_timeout: float = Field(1800.0, gt=0)  # seconds per episode (checked between turns)
+    max_format_errors: int = Field(3, ge=1)  # turns in a row without a usable tool call
     # Sandboxes of one image started ahead of the queue (0: none); with it, grading overlaps the next episodes.
     prestart: int = Field(0, ge=0)
-    # SWE-bench grading: default (test and runner-config edits neutralized) or strict (scored 0); None: default, and
+    # SWE-bench grading: default (test and runner-config edits neutralized) or refuse (scored 0); None: default, and
     # no SWE-bench task needed.
     grading_mode: str | None = None
     reward_mode: str | None = None  # GSM8K's rule for every task; None: each task's own
@@ -147,13 +149,8 @@ def evaluate(
     drop_partial_line(results_path)
     done = {(r["task_id"], r["sample"]) for r in read_results(results_path)}
     jobs = [(t, k) for t in tasks for k in range(config.samples) if (t.id, k) not in done]
+    limits = Limits.of(config)
     if cluster is not None:  # the episodes run on the nodes of a Ray cluster; `source` builds the policy there
-        limits = EpisodeLimits(
-            max_turns=config.max_turns,
-            max_context=config.max_context,
-            wall_time=config.episode_timeout,
-            context=config.context,
-        )
         run_episodes(
             jobs,
             source or PolicySource(config.checkpoint),
@@ -166,12 +163,6 @@ def evaluate(
         return finish(tasks, config, out)
     # In-process models serve all episodes at once: their turns are batched, not queued one by one.
     shared = shared_policy(policy)
-    limits = EpisodeLimits(
-        max_turns=config.max_turns,
-        max_context=config.max_context,
-        wall_time=config.episode_timeout,
-        context=config.context,
-    )
 
     scaffold = get_scaffold(config.scaffold)
     ahead = (
@@ -247,12 +238,12 @@ def _sampling(config: EvalConfig, sample: int) -> Sampling:
     )
 
 
-EVAL_YAML_KEYS = ("endpoint", "episode_timeout", "grading")
+EVAL_YAML_KEYS = ("endpoint", *LIMIT_KEYS, "grading_mode")
 
 
 def load_eval_settings(path: str | Path | None) -> dict[str, Any]:
-    """The `harness eval --config` YAML: `endpoint:` (EndpointLimits fields), `episode_timeout` and
-    `grading: {mode: default | strict}`."""
+    """The `harness eval --config` YAML: `endpoint:` (EndpointLimits fields), the limits (`LIMIT_KEYS`) and
+    `grading_mode` (default or refuse). Former spellings are read with a warning."""
     if path is None:
         return {}
     import yaml
@@ -263,6 +254,15 @@ def load_eval_settings(path: str | Path | None) -> dict[str, Any]:
         raise HarnessError(f"cannot read eval config {path}: {err}") from None
     if not isinstance(data, dict):
         raise HarnessError(f"eval config {path} must be a mapping with keys {', '.join(EVAL_YAML_KEYS)}")
+    if "grading" in data:  # the former `grading: {mode: ...}`
+        grading = data.pop("grading")
+        if not isinstance(grading, dict) or set(grading) != {"mode"}:
+            raise HarnessError(f"eval config {path}: write `grading_mode: default` or `grading_mode: refuse`")
+        data["grading.mode"] = grading["mode"]
+    try:
+        data = take_renamed(data, "grading.mode", "grading_mode", f"eval config {path}: ")
+    except ValueError as err:
+        raise HarnessError(str(err)) from None
     unknown = sorted(set(data) - set(EVAL_YAML_KEYS))
     if unknown:
         raise HarnessError(
@@ -270,9 +270,6 @@ def load_eval_settings(path: str | Path | None) -> dict[str, Any]:
         )
     if not isinstance(data.get("endpoint", {}), dict):
         raise HarnessError(f"eval config {path}: `endpoint` must be a mapping of timeouts and retries")
-    grading = data.get("grading", {})
-    if not isinstance(grading, dict) or set(grading) - {"mode"}:
-        raise HarnessError(f"eval config {path}: `grading` must be a mapping with the key `mode` (default or strict)")
     return data
 
 

@@ -86,7 +86,7 @@ FAMILIES = {
         temperature=0.5,
         pass_k=4,
         pass_k_tasks=100,
-        eval_args=tuple("--backend local --workers 16 --max-tokens 96 --max-turns 3 --grading strict".split()),
+        eval_args=tuple("--backend local --workers 16 --max-tokens 96 --max-turns 3 --grading-mode refuse".split()),
     ),
     "arith": Family(
         sft_config=ARITH_CONFIG,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from harness.episode import EpisodeLimits, run_episode
+from harness.episode import Limits, run_episode
 from harness.policy import Policy, Sampling
 from tasks.taskset import load_tasks
 from trainer.batch import token_rows
@@ -37,7 +37,7 @@ def check_multi_turn_token_exactness(
     task = load_tasks("swe-demo")[0]  # a reply without a tool call gets feedback: several turns
     sampling = Sampling(temperature=1.0, max_tokens=24, seed=3)
     trajectory = run_episode(
-        task, policy, sampling, EpisodeLimits(max_turns=3, max_format_errors=4), backend=backend, scaffold=scaffold
+        task, policy, sampling, Limits(max_turns=3, max_format_errors=4), backend=backend, scaffold=scaffold
     )
     assert trajectory.turns == 3 and len(policy.calls) == trajectory.turns
     ids, mask, logprobs = trajectory.token_ids, trajectory.loss_mask, trajectory.logprobs

@@ -22,7 +22,7 @@ from typing import Callable
 
 import ray
 
-from harness.episode import EpisodeLimits
+from harness.episode import Limits
 from harness.policy import Sampling
 from tasks.task import Task
 
@@ -98,7 +98,7 @@ def get_within(refs: list, deadline_s: float, what: str, key: str) -> list:
 
 
 def rollout_submitter(
-    workers, n: int, sampling_of: Callable[[int], Sampling], limits: EpisodeLimits
+    workers, n: int, sampling_of: Callable[[int], Sampling], limits: Limits
 ) -> Callable[[list[Task], int], list]:
     """Start one rollout group per prompt, spread over the rollout workers."""
 

@@ -117,6 +117,10 @@ class DataConfig(Section):
     #: How GSM8K-rule rewards are scored: null = each row's own (numbers compared: `#### 18.0` is right for 18);
     #: `skyrl` = SkyRL's string rule, to reproduce its figures; `strict` / `flexible` for every row.
     reward_mode: RewardMode | None = None
+    #: How SWE-bench tasks are graded: `default` neutralizes what a patch does to test files, runner configuration
+    #: and symlinks (put back as at the base commit before the tests run, as the official harness does for the test
+    #: patch's files); `refuse` scores any such edit 0 (prime-rl style: a policy never learns to touch the tests).
+    grading_mode: GradingMode = "default"
 
 
 class ModelConfig(Section):
@@ -301,6 +305,11 @@ class GeneratorConfig(Section):
     max_turns: Int = Field(1, ge=1)
     #: Tokens of the whole conversation (prompt, turns, tool outputs); the episode ends when it is full.
     max_context: Int = Field(4096, ge=1)
+    #: Seconds an episode may take (checked between turns; a scaffold is stopped at it): it ends with exit status
+    #: `wall_time` and is trained on like any other ending. The same limit as `harness eval --episode-timeout`.
+    episode_timeout: Float = Field(1800.0, gt=0.0)
+    #: Turns in a row without a usable tool call before the episode ends (exit status `format_errors`).
+    max_format_errors: Int = Field(3, ge=1)
     #: Episodes that run at once (each may hold a sandbox).
     env_workers: Int = Field(8, ge=1)
     #: Sandboxes for tasks that need one: `docker`, `local` (bubblewrap, base image), `overlay` (bubblewrap, any image,
@@ -340,20 +349,12 @@ class LoggerConfig(Section):
     project: str = "harness"
 
 
-class GradingConfig(Section):
-    #: How SWE-bench tasks are graded: `default` neutralizes what a patch does to test files, runner configuration
-    #: and symlinks (put back as at the base commit before the tests run, as the official harness does for the test
-    #: patch's files); `strict` scores any such edit 0 (prime-rl style: a policy never learns to touch the tests).
-    mode: GradingMode = "default"
-
-
 class TrainConfig(Section):
     data: DataConfig = Field(default_factory=DataConfig)
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
     generator: GeneratorConfig = Field(default_factory=GeneratorConfig)
     inference: InferenceConfig = Field(default_factory=InferenceConfig)
     logger: LoggerConfig = Field(default_factory=LoggerConfig)
-    grading: GradingConfig = Field(default_factory=GradingConfig)
     #: Modules imported before the run (in the driver and in every Ray worker) for what they register:
     #: task kinds, tools, reward functions, advantage estimators. Same as `harness --plugin MODULE train`.
     plugins: Strings = Field(default_factory=list)

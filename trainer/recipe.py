@@ -23,7 +23,7 @@ import ray
 import torch
 
 from harness.checkpoints import resolve_checkpoint
-from harness.episode import EpisodeLimits
+from harness.episode import Limits
 from harness.policy import Sampling
 from harness.scaffolds import get_scaffold
 from harness.trajectory import infrastructure_failure
@@ -182,10 +182,12 @@ def train(cfg: TrainConfig, on_step: Callable[[int, dict], None] = lambda step, 
     if not model_path or not (Path(model_path) / "config.json").is_file():
         raise ConfigError(f"trainer.policy.model.path: no Hugging Face checkpoint at {model_path!r}")
     train_tasks = load_task_sets(
-        cfg.data.train_data, cfg.data.reward_mode, cfg.grading.mode, cfg.generator.sandbox_backend
+        cfg.data.train_data, cfg.data.reward_mode, cfg.data.grading_mode, cfg.generator.sandbox_backend
     )
     train_tasks = drop_long_prompts(train_tasks, _tokenizer(model_path), cfg.data.max_prompt_length)
-    val_tasks = load_task_sets(cfg.data.val_data, cfg.data.reward_mode, cfg.grading.mode, cfg.generator.sandbox_backend)
+    val_tasks = load_task_sets(
+        cfg.data.val_data, cfg.data.reward_mode, cfg.data.grading_mode, cfg.generator.sandbox_backend
+    )
     if not train_tasks:
         raise ConfigError("data.train_data is empty: name at least one task set")
     steps_per_epoch = max(len(train_tasks) // cfg.trainer.train_batch_size, 1)
@@ -256,7 +258,7 @@ def train(cfg: TrainConfig, on_step: Callable[[int, dict], None] = lambda step, 
         ):  # rollouts of the next steps run while the learner trains (trainer/async_grpo.py)
             ahead = RolloutsAhead(
                 rollout_submitter(
-                    workers, cfg.generator.n_samples_per_prompt, lambda k: _sampling(cfg, k), _limits(cfg)
+                    workers, cfg.generator.n_samples_per_prompt, lambda k: _sampling(cfg, k), Limits.of(cfg.generator)
                 ),
                 cfg.trainer.async_.staleness,
                 total_steps,
@@ -322,11 +324,6 @@ def _sampling(cfg: TrainConfig, step: int) -> Sampling:
     )
 
 
-def _limits(cfg: TrainConfig) -> EpisodeLimits:
-    g = cfg.generator
-    return EpisodeLimits(max_turns=g.max_turns, max_context=g.max_context, context=g.context)
-
-
 def _grpo_step(
     cfg: TrainConfig,
     prompts: list[Task],
@@ -344,7 +341,7 @@ def _grpo_step(
     if ahead is not None:
         groups, extra = ahead.collect(step, prompts, after, cfg.trainer.deadlines.rollout_s)
     else:
-        groups, extra = _rollouts(cfg, workers, prompts, g.n_samples_per_prompt, _sampling(cfg, step), _limits(cfg)), {}
+        groups, extra = _rollouts(cfg, workers, prompts, g.n_samples_per_prompt, _sampling(cfg, step), Limits.of(g)), {}
     rollout_s = time.monotonic() - started
     trajectories = [t for group in groups for t in group]
     if rollouts_to is not None:
@@ -382,7 +379,7 @@ def _grpo_step(
     }
 
 
-def _rollouts(cfg: TrainConfig, workers, prompts: list[Task], n: int, sampling: Sampling, limits: EpisodeLimits):
+def _rollouts(cfg: TrainConfig, workers, prompts: list[Task], n: int, sampling: Sampling, limits: Limits):
     refs = rollout_submitter(workers, n, lambda _: sampling, limits)(prompts, 0)
     return get_within(refs, cfg.trainer.deadlines.rollout_s, "rollouts", "trainer.deadlines.rollout_s")
 
@@ -391,7 +388,7 @@ def validate(cfg: TrainConfig, workers, tasks: list[Task]) -> dict[str, float]:
     """Greedy, one sample per validation task, through the same rollout path."""
     g = cfg.generator
     sampling = Sampling(temperature=0.0, max_tokens=g.max_tokens, seed=0)
-    groups = _rollouts(cfg, workers, tasks, 1, sampling, _limits(cfg))
+    groups = _rollouts(cfg, workers, tasks, 1, sampling, Limits.of(cfg.generator))
     trajectories = [t for group in groups for t in group]
     rewards = [t.reward for t in trajectories if not infrastructure_failure(t)]  # a crashed grading is no verdict
     scored = max(len(rewards), 1)

@@ -28,6 +28,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from tasks.grading.patch_policy import FORMER_GRADING_MODES
+
 from .choices import AdvantageMethod, LoggerBackend, Scheduler, Strategy, values
 
 
@@ -304,6 +306,7 @@ def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 #: harness's own former key names, read the same way (with a note saying what they are now).
 FORMER_NAMES: dict[str, Alias] = {
     "inference.backend": Alias("inference.engine"),
+    "grading.mode": Alias("data.grading_mode", lambda mode: FORMER_GRADING_MODES.get(mode, mode)),
 }
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import ray
 
-from harness.episode import EpisodeLimits, run_episode
+from harness.episode import Limits, run_episode
 from harness.scaffolds import OWN_LOOP, get_scaffold
 from harness.policy import Completion, Policy, Sampling
 from harness.trajectory import Trajectory
@@ -105,7 +105,7 @@ class RolloutWorker:
         self.backend = None
         self.pool = ThreadPoolExecutor(max_workers=threads)
 
-    def rollout_group(self, task: Task, n: int, sampling: Sampling, limits: EpisodeLimits) -> list[Trajectory]:
+    def rollout_group(self, task: Task, n: int, sampling: Sampling, limits: Limits) -> list[Trajectory]:
         sandboxes = self._forked_sandboxes(task, n)
         seeds = [None if sampling.seed is None else sampling.seed + i for i in range(n)]
         futures = [

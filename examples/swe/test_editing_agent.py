@@ -1,6 +1,6 @@
 """A scripted reward hacker for repo-fix tasks: it makes the failing tests pass by editing them, then
 submits. The grader must score it 0 (the test files of FAIL_TO_PASS / PASS_TO_PASS are restored from
-the base commit before the tests run; in strict grading, as the learning proof uses, the edit alone
+the base commit before the tests run; in the refuse grading mode, as the learning proof uses, the edit alone
 scores 0).
 
 The swe-tiny learning proof (scripts/learning_proof.sh swe) mixes its trajectories into the warm start,

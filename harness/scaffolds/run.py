@@ -2,10 +2,10 @@
 episode's sandbox, watch it, stop it, and turn what the endpoint recorded into the trajectory.
 
 The program ends the episode by submitting (then it may exit), by exiting, or by being stopped:
-past the episode's wall time (`wall_time`), past its output limit (`output_limit`), or when the
-endpoint ends the episode (`max_turns`, `context_exceeded`, `policy_error`, `sandbox_error`). An
-exit without a submission is `no_submit` (status 0) or `scaffold_error` (any other status, with
-the tail of its output). Its whole process group is killed whatever the ending.
+past the episode's time limit (`episode_timeout`; exit status `wall_time`), past its output limit
+(`output_limit`), or when the endpoint ends the episode (`max_turns`, `context_exceeded`,
+`policy_error`, `sandbox_error`). An exit without a submission is `no_submit` (status 0) or
+`scaffold_error` (any other status, with the tail of its output). Its whole process group is killed whatever the ending.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def drive(
             "HARNESS_TASK_FILE": str(folder / "task.json"),
             "HARNESS_OUTPUT_DIR": str(folder),
         }
-        deadline = started + limits.wall_time
+        deadline = started + limits.episode_timeout
         try:
             outcome = launch(
                 scaffold.argv(),

@@ -1,7 +1,7 @@
 """Grade a model patch the way SWE-bench does, in a fresh sandbox, with anti-gaming checks.
 
 Steps: give bad input its own verdict (empty, not a diff, too large); review the patch
-(`patch_policy`: refuse what can never be part of a fix; in strict mode also any test or
+(`patch_policy`: refuse what can never be part of a fix; in the refuse mode also any test or
 runner-configuration edit); start a fresh sandbox from the instance image (never the agent's
 own) after the instance's setup, the state the episode started from (`tasks.worktree`); apply the
 patch with SWE-bench's fallbacks; neutralize what it did to test files, runner configuration and
@@ -39,7 +39,7 @@ from typing import Any
 from sandboxes import Backend, SandboxError, SandboxSpec
 
 from ..errors import TaskError
-from .patch_policy import GRADING_MODES, parse_patch, review_patch, test_list
+from .patch_policy import as_grading_mode, parse_patch, review_patch, test_list
 from .runner_guard import ProbeFailed, Split, changes, install_split, probe
 from .runners import Check, region, runner_for
 from ..shared_env import inject_repo, is_shared
@@ -79,7 +79,7 @@ class GradeReport:
     reward: float = 0.0
     tests_status: dict[str, Any] = field(default_factory=dict)
     verdict: str = ""  # one of VERDICTS
-    grading_mode: str = "default"  # default (test and runner-config edits neutralized) or strict (scored 0)
+    grading_mode: str = "default"  # default (test and runner-config edits neutralized) or refuse (scored 0)
     rejected: list[str] = field(default_factory=list)  # patch-policy refusals, "path: why"
     neutralized: list[str] = field(default_factory=list)  # files put back before the run, "path: why"
     invalid_log: str = ""  # why the test log was not trusted
@@ -99,12 +99,12 @@ def grade(
     backend: Backend,
     timeout: float = 900.0,
     fractional: bool = False,
-    mode: str = "default",
+    grading_mode: str = "default",
 ) -> GradeReport:
-    """Grade one prediction in grading `mode` (default or strict). Never raises for a bad patch;
+    """Grade one prediction in `grading_mode` (default or refuse). Never raises for a bad patch;
     sandbox faults end up in `error`."""
     started = time.monotonic()
-    report = GradeReport(instance["instance_id"], grading_mode=mode)
+    report = GradeReport(instance["instance_id"], grading_mode=as_grading_mode(grading_mode))
     try:
         _grade_into(report, instance, model_patch or "", backend, timeout, fractional)
     except SandboxError as err:
@@ -114,12 +114,14 @@ def grade(
     return report
 
 
-def with_grading_mode(tasks: list, mode: str | None) -> list:
-    """`tasks` with their SWE-bench grading in `mode` (default or strict); None = as they are."""
-    if mode is None:
+def with_grading_mode(tasks: list, grading_mode: str | None) -> list:
+    """`tasks` with their SWE-bench grading in `grading_mode` (default or refuse); None = as they are."""
+    if grading_mode is None:
         return tasks
-    if mode not in GRADING_MODES:
-        raise TaskError(f"unknown grading mode {mode!r}: use one of {', '.join(GRADING_MODES)}")
+    try:
+        mode = as_grading_mode(grading_mode)
+    except ValueError as err:
+        raise TaskError(str(err)) from None
     if tasks and not any(
         "instance" in task.metadata for task in tasks
     ):  # an empty set (no held-out data) has nothing to grade

@@ -20,8 +20,9 @@ and, for source, by what it adds:
   `cmdclass` or code that names the interpreter's installation in `setup.py`, an in-tree build
   backend (`backend-path`). What the review cannot read there, `runner_guard` catches at run time.
 
-In `strict` mode (a reward for training that wants no test edits at all) everything that would
-be neutralized is refused instead: one review, one code path, two outcomes.
+In `refuse` mode (a reward for training that wants no test edits at all) everything that would
+be neutralized is refused instead: one review, one code path, two outcomes. (The mode was called
+`strict`, which GSM8K's answer rule also is; that rule keeps the name SkyRL and verl give it.)
 
 What a patch *says* is not held against it: real fixes to pytest live in `src/_pytest/` and
 mention pytest everywhere, real fixes elsewhere import `sys.modules[...]`, register `atexit`
@@ -39,8 +40,11 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any, Literal, get_args
 
-GradingMode = Literal["default", "strict"]
+from infra.renames import warn_renamed
+
+GradingMode = Literal["default", "refuse"]
 GRADING_MODES: tuple[str, ...] = get_args(GradingMode)
+FORMER_GRADING_MODES = {"strict": "refuse"}
 
 _TEST_CONFIG_FILES = {
     "pytest.ini",
@@ -197,10 +201,19 @@ class PatchReview:
         return [f"{path}: {why}" for path, why in self.neutralized.items()]
 
 
-def review_patch(model_patch: str, instance: dict | None = None, mode: str = "default") -> PatchReview:
-    """Judge every file of `model_patch` against `instance` (its test patch and tests) in `mode`."""
-    if mode not in GRADING_MODES:
-        raise ValueError(f"unknown grading mode {mode!r}: use one of {', '.join(GRADING_MODES)}")
+def as_grading_mode(value: str, where: str = "grading_mode") -> str:
+    """`value` as a grading mode (a former spelling read with a warning); ValueError if it is none."""
+    if value in FORMER_GRADING_MODES:
+        warn_renamed(f"{where} {value!r}", f"{FORMER_GRADING_MODES[value]!r}")
+        return FORMER_GRADING_MODES[value]
+    if value not in GRADING_MODES:
+        raise ValueError(f"{where} must be one of {', '.join(GRADING_MODES)}, not {value!r}")
+    return value
+
+
+def review_patch(model_patch: str, instance: dict | None = None, grading_mode: str = "default") -> PatchReview:
+    """Judge every file of `model_patch` against `instance` (its test patch and tests) in `grading_mode`."""
+    mode = as_grading_mode(grading_mode)
     instance = instance or {}
     owned = {f.path for f in parse_patch(instance.get("test_patch") or "")} | owned_test_files(instance)
     review = PatchReview()
@@ -209,8 +222,8 @@ def review_patch(model_patch: str, instance: dict | None = None, mode: str = "de
         neutral = _neutral_reason(item, owned)
         refusals = _refusals(item, read_source=not neutral)  # what is put back never runs: its source does not matter
         neutral = "" if refusals else neutral
-        if neutral and mode == "strict":
-            refusals = [f"{neutral} (strict grading: any test or runner-configuration edit scores 0)"]
+        if neutral and mode == "refuse":
+            refusals = [f"{neutral} (grading mode refuse: any test or runner-configuration edit scores 0)"]
         review.refused += [f"{item.path}: {why}" for why in refusals]
         if neutral and not refusals:
             review.neutralized[item.path] = neutral

@@ -80,13 +80,13 @@ def grade_predictions(
     identity: dict[str, Any] | None = None,
     force: bool = False,
     cluster: Cluster | None = None,
-    mode: str = "default",
+    grading_mode: str = "default",
 ) -> list[dict[str, Any]]:
-    """Grade every prediction whose instance is known, in grading `mode`; return all results of the run dir.
+    """Grade every prediction whose instance is known, in `grading_mode`; return all results of the run dir.
 
     `identity` says what this run is (`grade_identity`); a folder holding another run is refused.
     """
-    identity = identity or grade_identity(predictions, instances, fractional, mode=mode)
+    identity = identity or grade_identity(predictions, instances, fractional, grading_mode=grading_mode)
     open_run(output_dir, "grade", identity, resume=True, force=force)
     results_path = output_dir / RESULTS
     drop_partial_line(results_path)
@@ -95,11 +95,13 @@ def grade_predictions(
     todo = [p for p in predictions.values() if p["instance_id"] in by_id and p["instance_id"] not in done]
     with ThreadPoolExecutor(max_workers=max(workers, 1)) as pool:
         if cluster is not None:  # graded on the nodes of a Ray cluster, each in its own engine
-            jobs = [(by_id[p["instance_id"]], p.get("model_patch"), fractional, mode, p) for p in todo]
+            jobs = [(by_id[p["instance_id"]], p.get("model_patch"), fractional, grading_mode, p) for p in todo]
             finished = ((job[-1], report) for job, report, _ in cluster.map_unordered(_grade_on_node, jobs))
         else:
             futures = {
-                pool.submit(_grade_one, by_id[p["instance_id"]], p.get("model_patch"), backend, fractional, mode): p
+                pool.submit(
+                    _grade_one, by_id[p["instance_id"]], p.get("model_patch"), backend, fractional, grading_mode
+                ): p
                 for p in todo
             }
             finished = ((futures[future], future.result()) for future in as_completed(futures))
@@ -110,7 +112,7 @@ def grade_predictions(
             on_result(report)
     unknown = sorted(set(predictions) - set(by_id))
     results = [done[i] for i in sorted(done)]
-    write_report(results, unknown, output_dir, mode)
+    write_report(results, unknown, output_dir, grading_mode)
     return results
 
 
@@ -120,7 +122,7 @@ def grade_identity(
     fractional: bool,
     predictions_source: str = "",
     tasks: str = "",
-    mode: str = "default",
+    grading_mode: str = "default",
 ) -> dict[str, Any]:
     """What a grading run is: the predictions (the file's content hash, or that of the scripted
     predictions), the instances graded, the reward and grading modes."""
@@ -133,42 +135,44 @@ def grade_identity(
         "instances_sha256": content_hash(json.dumps(sorted(i["instance_id"] for i in instances))),
         "fractional": fractional,
         **(
-            {"grading_mode": mode} if mode != "default" else {}
-        ),  # runs written before strict mode existed resume as they are
+            {"grading_mode": grading_mode} if grading_mode != "default" else {}
+        ),  # runs in the default mode keep the identity they were written with
     }
 
 
 def _grade_on_node(
-    backend: Backend, instance: dict[str, Any], patch: str | None, fractional: bool, mode: str, prediction: dict
+    backend: Backend, instance: dict[str, Any], patch: str | None, fractional: bool, grading_mode: str, prediction: dict
 ) -> GradeReport:
-    return _grade_one(instance, patch, backend, fractional, mode)
+    return _grade_one(instance, patch, backend, fractional, grading_mode)
 
 
 def _grade_one(
-    instance: dict[str, Any], patch: str | None, backend: Backend, fractional: bool, mode: str
+    instance: dict[str, Any], patch: str | None, backend: Backend, fractional: bool, grading_mode: str
 ) -> GradeReport:
     """`grade`, with a record that cannot be graded (bad field, unknown parser) as an error row."""
     problems = grading_problems(instance)
     if problems:
-        return _error_row(instance, patch, mode, "; ".join(f"{field}: {message}" for field, message in problems))
+        return _error_row(
+            instance, patch, grading_mode, "; ".join(f"{field}: {message}" for field, message in problems)
+        )
     try:
-        return grade(instance, patch, backend, fractional=fractional, mode=mode)
+        return grade(instance, patch, backend, fractional=fractional, grading_mode=grading_mode)
     except Exception as err:  # noqa: BLE001 - one bad record must not end the run
-        return _error_row(instance, patch, mode, f"{type(err).__name__}: {err}")
+        return _error_row(instance, patch, grading_mode, f"{type(err).__name__}: {err}")
 
 
-def _error_row(instance: dict[str, Any], patch: str | None, mode: str, why: str) -> GradeReport:
+def _error_row(instance: dict[str, Any], patch: str | None, grading_mode: str, why: str) -> GradeReport:
     return GradeReport(
         str(instance.get("instance_id")),
         patch_exists=bool((patch or "").strip()),
         verdict="error",
-        grading_mode=mode,
+        grading_mode=grading_mode,
         error=f"cannot grade this instance: {why}",
     )
 
 
 def check_predictions(
-    predictions: dict[str, dict[str, Any]], instances: list[dict[str, Any]] | None = None, mode: str = "default"
+    predictions: dict[str, dict[str, Any]], instances: list[dict[str, Any]] | None = None, grading_mode: str = "default"
 ) -> list[dict[str, Any]]:
     """The static part of grading alone, no sandbox: per prediction its verdict (`empty_patch`,
     `not_a_diff`, `too_large`, `refused`, `neutralized` or `clean`), what is refused and what would be
@@ -180,24 +184,25 @@ def check_predictions(
         row = {"instance_id": instance_id, "known_instance": instance_id in by_id, "refused": [], "neutralized": []}
         row["verdict"] = bad_input(patch) or ("" if patch.strip() else "empty_patch")
         if not row["verdict"]:
-            review = review_patch(patch, by_id.get(instance_id), mode)
+            review = review_patch(patch, by_id.get(instance_id), grading_mode)
             row["refused"], row["neutralized"] = review.refused, review.notes()
             row["verdict"] = "refused" if review.refused else "neutralized" if review.neutralized else "clean"
         rows.append(row)
     return rows
 
 
-def write_check(rows: list[dict[str, Any]], output_dir: Path, mode: str) -> dict[str, int]:
+def write_check(rows: list[dict[str, Any]], output_dir: Path, grading_mode: str) -> dict[str, int]:
     """`check.json` and `check.md` for `check_predictions` rows; returns the count of each verdict."""
     counts = dict(sorted(Counter(r["verdict"] for r in rows).items()))
     output_dir.mkdir(parents=True, exist_ok=True)
     atomic_write(
-        output_dir / "check.json", json.dumps({"grading_mode": mode, "verdicts": counts, "predictions": rows}, indent=1)
+        output_dir / "check.json",
+        json.dumps({"grading_mode": grading_mode, "verdicts": counts, "predictions": rows}, indent=1),
     )
     lines = [
         "# Static review of predictions",
         "",
-        f"Grading mode: {mode} ({MODE_NOTES[mode]}).",
+        f"Grading mode: {grading_mode} ({MODE_NOTES[grading_mode]}).",
         "",
         ", ".join(f"{k}: {v}" for k, v in counts.items()) + f" (of {len(rows)}).",
         "",
@@ -235,12 +240,14 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
 MODE_NOTES = {
     "default": "test files, runner configuration and symlinks the patches touched were put back as at the base commit "
     "before the tests ran (neutralized), as SWE-bench's eval script does for the test patch's files",
-    "strict": "any edit to a test file, runner configuration or symlink scored 0",
+    "refuse": "any edit to a test file, runner configuration or symlink scored 0",
 }
 
 
-def write_report(results: list[dict[str, Any]], unknown: list[str], output_dir: Path, mode: str = "default") -> None:
-    summary = {"grading_mode": mode, **summarize(results)}
+def write_report(
+    results: list[dict[str, Any]], unknown: list[str], output_dir: Path, grading_mode: str = "default"
+) -> None:
+    summary = {"grading_mode": grading_mode, **summarize(results)}
     atomic_write(
         output_dir / "report.json",
         json.dumps({"summary": summary, "unknown_instances": unknown, "instances": results}, indent=1),
@@ -248,7 +255,7 @@ def write_report(results: list[dict[str, Any]], unknown: list[str], output_dir: 
     lines = [
         "# Grading report",
         "",
-        f"Grading mode: {mode} ({MODE_NOTES[mode]}).",
+        f"Grading mode: {grading_mode} ({MODE_NOTES[grading_mode]}).",
         "",
         f"Resolved {summary['resolved']} of {summary['total']} ({summary['resolve_rate']:.1%}); "
         f"rejected {summary['rejected']}, neutralized {summary['neutralized']}, not applied {summary['not_applied']}, "

@@ -25,7 +25,7 @@ register_reward = REWARDS.register
 
 @register_reward("swebench")
 def swebench_reward(task: Task, outcome: str, backend: Backend | None) -> Reward:
-    """Grade the patch like SWE-bench does, in a fresh sandbox (`reward_spec.grading_mode`: default or strict)."""
+    """Grade the patch like SWE-bench does, in a fresh sandbox (`reward_spec.grading_mode`: default or refuse)."""
     if backend is None:
         raise TaskError("grading a repo-fix task needs a sandbox backend")
     problems = grading_problems(task.metadata["instance"])
@@ -38,7 +38,7 @@ def swebench_reward(task: Task, outcome: str, backend: Backend | None) -> Reward
         outcome,
         backend,
         fractional=bool(task.reward_spec.get("fractional")),
-        mode=task.reward_spec.get("grading_mode", "default"),
+        grading_mode=task.reward_spec.get("grading_mode", "default"),
     )
     if report.error:  # the grader's sandbox failed: no verdict on the patch
         raise TaskError(f"grading {task.id} failed: {report.error}")

@@ -9,7 +9,7 @@ A registry, like task kinds: a language is one module that defines a `Language` 
 - `log_parser`: the swebench parser (a key of `swebench.harness.log_parsers.PARSER_REGISTRY`) that reads
   the output of its `test_command`;
 - `is_test_path` / `is_test_config`: what the patch review treats as tests and as test-runner
-  configuration (neutralized in the default grading mode, refused in strict mode), consulted for every
+  configuration (neutralized in the default grading mode, refused in the refuse mode), consulted for every
   patch whatever its project's language: a `*_test.go` is a test file in any repository.
 
 Python's own rules live in `tasks.swe` (the test command) and `tasks.grading.patch_policy` (test paths);

@@ -294,7 +294,7 @@ class _Run:
                 return _entry(mutation, "rejected", "duplicate")
             self.signatures.add(signature)
         instance = self._instance(mutation, patch, outcome)
-        if review_patch(instance["patch"], mode="strict").refused:  # a gold patch that edits no test or runner file
+        if review_patch(instance["patch"], grading_mode="refuse").refused:  # a gold patch edits no test or runner file
             return _entry(mutation, "rejected", "gold patch refused by the patch policy")
         if self.check is not None and (problem := self.check(instance)):
             return {**_entry(mutation, "rejected", "fails the episode check"), "detail": problem}

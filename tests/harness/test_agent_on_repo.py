@@ -177,6 +177,11 @@ def test_bad_requests_are_clear_errors(user_repo: Path, tmp_path: Path):
         agent.run_task(prompt=REQUEST, repo=user_repo, runtime="kubernetes")  # SkyRL's spelling of the same
     with pytest.raises(HarnessError, match="runtime 'openhands' is the openhands scaffold"):
         agent.run_task(prompt=REQUEST, repo=user_repo, runtime="openhands", scaffold="mini-swe-agent")
+    with (
+        pytest.warns(FutureWarning, match="wall_time=.* is deprecated"),
+        pytest.raises(HarnessError, match="max_turns"),
+    ):
+        agent.run_task(prompt=REQUEST, repo=user_repo, max_turns=0, wall_time=60)  # the former name of episode_timeout
     with pytest.raises(Exception, match="is not a folder"):
         agent.run_task(prompt=REQUEST, repo=tmp_path / "missing", backend="docker")
     with pytest.raises(Exception, match="the request is empty"):

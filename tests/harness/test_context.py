@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from harness.context import Context, parse_context
-from harness.episode import EpisodeLimits, run_episode
+from harness.episode import Limits, run_episode
 from harness.errors import HarnessError, PolicyError
 from harness.policies.hf import HFPolicy
 from harness.policy import Sampling
@@ -124,7 +124,7 @@ def test_each_turn_is_trained_on_the_prompt_it_was_sampled_from_after_a_rewrite(
     tiny_model, docker_backend, one_torch_thread
 ):
     policy = RecordingPolicy(tiny_model)
-    limits = EpisodeLimits(max_turns=5, max_format_errors=10, context="window:1")
+    limits = Limits(max_turns=5, max_format_errors=10, context="window:1")
     trajectory = run_episode(load_tasks("swe-demo")[0], policy, Sampling(max_tokens=6), limits, backend=docker_backend)
     assert trajectory.turns == 5 and len(policy.sampled) == 5
     # the tiny model calls no tool: each turn adds a reply and a feedback message; from turn 4 the window drops one
@@ -146,7 +146,7 @@ def test_each_turn_is_trained_on_the_prompt_it_was_sampled_from_after_a_rewrite(
         load_tasks("swe-demo")[0],
         policy,
         Sampling(max_tokens=6),
-        EpisodeLimits(max_turns=5, max_format_errors=10, max_context=room),
+        Limits(max_turns=5, max_format_errors=10, max_context=room),
         backend=docker_backend,
     )
     assert whole.exit_status == "context_exceeded" and whole.turns < 5 and "context" not in whole.metadata
@@ -179,7 +179,7 @@ def test_a_summary_is_trained_after_exactly_the_prompt_it_was_sampled_from(
     tiny_model, docker_backend, one_torch_thread
 ):
     policy = RecordingPolicy(tiny_model)
-    limits = EpisodeLimits(max_turns=5, max_format_errors=10, context="summarize:300")
+    limits = Limits(max_turns=5, max_format_errors=10, context="summarize:300")
     trajectory = run_episode(load_tasks("swe-demo")[0], policy, Sampling(max_tokens=6), limits, backend=docker_backend)
     summaries = trajectory.metadata["context"]["summaries"]
     # the task alone passes the budget: from turn 4 (the first with a turn between the first and the last) each
@@ -201,7 +201,7 @@ def test_a_scripted_policy_writes_no_summary_and_the_episode_goes_on_masking(doc
 
     reads = [tool_turn("bash", command=f"seq {n * 100}") for n in range(1, 4)]
     policy = ScriptedPolicy("reader", [*reads, tool_turn("submit")])
-    limits = EpisodeLimits(context="summarize:100")
+    limits = Limits(context="summarize:100")
     trajectory = run_episode(load_tasks("swe-demo")[0], policy, Sampling(), limits, backend=docker_backend)
     assert trajectory.exit_status == "submitted" and trajectory.turns == 4
     assert trajectory.metadata["context"]["fallback"] == (

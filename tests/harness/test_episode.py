@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from harness.episode import EpisodeLimits, run_episode
+from harness.episode import Limits, run_episode
 from harness.errors import PolicyError
 from harness.policies.factory import make_policy
 from harness.policies.endpoint import EndpointPolicy
@@ -80,7 +80,7 @@ def test_unknown_tools_and_bad_arguments_are_reported(swe_task, docker_backend):
 
 
 def test_turn_limit_and_hanging_tool_call(swe_task, docker_backend):
-    limits = EpisodeLimits(max_turns=2, command_timeout=2)
+    limits = Limits(max_turns=2, command_timeout=2)
     trajectory = run_episode(
         swe_task,
         Scripted(call("bash", command="sleep 600"), call("bash", command="echo ok"), call("submit")),

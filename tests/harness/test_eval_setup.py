@@ -51,3 +51,19 @@ def test_settings_are_checked_where_the_config_is_built(tmp_path):
     )
     assert done.returncode == 1 and "invalid setting: episode_timeout" in done.stdout, done.stdout + done.stderr
     assert "Traceback" not in done.stdout + done.stderr and not (tmp_path / "run").exists()
+
+
+def test_the_limits_come_from_the_config_and_flags_win(tmp_path):
+    """`--config` sets the limits by the names training's generator section uses; a flag overrides its key."""
+    from tests.cli_helpers import harness
+
+    settings = tmp_path / "eval.yaml"
+    settings.write_text("max_turns: 1\nmax_format_errors: 1\n")
+    for flags, status in (((), "max_turns"), (("--max-turns", "5"), "submitted")):
+        out = tmp_path / status
+        args = ("--tasks", "arith-tool", "--limit", "1", "--backend", "local", "--config", str(settings), *flags)
+        done = harness("eval", "--checkpoint", "gold", *args, "--output", str(out))
+        assert done.returncode == 0, done.stdout + done.stderr
+        (row,) = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+        assert row["exit_status"] == status and row["resolved"] is (status == "submitted")
+        assert json.loads((out / "config.json").read_text())["max_format_errors"] == 1

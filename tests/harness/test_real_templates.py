@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from transformers import AutoTokenizer
 
-from harness.episode import EpisodeLimits, run_episode
+from harness.episode import Limits, run_episode
 from harness.errors import HarnessError
 from harness.policies.hf import HFPolicy
 from harness.parsing import tool_call_format
@@ -235,9 +235,7 @@ def test_an_episode_whose_template_raises_ends_with_the_reason(
     )
     policy.tokenizer.chat_template = one_question + (real_tokenizers / "qwen3" / "qwen3.jinja").read_text()
     task = load_tasks("swe-demo")[0]
-    trajectory = run_episode(
-        task, policy, Sampling(max_tokens=8, seed=0), EpisodeLimits(max_turns=3), backend=docker_backend
-    )
+    trajectory = run_episode(task, policy, Sampling(max_tokens=8, seed=0), Limits(max_turns=3), backend=docker_backend)
     # the random model's reply has no tool call: the feedback is a second user turn, which the template refuses
     assert trajectory.exit_status == "policy_error" and "one user turn only" in trajectory.error
     assert trajectory.turns == 1 and trajectory.token_ids  # the turn it made is kept

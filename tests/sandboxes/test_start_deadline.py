@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from harness.episode import EpisodeLimits, run_episode
+from harness.episode import Limits, run_episode
 from harness.policies.scripted import GoldPolicy
 from harness.policy import Sampling
 from sandboxes import SandboxError, SandboxSpec, live_count
@@ -43,7 +43,7 @@ def test_an_episode_whose_sandbox_never_starts_ends_as_a_sandbox_error_in_time(o
     task = dataclasses.replace(task, sandbox=dataclasses.replace(task.sandbox, image=str(stalled_archive)))
     began = time.monotonic()
     trajectory = run_episode(
-        task, GoldPolicy(), Sampling(temperature=0.0), EpisodeLimits(wall_time=2.0), backend=overlay_backend
+        task, GoldPolicy(), Sampling(temperature=0.0), Limits(episode_timeout=2.0), backend=overlay_backend
     )
     assert time.monotonic() - began < 5
     assert trajectory.exit_status == "sandbox_error" and "took longer" in trajectory.error

@@ -78,7 +78,7 @@ def test_malformed_predictions_are_all_reported(tmp_path):
 
 def test_grading_modes_on_a_fix_with_a_regression_test(tmp_path, gold_run):
     """A fix plus a new test file, as real agents submit: resolved in the default mode with the test
-    file neutralized, refused in strict mode (before any sandbox); each report says which mode."""
+    file neutralized, refused in refuse mode (before any sandbox); each report says which mode."""
     from bench.grading_parity_bench import new_file_patch
     from tasks.taskset import load_tasks
 
@@ -88,14 +88,14 @@ def test_grading_modes_on_a_fix_with_a_regression_test(tmp_path, gold_run):
     preds = tmp_path / "preds.jsonl"
     preds.write_text(json.dumps({"instance_id": one, "model_name_or_path": "agent", "model_patch": patch}) + "\n")
     verdicts = {}
-    for mode in ("default", "strict"):
+    for mode in ("default", "refuse"):
         done = harness(
             "grade",
             "--predictions",
             str(preds),
             "--tasks",
             "swe-demo",
-            "--grading",
+            "--grading-mode",
             mode,
             "--output",
             str(tmp_path / mode),
@@ -105,18 +105,32 @@ def test_grading_modes_on_a_fix_with_a_regression_test(tmp_path, gold_run):
         verdicts[mode] = (row["verdict"], row["reward"], row["grading_mode"])
         assert f"Grading mode: {mode}" in (tmp_path / mode / "report.md").read_text()
         assert json.loads((tmp_path / mode / "report.json").read_text())["summary"]["grading_mode"] == mode
-    assert verdicts == {"default": ("resolved", 1.0, "default"), "strict": ("refused", 0.0, "strict")}
+    assert verdicts == {"default": ("resolved", 1.0, "default"), "refuse": ("refused", 0.0, "refuse")}
     assert "neutralized: tests/test_regression_extra.py" in (tmp_path / "default" / "report.md").read_text()
     wrong = harness(
-        "grade", "--predictions", str(preds), "--grading", "lenient", "--check-only", "--output", str(tmp_path / "x")
+        "grade",
+        "--predictions",
+        str(preds),
+        "--grading-mode",
+        "lenient",
+        "--check-only",
+        "--output",
+        str(tmp_path / "x"),
     )
-    assert wrong.returncode != 0 and "--grading must be one of default, strict" in wrong.stdout + wrong.stderr
+    assert wrong.returncode != 0 and "--grading-mode must be one of default, refuse" in wrong.stdout + wrong.stderr
+    former = harness(
+        "grade", "--predictions", str(preds), "--grading", "strict", "--check-only", "--output", str(tmp_path / "y")
+    )
+    assert former.returncode == 0, former.stdout + former.stderr
+    assert "--grading is deprecated: use --grading-mode" in former.stderr
+    assert "'strict' is deprecated: use 'refuse'" in former.stderr
+    assert json.loads((tmp_path / "y" / "check.json").read_text())["grading_mode"] == "refuse"
 
 
 def test_eval_grades_in_the_mode_asked(tmp_path, gold_run):
-    """`harness eval --grading strict` (or `grading: {mode: strict}` in its --config) reaches the reward."""
+    """`harness eval --grading-mode refuse` (or `grading_mode: refuse` in its --config) reaches the reward."""
     config = tmp_path / "eval.yaml"
-    config.write_text("grading:\n  mode: strict\n")
+    config.write_text("grading_mode: refuse\n")
     done = harness(
         "eval",
         "--checkpoint",
@@ -132,11 +146,15 @@ def test_eval_grades_in_the_mode_asked(tmp_path, gold_run):
     )
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads((tmp_path / "run" / "report.json").read_text())
-    assert report["grading_mode"] == "strict" and report["resolve_rate"] == 1.0  # gold touches no test file
-    assert "grading mode strict" in (tmp_path / "run" / "report.md").read_text()
+    assert report["grading_mode"] == "refuse" and report["resolve_rate"] == 1.0  # gold touches no test file
+    assert "grading mode refuse" in (tmp_path / "run" / "report.md").read_text()
     (trajectory,) = (tmp_path / "run" / "trajectories").glob("*.json")
-    assert json.loads(trajectory.read_text())["reward_details"]["grading_mode"] == "strict"
+    assert json.loads(trajectory.read_text())["reward_details"]["grading_mode"] == "refuse"
+    former = tmp_path / "former.yaml"
+    former.write_text("grading:\n  mode: strict\n")
+    with pytest.warns(FutureWarning, match="grading.mode is deprecated: use .*grading_mode"):
+        assert load_eval_settings(former) == {"grading_mode": "strict"}  # the value is read as `refuse` when applied
     bad = tmp_path / "bad.yaml"
     bad.write_text("grading: strict\n")
-    with pytest.raises(HarnessError, match="`grading` must be a mapping with the key `mode`"):
+    with pytest.raises(HarnessError, match="write `grading_mode: default` or `grading_mode: refuse`"):
         load_eval_settings(bad)

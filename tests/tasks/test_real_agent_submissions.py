@@ -63,12 +63,15 @@ def test_no_officially_resolved_submission_is_refused(submissions):
     assert kinds["test file"] >= 35 and kinds["symlink"] == 1  # pytest-dev__pytest-7982 leaves a `symlink_dir -> .`
 
 
-def test_strict_mode_refuses_exactly_what_default_neutralizes(submissions):
+def test_refuse_mode_refuses_exactly_what_default_neutralizes(submissions):
     from tasks.grading.patch_policy import review_patch
 
     for row in submissions:
-        default, strict = review_patch(row["model_patch"] or ""), review_patch(row["model_patch"] or "", mode="strict")
-        assert len(strict.refused) == len(default.neutralized) and not strict.neutralized, row["instance_id"]
+        default, refuse = (
+            review_patch(row["model_patch"] or ""),
+            review_patch(row["model_patch"] or "", grading_mode="refuse"),
+        )
+        assert len(refuse.refused) == len(default.neutralized) and not refuse.neutralized, row["instance_id"]
 
 
 def test_check_only_reports_every_submission(submissions, tmp_path):
@@ -83,17 +86,17 @@ def test_check_only_reports_every_submission(submissions, tmp_path):
     assert written["verdicts"] == dict(sorted(Counter(r["verdict"] for r in expected).items()))
     assert set(written["verdicts"]) == {"clean", "neutralized"} and sum(written["verdicts"].values()) == 244
     assert "neutralized" in done.stdout and "tox.ini" in (tmp_path / "check.md").read_text()
-    strict = harness(
+    refuse = harness(
         "grade",
         "--predictions",
         str(SUBMISSIONS),
         "--check-only",
-        "--grading",
-        "strict",
+        "--grading-mode",
+        "refuse",
         "--output",
-        str(tmp_path / "strict"),
+        str(tmp_path / "refuse"),
         timeout=120,
     )
-    assert strict.returncode == 0, strict.stdout + strict.stderr
-    verdicts = json.loads((tmp_path / "strict" / "check.json").read_text())["verdicts"]
+    assert refuse.returncode == 0, refuse.stdout + refuse.stderr
+    verdicts = json.loads((tmp_path / "refuse" / "check.json").read_text())["verdicts"]
     assert verdicts == {"clean": written["verdicts"]["clean"], "refused": written["verdicts"]["neutralized"]}

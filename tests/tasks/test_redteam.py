@@ -14,7 +14,8 @@ Test files, runner configuration and symlinks a patch touches are neutralized, n
 (`patch_policy.review_patch`): put back as at the base commit, or removed if added, before the
 tests run, as SWE-bench's eval script does for the test patch's files, so real agents' honest
 submissions that add a regression test keep their reward. The cheats on those paths therefore
-stop at `tests`; strict grading refuses every one of them (`test_strict_mode_refuses_every_test_or_config_edit`).
+stop at `tests`; the refuse grading mode refuses every one of them
+(`test_refuse_mode_refuses_every_test_or_config_edit`).
 The static review no longer reads words ("pytest", "PASSED", atexit, sys.modules[): 147 of 600
 real merged fixes were refused for them (`test_honest_fixes.py`). `test_runtime_layer_alone`
 grades the policy-refused cheats again with the refusals switched off (defence in depth).
@@ -678,18 +679,18 @@ def test_runtime_layer_alone(cheat, instance, repo, docker_backend, monkeypatch)
     assert stopper(report) == cheat.runtime_alone, _explain(report)
 
 
-def test_strict_mode_refuses_every_test_or_config_edit(instance, repo):
-    """What the default mode neutralizes, strict grading refuses (no sandbox needed to score it 0)."""
+def test_refuse_mode_refuses_every_test_or_config_edit(instance, repo):
+    """What the default mode neutralizes, the refuse mode refuses (no sandbox needed to score it 0)."""
     from tasks.grading.patch_policy import review_patch
 
     for cheat in CHEATS:
         patch = make_patch(repo, cheat.edit, instance)
-        default, strict = review_patch(patch, instance), review_patch(patch, instance, mode="strict")
+        default, refuse = review_patch(patch, instance), review_patch(patch, instance, grading_mode="refuse")
         assert tuple(default.neutralized) == cheat.neutralized, cheat.name
-        assert bool(strict.refused) == bool(default.refused or default.neutralized) and strict.neutralized == {}, (
+        assert bool(refuse.refused) == bool(default.refused or default.neutralized) and refuse.neutralized == {}, (
             cheat.name
         )
-        assert len(strict.refused) == len(default.refused) + len(default.neutralized), (cheat.name, strict.refused)
+        assert len(refuse.refused) == len(default.refused) + len(default.neutralized), (cheat.name, refuse.refused)
 
 
 # ------------------------------------------------------------------ honest patches keep their reward
@@ -777,8 +778,8 @@ def test_honest_fix_scores_one(edit, instance, repo, docker_backend):
             "tests/test_recency_regression.py",
             "tox.ini",
         ], _explain(report)
-        strict = grade(instance, make_patch(repo, edit, instance), docker_backend, mode="strict")
-        assert strict.verdict == "refused" and strict.reward == 0.0 and len(strict.rejected) == 5, _explain(strict)
+        refuse = grade(instance, make_patch(repo, edit, instance), docker_backend, grading_mode="refuse")
+        assert refuse.verdict == "refused" and refuse.reward == 0.0 and len(refuse.rejected) == 5, _explain(refuse)
 
 
 # ------------------------------------------------------------------ the canary check itself, on synthetic logs (no Docker)

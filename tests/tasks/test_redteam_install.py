@@ -230,8 +230,8 @@ def test_install_time_cheat_earns_nothing(cheat, reinstalling, repo, docker_back
     assert tuple(note.split(": ")[0] for note in report.neutralized) == cheat.neutralized, _explain(report)
     if cheat.stopper == "log":
         assert "runner_unchanged: failed" in " ".join(report.checks), _explain(report)
-    default, strict = review_patch(patch, reinstalling), review_patch(patch, reinstalling, mode="strict")
-    assert bool(strict.refused) == bool(default.refused or default.neutralized), strict.refused
+    default, refuse = review_patch(patch, reinstalling), review_patch(patch, reinstalling, grading_mode="refuse")
+    assert bool(refuse.refused) == bool(default.refused or default.neutralized), refuse.refused
 
 
 @pytest.mark.parametrize("cheat", [c for c in CHEATS if c.runtime_alone], ids=lambda c: c.name)

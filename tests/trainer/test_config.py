@@ -435,7 +435,11 @@ def test_config_is_frozen():
 
 def test_a_former_key_name_is_read_with_a_note(tmp_path):
     path = tmp_path / "old.yaml"
-    path.write_text("data: {train_data: [gsm8k]}\ntrainer: {policy: {model: {path: m}}}\ninference:\n  backend: vllm\n")
+    path.write_text(
+        "data: {train_data: [gsm8k]}\ntrainer: {policy: {model: {path: m}}}\ninference:\n  backend: vllm\n"
+        "grading:\n  mode: strict\n"
+    )
     config = load_config(path)
-    assert config.inference.engine == "vllm"
+    assert config.inference.engine == "vllm" and config.data.grading_mode == "refuse"
     assert "inference.backend -> inference.engine ('vllm')" in config.skyrl_aliases
+    assert "grading.mode -> data.grading_mode ('strict' -> 'refuse')" in config.skyrl_aliases

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.episode import EpisodeLimits, run_episode
+from harness.episode import Limits, run_episode
 from harness.policies.hf import HFPolicy
 from harness.policies.scripted import ScriptedPolicy
 from harness.policy import Completion, Sampling
@@ -21,7 +21,7 @@ from trainer.batch import build_batch, was_truncated
 from trainer.config import config_from_dict
 from trainer.errors import ConfigError
 from trainer.metrics import MetricsLogger, read_metrics
-from trainer.recipe import _limits, drop_long_prompts
+from trainer.recipe import drop_long_prompts
 
 ROOT = Path(__file__).resolve().parents[2]
 MINIMAL = {"data": {"train_data": ["gsm8k"]}, "trainer": {"policy": {"model": {"path": "m"}}}}
@@ -65,7 +65,7 @@ def error_of(raw: dict) -> str:
         ),
         (
             {"skyrl_aliases": ["x"]},
-            "unknown key skyrl_aliases; allowed: data, trainer, generator, inference, logger, grading, plugins",
+            "unknown key skyrl_aliases; allowed: data, trainer, generator, inference, logger, plugins",
         ),
         (
             {"trainer": {"sft_warmup": {"data": ["a"], "batch_size": 0}}},
@@ -155,7 +155,7 @@ def test_filter_truncated_drops_turns_cut_at_max_tokens(policy):
     """A single-turn episode cut at max_tokens ends as `submitted`/`max_turns`, not `context_exceeded`: only the turn's
     recorded finish_reason says it was truncated."""
     task = load_tasks("arith-train")[0]
-    limits = EpisodeLimits(max_turns=1, max_context=1024)
+    limits = Limits(max_turns=1, max_context=1024)
     cut = run_episode(task, policy, Sampling(temperature=1.0, max_tokens=6, seed=1), limits)
     stops = list(string.ascii_letters + string.digits + string.punctuation + " \n")  # any printable token stops it
     stopped = run_episode(task, policy, Sampling(temperature=1.0, max_tokens=6, seed=1, stop=stops), limits)
@@ -173,7 +173,7 @@ def test_filter_truncated_drops_turns_cut_at_max_tokens(policy):
 def test_running_out_of_context_still_counts_as_truncated(policy):
     task = load_tasks("arith-train")[0]
     prompt = len(render(policy.tokenizer, task.prompt, None, True, True))
-    full = run_episode(task, policy, Sampling(max_tokens=6, seed=1), EpisodeLimits(max_turns=1, max_context=prompt + 3))
+    full = run_episode(task, policy, Sampling(max_tokens=6, seed=1), Limits(max_turns=1, max_context=prompt + 3))
     assert full.exit_status == "context_exceeded" and full.metadata.get("turn_stats") is None and was_truncated(full)
 
 
@@ -186,10 +186,23 @@ def test_max_turns_caps_the_tasks_own_turn_limit(cap: int, turns: int):
     load_plugins(["examples.environments.guess_number"])
     task = load_tasks(str(ROOT / "examples/environments/guess_number.jsonl"))[0]
     assert task.max_turns == 5
-    limits = _limits(config_from_dict({**MINIMAL, "generator": {"max_turns": cap}}))
+    limits = Limits.of(config_from_dict({**MINIMAL, "generator": {"max_turns": cap}}).generator)
     always_wrong = ScriptedPolicy("always-wrong", [Completion(text="0")] * 10)
     trajectory = run_episode(task, always_wrong, Sampling(), limits)
     assert (trajectory.exit_status, trajectory.turns, trajectory.reward) == ("max_turns", turns, 0.0)
+
+
+def test_episode_timeout_ends_training_episodes():
+    """generator.episode_timeout is the limit `harness eval --episode-timeout` sets: past it the episode ends as
+    `wall_time` (checked before each turn)."""
+    load_plugins(["examples.environments.guess_number"])
+    task = load_tasks(str(ROOT / "examples/environments/guess_number.jsonl"))[0]
+    generator = {"max_turns": 5, "episode_timeout": 1e-6}
+    limits = Limits.of(config_from_dict({**MINIMAL, "generator": generator}).generator)
+    assert limits.episode_timeout == 1e-6
+    always_wrong = ScriptedPolicy("always-wrong", [Completion(text="0")] * 10)
+    trajectory = run_episode(task, always_wrong, Sampling(), limits)
+    assert (trajectory.exit_status, trajectory.turns) == ("wall_time", 0)
 
 
 # ----------------------------------------------------------------------------- logger.backend
