@@ -114,7 +114,12 @@ class LogKeepingBackend:
         self.last_read = b""
 
     def create(self, spec):
-        sandbox = self.backend.create(spec)
+        return self._keep(self.backend.create(spec))
+
+    def create_within(self, spec, seconds):
+        return self._keep(self.backend.create_within(spec, seconds))
+
+    def _keep(self, sandbox):
         read_file = sandbox.read_file
 
         def read_and_keep(path: str) -> bytes:

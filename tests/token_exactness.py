@@ -68,7 +68,7 @@ def check_rewritten_history_token_exactness(engine: Policy, backend, context: st
     trained in exactly one of the trajectory's token rows, right after exactly the prompt it was sampled from, with
     the engine's logprobs; nothing else is trained. Unseeded, so no two turns share a prompt."""
     policy = Recording(engine)
-    limits = EpisodeLimits(max_turns=turns, max_format_errors=2 * turns, context=context)
+    limits = Limits(max_turns=turns, max_format_errors=2 * turns, context=context)
     trajectory = run_episode(
         load_tasks("swe-demo")[0], policy, Sampling(temperature=1.0, max_tokens=6), limits, backend=backend
     )
