@@ -56,6 +56,15 @@ class Language:
     def is_test_config(self, path: str) -> bool:
         return False
 
+    def is_test_settings(self, path: str, lines: list[str]) -> bool:
+        """Whether the changed `lines` of `path` (a manifest shared with the build) set how tests run."""
+        return False
+
+    def refusals(self, path: str, added: list[str]) -> list[str]:
+        """Why a patch that adds `added` to `path` (not a test file) can never be a fix: code that runs before
+        the tests and can rewrite them, or code that exists only under test. Each reason is named."""
+        return []
+
 
 class Python(Language):
     name = "python"
@@ -127,6 +136,6 @@ def is_foreign_test_path(path: str) -> bool:
 
 register_language(Python())
 # The other languages register themselves on import; import them here so every registry user sees them.
-_LANGUAGE_MODULES: tuple[str, ...] = ()
+_LANGUAGE_MODULES: tuple[str, ...] = ("rust",)
 for _module in _LANGUAGE_MODULES:
     __import__(f"{__name__}.{_module}")
