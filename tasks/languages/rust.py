@@ -53,7 +53,7 @@ def cargo_source() -> str:
     return source
 
 
-def test_targets(tests: list[str]) -> list[str]:
+def cargo_targets(tests: list[str]) -> list[str]:
     """cargo's target flags (`--test it`, `--lib`) for test files; test names become filters after `--`."""
     flags: list[tuple[str, ...]] = []
     filters: list[str] = []
@@ -99,7 +99,7 @@ class Rust(Language):
         cargo += ["test", "--no-fail-fast"]
         if cargo_source() == "debian":
             cargo.append("--offline")
-        return f"{env} {shlex.join([*cargo, *test_targets(tests or [])])}"
+        return f"{env} {shlex.join([*cargo, *cargo_targets(tests or [])])}"
 
     def is_test_path(self, path: str) -> bool:
         """A crate's `tests/` and `benches/` (the top-level folders or a workspace member's), and the
