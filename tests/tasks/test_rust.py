@@ -144,7 +144,14 @@ def test_forged_result_lines_are_caught():
     after = base.replace("+ SWEBENCH_TEST_EXIT_CODE", "test no_trailing_separator ... ok\n+ SWEBENCH_TEST_EXIT_CODE", 1)
     assert "outside every test binary's report" in judged(after).problem
     extra = base.replace("test keeps_digits ... ok", "test keeps_digits ... ok\ntest hidden_fix ... ok", 1)
-    assert "disagree with its `running 7 tests`" in judged(extra).problem
+    assert "outnumber its `running 7 tests`" in judged(extra).problem
+    # Written past libtest's capture by a test that runs after the real result, in place of its own line.
+    twice = base.replace("test trailing_symbols_are_dropped ... FAILED", "test trailing_symbols_are_dropped ... FAILED\n"
+                         "test zz_flush ... \ntest no_trailing_separator ... ok\nok", 1)
+    assert "no_trailing_separator is reported twice by one test binary" in judged(twice).problem
+    # Uncaptured output of an honest test run one at a time hides its result line: not held against the log.
+    leaked = base.replace("test keeps_digits ... ok", "test keeps_digits ... hello from the CLI\nok", 1)
+    assert judged(leaked).problem == ""
     captured = base.replace("  left: \"hello-world-\"", "test no_trailing_separator ... ok", 1)
     forged = judged(captured)
     assert forged.statuses["no_trailing_separator"] == "PASSED"  # what swebench's parser alone reads
