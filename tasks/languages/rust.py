@@ -4,7 +4,8 @@ Debian trixie ships rustc and cargo 1.85. Crates beyond the standard library com
 `librust-*-dev` packages, which install their sources as a local directory registry under
 `/usr/share/cargo/registry`: the test command replaces crates.io with it (`--config` on the command line,
 which outranks any `.cargo/config.toml`) and runs `--offline`. A crate whose dependencies are not there is
-reported unbuildable with the crate cargo could not find (`build_problem`). With the internet,
+reported unbuildable with the crate cargo could not find (`build_problem`); `crate_packages` names the
+Debian packages a project's dependencies come in (trixie has about 3,250 `librust-*-dev`). With the internet,
 `HARNESS_CARGO_SOURCE=crates-io` drops the replacement and lets cargo fetch from crates.io.
 
 The target directory lies outside the repository (`/tmp/harness-cargo-target`): a `target/` a patch
@@ -43,6 +44,23 @@ _MISSING_CRATE = re.compile(r"no matching package named `([^`]+)` found")
 _NO_VERSION = re.compile(r"failed to select a version for the requirement `([^`]+)`")
 _OFFLINE = re.compile(r"(?:attempting to make an HTTP request, but --offline was specified|failed to download)")
 _NOT_COMPILED = re.compile(r"^error: could not compile `([^`]+)`(.*)$", re.M)
+
+
+def crate_packages(repo: Path) -> list[str]:
+    """The Debian packages (`librust-<crate>-dev`) that put the crate's dependencies, dev and build
+    dependencies included, into the offline registry: what a Rust project's base adds to `packages`."""
+    import tomllib
+
+    manifest = tomllib.loads((repo / "Cargo.toml").read_text())
+    tables = [manifest, *manifest.get("target", {}).values()]
+    crates = set()
+    for table in tables:
+        for kind in ("dependencies", "dev-dependencies", "build-dependencies"):
+            for name, spec in table.get(kind, {}).items():
+                if isinstance(spec, dict) and "path" in spec:
+                    continue  # a crate of the same repository
+                crates.add(spec.get("package", name) if isinstance(spec, dict) else name)
+    return sorted(f"librust-{crate.lower().replace('_', '-')}-dev" for crate in crates)
 
 
 def cargo_source() -> str:

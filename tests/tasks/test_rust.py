@@ -17,7 +17,7 @@ import pytest
 from tasks.grading.grade import canary_plant, judge_log
 from tasks.grading.patch_policy import is_test_path, review_patch
 from tasks.languages import detect_language, language_named, language_of
-from tasks.languages.rust import DEBIAN_REGISTRY, cargo_targets
+from tasks.languages.rust import DEBIAN_REGISTRY, cargo_targets, crate_packages
 
 DATA = Path(__file__).parent / "data" / "cargo"
 CANARY = "test_0123456789abcdef"
@@ -82,6 +82,17 @@ def test_named_test_files_become_cargo_targets():
     assert cargo_targets(["benches/speed.rs", "src/main.rs"]) == ["--bench", "speed", "--bins"]
     assert cargo_targets(["tests/slug.rs", "tests::adds"]) == ["--test", "slug", "--", "tests::adds"]
     assert RUST.test_command(tests=["src/tests.rs"]).endswith("--offline --lib")
+
+
+def test_a_crates_dependencies_name_the_debian_packages_of_the_offline_registry(tmp_path):
+    (tmp_path / "Cargo.toml").write_text(
+        '[package]\nname = "x"\n\n[dependencies]\nitoa = "1"\nserde_json = { version = "1", optional = true }\n'
+        'core = { path = "core" }\nrx = { package = "regex", version = "1" }\n\n[dev-dependencies]\nproptest = "1"\n\n'
+        "[target.'cfg(unix)'.build-dependencies]\ncc = \"1\"\n"
+    )
+    assert crate_packages(tmp_path) == [
+        "librust-cc-dev", "librust-itoa-dev", "librust-proptest-dev", "librust-regex-dev", "librust-serde-json-dev",
+    ]  # fmt: skip
 
 
 # ------------------------------------------------------------------ the patch review
