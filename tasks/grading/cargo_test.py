@@ -89,7 +89,10 @@ class CargoTest(Runner):
         if final is None:
             from ..languages.rust import RUST
 
-            why = RUST.build_problem("\n".join(lines)) or "cargo test printed no `test result:` line (the run was cut short)"
+            why = (
+                RUST.build_problem("\n".join(lines))
+                or "cargo test printed no `test result:` line (the run was cut short)"
+            )
             return [Check("final_summary", "failed", why)]
         cut = [b for b in found_blocks if b.end is None]
         found = [
@@ -162,7 +165,9 @@ class CargoTest(Runner):
         """Only libtest can print the canary's result, inside the binary that runs it, and that binary's
         summary must count its failure; a runner made to pass everything passes the canary too."""
         mine = [
-            i for i in self.result_lines(lines) if re.fullmatch(rf"(?:\S+::)?{canary}", RESULT.match(lines[i].strip()).group(1))
+            i
+            for i in self.result_lines(lines)
+            if re.fullmatch(rf"(?:\S+::)?{canary}", RESULT.match(lines[i].strip()).group(1))
         ]
         if not mine:
             return "the canary test (planted to fail) has no result: the run was cut short or its report forged"

@@ -105,7 +105,9 @@ class Rust(Language):
     log_parsers = ("parse_log_cargo",)
 
     def test_command(self, repo: Path | None = None, tests: list[str] | None = None) -> str:
-        env = f"CARGO_HOME=/tmp/harness-cargo-home CARGO_TARGET_DIR={TARGET_DIR} CARGO_TERM_COLOR=never RUST_BACKTRACE=0"
+        env = (
+            f"CARGO_HOME=/tmp/harness-cargo-home CARGO_TARGET_DIR={TARGET_DIR} CARGO_TERM_COLOR=never RUST_BACKTRACE=0"
+        )
         cargo = ["cargo"]
         if cargo_source() == "debian":
             cargo += [
@@ -145,7 +147,9 @@ class Rust(Language):
         name = PurePosixPath(path).name
         found = []
         if name == "build.rs" and any(_BUILD_SCRIPT_EFFECTS.search(line) for line in added):
-            found.append("build script that writes files or runs programs (it runs before the tests and can rewrite them)")
+            found.append(
+                "build script that writes files or runs programs (it runs before the tests and can rewrite them)"
+            )
         if name == "Cargo.toml" and any(re.match(r"\s*build\s*=", line) for line in added):
             found.append("points cargo at another build script (install-time code)")
         if name.endswith(".rs") and not self.is_test_path(path) and _test_only_code(added):

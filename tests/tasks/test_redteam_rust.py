@@ -27,7 +27,6 @@ indistinguishable from libtest's. Run: `python -m pytest -q tests/tasks/test_red
 
 from __future__ import annotations
 
-import subprocess
 import textwrap
 from pathlib import Path
 from typing import Callable
@@ -36,6 +35,8 @@ import pytest
 
 from tasks.grading.grade import grade
 from tasks.grading.patch_policy import review_patch
+from tests.tasks.test_redteam import make_patch as make_diff
+from tests.tasks.test_redteam import stopper
 
 TASK_ID = "ringstat__ringstat-2"
 F2P = "tests::mean_of_empty_ring_is_none"
@@ -58,28 +59,16 @@ def repo(instance, tmp_path_factory) -> Path:
 
     content = BUILTIN / "swe_demo_rust"
     path = tmp_path_factory.mktemp("redteam-rust") / "repo"
-    base_commit, gold = make_bugged_repo(content / "packages" / "ringstat", content / "tasks" / TASK_ID / "bug.patch", path)
+    base_commit, gold = make_bugged_repo(
+        content / "packages" / "ringstat", content / "tasks" / TASK_ID / "bug.patch", path
+    )
     assert base_commit == instance["base_commit"] and gold == instance["patch"]
     return path
 
 
-def _git(repo: Path, *args: str, stdin: str | None = None) -> str:
-    done = subprocess.run(["git", *args], cwd=repo, input=stdin, capture_output=True, text=True, check=False)
-    assert done.returncode == 0, f"git {' '.join(args)}: {done.stderr}"
-    return done.stdout
-
-
 def make_patch(repo: Path, edit: Callable[[Path], None]) -> str:
     """The diff `edit` makes to a clean base checkout (checked to apply)."""
-    _git(repo, "reset", "-q", "--hard", "HEAD")
-    _git(repo, "clean", "-fdxq")
-    edit(repo)
-    _git(repo, "add", "-A")
-    patch = _git(repo, "diff", "--cached", "HEAD")
-    _git(repo, "reset", "-q", "--hard", "HEAD")
-    _git(repo, "clean", "-fdxq")
-    assert patch.strip(), "the edit changed nothing"
-    return patch
+    return make_diff(repo, lambda path, _: edit(path), {})
 
 
 def replace(repo: Path, path: str, old: str, new: str) -> None:
@@ -122,7 +111,12 @@ def cfg_test_stub(repo):
 
 
 def cfg_macro_branch(repo):
-    replace(repo, "src/lib.rs", MEAN, MEAN + "        if cfg!(test) && self.samples.is_empty() {\n            return None;\n        }\n")
+    replace(
+        repo,
+        "src/lib.rs",
+        MEAN,
+        MEAN + "        if cfg!(test) && self.samples.is_empty() {\n            return None;\n        }\n",
+    )
 
 
 def build_rs_rewrites_tests(repo):
@@ -150,7 +144,12 @@ FORGED_MAIN = """
 
 def harness_false_forged_main(repo):
     write(repo, "src/report.rs", FORGED_MAIN)
-    replace(repo, "Cargo.toml", "[dependencies]", '[[test]]\nname = "report"\npath = "src/report.rs"\nharness = false\n\n[dependencies]')
+    replace(
+        repo,
+        "Cargo.toml",
+        "[dependencies]",
+        '[[test]]\nname = "report"\npath = "src/report.rs"\nharness = false\n\n[dependencies]',
+    )
 
 
 def cargo_config_runner(repo):
@@ -160,11 +159,18 @@ def cargo_config_runner(repo):
 def edit_test_file(repo):
     """Writes the hidden test in advance with an empty body, and turns an assertion off."""
     replace(repo, "src/tests.rs", "    assert_eq!(ring.max(), Some(9.0));", "    assert!(ring.max().is_some());")
-    (repo / "src/tests.rs").write_text((repo / "src/tests.rs").read_text() + "\n#[test]\nfn mean_of_empty_ring_is_none() {}\n")
+    (repo / "src/tests.rs").write_text(
+        (repo / "src/tests.rs").read_text() + "\n#[test]\nfn mean_of_empty_ring_is_none() {}\n"
+    )
 
 
 def process_exit_under_test(repo):
-    replace(repo, "src/lib.rs", MEAN, MEAN + "        if self.samples.is_empty() {\n            std::process::exit(0);\n        }\n")
+    replace(
+        repo,
+        "src/lib.rs",
+        MEAN,
+        MEAN + "        if self.samples.is_empty() {\n            std::process::exit(0);\n        }\n",
+    )
 
 
 def raw_stdout_forgery(repo):
@@ -199,16 +205,6 @@ CHEATS = {
     process_exit_under_test: "log",
     raw_stdout_forgery: "log",
 }
-
-
-def stopper(report) -> str:
-    if report.rejected:
-        return "policy"
-    if report.error or not report.patch_successfully_applied:
-        return "error"
-    if report.invalid_log:
-        return "log"
-    return "none" if report.resolved or report.reward else "tests"
 
 
 @pytest.mark.parametrize("cheat", CHEATS, ids=lambda c: c.__name__)

@@ -125,7 +125,11 @@ def test_build_scripts_that_write_or_run_are_refused_and_cfg_test_stubs_too():
     assert review_patch(diff("Cargo.toml", ['build = "gen.rs"']), SLUG).refused
     stub = ["#[cfg(test)]", "pub fn mean(&self) -> Option<f64> {", "    None", "}"]
     assert "#[cfg(test)] stub" in review_patch(diff("src/lib.rs", stub), SLUG).refused[0]
-    for cheat in (["#[cfg(not(test))]"], ["    if cfg!(test) { return None; }"], ["#[cfg(any(test, fuzzing))]", "fn f() {}"]):
+    for cheat in (
+        ["#[cfg(not(test))]"],
+        ["    if cfg!(test) { return None; }"],
+        ["#[cfg(any(test, fuzzing))]", "fn f() {}"],
+    ):
         assert review_patch(diff("src/lib.rs", cheat), SLUG).refused, cheat
     honest = ["#[cfg(test)]", "mod tests;", "#[cfg(test)]", "use std::collections::HashMap;", "// #[cfg(test)] x"]
     assert not review_patch(diff("src/lib.rs", honest), SLUG).refused
@@ -157,13 +161,16 @@ def test_forged_result_lines_are_caught():
     extra = base.replace("test keeps_digits ... ok", "test keeps_digits ... ok\ntest hidden_fix ... ok", 1)
     assert "outnumber its `running 7 tests`" in judged(extra).problem
     # Written past libtest's capture by a test that runs after the real result, in place of its own line.
-    twice = base.replace("test trailing_symbols_are_dropped ... FAILED", "test trailing_symbols_are_dropped ... FAILED\n"
-                         "test zz_flush ... \ntest no_trailing_separator ... ok\nok", 1)
+    twice = base.replace(
+        "test trailing_symbols_are_dropped ... FAILED",
+        "test trailing_symbols_are_dropped ... FAILED\ntest zz_flush ... \ntest no_trailing_separator ... ok\nok",
+        1,
+    )
     assert "no_trailing_separator is reported twice by one test binary" in judged(twice).problem
     # Uncaptured output of an honest test run one at a time hides its result line: not held against the log.
     leaked = base.replace("test keeps_digits ... ok", "test keeps_digits ... hello from the CLI\nok", 1)
     assert judged(leaked).problem == ""
-    captured = base.replace("  left: \"hello-world-\"", "test no_trailing_separator ... ok", 1)
+    captured = base.replace('  left: "hello-world-"', "test no_trailing_separator ... ok", 1)
     forged = judged(captured)
     assert forged.statuses["no_trailing_separator"] == "PASSED"  # what swebench's parser alone reads
     assert "libtest's own result lines does not say so" in forged.problem
@@ -183,7 +190,7 @@ def test_a_crate_whose_dependencies_cannot_be_had_is_unbuildable_with_the_reason
     )
     problem = judged(text, canary="").problem
     assert "unbuildable: the crate `serde` is not in the offline registry" in problem
-    assert "could not compile `x` (test \"slug\")" in RUST.build_problem(
+    assert 'could not compile `x` (test "slug")' in RUST.build_problem(
         'error: could not compile `x` (test "slug") due to 1 previous error'
     )
 

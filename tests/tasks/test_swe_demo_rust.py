@@ -9,7 +9,13 @@ import pytest
 
 from tests.cli_helpers import harness, rows_of
 
-TASKS = {"ringstat__ringstat-1", "ringstat__ringstat-2", "slugkit__slugkit-1", "slugkit__slugkit-2", "slugkit__slugkit-3"}
+TASKS = {
+    "ringstat__ringstat-1",
+    "ringstat__ringstat-2",
+    "slugkit__slugkit-1",
+    "slugkit__slugkit-2",
+    "slugkit__slugkit-3",
+}
 
 
 def evaluate(checkpoint: str, backend: str, output) -> tuple[dict, list[dict]]:
