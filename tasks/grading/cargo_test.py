@@ -28,8 +28,11 @@ from .patch_policy import parse_patch
 from .runners import Check, Runner, Summary, _verdicts_from
 
 RUNNING = re.compile(r"^running (\d+) tests?$")
-# A test's name never holds " ... ": a line that does is two lines run together (uncaptured output).
-RESULT = re.compile(r"^test ((?:(?! \.\.\. ).)+) \.\.\. (ok|FAILED|ignored(?:, .*)?)$")
+# libtest names a test by its Rust path (`tests::adds`, ` - should panic` after it) or, for a doc test, by
+# its file, item and line (`src/lib.rs - Ring::mean (line 3)`); `test tests/ui/x.rs ... ok` lines of tools
+# that tests run (trybuild) are not its own. A line that holds " ... " twice is two run together.
+NAME = r"[\w:#]+(?: - should panic)?|\S+\.rs - (?:(?! \.\.\. ).)*\(line \d+\)(?: - [\w ]+)?"
+RESULT = re.compile(rf"^test ({NAME}) \.\.\. (ok|FAILED|ignored(?:, .*)?)$")
 SUMMARY = re.compile(
     r"^test result: (ok|FAILED)\. (\d+) passed; (\d+) failed; (\d+) ignored; (\d+) measured; (\d+) filtered out"
 )
@@ -63,10 +66,14 @@ def blocks(lines: list[str]) -> list[Block]:
     return found
 
 
+def _results_end(block: Block) -> int:
+    """Where `block`'s result lines end: at its failures section (captured output follows) or its summary."""
+    return block.failures_at if block.failures_at is not None else block.end
+
+
 def _own_results(lines: list[str], block: Block) -> list[int]:
-    """The result lines libtest printed for `block`: those before its failures section (captured output)."""
-    stop = block.failures_at if block.failures_at is not None else block.end
-    return [i for i in range(block.start + 1, stop) if RESULT.match(lines[i].strip())]
+    """The result lines libtest printed for `block`."""
+    return [i for i in range(block.start + 1, _results_end(block)) if RESULT.match(lines[i].strip())]
 
 
 class CargoTest(Runner):
@@ -117,7 +124,8 @@ class CargoTest(Runner):
             )
         )
         found.append(self._counts(lines, found_blocks))
-        own = [lines[i] for b in found_blocks if b.end is not None for i in _own_results(lines, b)]
+        # What each binary printed before its failures section: not the captured output of failed tests.
+        own = [line for b in found_blocks if b.end is not None for line in lines[b.start + 1 : _results_end(b)]]
         found.append(_verdicts_from(own, status_map, matter, parser, "libtest's own result lines"))
         return found
 

@@ -170,6 +170,10 @@ def test_forged_result_lines_are_caught():
     # Uncaptured output of an honest test run one at a time hides its result line: not held against the log.
     leaked = base.replace("test keeps_digits ... ok", "test keeps_digits ... hello from the CLI\nok", 1)
     assert judged(leaked).problem == ""
+    # trybuild, run by a test, prints its own `test <file> ... ok` lines: not libtest's, not counted.
+    trybuild = base.replace("test keeps_digits ... ok", "test keeps_digits ... ok\ntest tests/ui/bad.rs ... ok", 1)
+    assert judged(trybuild).problem == ""
+    assert judged(trybuild, instance={**SLUG, "PASS_TO_PASS": ["tests/ui/bad.rs"]}).problem == ""
     captured = base.replace('  left: "hello-world-"', "test no_trailing_separator ... ok", 1)
     forged = judged(captured)
     assert forged.statuses["no_trailing_separator"] == "PASSED"  # what swebench's parser alone reads
