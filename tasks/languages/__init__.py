@@ -10,7 +10,10 @@ A registry, like task kinds: a language is one module that defines a `Language` 
   the output of its `test_command`;
 - `is_test_path` / `is_test_config`: what the patch review treats as tests and as test-runner
   configuration (neutralized in the default grading mode, refused in strict mode), consulted for every
-  patch whatever its project's language: a `*_test.go` is a test file in any repository.
+  patch whatever its project's language: a `*_test.go` is a test file in any repository;
+  `is_test_settings`: the same for the changed lines of a file shared with the build (Cargo.toml's
+  `[[test]]` settings), and `refusals`: what added source can never be part of a fix (a build script
+  that rewrites files, code that exists only under test).
 
 Python's own rules live in `tasks.swe` (the test command) and `tasks.grading.patch_policy` (test paths);
 its entry here names them so that every language is found the same way.
