@@ -260,6 +260,10 @@ def _neutral_reason(item: PatchFile, owned: set[str]) -> str:
         return "test-runner script (restored from the base commit)"
     if path.name == "pyproject.toml" and any(_PYPROJECT_TEST_CONFIG.search(l) for l in item.added + item.removed):
         return "test-runner settings in pyproject.toml (restored from the base commit)"
+    from ..languages import languages
+
+    if any(language.is_test_settings(item.path, item.added + item.removed) for language in languages()):
+        return f"test-runner settings in {path.name} (restored from the base commit)"
     return ""
 
 
@@ -294,4 +298,9 @@ def _refusals(item: PatchFile, read_source: bool = True) -> list[str]:
         for pattern, why in _SUSPICIOUS_SOURCE:
             if any(pattern.search(line) for line in item.added):
                 found.append(f"added code {why}")
+    if read_source:
+        from ..languages import languages
+
+        for language in languages():
+            found += language.refusals(item.path, item.added)
     return found

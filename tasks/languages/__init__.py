@@ -10,7 +10,10 @@ A registry, like task kinds: a language is one module that defines a `Language` 
   the output of its `test_command`;
 - `is_test_path` / `is_test_config`: what the patch review treats as tests and as test-runner
   configuration (neutralized in the default grading mode, refused in the refuse mode), consulted for every
-  patch whatever its project's language: a `*_test.go` is a test file in any repository.
+  patch whatever its project's language: a `*_test.go` is a test file in any repository;
+  `is_test_settings`: the same for the changed lines of a file shared with the build (Cargo.toml's
+  `[[test]]` settings), and `refusals`: what added source can never be part of a fix (a build script
+  that rewrites files, code that exists only under test).
 
 Python's own rules live in `tasks.swe` (the test command) and `tasks.grading.patch_policy` (test paths);
 its entry here names them so that every language is found the same way.
@@ -55,6 +58,15 @@ class Language:
 
     def is_test_config(self, path: str) -> bool:
         return False
+
+    def is_test_settings(self, path: str, lines: list[str]) -> bool:
+        """Whether the changed `lines` of `path` (a manifest shared with the build) set how tests run."""
+        return False
+
+    def refusals(self, path: str, added: list[str]) -> list[str]:
+        """Why a patch that adds `added` to `path` (not a test file) can never be a fix: code that runs before
+        the tests and can rewrite them, or code that exists only under test. Each reason is named."""
+        return []
 
 
 class Python(Language):
@@ -127,6 +139,6 @@ def is_foreign_test_path(path: str) -> bool:
 
 register_language(Python())
 # The other languages register themselves on import; import them here so every registry user sees them.
-_LANGUAGE_MODULES: tuple[str, ...] = ()
+_LANGUAGE_MODULES: tuple[str, ...] = ("rust",)
 for _module in _LANGUAGE_MODULES:
     __import__(f"{__name__}.{_module}")
