@@ -37,6 +37,7 @@ from .eval_queue import AgentSlots, job_specs, start_ahead
 from .scaffolds import OWN_LOOP, get_scaffold
 from .scaffolds.run import stop_all as stop_scaffolds
 from .trajectory import SCORING_FAILED, result_row, scaffold_folder, trajectory_file
+from .trajectory_formats import OWN_FORMAT, check_format, export_trajectories
 
 # What makes two runs the same run: these EvalConfig fields, plus the task ids (`identity`).
 IDENTITY_FIELDS = (
@@ -85,6 +86,9 @@ class EvalConfig(BaseModel):
     # summarize:N.
     context: str = "keep-all"
     engine: str = "auto"  # how a checkpoint folder is run: transformers, vllm or auto
+    # Trajectories are always written in our own format (trajectories/); another registered format (`atif`) is
+    # written beside them, in `<run>/<format>/`, same file names.
+    trajectory_format: str = OWN_FORMAT
     ray_address: str | None = None  # episodes on a Ray cluster's nodes
     endpoint: EndpointLimits | None = Field(None, exclude=True)  # bounds on endpoint calls
     # What the reader of the report should know about how the episodes ran (e.g. the harness's own tool prompt).
@@ -96,7 +100,12 @@ class EvalConfig(BaseModel):
         parse_context(value)
         return value
 
-    @field_validator("episode_timeout", "engine", "backend", "scaffold", "context", mode="before")
+    @field_validator("trajectory_format")
+    @classmethod
+    def _known_format(cls, value: str) -> str:
+        return check_format(value)
+
+    @field_validator("episode_timeout", "engine", "backend", "scaffold", "context", "trajectory_format", mode="before")
     @classmethod
     def _unset_is_default(cls, value: Any, info) -> Any:
         return cls.model_fields[info.field_name].default if value is None else value
@@ -236,6 +245,8 @@ def finish(tasks: list[Task], config: EvalConfig, out: Path) -> dict[str, Any]:
     rows = read_results(out / RESULTS)
     report = build_report(rows, config)
     write_outputs(rows, report, tasks, out)
+    if config.trajectory_format != OWN_FORMAT and any((out / "trajectories").glob("*.json")):
+        export_trajectories(out, config.trajectory_format)
     return report
 
 
