@@ -14,6 +14,7 @@ from typing import Optional
 import pydantic
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from sandboxes import SandboxError, SandboxSpec, get_backend, install_signal_handlers
@@ -93,11 +94,11 @@ def friendly_errors(command):
         try:
             return command(*args, **kwargs)
         except (SandboxError, TaskError, HarnessError, TrainerError, InfraError) as err:
-            console.print(f"[bold red]error:[/] {err}", highlight=False)
+            console.print(f"[bold red]error:[/] {escape(str(err))}", highlight=False)
             raise typer.Exit(1)
         except pydantic.ValidationError as err:  # a setting built here from flags and YAML (EvalConfig)
             problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
-            console.print(f"[bold red]error:[/] invalid setting: {problems}", highlight=False)
+            console.print(f"[bold red]error:[/] invalid setting: {escape(problems)}", highlight=False)
             raise typer.Exit(1)
         except KeyboardInterrupt:
             console.print("[yellow]interrupted; sandboxes closed[/]")
@@ -127,7 +128,7 @@ def main(
         load_env_plugins()
         load_plugins(plugin)
     except RegistryError as err:
-        console.print(f"[bold red]error:[/] {err}", highlight=False)
+        console.print(f"[bold red]error:[/] {escape(str(err))}", highlight=False)
         raise typer.Exit(1)
 
 
@@ -387,9 +388,9 @@ def _run_eval(config, resume: bool = False, force: bool = False):
             progress.update(bar, advance=1, **stats)
 
         report = run.run(on_result=advance)
-    console.print((run.output / "report.md").read_text(), highlight=False)
+    console.print((run.output / "report.md").read_text(), highlight=False, markup=False)
     console.print(f"run directory: {run.output}")
-    if (run.output / config.trajectory_format).is_dir():
+    if config.trajectory_format != "harness":
         console.print(f"trajectories as {config.trajectory_format}: {run.output / config.trajectory_format}")
     if report["all_failed"]:
         console.print(
@@ -705,7 +706,7 @@ def run_command(
         soft_wrap=True,
     )
     if result.trajectory.error:
-        console.print(f"[yellow]{result.trajectory.error}", highlight=False)
+        console.print(f"[yellow]{escape(result.trajectory.error)}", highlight=False)
     if result.success is False:
         raise typer.Exit(1)
 
@@ -738,7 +739,7 @@ def _run_tasks(source, limit, make_agent, output, trajectory_format, **run):
                 soft_wrap=True,
             )
             if trajectory.error:
-                console.print(f"[yellow]{trajectory.error}", highlight=False)
+                console.print(f"[yellow]{escape(trajectory.error)}", highlight=False)
     resolved = sum(row["resolved"] for row in rows)
     console.print(f"{resolved} of {len(rows)} task(s) resolved; run directory: {output}")
     if resolved < len(rows):

@@ -52,6 +52,8 @@ def to_atif(trajectory: Trajectory) -> dict[str, Any]:
         else:  # system, user, and a tool message no agent step precedes: the environment speaking
             step.update(source="system" if role == "system" else "user", message=_text(message.get("content")))
         steps.append(step)
+    if not steps:  # the episode ended before its first message (a sandbox that never started): ATIF needs a step
+        steps.append({"step_id": 1, "source": "system", "message": trajectory.error or "the episode had no messages"})
     return {
         "schema_version": SCHEMA_VERSION,
         "session_id": f"{trajectory.task_id}__{trajectory.sample}",
