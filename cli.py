@@ -613,7 +613,9 @@ def run_command(
     checkpoint: str = typer.Option(
         ..., help="A checkpoint folder or GGUF file, endpoint:MODEL, empty or replay:PATH (with --tasks also gold)."
     ),
-    repo: Optional[Path] = typer.Option(None, "--repo", help="Your repository (copied into the sandbox, never mounted)."),
+    repo: Optional[Path] = typer.Option(
+        None, "--repo", help="Your repository (copied into the sandbox, never mounted)."
+    ),
     tasks: Optional[str] = typer.Option(
         None,
         "--tasks",
@@ -663,7 +665,9 @@ def run_command(
         _run_tasks(
             tasks,
             limit,
-            lambda: Agent.from_checkpoint(checkpoint, base_url=base_url, temperature=temperature, max_tokens=max_tokens),
+            lambda: Agent.from_checkpoint(
+                checkpoint, base_url=base_url, temperature=temperature, max_tokens=max_tokens
+            ),
             output,
             trajectory_format,
             max_turns=max_turns,

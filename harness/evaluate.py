@@ -391,8 +391,12 @@ def _error_examples(rows: list[dict[str, Any]], per_kind: int = 3) -> dict[str, 
 
 
 def write_outputs(rows: list[dict], report: dict, tasks: list[Task], out: Path) -> None:
-    atomic_write(out / "report.json", json.dumps(report, indent=1))
     from .kinds import kind_of
+
+    report["task_notes"] = {
+        t.id: lines for t in tasks if kind_of(t).report_notes and (lines := kind_of(t).report_notes(t))
+    }
+    atomic_write(out / "report.json", json.dumps(report, indent=1))
 
     swe = {t.id for t in tasks if kind_of(t).outcome == "patch"}  # their patches are SWE-bench predictions
     predictions = [
@@ -444,5 +448,15 @@ def write_outputs(rows: list[dict], report: dict, tasks: list[Task], out: Path) 
             + f" | {v['reason'].replace('|', '/').replace(chr(10), ' ')[:200]} |"
             for t, v in report["per_task"].items()
         ],
+        *(
+            [
+                "",
+                "## How the tasks were made",
+                "",
+                *[f"- {t}: " + "; ".join(n) for t, n in report["task_notes"].items()],
+            ]
+            if report["task_notes"]
+            else []
+        ),
     ]
     atomic_write(out / "report.md", "\n".join(lines) + "\n")

@@ -4,6 +4,7 @@ and overlay; every kind of bad input a clear error of its own task."""
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 from pathlib import Path
 
@@ -227,6 +228,13 @@ def test_oracle_and_nothing_on_docker(dataset, tmp_path, docker_backend):
     assert details["rewards"] == {"reward": 1.0, "answer": 1.0, "style": 0.5}
     assert details["reward_file"] == "reward.json"
     assert gold["hanging-solution"]["exit_status"] == "wall_time"
+    notes = json.loads((tmp_path / "gold" / "report.json").read_text())["task_notes"]
+    hello = notes["hello"]  # the report says how each image was made, and its disk
+    assert hello[0] == "base_substituted: python:3.11-slim -> the Debian bookworm base (Python 3.11; python:3.11*)"
+    assert hello[1] == "installed ahead: apt jq, tree, curl; pip six==1.16.0, tomli-w==1.0.0"
+    assert re.fullmatch(r"image: harness-harbor/hello:\w+, \d+\.\d MiB of its own", hello[2]), hello
+    assert "## How the tasks were made" in (tmp_path / "gold" / "report.md").read_text()
+    assert "bad-toml" not in notes  # a task that cannot run has its error instead
     run(dataset, tmp_path / "empty", "empty", "docker")
 
 
