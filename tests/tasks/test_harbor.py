@@ -75,6 +75,12 @@ def reward_txt(condition: str) -> str:
 
 
 BINARY = bytes(range(256))
+PRIOR_CONTEXT = {
+    "schema_version": "ATIF-v1.6",
+    "session_id": "prior",
+    "agent": {"name": "someone", "version": "1"},
+    "steps": [{"step_id": 1, "source": "user", "message": "Earlier: look around /app first."}],
+}
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +96,8 @@ def dataset(tmp_path_factory) -> Path:
             '&& [ "$GREETING" = hi ] && [ "$(cat /app/hello.txt)" = hello ]'
         ),
         solve="echo hello > hello.txt\n",
+        # prior context Harbor seeds its agents with (not its oracle or nop): ours start from the instruction
+        files={"trajectory.json": json.dumps(PRIOR_CONTEXT).encode()},
     )
     # reward.json with several rewards (it wins over reward.txt); a digest-pinned, registry-prefixed base; a
     # binary solution file; a file of tests/ read from /tests
@@ -234,6 +242,7 @@ def test_oracle_and_nothing_on_docker(dataset, tmp_path, docker_backend):
     assert hello[1] == "installed ahead: apt jq, tree, curl; pip six==1.16.0, tomli-w==1.0.0"
     assert re.fullmatch(r"image: harness-harbor/hello:\w+, \d+\.\d MiB of its own", hello[2]), hello
     assert "## How the tasks were made" in (tmp_path / "gold" / "report.md").read_text()
+    assert hello[3] == "prior context ignored: trajectory.json"
     assert "bad-toml" not in notes  # a task that cannot run has its error instead
     run(dataset, tmp_path / "empty", "empty", "docker")
 
