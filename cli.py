@@ -15,6 +15,7 @@ from typing import Optional
 import pydantic
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from sandboxes import SandboxError, SandboxSpec, get_backend, install_signal_handlers
@@ -59,6 +60,12 @@ ScaffoldOption = typer.Option(
     help="What drives the turns: harness (our own loop), mini-swe-agent, "
     "or a registered scaffold / module:Name (docs/scaffolds.md).",
 )
+TrajectoryFormatOption = typer.Option(
+    "harness",
+    "--trajectory-format",
+    help="Also write each trajectory in this format, beside our own, in <output>/<format>/ "
+    "(atif: Harbor's Agent Trajectory Interchange Format); harness: our own only.",
+)
 ContextOption = typer.Option(
     "keep-all",
     "--context",
@@ -89,11 +96,11 @@ def friendly_errors(command):
         try:
             return command(*args, **kwargs)
         except (SandboxError, TaskError, HarnessError, TrainerError, InfraError) as err:
-            console.print(f"[bold red]error:[/] {err}", highlight=False)
+            console.print(f"[bold red]error:[/] {escape(str(err))}", highlight=False)
             raise typer.Exit(1)
         except pydantic.ValidationError as err:  # a setting built here from flags and YAML (EvalConfig)
             problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
-            console.print(f"[bold red]error:[/] invalid setting: {problems}", highlight=False)
+            console.print(f"[bold red]error:[/] invalid setting: {escape(problems)}", highlight=False)
             raise typer.Exit(1)
         except KeyboardInterrupt:
             console.print("[yellow]interrupted; sandboxes closed[/]")
@@ -124,7 +131,7 @@ def main(
         load_env_plugins()
         load_plugins(plugin)
     except RegistryError as err:
-        console.print(f"[bold red]error:[/] {err}", highlight=False)
+        console.print(f"[bold red]error:[/] {escape(str(err))}", highlight=False)
         raise typer.Exit(1)
 
 
@@ -344,6 +351,7 @@ def eval_command(
     ),
     scaffold: str = ScaffoldOption,
     context: str = ContextOption,
+    trajectory_format: str = TrajectoryFormatOption,
 ):
     """Evaluate a checkpoint, endpoint or scripted policy on a task set; writes a report."""
     from harness.episode import LIMIT_KEYS
@@ -377,6 +385,7 @@ def eval_command(
         prestart=prestart,
         scaffold=scaffold,
         context=context,
+        trajectory_format=trajectory_format,
     )
     _run_eval(eval_config, resume=resume, force=force)
 
@@ -408,8 +417,10 @@ def _run_eval(config, resume: bool = False, force: bool = False):
             progress.update(bar, advance=1, **stats)
 
         report = run.run(on_result=advance)
-    console.print((run.output / "report.md").read_text(), highlight=False)
+    console.print((run.output / "report.md").read_text(), highlight=False, markup=False)
     console.print(f"run directory: {run.output}")
+    if config.trajectory_format != "harness":
+        console.print(f"trajectories as {config.trajectory_format}: {run.output / config.trajectory_format}")
     if report["all_failed"]:
         console.print(
             f"[bold red]error:[/] every episode failed ({report['errors_by_kind']}); see {run.output / 'report.md'}",
@@ -444,6 +455,7 @@ def generate_command(
     engine: str = EngineOption,
     scaffold: str = ScaffoldOption,
     context: str = ContextOption,
+    trajectory_format: str = TrajectoryFormatOption,
 ):
     """Write a synthetic trajectory dataset (Parquet, ready for SFT) with a dataset card."""
     from harness.evaluate import EvalConfig
@@ -467,6 +479,7 @@ def generate_command(
         engine=engine,
         scaffold=scaffold,
         context=context,
+        trajectory_format=trajectory_format,
     )
     run = _run_eval(run_config, resume=resume)
     card = write_dataset(run.output, output, run.config, keep=keep, min_reward=min_reward)
@@ -623,10 +636,25 @@ def _show_message(message: dict, limit: int = 1500) -> None:
 @app.command("run")
 @friendly_errors
 def run_command(
-    request: str = typer.Argument(..., help='What to do, e.g. "Fix this bug: parse() drops the last field".'),
-    checkpoint: str = typer.Option(..., help="A checkpoint folder or GGUF file, endpoint:MODEL, empty or replay:PATH."),
-    repo: Path = typer.Option(..., "--repo", help="Your repository (copied into the sandbox, never mounted)."),
-    max_turns: int = typer.Option(30, "--max-turns", min=1, help="Turn limit."),
+    request: Optional[str] = typer.Argument(
+        None, help='What to do, e.g. "Fix this bug: parse() drops the last field" (with --repo).'
+    ),
+    checkpoint: str = typer.Option(
+        ..., help="A checkpoint folder or GGUF file, endpoint:MODEL, empty or replay:PATH (with --tasks also gold)."
+    ),
+    repo: Optional[Path] = typer.Option(
+        None, "--repo", help="Your repository (copied into the sandbox, never mounted)."
+    ),
+    tasks: Optional[str] = typer.Option(
+        None,
+        "--tasks",
+        help="Instead of a request on --repo: each task of this task set (harbor:PATH, a built-in name or a path), "
+        "one after another, scored by its own verifier.",
+    ),
+    limit: Optional[int] = typer.Option(None, min=1, help="With --tasks: only the first N tasks of the set."),
+    max_turns: Optional[int] = typer.Option(
+        None, "--max-turns", min=1, help="Turn limit [default 30; with --tasks, a cap on each task's own]."
+    ),
     test: Optional[str] = typer.Option(
         None,
         "--test",
@@ -639,25 +667,54 @@ def run_command(
     context: str = ContextOption,
     patch_out: Optional[Path] = typer.Option(None, "--patch-out", help="Write the agent's patch to this file."),
     branch: Optional[str] = typer.Option(None, "--branch", help="Commit the patch on this new branch of --repo."),
-    output: Optional[Path] = typer.Option(None, help="Where the trajectory and patch go (default runs/run-<repo>)."),
+    output: Optional[Path] = typer.Option(
+        None, help="Where the trajectory and patch go (default runs/run-<repo>, with --tasks runs/run-<tasks>)."
+    ),
     temperature: float = typer.Option(0.0, help="Sampling temperature (0 = greedy)."),
     max_tokens: int = typer.Option(1024, help="Tokens per assistant turn."),
     base_url: Optional[str] = typer.Option(None, help="Endpoint base URL for endpoint:MODEL (else $OPENAI_BASE_URL)."),
+    trajectory_format: str = TrajectoryFormatOption,
 ):
-    """An agent on your own repository: carry out a request, stream its turns, return the patch and a verdict."""
+    """An agent on your own repository: carry out a request, stream its turns, return the patch and a verdict. With
+    --tasks, the agent on each task of a task set (e.g. harbor:PATH), its turns streamed and its reward given."""
     from harness.agent import Agent
+    from harness.trajectory_formats import OWN_FORMAT, check_format, write_trajectory
 
     if runtime is not None:
         from infra.renames import warn_renamed
 
         warn_renamed("--runtime", "--backend (the same choice `harness eval` takes)")
         backend = runtime
+    check_format(trajectory_format)
+    if tasks is not None:
+        if request is not None or repo is not None or test or branch or patch_out:
+            raise HarnessError(
+                "--tasks runs a task set's own tasks: it takes no request, --repo, --test, --branch or --patch-out"
+            )
+        _run_tasks(
+            tasks,
+            limit,
+            lambda: Agent.from_checkpoint(
+                checkpoint, base_url=base_url, temperature=temperature, max_tokens=max_tokens
+            ),
+            output,
+            trajectory_format,
+            max_turns=max_turns,
+            backend=backend,
+            scaffold=scaffold,
+            context=context,
+        )
+        return
+    if request is None or repo is None:
+        raise HarnessError("give a request and --repo (your repository), or --tasks (a task set, e.g. harbor:PATH)")
+    if limit is not None:
+        raise HarnessError("--limit goes with --tasks")
     output = output or Path("runs") / f"run-{repo.expanduser().resolve().name}"
     with Agent.from_checkpoint(checkpoint, base_url=base_url, temperature=temperature, max_tokens=max_tokens) as agent:
         result = agent.run_task(
             request,
             repo,
-            max_turns=max_turns,
+            max_turns=max_turns or 30,
             backend=backend,
             test=test,
             scaffold=scaffold,
@@ -665,6 +722,8 @@ def run_command(
             on_message=_show_message,
         )
     result.trajectory.save(output / "trajectory.json")
+    if trajectory_format != OWN_FORMAT:
+        write_trajectory(result.trajectory, trajectory_format, output / trajectory_format / "trajectory.json")
     result.write_patch(output / "model.patch")
     if patch_out is not None:
         console.print(f"patch: {result.write_patch(patch_out)}")
@@ -680,8 +739,43 @@ def run_command(
         soft_wrap=True,
     )
     if result.trajectory.error:
-        console.print(f"[yellow]{result.trajectory.error}", highlight=False)
+        console.print(f"[yellow]{escape(result.trajectory.error)}", highlight=False)
     if result.success is False:
+        raise typer.Exit(1)
+
+
+def _run_tasks(source, limit, make_agent, output, trajectory_format, **run):
+    """`harness run --tasks`: each task in turn, streamed; trajectories where eval writes them. Exit 1 unless every
+    task is resolved."""
+    from harness.evaluate import failed
+    from harness.trajectory import result_row, trajectory_file
+    from harness.trajectory_formats import OWN_FORMAT, write_trajectory
+    from tasks.taskset import load_tasks
+
+    with console.status(f"loading {source}"):
+        loaded = load_tasks(source, run["backend"])[:limit]
+    output = output or Path("runs") / f"run-{Path(source.partition(':')[2] or source).expanduser().name}"
+    rows = []
+    with make_agent() as agent:
+        for task in loaded:
+            console.rule(task.id)
+            trajectory = agent.run_on(task, on_message=_show_message, **run)
+            saved = trajectory_file(output, task.id, 0)
+            trajectory.save(saved)
+            if trajectory_format != OWN_FORMAT:
+                write_trajectory(trajectory, trajectory_format, output / trajectory_format / saved.name)
+            row = result_row(trajectory)
+            rows.append(row)
+            verdict = "error" if failed(row) else "[green]resolved[/]" if row["resolved"] else "[red]unresolved[/]"
+            console.print(
+                f"{task.id}: exit status {row['exit_status']}; reward {row['reward']:g}; {verdict}; trajectory: {saved}",
+                soft_wrap=True,
+            )
+            if trajectory.error:
+                console.print(f"[yellow]{escape(trajectory.error)}", highlight=False)
+    resolved = sum(row["resolved"] for row in rows)
+    console.print(f"{resolved} of {len(rows)} task(s) resolved; run directory: {output}")
+    if resolved < len(rows):
         raise typer.Exit(1)
 
 

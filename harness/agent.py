@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 from infra.renames import warn_renamed
 from sandboxes import Backend, get_backend
+from tasks.task import Task
 from tasks.user_repo import apply_to_branch, repo_task
 
 from .context import KEEP_ALL, parse_context
@@ -117,6 +118,48 @@ class Agent:
         if wall_time is not None:
             warn_renamed("run_task(wall_time=...)", "run_task(episode_timeout=...)")
             episode_timeout = wall_time
+        if max_turns < 1:
+            raise HarnessError(f"max_turns must be at least 1, not {max_turns}")
+        driver, sandbox_backend = self._drivers(scaffold, backend, runtime, context)
+        limits = Limits(max_turns=max_turns, max_context=max_context, episode_timeout=episode_timeout, context=context)
+        with tempfile.TemporaryDirectory(prefix="harness-repo-") as staging:
+            task = repo_task(repo, prompt, Path(staging) / "repo", test_command=test, max_turns=max_turns, image=image)
+            trajectory = run_episode(
+                task, self.policy, self.sampling, limits, sandbox_backend, on_message=on_message, scaffold=driver
+            )
+        details = trajectory.reward_details
+        judged = bool(details.get("judged")) and SCORING_FAILED not in trajectory.error
+        return AgentResult(
+            success=trajectory.reward == 1.0 if judged else None,
+            trajectory=trajectory,
+            patch=trajectory.model_patch,
+            exit_status=trajectory.exit_status,
+            repo=str(Path(repo).expanduser().resolve()),
+            test_output=details.get("test_output", ""),
+        )
+
+    def run_on(
+        self,
+        task: Task,
+        max_turns: int | None = None,
+        backend: str | Backend = "auto",
+        on_message: Callable[[dict[str, Any]], None] | None = None,
+        max_context: int = 32_768,
+        episode_timeout: float = 1800.0,
+        scaffold: str = OWN_LOOP,
+        context: str = KEEP_ALL.name,
+    ) -> Trajectory:
+        """One episode on a task of a task set (`tasks.taskset.load_tasks`, e.g. `harbor:PATH`), scored by the
+        task's own grader; `max_turns` caps the task's own limit."""
+        driver, sandbox_backend = self._drivers(scaffold, backend, None, context)
+        limits = Limits(max_turns=max_turns, max_context=max_context, episode_timeout=episode_timeout, context=context)
+        return run_episode(
+            task, self.policy, self.sampling, limits, sandbox_backend, on_message=on_message, scaffold=driver
+        )
+
+    @staticmethod
+    def _drivers(scaffold: str, backend: str | Backend, runtime: str | None, context: str):
+        """(the scaffold, the Backend) a run asks for, each checked."""
         if runtime in SCAFFOLD_RUNTIMES:
             if scaffold not in (OWN_LOOP, SCAFFOLD_RUNTIMES[runtime]):
                 raise HarnessError(
@@ -131,27 +174,9 @@ class Agent:
                 "(docker or podman containers, or bubblewrap sandboxes: local on the base image, overlay on any image), "
                 f"or runtime={next(iter(SCAFFOLD_RUNTIMES))!r} for the OpenHands scaffold"
             )
-        if max_turns < 1:
-            raise HarnessError(f"max_turns must be at least 1, not {max_turns}")
         driver = get_scaffold(scaffold)
         parse_context(context)  # a bad strategy is refused before any sandbox starts
-        backend = get_backend(backend) if isinstance(backend, str) else backend
-        limits = Limits(max_turns=max_turns, max_context=max_context, episode_timeout=episode_timeout, context=context)
-        with tempfile.TemporaryDirectory(prefix="harness-repo-") as staging:
-            task = repo_task(repo, prompt, Path(staging) / "repo", test_command=test, max_turns=max_turns, image=image)
-            trajectory = run_episode(
-                task, self.policy, self.sampling, limits, backend, on_message=on_message, scaffold=driver
-            )
-        details = trajectory.reward_details
-        judged = bool(details.get("judged")) and SCORING_FAILED not in trajectory.error
-        return AgentResult(
-            success=trajectory.reward == 1.0 if judged else None,
-            trajectory=trajectory,
-            patch=trajectory.model_patch,
-            exit_status=trajectory.exit_status,
-            repo=str(Path(repo).expanduser().resolve()),
-            test_output=details.get("test_output", ""),
-        )
+        return driver, get_backend(backend) if isinstance(backend, str) else backend
 
     def close(self) -> None:
         self.policy.close()

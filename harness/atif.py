@@ -5,8 +5,9 @@ Each message becomes a step: system and user messages steps of their own, an ass
 observation. For in-process models the exact token record goes where ATIF has room: each agent
 step's `metrics` carry the ids the engine generated for that turn (`completion_token_ids`), their
 `logprobs`, and the ids the turn was conditioned on (`prompt_token_ids`: every token before
-it). The whole record (ids, loss mask, logprobs) stays in `extra.harness` too, with the reward,
-exit status and patch, so nothing of ours is lost in the round trip.
+it). The whole record (ids, loss mask, logprobs) stays in `extra.harness` too, with the reward, its
+details (a Harbor task's: every key of its reward file), exit status and patch, so nothing of ours
+is lost in the round trip.
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ def to_atif(trajectory: Trajectory) -> dict[str, Any]:
         else:  # system, user, and a tool message no agent step precedes: the environment speaking
             step.update(source="system" if role == "system" else "user", message=_text(message.get("content")))
         steps.append(step)
+    if not steps:  # the episode ended before its first message (a sandbox that never started): ATIF needs a step
+        steps.append({"step_id": 1, "source": "system", "message": trajectory.error or "the episode had no messages"})
     return {
         "schema_version": SCHEMA_VERSION,
         "session_id": f"{trajectory.task_id}__{trajectory.sample}",
@@ -71,6 +74,7 @@ def to_atif(trajectory: Trajectory) -> dict[str, Any]:
                 "task_id": trajectory.task_id,
                 "sample": trajectory.sample,
                 "reward": trajectory.reward,
+                "reward_details": trajectory.reward_details,  # a Harbor task's: every key of its reward file
                 "exit_status": trajectory.exit_status,
                 "error": trajectory.error,
                 "turns": trajectory.turns,

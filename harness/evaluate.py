@@ -38,6 +38,7 @@ from .eval_queue import AgentSlots, job_specs, start_ahead
 from .scaffolds import OWN_LOOP, get_scaffold
 from .scaffolds.run import stop_all as stop_scaffolds
 from .trajectory import SCORING_FAILED, result_row, scaffold_folder, trajectory_file
+from .trajectory_formats import OWN_FORMAT, check_format, export_trajectories
 
 # What makes two runs the same run: these EvalConfig fields, plus the task ids (`identity`).
 IDENTITY_FIELDS = (
@@ -87,6 +88,9 @@ class EvalConfig(BaseModel):
     # summarize:N.
     context: str = "keep-all"
     engine: str = "auto"  # how a checkpoint folder is run: transformers, vllm or auto
+    # Trajectories are always written in our own format (trajectories/); another registered format (`atif`) is
+    # written beside them, in `<run>/<format>/`, same file names.
+    trajectory_format: str = OWN_FORMAT
     ray_address: str | None = None  # episodes on a Ray cluster's nodes
     endpoint: EndpointLimits | None = Field(None, exclude=True)  # bounds on endpoint calls
     # What the reader of the report should know about how the episodes ran (e.g. the harness's own tool prompt).
@@ -98,7 +102,12 @@ class EvalConfig(BaseModel):
         parse_context(value)
         return value
 
-    @field_validator("episode_timeout", "engine", "backend", "scaffold", "context", mode="before")
+    @field_validator("trajectory_format")
+    @classmethod
+    def _known_format(cls, value: str) -> str:
+        return check_format(value)
+
+    @field_validator("episode_timeout", "engine", "backend", "scaffold", "context", "trajectory_format", mode="before")
     @classmethod
     def _unset_is_default(cls, value: Any, info) -> Any:
         return cls.model_fields[info.field_name].default if value is None else value
@@ -227,6 +236,8 @@ def finish(tasks: list[Task], config: EvalConfig, out: Path) -> dict[str, Any]:
     rows = read_results(out / RESULTS)
     report = build_report(rows, config)
     write_outputs(rows, report, tasks, out)
+    if config.trajectory_format != OWN_FORMAT and any((out / "trajectories").glob("*.json")):
+        export_trajectories(out, config.trajectory_format)
     return report
 
 
@@ -377,8 +388,12 @@ def _error_examples(rows: list[dict[str, Any]], per_kind: int = 3) -> dict[str, 
 
 
 def write_outputs(rows: list[dict], report: dict, tasks: list[Task], out: Path) -> None:
-    atomic_write(out / "report.json", json.dumps(report, indent=1))
     from .kinds import kind_of
+
+    report["task_notes"] = {
+        t.id: lines for t in tasks if kind_of(t).report_notes and (lines := kind_of(t).report_notes(t))
+    }
+    atomic_write(out / "report.json", json.dumps(report, indent=1))
 
     swe = {t.id for t in tasks if kind_of(t).outcome == "patch"}  # their patches are SWE-bench predictions
     predictions = [
@@ -430,5 +445,15 @@ def write_outputs(rows: list[dict], report: dict, tasks: list[Task], out: Path) 
             + f" | {v['reason'].replace('|', '/').replace(chr(10), ' ')[:200]} |"
             for t, v in report["per_task"].items()
         ],
+        *(
+            [
+                "",
+                "## How the tasks were made",
+                "",
+                *[f"- {t}: " + "; ".join(n) for t, n in report["task_notes"].items()],
+            ]
+            if report["task_notes"]
+            else []
+        ),
     ]
     atomic_write(out / "report.md", "\n".join(lines) + "\n")

@@ -104,6 +104,25 @@ TRAJECTORY_WRITERS: Registry[TrajectoryWriter] = Registry("trajectory format", "
 TRAJECTORY_WRITERS.register("atif", to_atif)
 
 
+OWN_FORMAT = "harness"  # our own trajectory JSON, always written; any other format is written beside it
+
+
+def check_format(name: str) -> str:
+    """`name` where it is ours or a registered writer's, else a TrajectoryFormatError naming the known ones."""
+    if name != OWN_FORMAT and name not in TRAJECTORY_WRITERS:
+        known = ", ".join([OWN_FORMAT, *TRAJECTORY_WRITERS.names()])
+        raise TrajectoryFormatError(f"unknown trajectory format {name!r} (known: {known})")
+    return name
+
+
+def write_trajectory(trajectory: Trajectory, format_name: str, target: str | Path) -> Path:
+    """One trajectory written in `format_name` at `target`."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(TRAJECTORY_WRITERS.get(format_name)(trajectory), indent=1))
+    return target
+
+
 def export_trajectories(run_dir: str | Path, format_name: str, output: str | Path | None = None) -> list[Path]:
     """Every trajectory of an eval run (`run_dir/trajectories/*.json`) written in `format_name`, one JSON file
     each under `output` (default `run_dir/<format_name>/`), same file names."""
@@ -111,16 +130,13 @@ def export_trajectories(run_dir: str | Path, format_name: str, output: str | Pat
     sources = sorted((run_dir / "trajectories").glob("*.json"))
     if not sources:
         raise TrajectoryFormatError(f"{run_dir} holds no trajectories (trajectories/*.json): is it an eval run?")
-    write = TRAJECTORY_WRITERS.get(format_name)
+    TRAJECTORY_WRITERS.get(format_name)  # an unknown format fails before anything is written
     output = Path(output) if output else run_dir / format_name
-    output.mkdir(parents=True, exist_ok=True)
     written = []
     for source in sources:
         try:
             trajectory = Trajectory.from_dict(json.loads(source.read_text()))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError, TypeError) as err:
             raise TrajectoryFormatError(f"{source} is not a readable trajectory: {err}") from err
-        target = output / source.name
-        target.write_text(json.dumps(write(trajectory), indent=1))
-        written.append(target)
+        written.append(write_trajectory(trajectory, format_name, output / source.name))
     return written

@@ -35,6 +35,8 @@ class TaskKind:
     reward: str | None = None
     # The sandboxes its verifier starts beside the episode's (e.g. a fresh copy to run the user's tests in).
     verifier_sandboxes: Callable[[Task], list[SandboxSpec]] | None = None
+    # What a run's report says about a task of this kind (e.g. how its image was made): one line each.
+    report_notes: Callable[[Task], list[str]] | None = None
 
     def __post_init__(self):
         if self.outcome not in OUTCOMES:
@@ -64,10 +66,11 @@ def register_kind(
     gold: GoldTurns | None = None,
     reward: str | None = None,
     verifier_sandboxes: Callable[[Task], list[SandboxSpec]] | None = None,
+    report_notes: Callable[[Task], list[str]] | None = None,
     replace: bool = False,
 ) -> TaskKind:
     """Make tasks with `env_class: name` run in `environment`; see TaskKind for the rest."""
-    kind = TaskKind(name, environment, outcome, gold, reward, verifier_sandboxes)
+    kind = TaskKind(name, environment, outcome, gold, reward, verifier_sandboxes, report_notes)
     KINDS.register(name, kind, replace=replace)
     return kind
 

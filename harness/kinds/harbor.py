@@ -147,4 +147,28 @@ def oracle_turns(task: Task, use_tools: bool) -> list[Completion]:
     return [*turns, call("bash", command=run), call("submit")]
 
 
-register_kind(ENV_CLASS, HarborEnvironment, gold=oracle_turns, verifier_sandboxes=verifier_sandboxes)
+def report_notes(task: Task) -> list[str]:
+    """How the task's image was made here, for the run's report: each base stood in for, what was installed
+    ahead, the disk its image adds, and what of the task does not apply here."""
+    meta = task.metadata
+    notes = [f"base_substituted: {line}" for line in meta.get("base_substituted", [])]
+    if meta.get("apt_installed_ahead") or meta.get("pip_wheelhouse"):
+        apt, pip = meta.get("apt_installed_ahead", []), meta.get("pip_wheelhouse", [])
+        notes.append(f"installed ahead: apt {', '.join(apt) or '-'}; pip {', '.join(pip) or '-'}")
+    if task.sandbox is not None:
+        disk = f", {meta['image_disk_mb']} MiB of its own" if "image_disk_mb" in meta else ""
+        notes.append(f"image: {task.sandbox.image}{disk}")
+    if meta.get("network", "none") != "none":
+        notes.append(f"network: {meta['network']}")
+    if meta.get("prior_context_ignored"):
+        notes.append(f"prior context ignored: {meta['prior_context_ignored']}")
+    return notes
+
+
+register_kind(
+    ENV_CLASS,
+    HarborEnvironment,
+    gold=oracle_turns,
+    verifier_sandboxes=verifier_sandboxes,
+    report_notes=report_notes,
+)

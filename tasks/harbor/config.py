@@ -94,7 +94,11 @@ def read_task_dir(path: str | Path) -> HarborTaskDir:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
         raise HarborTaskError(f"{config_path}: not valid TOML: {err}") from None
     if config.get("steps"):
-        raise HarborTaskError(f"{config_path}: a task of several [[steps]] is not supported")
+        names = ", ".join(str(step.get("name")) for step in config["steps"] if isinstance(step, dict))
+        raise HarborTaskError(
+            f"{config_path}: a multi-step task ([[steps]]: {names}) is not supported: here a task is one "
+            "instruction.md, one agent run and one tests/test.sh, not steps/NAME/ run in turn"
+        )
     instruction_path = path / "instruction.md"
     if not instruction_path.is_file():
         raise HarborTaskError(f"{path}: no instruction.md (the prompt)")
@@ -111,11 +115,8 @@ def read_task_dir(path: str | Path) -> HarborTaskDir:
     env_dir = path / "environment"
     docker_image = _optional(environment, "docker_image", str, config_path)
     for compose in (env_dir / "docker-compose.yaml", env_dir / "docker-compose.yml"):
-        if compose.is_file() and not _no_network_only(compose):
-            raise HarborTaskError(
-                f"{compose}: a docker-compose environment (several services) is not supported: "
-                "give the task one environment/Dockerfile"
-            )
+        if compose.is_file():
+            _check_compose(compose)
     if docker_image is None and not (env_dir / "Dockerfile").is_file():
         raise HarborTaskError(f"{path}: no environment/Dockerfile and no [environment].docker_image")
     if str(environment.get("os", "linux")).lower() != "linux":
@@ -153,14 +154,22 @@ def read_task_dir(path: str | Path) -> HarborTaskDir:
     )
 
 
-def _no_network_only(compose: Path) -> bool:
-    """Whether the compose file only puts Harbor's `main` service on no network, as every sandbox here is
-    (what `harness tasks export` writes)."""
+def _check_compose(compose: Path) -> None:
+    """Accept a compose file that only puts Harbor's `main` service on no network, as every sandbox here is (what
+    `harness tasks export` writes); refuse any other, naming its services: a sandbox here is one container."""
     try:
-        services = (yaml.safe_load(compose.read_text(encoding="utf-8")) or {}).get("services")
-    except (yaml.YAMLError, UnicodeDecodeError, AttributeError):
-        return False
-    return services == {"main": {"network_mode": "none"}}
+        data = yaml.safe_load(compose.read_text(encoding="utf-8")) or {}
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        raise HarborTaskError(f"{compose}: not valid YAML: {err}") from None
+    services = data.get("services") if isinstance(data, dict) else None
+    if services == {"main": {"network_mode": "none"}}:
+        return
+    names = ", ".join(map(str, services)) if isinstance(services, dict) and services else "none"
+    raise HarborTaskError(
+        f"{compose}: a docker-compose environment (services: {names}) is not supported: a sandbox here is one "
+        "container built from environment/Dockerfile, and the compose file may only put `main` on "
+        "network_mode: none"
+    )
 
 
 def _verifier_separate(verifier: dict, where: Path) -> bool:

@@ -33,7 +33,15 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from sandboxes import SandboxError
-from sandboxes.images import BASE_REPOSITORY, build_base_image, build_image, cache_dir, image_exists, recipe_hash
+from sandboxes.images import (
+    BASE_REPOSITORY,
+    build_base_image,
+    build_image,
+    cache_dir,
+    image_exists,
+    image_size,
+    recipe_hash,
+)
 from sandboxes.standins import StandIn, check_apt_packages, standin_for, standin_recipe
 
 from .config import HarborTaskDir, HarborTaskError
@@ -268,6 +276,10 @@ def _build(task: HarborTaskDir, context: Path, name: str, on_step: Callable[[str
             build_image(image, text, files, {"harness.task": task.name, "harness.harbor": "1"}, task.build_timeout)
         except SandboxError as err:
             raise HarborTaskError(f"{task.name}: {err}") from None
+    try:  # the disk the task's image adds to its stand-in base
+        notes["image_disk_mb"] = round(image_size(image) / 2**20, 1)
+    except SandboxError:  # no Docker engine answers (the image is in another backend's store)
+        pass
     return TaskImage(image, final.workdir, final.user, notes)
 
 

@@ -126,5 +126,8 @@ def _metadata(task: HarborTaskDir, notes: dict) -> dict:
         "artifacts": list(task.artifacts),
         "network": "none" + (" (the task asked for one)" if task.network_asked else ""),
         "harbor_metadata": task.config.get("metadata", {}),
+        # Harbor seeds its agents (not the oracle or nop) with a task's trajectory.json; the agents here start
+        # from the instruction alone
+        **({"prior_context_ignored": "trajectory.json"} if (task.path / "trajectory.json").is_file() else {}),
         **notes,
     }

@@ -13,6 +13,7 @@ from harness.errors import HarnessError, PolicyError
 from tasks.repos import git
 from tests.cli_helpers import harness
 from tests.harness.test_local_and_served_model import served  # noqa: F401  (the fixture: `harness serve` of the tiny model)
+from tests.tasks.harbor_init import assert_atif_valid
 
 BUGGY = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
 TESTS = "from calc import add, mul\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\ndef test_mul():\n    assert mul(2, 3) == 6\n"
@@ -219,6 +220,8 @@ def test_cli_run_streams_writes_the_patch_and_a_branch(
         str(tmp_path / "run"),
         "--context",
         "window:1",
+        "--trajectory-format",
+        "atif",
         timeout=600,
     )
     said = " ".join(result.stdout.split())
@@ -231,6 +234,9 @@ def test_cli_run_streams_writes_the_patch_and_a_branch(
     assert saved["exit_status"] == "submitted" and saved["reward"] == 1.0
     assert git(user_repo, "show", "agent/cli-fix:calc.py").count("a + b") == 1
     assert saved["metadata"]["context"]["strategy"] == "window:1"  # the later prompts dropped the middle turns
+    atif = tmp_path / "run" / "atif" / "trajectory.json"  # the same episode as ATIF, Harbor's format
+    assert_atif_valid([atif])
+    assert json.loads(atif.read_text())["extra"]["harness"]["model_patch"] == saved["model_patch"]
 
     failing = harness(
         "run",

@@ -1,31 +1,20 @@
-"""Eval runs written as ATIF (`harness trajectories export --format atif`) are valid by Harbor's own
-models, carry tool calls with their observations, and put each turn's exact tokens on its step."""
+"""Eval runs written as ATIF (`harness eval --trajectory-format atif`, or `harness trajectories export --format
+atif` afterwards: the same files) are valid by Harbor's own models, carry tool calls with their observations,
+and put each turn's exact tokens on its step."""
 
 from __future__ import annotations
 
 import json
-import subprocess
 
-from harness.scaffolds.venvs import HARBOR, venv_python
 from tests.cli_helpers import harness
-
-VALIDATE = """
-import json, sys
-from harbor.models.trajectories import Trajectory
-for path in sys.argv[1:]:
-    Trajectory.model_validate(json.load(open(path)))
-print("valid", len(sys.argv) - 1)
-"""
+from tests.tasks.harbor_init import assert_atif_valid
 
 
 def exported(run_dir, tmp_path):
     done = harness("trajectories", "export", str(run_dir), "--output", str(tmp_path / "atif"))
     assert done.returncode == 0, done.stdout + done.stderr
     paths = sorted((tmp_path / "atif").glob("*.json"))
-    checked = subprocess.run(
-        [str(venv_python(HARBOR)), "-c", VALIDATE, *map(str, paths)], capture_output=True, text=True, timeout=120
-    )
-    assert checked.returncode == 0 and f"valid {len(paths)}" in checked.stdout, checked.stderr[-3000:]
+    assert_atif_valid(paths)
     return [json.loads(p.read_text()) for p in paths], [
         json.loads((run_dir / "trajectories" / p.name).read_text()) for p in paths
     ]
@@ -33,9 +22,15 @@ def exported(run_dir, tmp_path):
 
 def test_gold_episode_as_atif(tmp_path, docker_backend):
     run = tmp_path / "gold"
-    done = harness("eval", "--checkpoint", "gold", "--tasks", "swe-demo", "--limit", "1", "--output", str(run))
+    done = harness(
+        "eval", "--checkpoint", "gold", "--tasks", "swe-demo", "--limit", "1", "--output", str(run),
+        "--trajectory-format", "atif",
+    )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:]
+    assert "trajectories as atif:" in done.stdout
     (doc,), (ours,) = exported(run, tmp_path)
+    (written,) = (run / "atif").glob("*.json")  # by the run itself: the export's file, byte for byte
+    assert written.read_text() == (tmp_path / "atif" / written.name).read_text()
     calls = [c for m in ours["messages"] if m["role"] == "assistant" for c in m.get("tool_calls") or []]
     answers = {m["tool_call_id"]: m["content"] for m in ours["messages"] if m["role"] == "tool"}
     steps = [s for s in doc["steps"] if s["source"] == "agent"]

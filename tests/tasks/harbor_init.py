@@ -1,5 +1,6 @@
-"""Tasks made by Harbor's own `harbor tasks init` (the real CLI, in its venv), one per template it offers, then
-filled in as a task's author would: the instruction, the solution, the check. Each asks for /app/hello.txt."""
+"""Harbor's own tools, in their venv: tasks made by `harbor tasks init` (the real CLI), one per template it offers,
+then filled in as a task's author would (the instruction, the solution, the check; each asks for /app/hello.txt),
+and ATIF files checked by Harbor's own trajectory validator."""
 
 from __future__ import annotations
 
@@ -23,15 +24,40 @@ CHECK = (
 )
 
 
-def harbor_init(root: Path) -> list[Path]:
-    """One filled-in task per template under `root`."""
+VALIDATE = """
+import sys
+from harbor.utils.trajectory_validator import TrajectoryValidator
+for path in sys.argv[1:]:
+    validator = TrajectoryValidator()
+    if not validator.validate(path):
+        sys.exit(f"{path}: {validator.get_errors()}")
+print("valid", len(sys.argv) - 1)
+"""
+
+
+def assert_atif_valid(paths: list[Path]) -> None:
+    """Every file is an ATIF trajectory by Harbor's own validator (its pydantic models)."""
+    assert paths, "no ATIF files"
+    checked = subprocess.run(
+        [str(venv_python(HARBOR)), "-c", VALIDATE, *map(str, paths)], capture_output=True, text=True, timeout=120
+    )
+    assert checked.returncode == 0 and f"valid {len(paths)}" in checked.stdout, checked.stderr[-3000:]
+
+
+def init_task(root: Path, name: str, *options: str) -> Path:
+    """`harbor tasks init demo/NAME -p ROOT OPTIONS...`, as its user runs it: the task directory made."""
     harbor = Path(venv_python(HARBOR)).with_name("harbor")
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    command = [str(harbor), "tasks", "init", f"demo/{name}", "-p", str(root), *options]
+    subprocess.run(command, check=True, capture_output=True, text=True, timeout=120, env=env)
+    return root / name
+
+
+def harbor_init(root: Path) -> list[Path]:
+    """One filled-in task per template under `root`."""
     made = []
     for name, options in TEMPLATES.items():
-        command = [str(harbor), "tasks", "init", f"demo/{name}", "-p", str(root), *options]
-        subprocess.run(command, check=True, capture_output=True, text=True, timeout=120, env=env)
-        task = root / name
+        task = init_task(root, name, *options)
         (task / "instruction.md").write_text("Write the line `hello` to /app/hello.txt.\n")
         (task / "solution" / "solve.sh").write_text("#!/bin/bash\necho hello > /app/hello.txt\n")
         if (task / "tests" / "test_outputs.py").is_file():

@@ -4,6 +4,7 @@ and overlay; every kind of bad input a clear error of its own task."""
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from tasks.harbor.config import HarborTaskError, read_task_dir
 from tasks.harbor.image import _rewrite, dockerfile_instructions, shell_installs
 from tasks.harbor.verify import VerifierFailed, parse_reward_json, parse_reward_text, scalar_reward
 from tests.cli_helpers import harness, rows_of
+from tests.tasks.harbor_init import assert_atif_valid, init_task
 
 # Every task that builds shares one stand-in (bookworm with jq, tree and curl), so the suite makes one base.
 DOCKERFILE = """\
@@ -73,6 +75,12 @@ def reward_txt(condition: str) -> str:
 
 
 BINARY = bytes(range(256))
+PRIOR_CONTEXT = {
+    "schema_version": "ATIF-v1.6",
+    "session_id": "prior",
+    "agent": {"name": "someone", "version": "1"},
+    "steps": [{"step_id": 1, "source": "user", "message": "Earlier: look around /app first."}],
+}
 
 
 @pytest.fixture(scope="module")
@@ -88,6 +96,8 @@ def dataset(tmp_path_factory) -> Path:
             '&& [ "$GREETING" = hi ] && [ "$(cat /app/hello.txt)" = hello ]'
         ),
         solve="echo hello > hello.txt\n",
+        # prior context Harbor seeds its agents with (not its oracle or nop): ours start from the instruction
+        files={"trajectory.json": json.dumps(PRIOR_CONTEXT).encode()},
     )
     # reward.json with several rewards (it wins over reward.txt); a digest-pinned, registry-prefixed base; a
     # binary solution file; a file of tests/ read from /tests
@@ -145,7 +155,10 @@ def dataset(tmp_path_factory) -> Path:
     write_task(root, "bad-toml", toml="[verifier\ntimeout_sec = ", solve="true\n")
     (write_task(root, "no-instruction", solve="true\n") / "instruction.md").unlink()
     (write_task(root, "no-tests", solve="true\n") / "tests" / "test.sh").unlink()
-    (write_task(root, "compose", solve="true\n") / "environment" / "docker-compose.yaml").write_text("services: {}\n")
+    (write_task(root, "compose", solve="true\n") / "environment" / "docker-compose.yaml").write_text(
+        "services:\n  main:\n    network_mode: none\n  db:\n    image: postgres:16\n"
+    )
+    init_task(root, "two-steps", "--steps", "2")  # Harbor's own multi-step template
     return root
 
 
@@ -158,13 +171,14 @@ UNBUILDABLE = {
     "bad-toml": "not valid TOML",
     "no-instruction": "no instruction.md",
     "no-tests": "no tests/test.sh",
-    "compose": "docker-compose environment",
+    "compose": "a docker-compose environment (services: main, db) is not supported",
+    "two-steps": "a multi-step task ([[steps]]: step-1, step-2) is not supported",
 }
 
 
 def check_run(out: Path, policy: str, backend: str) -> dict[str, dict]:
     rows = {row["task_id"]: row for row in rows_of(out / "results.jsonl")}
-    assert len(rows) == 16, sorted(rows)
+    assert len(rows) == 17, sorted(rows)
     solved = 1.0 if policy == "gold" else 0.0
     assert (rows["hello"]["reward"], rows["hello"]["error"]) == (solved, ""), rows["hello"]
     assert (rows["multi"]["reward"], rows["multi"]["error"]) == (solved, ""), rows["multi"]
@@ -222,6 +236,14 @@ def test_oracle_and_nothing_on_docker(dataset, tmp_path, docker_backend):
     assert details["rewards"] == {"reward": 1.0, "answer": 1.0, "style": 0.5}
     assert details["reward_file"] == "reward.json"
     assert gold["hanging-solution"]["exit_status"] == "wall_time"
+    notes = json.loads((tmp_path / "gold" / "report.json").read_text())["task_notes"]
+    hello = notes["hello"]  # the report says how each image was made, and its disk
+    assert hello[0] == "base_substituted: python:3.11-slim -> the Debian bookworm base (Python 3.11; python:3.11*)"
+    assert hello[1] == "installed ahead: apt jq, tree, curl; pip six==1.16.0, tomli-w==1.0.0"
+    assert re.fullmatch(r"image: harness-harbor/hello:\w+, \d+\.\d MiB of its own", hello[2]), hello
+    assert "## How the tasks were made" in (tmp_path / "gold" / "report.md").read_text()
+    assert hello[3] == "prior context ignored: trajectory.json"
+    assert "bad-toml" not in notes  # a task that cannot run has its error instead
     run(dataset, tmp_path / "empty", "empty", "docker")
 
 
@@ -297,5 +319,54 @@ def test_task_toml_is_checked(tmp_path):
     read = read_task_dir(task)
     assert (read.memory_mb, read.storage_mb, read.workdir, read.verifier_timeout) == (2048, 512, "/srv", 600.0)
     (task / "task.toml").write_text("[[steps]]\nname = 'one'\n")
-    with pytest.raises(HarborTaskError, match="several"):
+    with pytest.raises(HarborTaskError, match=r"multi-step task \(\[\[steps\]\]: one\) is not supported"):
         read_task_dir(task)
+    (task / "environment" / "docker-compose.yaml").write_text("services: [\n")
+    (task / "task.toml").write_text("")
+    with pytest.raises(HarborTaskError, match="docker-compose.yaml: not valid YAML"):
+        read_task_dir(task)
+
+
+def test_run_and_generate_take_harbor_tasks_and_write_atif(dataset, tmp_path, docker_backend):
+    """`harness run --tasks harbor:PATH` plays each task in turn, its turns streamed; `run` and `generate` write ATIF
+    beside their own trajectories, valid by Harbor's validator, the reward file's every key kept."""
+    folder = tmp_path / "three"
+    folder.mkdir()
+    for name in ("bad-toml", "hello", "multi"):
+        (folder / name).symlink_to(dataset / name)
+    out = tmp_path / "run"
+    done = harness(
+        "run", "--checkpoint", "gold", "--tasks", f"harbor:{folder}", "--backend", "docker", "--output", str(out),
+        "--trajectory-format", "atif",
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr  # not every task resolved: a task that cannot run
+    text = " ".join(done.stdout.split())
+    assert "solve.sh exited with 0" in text and "2 of 3 task(s) resolved" in text
+    assert "bad-toml: exit status sandbox_error" in text and "not valid TOML" in text
+    names = ["bad-toml__0.json", "hello__0.json", "multi__0.json"]
+    assert sorted(p.name for p in (out / "trajectories").iterdir()) == names
+    generated = tmp_path / "generated"
+    done = harness(
+        "generate", "--checkpoint", "gold", "--tasks", f"harbor:{dataset / 'hello'}", "--output", str(generated),
+        "--backend", "docker", "--trajectory-format", "atif",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    written = [out / "atif" / name for name in names] + [generated / "run" / "atif" / "hello__0.json"]
+    assert_atif_valid(written)
+    never_ran = json.loads(written[0].read_text())["steps"]
+    assert [step["source"] for step in never_ran] == ["system"] and "not valid TOML" in never_ran[0]["message"]
+    docs = [json.loads(path.read_text())["extra"]["harness"] for path in written]
+    assert [doc["reward"] for doc in docs] == [0.0, 1.0, 1.0, 1.0]
+    assert docs[2]["reward_details"]["rewards"] == {"reward": 1.0, "answer": 1.0, "style": 0.5}
+
+
+def test_run_and_eval_refuse_what_they_cannot_do(tmp_path):
+    done = harness("run", "--checkpoint", "gold", "--tasks", "harbor:/nonexistent", "--repo", str(tmp_path))
+    assert done.returncode == 1 and "--tasks runs a task set's own tasks" in done.stdout
+    done = harness("run", "--checkpoint", "empty")
+    assert done.returncode == 1 and "give a request and --repo" in done.stdout
+    done = harness("run", "--checkpoint", "gold", "--tasks", "harbor:/nonexistent")
+    assert done.returncode == 1 and "harbor:/nonexistent: no such directory" in done.stdout
+    for command in ("eval", "run"):
+        done = harness(command, "--checkpoint", "gold", "--tasks", "harbor:/nonexistent", "--trajectory-format", "x")
+        assert done.returncode == 1 and "unknown trajectory format 'x' (known: harness, atif)" in done.stdout
