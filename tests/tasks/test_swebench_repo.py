@@ -212,13 +212,40 @@ def test_splits_and_sources(exported, tmp_path):
         load_tasks(f"swebench-repo:{tmp_path}")
 
 
-def test_a_task_whose_image_is_absent_is_reported(exported, tmp_path, caplog):
-    repo, (a, _, _) = _two_tasks(exported, tmp_path)
-    meta = repo / "tasks" / a / "task.yaml"
-    meta.write_text(meta.read_text().replace("image: swebench/", "image: nowhere-harness-test/"))
-    with caplog.at_level(logging.WARNING, logger="tasks.swebench_repo"):
-        assert len(load_repo_tasks(repo)) == 3
-    assert f"tasks/{a}: its image nowhere-harness-test/" in caplog.text and "is not present locally" in caplog.text
+def test_an_absent_image_is_built_from_the_tasks_dockerfile(exported, tmp_path, caplog, docker_backend):
+    """The exported Dockerfile rebuilds the environment from public parts (Debian, the bundled repository):
+    built here with the base image stood in for, gold resolves on it; a Dockerfile that cannot be built is
+    reported with the reason, and its task still loads."""
+    from tasks.grading.grade import grade
+    from tasks.swebench_repo import IMAGE_BUILT
+
+    repo, (a, b, _) = _two_tasks(exported, tmp_path)
+    dockerfile = (repo / "tasks" / a / "Dockerfile").read_text()
+    assert "FROM debian:bookworm-slim" in dockerfile and "COPY repo.bundle" in dockerfile
+    rebuilt = f"harness-test/rebuilt-{a}:{os.getpid()}"
+    for task_dir, image in ((repo / "tasks" / a, rebuilt), (repo / "tasks" / b, "nowhere-harness-test/x:1")):
+        meta = task_dir / "task.yaml"
+        meta.write_text(meta.read_text().replace(f"image: {_image_of(meta)}", f"image: {image}"))
+    (repo / "tasks" / b / "Dockerfile").write_text("FROM registry.example/private/env:3\n")
+    try:
+        with caplog.at_level(logging.WARNING, logger="tasks.swebench_repo"):
+            loaded = {t.id: t for t in load_repo_tasks(repo)}
+        assert len(loaded) == 3
+        assert loaded[a].metadata[IMAGE_BUILT] == [
+            "debian:bookworm-slim -> the Debian bookworm base (Python 3.11; debian:bookworm*)"
+        ]
+        assert f"tasks/{b}: its image nowhere-harness-test/x:1 is not present locally" in caplog.text
+        assert "no stand-in for the base image 'registry.example/private/env:3'" in caplog.text
+        instance = loaded[a].metadata["instance"]
+        assert grade(instance, instance["patch"], docker_backend).verdict == "resolved"
+    finally:
+        docker_backend.client.images.remove(rebuilt, force=True)
+
+
+def _image_of(meta: Path) -> str:
+    import yaml
+
+    return yaml.safe_load(meta.read_text())["image"]
 
 
 def test_a_gold_patch_that_does_not_apply_fails_that_task_only(exported, tmp_path):
