@@ -1,7 +1,8 @@
 """`harness tasks mine` on real merged fixes ($HARNESS_SHARED/swebench-real: flask, requests, pytest,
 sympy), then graded: gold all, empty none; the mined images hold no history after the base
-commit; and the official harness (`swebench.harness.run_evaluation`) gives the same verdicts
-as `harness grade` on the same images and predictions."""
+commit; the official harness (`swebench.harness.run_evaluation`) gives the same verdicts
+as `harness grade` on the same images and predictions; and written as a SWE-bench task repository,
+two of them read back unchanged and get `harness grade`'s verdicts from SWE-bench's own CLI."""
 
 from __future__ import annotations
 
@@ -192,3 +193,38 @@ def test_a_mined_instance_gets_dockers_verdicts_on_other_backends(other, quick_i
             docker_verdicts[kind].verdict,
             docker_verdicts[kind].tests_status,
         ), kind
+
+
+@pytest.mark.timeout(1800)
+def test_two_mined_instances_as_a_task_repository_get_our_verdicts_from_the_official_cli(mined, tmp_path):
+    """The two quickest mined instances written as a SWE-bench task repository: swebench's own checks pass;
+    read back, they are the instances written (their image named as the repository names it, on the same
+    layers); and `swebench eval` on the compiled split gives `harness grade`'s verdict on the repository for
+    gold, empty and a real-agent-style patch, with the same result for every test it runs."""
+    from swebench.task.checks import check_task_repo, expected_image
+
+    from bench.swebench_repo_parity_bench import run_repo_parity
+    from tasks.taskset import load_tasks
+
+    chosen = sorted(instances_of(mined), key=lambda i: len(i["PASS_TO_PASS"]))[:2]
+    source = tmp_path / "instances.jsonl"
+    source.write_text("".join(json.dumps(i) + "\n" for i in chosen))
+    rows = run_repo_parity(source, tmp_path / "parity", ("gold", "empty", "agent-style"))
+    repo = tmp_path / "parity" / "tasks"
+    assert check_task_repo(repo) == []
+    back = {t.id: t.metadata["instance"] for t in load_tasks(str(repo))}
+    for instance in chosen:
+        read = back[instance["instance_id"]]
+        assert read == {**instance, "image": expected_image(instance["instance_id"])}
+        assert _layers(read["image"]) == _layers(instance["image"])
+    assert [(r["kind"], r["ours"]) for r in rows] == [
+        (kind, kind != "empty") for kind in ("gold", "empty", "agent-style") for _ in chosen
+    ]
+    assert [r for r in rows if r["ours"] != r["theirs"] or r["theirs_error"] or r["pulled"]] == []
+    assert [r["same_tests"] for r in rows] == [r["kind"] != "empty" or None for r in rows]
+
+
+def _layers(image: str) -> list[str]:
+    from sandboxes.docker_backend import docker_client
+
+    return docker_client().images.get(image).attrs["RootFS"]["Layers"]
