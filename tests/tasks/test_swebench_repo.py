@@ -170,7 +170,12 @@ def test_a_broken_task_is_named_with_its_file_and_the_others_load(exported, tmp_
             lambda: (repo / "tasks" / a / "tests.json").write_text('{"FAIL_TO_PASS": [], "PASS_TO_PASS": []}'),
             f"tasks/{a}/tests.json: names no FAIL_TO_PASS test",
         ),
+        (
+            lambda: (repo / "tasks" / a / "tests.json").write_text('{"FAIL_TO_PASS": ["t"], "PASS_TO_PASS": "t"}'),
+            f"tasks/{a}/tests.json: PASS_TO_PASS must be a list of test names",
+        ),
         (lambda: (repo / "tasks" / a / "gold.patch").write_text("fixed it\n"), f"tasks/{a}/gold.patch: not a diff"),
+        (lambda: (repo / "tasks" / a / "test.patch").write_text("fixed it\n"), f"tasks/{a}/test.patch: not a diff"),
         (lambda: (repo / "tasks" / a / "task.yaml").write_text("a: [b\n"), f"tasks/{a}/task.yaml: not valid YAML"),
         (lambda: (repo / "tasks" / a / "task.yaml").write_text("- a\n"), f"tasks/{a}/task.yaml: not a mapping"),
         (
@@ -210,6 +215,10 @@ def test_splits_and_sources(exported, tmp_path):
         load_tasks(f"{repo}:train")
     with pytest.raises(TaskSourceError, match="has no sweb.yaml"):
         load_tasks(f"swebench-repo:{tmp_path}")
+    for config, message in (("splits: [test]\n", "does not name any datasets"), ("datasets: [a\n", "while parsing")):
+        (repo / "sweb.yaml").write_text(config)
+        with pytest.raises(TaskSourceError, match=f"not a readable task repository: .*{message}"):
+            load_tasks(str(repo))
 
 
 def test_an_absent_image_is_built_from_the_tasks_dockerfile(exported, tmp_path, caplog, docker_backend):
@@ -257,8 +266,9 @@ def test_a_gold_patch_that_does_not_apply_fails_that_task_only(exported, tmp_pat
     gold.write_text(gold.read_text().replace(target, "src/not_in_the_repository.py"))  # edits a file that is not there
     done = harness("grade", "--predictions", "gold", "--tasks", str(repo), "--output", str(tmp_path / "run"))
     assert done.returncode == 0, done.stdout + done.stderr
-    rows = {r["instance_id"]: r["verdict"] for r in rows_of(tmp_path / "run" / "results.jsonl")}
-    assert rows == {a: "patch_apply_failed", b: "resolved", c: "resolved"}
+    rows = {r["instance_id"]: r for r in rows_of(tmp_path / "run" / "results.jsonl")}
+    assert {i: r["verdict"] for i, r in rows.items()} == {a: "patch_apply_failed", b: "resolved", c: "resolved"}
+    assert "src/not_in_the_repository.py" in rows[a]["apply_error"] and rows[b]["apply_error"] == "", rows[a]
 
 
 def test_test_assets_are_staged_after_the_patches(exported, tmp_path, docker_backend):
