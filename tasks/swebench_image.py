@@ -42,7 +42,7 @@ def rebuild_files(instance: dict[str, Any], image: str, workdir: str) -> dict[st
     by name; `image` is the one our build made (with any start-time work baked in), whose repository is bundled."""
     notes = instance.get("environment") if isinstance(instance.get("environment"), dict) else {}
     recipe = base_of(notes["python"]).recipe if notes.get("python") else language_of(instance).base_recipe()
-    files = {BUNDLE: _bundle(image, workdir, instance["instance_id"])}
+    files = {BUNDLE: _bundle(image, workdir, instance["instance_id"], instance["base_commit"])}
     needs = ["debian:%s-slim and deb.debian.org" % recipe["suite"]]
     steps = [
         f"FROM debian:{recipe['suite']}-slim",
@@ -91,8 +91,9 @@ def _pins(wheels: list[str]) -> list[str]:
     return sorted(set(pins))
 
 
-def _bundle(image: str, workdir: str, instance_id: str) -> bytes:
-    """A git bundle of the commit checked out at `workdir` in `image` (HEAD and what it reaches)."""
+def _bundle(image: str, workdir: str, instance_id: str, base_commit: str) -> bytes:
+    """A git bundle of the commit checked out at `workdir` in `image` (HEAD and what it reaches), which must
+    reach the base commit."""
     import io
     import tarfile
 
@@ -100,15 +101,26 @@ def _bundle(image: str, workdir: str, instance_id: str) -> bytes:
 
     from sandboxes.docker_backend import docker_client
 
-    command = f"git config --global --add safe.directory '*' && git -C {shlex.quote(workdir)} bundle create -q /tmp/{BUNDLE} HEAD"
+    git = f"git -C {shlex.quote(workdir)}"
+    command = (
+        f"git config --global --add safe.directory '*' && {git} merge-base --is-ancestor {shlex.quote(base_commit)} HEAD"
+        f" && {git} bundle create -q /tmp/{BUNDLE} HEAD"
+    )
     try:
-        container = docker_client().containers.create(image, ["bash", "-c", command], network_mode="none", entrypoint=[])
+        container = docker_client().containers.create(
+            image, ["bash", "-c", command], network_mode="none", entrypoint=[]
+        )
     except docker.errors.ImageNotFound as err:
-        raise TaskError(f"{instance_id}: {image} is not present locally, so its repository cannot be bundled: {err}") from None
+        raise TaskError(
+            f"{instance_id}: {image} is not present locally, so its repository cannot be bundled: {err}"
+        ) from None
     try:
         container.start()
         if container.wait()["StatusCode"] != 0:
-            raise TaskError(f"{instance_id}: the repository at {workdir} in {image} cannot be bundled: {container.logs()[-500:]!r}")
+            raise TaskError(
+                f"{instance_id}: the repository at {workdir} in {image} cannot be bundled with its base commit "
+                f"{base_commit}: {container.logs().decode(errors='replace')[-500:]}"
+            )
         stream, _ = container.get_archive(f"/tmp/{BUNDLE}")
         with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as archive:
             return archive.extractfile(BUNDLE).read()
