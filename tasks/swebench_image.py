@@ -54,7 +54,7 @@ def rebuild_files(instance: dict[str, Any], image: str, workdir: str) -> dict[st
         f" && git -C {workdir} remote remove origin && rm /tmp/{BUNDLE}"
         " && git config --global --add safe.directory '*'",
         f"WORKDIR {workdir}",
-        "STOPSIGNAL SIGKILL",  # the official harness `docker stop`s each container: at once, not after 10 s
+        "STOPSIGNAL SIGKILL",  # the official harness `docker stop`s each container: at once, without the grace period
     ]
     pins = _pins(notes.get("wheels") or [])
     if pins and notes.get("install_command"):
