@@ -10,11 +10,14 @@ Reading takes `swebench-repo:PATH[:SPLIT]`, or a folder holding `sweb.yaml` (`PA
 split is `test` unless named. Each task directory is read by `swebench.task.repo.load_task`; one that
 is broken (a required file missing, `tests.json` not JSON or naming no FAIL_TO_PASS test, a patch that
 is not a diff) is reported by task and file and skipped, and the others load. Each task runs in the
-image its `task.yaml` names; one not present locally is reported (`image_problem`).
+image its `task.yaml` names; one not present locally is built from the task's `Dockerfile`
+(`tasks.swebench_image`: offline, public base images stood in for, each substitution recorded), and one
+that cannot be built is reported with the reason.
 
-Writing gives every instance the image name `swebench.task.checks` derives from its id, built here
-offline from the task's own `Dockerfile`, which starts from the image our build made (with any work
-our sandboxes do at start baked in), so SWE-bench's own CLI evaluates it on our images.
+Writing gives every instance the image name `swebench.task.checks` derives from its id, tagged here on
+the image our build made (with any work our sandboxes do at start baked in), so SWE-bench's own CLI
+evaluates it on our images; its `Dockerfile` rebuilds that environment from public parts
+(`tasks.swebench_image.rebuild_files`).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from .grading.patch_policy import parse_patch, test_list
 from .harbor.export import environment_image
 from .shared_env import REPO_ARCHIVE
 from .swe import WORKDIR, grading_problems, instance_to_task
+from .swebench_image import build_from_dockerfile, rebuild_files
 from .task import Task
 
 log = logging.getLogger(__name__)
@@ -42,12 +46,7 @@ DEFAULT_SPLIT = "test"
 TASK_DIR = "task_dir"  # Task.metadata: the directory a task was read from
 ASSETS_KEY = "test_assets_dir"  # the local test_assets/ folder of an instance read from a task repository
 DEFAULTS = {"version": "0", "log_parser": "parse_log_pytest", "eval_type": "pass_and_fail"}
-DOCKERFILE = """\
-# The environment of {instance_id}: the repository at {workdir} at its base commit, with what its tests need.
-# It starts from {image}, which `harness` built on this machine: no registry holds it.
-FROM {image}
-WORKDIR {workdir}
-"""
+IMAGE_BUILT = "image_built_from"  # Task.metadata: the substitutions made building a task's image from its Dockerfile
 
 
 # ----------------------------------------------------------------------------- reading
@@ -102,9 +101,10 @@ def load_repo_tasks(repo: Path, split: str | None = None) -> list[Task]:
     if not tasks:
         found = "".join(f"\n  {p}" for p in problems)
         raise TaskSourceError(f"{repo}: no task of split {split!r} could be read{found}")
-    missing = [p for p in (image_problem(t.metadata["instance"], root / t.id) for t in tasks) if p]
-    for problem in missing:
-        log.warning("%s", problem)
+    for task in tasks:
+        problem = ensure_image(task, root / task.id)
+        if problem:
+            log.warning("%s", problem)
     return tasks
 
 
@@ -175,16 +175,19 @@ def _names_tests(value: Any) -> bool:
     return _is_test_list(value) and bool(value)
 
 
-def image_problem(instance: dict[str, Any], task_dir: Path) -> str:
-    """Why the task's image cannot run here ("" when it is present). The one place where building a task's image
-    from its own Dockerfile belongs, for images neither present nor pullable."""
-    image = instance["image"]
+def ensure_image(task: Task, task_dir: Path) -> str:
+    """Why the task's image cannot run here ("" when it is present, or was just built from the task's Dockerfile;
+    the substitutions that build made are in the task's metadata and the log)."""
+    image = task.metadata["instance"]["image"]
     if image_exists(image):
         return ""
-    return (
-        f"tasks/{task_dir.name}: its image {image} is not present locally, so its sandboxes cannot start; "
-        f"build it from its Dockerfile (docker build -t {image} {task_dir}) or pull it from a registry"
-    )
+    try:
+        substituted = build_from_dockerfile(task_dir, image)
+    except TaskError as err:
+        return f"tasks/{task_dir.name}: its image {image} is not present locally, so its sandboxes cannot start: {err}"
+    task.metadata[IMAGE_BUILT] = substituted
+    log.info("tasks/%s: built %s from its Dockerfile; %s", task_dir.name, image, "; ".join(substituted) or "as written")
+    return ""
 
 
 # ----------------------------------------------------------------------------- writing
@@ -232,13 +235,14 @@ def _write_task(instance: dict[str, Any], read_from: str | None, folder: Path, d
     instance_id = instance["instance_id"]
     image = expected_image(instance_id)
     workdir = instance.get("workdir") or WORKDIR
-    kept = Path(read_from, "Dockerfile") if read_from else None
-    if kept is not None and kept.is_file():
-        source_image, dockerfile = image, kept.read_text()
+    as_files = {**AS_FILE, **OPTIONAL_FILE}
+    if read_from:  # the Dockerfile it had, with what it copies from its directory
+        source_image = image
+        written = {TASK_FILE, TESTS_FILE, *as_files.values()}
+        context = {p.name: p.read_bytes() for p in Path(read_from).iterdir() if p.is_file() and p.name not in written}
     else:  # our image, with the start-time work (setup script, repository archive) baked in
         source_image = environment_image(instance)
-        dockerfile = DOCKERFILE.format(instance_id=instance_id, workdir=workdir, image=source_image)
-    as_files = {**AS_FILE, **OPTIONAL_FILE}
+        context = rebuild_files(instance, source_image, workdir)
     dropped = {*as_files, "FAIL_TO_PASS", "PASS_TO_PASS", "setup_script", REPO_ARCHIVE, ASSETS_KEY}
     meta = {key: value for key, value in instance.items() if key not in dropped}
     meta = {**DEFAULTS, **meta, "image": image, "split": DEFAULT_SPLIT, "datasets": [dataset]}
@@ -246,7 +250,6 @@ def _write_task(instance: dict[str, Any], read_from: str | None, folder: Path, d
     texts = {
         TASK_FILE: dump_yaml(meta),
         TESTS_FILE: dump_tests({key: test_list(instance.get(key)) for key in ("FAIL_TO_PASS", "PASS_TO_PASS")}),
-        "Dockerfile": dockerfile,
     }
     texts.update({name: instance.get(field) or "" for field, name in as_files.items()})
     for name, text in texts.items():
@@ -254,11 +257,13 @@ def _write_task(instance: dict[str, Any], read_from: str | None, folder: Path, d
             continue
         with open(folder / name, "w", newline="") as fh:  # newline="": a patch's CRLF stays as it is
             fh.write(text)
+    for name, data in context.items():
+        (folder / name).write_bytes(data)
     if instance.get(ASSETS_KEY):
         shutil.copytree(instance[ASSETS_KEY], folder / ASSETS_SUBDIR, dirs_exist_ok=True)
     if image != source_image:  # the derived name, on our image, so that SWE-bench's CLI finds it without a registry
         if image_exists(source_image):
-            build_image(image, texts["Dockerfile"], {}, labels={"harness.task": instance_id})
+            build_image(image, f"FROM {source_image}\nWORKDIR {workdir}\n", {}, labels={"harness.task": instance_id})
         else:
             log.warning("%s: %s is not present locally, so %s was not built", instance_id, source_image, image)
     return folder

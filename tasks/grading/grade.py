@@ -85,6 +85,7 @@ class GradeReport:
     invalid_log: str = ""  # why the test log was not trusted
     checks: list[str] = field(default_factory=list)  # the log's trust checks: applied / skipped (why) / failed
     apply_method: str = ""
+    apply_error: str = ""  # why the patch did not apply: what `git apply` said (the file it could not patch)
     test_exit_code: int | None = None
     duration: float = 0.0
     error: str = ""
@@ -173,6 +174,7 @@ def _grade_into(report, instance, model_patch, backend, timeout, fractional) -> 
     canary = new_canary() if canary_plant(instance, "test_x") else ""
     report.apply_method, log, runner = run_checked_eval(instance, model_patch, backend, timeout, canary)
     if report.patch_exists and not report.apply_method:
+        report.apply_error = log
         return
     report.patch_successfully_applied = True
     judged = judge_log(instance, log, canary)
@@ -219,7 +221,7 @@ def grading_spec(instance: dict, timeout: float = 900.0) -> SandboxSpec:
 
 
 def run_eval(instance: dict, patch: str, backend: Backend, timeout: float = 900.0, canary: str = "") -> tuple[str, str]:
-    """Apply `patch` in a fresh sandbox and run the eval script: (apply method or "", log).
+    """Apply `patch` in a fresh sandbox and run the eval script: (apply method, log), or ("", why it did not apply).
 
     With `canary` (a test name), that failing test is planted where `canary_plant` says.
     """
@@ -242,9 +244,9 @@ def run_checked_eval(
             start = (
                 start_state(sb, workdir, instance.get("base_commit") or "HEAD") if _neutralized(patch, instance) else ""
             )
-            method = _apply(sb, patch, workdir)
+            method, failed = _apply(sb, patch, workdir)
             if not method:
-                return "", "", None
+                return "", failed, None
             neutralize(sb, instance, patch, start)
         script = stage_test_assets(sb, instance, eval_script(instance, canary))
         split = install_split(script)
@@ -369,14 +371,17 @@ def neutralize(sb, instance: dict, patch: str, start: str = "") -> list[str]:
     return paths
 
 
-def _apply(sb, patch: str, workdir: str) -> str:
+def _apply(sb, patch: str, workdir: str) -> tuple[str, str]:
+    """(the command that applied `patch`, ""), or ("", what the first of them said where none did)."""
     sb.write_file("/tmp/harness_eval/model.patch", patch if patch.endswith("\n") else patch + "\n")
+    failures = []
     for command in APPLY_COMMANDS:
         result = sb.exec(f"cd {workdir} && {command.format(p='/tmp/harness_eval/model.patch')}", timeout=120)
         if result.exit_code == 0:
-            return command.split(" {p}")[0].replace(" --verbose", "")
+            return command.split(" {p}")[0].replace(" --verbose", ""), ""
+        failures.append(result.output.strip()[-1000:])
         sb.exec(f"cd {workdir} && git checkout -- . && git clean -fdq -e '*.rej'", timeout=60)
-    return ""
+    return "", failures[0]
 
 
 def parse_log(instance: dict, log: str, canary: str = "") -> tuple[dict[str, str], int | None, str]:

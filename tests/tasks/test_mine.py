@@ -1,7 +1,8 @@
 """`harness tasks mine` on real merged fixes ($HARNESS_SHARED/swebench-real: flask, requests, pytest,
 sympy), then graded: gold all, empty none; the mined images hold no history after the base
-commit; and the official harness (`swebench.harness.run_evaluation`) gives the same verdicts
-as `harness grade` on the same images and predictions."""
+commit; the official harness (`swebench.harness.run_evaluation`) gives the same verdicts
+as `harness grade` on the same images and predictions; and written as a SWE-bench task repository,
+two of them read back unchanged and get `harness grade`'s verdicts from SWE-bench's own CLI."""
 
 from __future__ import annotations
 
@@ -22,6 +23,9 @@ REAL = SHARED / "swebench-real"
 # CI mines all eight; both graders grade gold and empty on all eight (gold 8/8, empty 0/8) and a wrong fix, two
 # cheats and a real-agent-style fix on one instance per log parser (docs/mining.md). HARNESS_MINE_ONLY=<id>,<id>
 # mines (and compares) a few.
+
+
+QUICKEST = ("pallets__flask-5014", "pytest-dev__pytest-10051")
 
 
 def records() -> list[dict]:
@@ -217,3 +221,40 @@ def test_a_mined_instance_runs_on_overlay_with_no_engine_once_its_image_is_store
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
         rates[checkpoint] = json.loads((out / "report.json").read_text())["resolve_rate"]
     assert rates == {"gold": 1.0, "empty": 0.0}
+
+
+def test_two_mined_instances_as_a_task_repository_get_our_verdicts_from_the_official_cli(mined, tmp_path):
+    """Two mined instances written as a SWE-bench task repository: swebench's own checks pass;
+    read back, they are the instances written (their image named as the repository names it, on the same
+    layers); and `swebench eval` on the compiled split gives `harness grade`'s verdict on the repository for
+    gold, empty and a real-agent-style patch, with the same result for every test it runs."""
+    from swebench.task.checks import check_task_repo, expected_image
+
+    from bench.swebench_repo_parity_bench import run_repo_parity
+    from tasks.taskset import load_tasks
+
+    # flask's and pytest's quickest suites (about 10 s a run), where they were mined
+    chosen = sorted(instances_of(mined), key=lambda i: i["instance_id"] not in QUICKEST)[:2]
+    source = tmp_path / "instances.jsonl"
+    source.write_text("".join(json.dumps(i) + "\n" for i in chosen))
+    rows = run_repo_parity(source, tmp_path / "parity", ("gold", "empty", "agent-style"))
+    repo = tmp_path / "parity" / "tasks"
+    assert check_task_repo(repo) == []
+    back = {t.id: t.metadata["instance"] for t in load_tasks(str(repo))}
+    for instance in chosen:
+        read = back[instance["instance_id"]]
+        # swebench's loader gives every instance a hints_text (hints.md is optional)
+        written = {**instance, "hints_text": instance.get("hints_text", "")}
+        assert read == {**written, "image": expected_image(instance["instance_id"])}
+        assert _layers(read["image"]) == _layers(instance["image"])
+    assert [(r["kind"], r["ours"]) for r in rows] == [
+        (kind, kind != "empty") for kind in ("gold", "empty", "agent-style") for _ in chosen
+    ]
+    assert [r for r in rows if r["ours"] != r["theirs"] or r["theirs_error"] or r["pulled"]] == []
+    assert [r["same_tests"] for r in rows] == [r["kind"] != "empty" or None for r in rows]
+
+
+def _layers(image: str) -> list[str]:
+    from sandboxes.docker_backend import docker_client
+
+    return docker_client().images.get(image).attrs["RootFS"]["Layers"]

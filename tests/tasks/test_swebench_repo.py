@@ -170,7 +170,12 @@ def test_a_broken_task_is_named_with_its_file_and_the_others_load(exported, tmp_
             lambda: (repo / "tasks" / a / "tests.json").write_text('{"FAIL_TO_PASS": [], "PASS_TO_PASS": []}'),
             f"tasks/{a}/tests.json: names no FAIL_TO_PASS test",
         ),
+        (
+            lambda: (repo / "tasks" / a / "tests.json").write_text('{"FAIL_TO_PASS": ["t"], "PASS_TO_PASS": "t"}'),
+            f"tasks/{a}/tests.json: PASS_TO_PASS must be a list of test names",
+        ),
         (lambda: (repo / "tasks" / a / "gold.patch").write_text("fixed it\n"), f"tasks/{a}/gold.patch: not a diff"),
+        (lambda: (repo / "tasks" / a / "test.patch").write_text("fixed it\n"), f"tasks/{a}/test.patch: not a diff"),
         (lambda: (repo / "tasks" / a / "task.yaml").write_text("a: [b\n"), f"tasks/{a}/task.yaml: not valid YAML"),
         (lambda: (repo / "tasks" / a / "task.yaml").write_text("- a\n"), f"tasks/{a}/task.yaml: not a mapping"),
         (
@@ -210,15 +215,46 @@ def test_splits_and_sources(exported, tmp_path):
         load_tasks(f"{repo}:train")
     with pytest.raises(TaskSourceError, match="has no sweb.yaml"):
         load_tasks(f"swebench-repo:{tmp_path}")
+    for config, message in (("splits: [test]\n", "does not name any datasets"), ("datasets: [a\n", "while parsing")):
+        (repo / "sweb.yaml").write_text(config)
+        with pytest.raises(TaskSourceError, match=f"not a readable task repository: .*{message}"):
+            load_tasks(str(repo))
 
 
-def test_a_task_whose_image_is_absent_is_reported(exported, tmp_path, caplog):
-    repo, (a, _, _) = _two_tasks(exported, tmp_path)
-    meta = repo / "tasks" / a / "task.yaml"
-    meta.write_text(meta.read_text().replace("image: swebench/", "image: nowhere-harness-test/"))
-    with caplog.at_level(logging.WARNING, logger="tasks.swebench_repo"):
-        assert len(load_repo_tasks(repo)) == 3
-    assert f"tasks/{a}: its image nowhere-harness-test/" in caplog.text and "is not present locally" in caplog.text
+def test_an_absent_image_is_built_from_the_tasks_dockerfile(exported, tmp_path, caplog, docker_backend):
+    """The exported Dockerfile rebuilds the environment from public parts (Debian, the bundled repository):
+    built here with the base image stood in for, gold resolves on it; a Dockerfile that cannot be built is
+    reported with the reason, and its task still loads."""
+    from tasks.grading.grade import grade
+    from tasks.swebench_repo import IMAGE_BUILT
+
+    repo, (a, b, _) = _two_tasks(exported, tmp_path)
+    dockerfile = (repo / "tasks" / a / "Dockerfile").read_text()
+    assert "FROM debian:bookworm-slim" in dockerfile and "COPY repo.bundle" in dockerfile
+    rebuilt = f"harness-test/rebuilt-{a}:{os.getpid()}"
+    for task_dir, image in ((repo / "tasks" / a, rebuilt), (repo / "tasks" / b, "nowhere-harness-test/x:1")):
+        meta = task_dir / "task.yaml"
+        meta.write_text(meta.read_text().replace(f"image: {_image_of(meta)}", f"image: {image}"))
+    (repo / "tasks" / b / "Dockerfile").write_text("FROM registry.example/private/env:3\n")
+    try:
+        with caplog.at_level(logging.WARNING, logger="tasks.swebench_repo"):
+            loaded = {t.id: t for t in load_repo_tasks(repo)}
+        assert len(loaded) == 3
+        assert loaded[a].metadata[IMAGE_BUILT] == [
+            "debian:bookworm-slim -> the Debian bookworm base (Python 3.11; debian:bookworm*)"
+        ]
+        assert f"tasks/{b}: its image nowhere-harness-test/x:1 is not present locally" in caplog.text
+        assert "no stand-in for the base image 'registry.example/private/env:3'" in caplog.text
+        instance = loaded[a].metadata["instance"]
+        assert grade(instance, instance["patch"], docker_backend).verdict == "resolved"
+    finally:
+        docker_backend.client.images.remove(rebuilt, force=True)
+
+
+def _image_of(meta: Path) -> str:
+    import yaml
+
+    return yaml.safe_load(meta.read_text())["image"]
 
 
 def test_a_gold_patch_that_does_not_apply_fails_that_task_only(exported, tmp_path):
@@ -230,8 +266,9 @@ def test_a_gold_patch_that_does_not_apply_fails_that_task_only(exported, tmp_pat
     gold.write_text(gold.read_text().replace(target, "src/not_in_the_repository.py"))  # edits a file that is not there
     done = harness("grade", "--predictions", "gold", "--tasks", str(repo), "--output", str(tmp_path / "run"))
     assert done.returncode == 0, done.stdout + done.stderr
-    rows = {r["instance_id"]: r["verdict"] for r in rows_of(tmp_path / "run" / "results.jsonl")}
-    assert rows == {a: "patch_apply_failed", b: "resolved", c: "resolved"}
+    rows = {r["instance_id"]: r for r in rows_of(tmp_path / "run" / "results.jsonl")}
+    assert {i: r["verdict"] for i, r in rows.items()} == {a: "patch_apply_failed", b: "resolved", c: "resolved"}
+    assert "src/not_in_the_repository.py" in rows[a]["apply_error"] and rows[b]["apply_error"] == "", rows[a]
 
 
 def test_test_assets_are_staged_after_the_patches(exported, tmp_path, docker_backend):
