@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 BUILTIN = Path(__file__).parent / "builtin"
 CONTENT = BUILTIN / "swe_demo"
 # Quick-start set name -> its folder under builtin/ (tasks.taskset registers each).
-QUICK_START_SETS = {"swe-demo": "swe_demo"}
+QUICK_START_SETS = {"swe-demo": "swe_demo", "swe-demo-go": "swe_demo_go"}
 
 
 def task_dirs(content: Path = CONTENT) -> list[Path]:
@@ -59,7 +59,7 @@ def build_instance(
 ) -> dict[str, Any]:
     meta = json.loads((task_dir / "task.json").read_text())
     package_dir = task_dir.parent.parent / "packages" / meta["package"]
-    digest = _content_hash(task_dir, package_dir)
+    digest = _content_hash(task_dir, package_dir, language_named(meta.get("language", "python")).base_recipe())
     work = cache_dir() / "swe-demo" / f"{meta['instance_id']}-{digest}"
     cached = work / "instance.json"
     with cache_lock(work):  # a second process building this instance waits, then reads it
@@ -135,8 +135,8 @@ def compute_test_lists(instance: dict[str, Any], backend: Backend) -> dict[str, 
     return {"FAIL_TO_PASS": fail_to_pass, "PASS_TO_PASS": pass_to_pass}
 
 
-def _content_hash(task_dir: Path, package_dir: Path) -> str:
-    digest = hashlib.sha256(recipe_hash().encode())
+def _content_hash(task_dir: Path, package_dir: Path, base: dict) -> str:
+    digest = hashlib.sha256(recipe_hash(base).encode())
     for root in (task_dir, package_dir):
         for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
             digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
