@@ -8,8 +8,8 @@ A registry, like task kinds: a language is one module that defines a `Language` 
   keeps Python 3, which the agent's file editor runs;
 - `log_parser`: the swebench parser (a key of `swebench.harness.log_parsers.PARSER_REGISTRY`) that reads
   the output of its `test_command`;
-- `is_test_path` / `is_test_config`: what the patch review treats as tests and as test-runner
-  configuration (neutralized in the default grading mode, refused in strict mode), consulted for every
+- `is_test_path` / `is_test_config` / `is_test_config_edit`: what the patch review treats as tests and as
+  test-runner configuration (whole files, or the edits of some lines of a file) (neutralized in the default grading mode, refused in strict mode), consulted for every
   patch whatever its project's language: a `*_test.go` is a test file in any repository.
 
 Python's own rules live in `tasks.swe` (the test command) and `tasks.grading.patch_policy` (test paths);
@@ -54,6 +54,11 @@ class Language:
         return False
 
     def is_test_config(self, path: str) -> bool:
+        return False
+
+    def is_test_config_edit(self, path: str, lines: list[str]) -> bool:
+        """Whether an edit to `path` that adds or removes `lines` changes what the tests build or run, in a
+        file fixes also change for other reasons (go.mod's `replace` lines): the file is put back whole."""
         return False
 
 

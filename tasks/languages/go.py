@@ -38,7 +38,8 @@ _WARM_IMPORTS = (
 _WARM_TEST = "package warm\n\nimport (\n" + "".join(f'\t_ "{p}"\n' for p in _WARM_IMPORTS if p != "testing")
 _WARM_TEST += '\t"testing"\n)\n\nfunc TestWarm(t *testing.T) {}\n'
 _WARM = (
-    "set -e; mkdir -p /tmp/warm && cd /tmp/warm && printf 'module warm\\n\\ngo 1.24\\n' > go.mod && "
+    # No /proc in the chroot the image is built in: the go command cannot find its GOROOT by itself there.
+    "set -e; export GOROOT=$(dirname $(dirname $(readlink -f /usr/bin/go))); mkdir -p /tmp/warm && cd /tmp/warm && printf 'module warm\\n\\ngo 1.24\\n' > go.mod && "
     f"printf '%s' '{_WARM_TEST}' > warm_test.go && {ENVIRONMENT} && go test ./... && cd / && rm -rf /tmp/warm /tmp/go"
 )
 _REQUIRE = re.compile(r"^\s*(?:require\s+)?([\w.~-]+(?:/[\w.~-]+)*)\s+(v[\w.+-]+)(\s*//\s*indirect)?\s*$")
@@ -131,9 +132,13 @@ class Go(Language):
         return bool(parts) and (parts[-1].endswith("_test.go") or "testdata" in parts[:-1])
 
     def is_test_config(self, path: str) -> bool:
-        """A workspace file (go.work) replaces modules the build reads; go.mod's own `replace` lines are judged
-        by the patch review (`replaces_modules`)."""
+        """A workspace file (go.work) replaces modules the build reads."""
         return PurePosixPath(path).name in ("go.work", "go.work.sum")
+
+    def is_test_config_edit(self, path: str, lines: list[str]) -> bool:
+        """go.mod lines that redirect a module (`replace`, `exclude`) swap the code the tests build against,
+        the module's own packages among them: a fix has no need of them."""
+        return PurePosixPath(path).name == "go.mod" and replaces_modules(lines)
 
 
 def replaces_modules(added_or_removed: list[str]) -> bool:
