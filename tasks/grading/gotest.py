@@ -7,8 +7,9 @@ package's line from the binary's exit status: `ok  <package> <time>`, `FAIL <pac
 
 The code under test runs inside the test binary: it can print result lines of its own, exit before the
 tests run (an `init`, a `TestMain`), or rewrite the binary's flags so nothing runs. The checks:
-a package's results come before its package line and with the binary's own verdict; a package the go
-command calls `ok` has no failing result; no test has two results in one package; and the canary, a
+a package's results come before its package line, each after its test's `=== RUN` line, and with the
+binary's own verdict; a package the go command calls `ok` has no failing result; no test has two results
+in one package; and the canary, a
 must-fail test appended to a test file the instance runs, fails, followed by the binary's `FAIL` and
 the go command's `FAIL` line for its package.
 """
@@ -24,6 +25,7 @@ from .runners import Check, Runner, Summary
 # The go command's line per package, tab-separated: `ok  \t<package>\t0.01s`, `FAIL\t<package> [build failed]`.
 PACKAGE = re.compile(r"^(ok|FAIL|\?) *\t(\S+)(?:\t| \[|$)")
 RESULT = re.compile(r"^\s*--- (PASS|FAIL|SKIP): (.+) \((.+)\)$")
+RUN = re.compile(r"^=== RUN\s+(\S+)$")
 VERDICT = ("PASS", "FAIL")
 
 
@@ -85,6 +87,15 @@ class GoTest(Runner):
             if twice:
                 return Check(
                     "summary_counts", "failed", f"{twice[0]} has two results in {package.group(2)}: forged result lines?"
+                )
+            started = {m.group(1) for i in range(start, end) if (m := RUN.match(lines[i]))}
+            unstarted = [n for n in names if n not in started]
+            if unstarted:
+                return Check(
+                    "summary_counts",
+                    "failed",
+                    f"{unstarted[0]} has a result in {package.group(2)} but never started (no `=== RUN`): "
+                    "forged result lines?",
                 )
             verdicts = [lines[i].strip() for i in range(start, end) if lines[i].strip() in VERDICT]
             if not verdicts:
