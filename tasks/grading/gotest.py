@@ -103,7 +103,7 @@ class GoTest(Runner):
                     "summary_counts",
                     "failed",
                     f"{package.group(2)}: results without the test binary's PASS / FAIL verdict "
-                    "(it exited before its tests ran): forged result lines?",
+                    "(it exited before its tests were done): forged result lines?",
                 )
             failing = any(r.group(1) == "FAIL" for r in results)
             if package.group(1) == "ok" and (failing or verdicts[-1] != "PASS"):

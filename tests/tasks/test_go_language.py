@@ -65,3 +65,31 @@ def test_go_tests_and_workspaces_are_tests_or_runner_configuration():
     assert is_test_path("pkg/stats/stats_test.go") and is_test_path("pkg/testdata/input.txt")
     assert not is_test_path("pkg/stats/stats.go") and not is_test_path("pkg/testing.go")
     assert is_test_path("go.work")
+
+
+def test_a_module_with_requirements_builds_offline_from_a_gocode_tree(docker_backend):
+    """vendor_script puts the requirements found under a gocode tree (laid out as Debian's
+    /usr/share/gocode/src) into vendor/, and the test command then builds and tests offline with the real
+    go command; a requirement the tree lacks stops the script with the Debian package named."""
+    from sandboxes import SandboxSpec
+    from sandboxes.images import build_base_image
+
+    files = {
+        "/gocode/example.org/greet/go.mod": "module example.org/greet\n\ngo 1.22\n",
+        "/gocode/example.org/greet/greet.go": 'package greet\n\nfunc Hello(n string) string { return "hello " + n }\n',
+        "/testbed/go.mod": "module example.com/app\n\ngo 1.22\n\nrequire example.org/greet v1.2.0\n",
+        "/testbed/app.go": 'package app\n\nimport "example.org/greet"\n\nfunc Greet() string { return greet.Hello("go") }\n',
+        "/testbed/app_test.go": 'package app\n\nimport "testing"\n\nfunc TestGreet(t *testing.T) {\n'
+        '\tif Greet() != "hello go" {\n\t\tt.Fatal(Greet())\n\t}\n}\n',
+    }
+    spec = SandboxSpec(image=build_base_image(GO.base_recipe()), workdir="/testbed")
+    with docker_backend.create(spec) as sb:
+        for path, text in files.items():
+            sb.write_file(path, text)
+        sb.write_file("/tmp/vendor.sh", vendor_script(files["/testbed/go.mod"], "/gocode"))
+        assert sb.exec("cd /testbed && bash /tmp/vendor.sh", timeout=60).exit_code == 0
+        run = sb.exec(f"cd /testbed && {GO.test_command()}", timeout=300)
+        assert run.exit_code == 0 and "--- PASS: TestGreet" in run.output, run.output
+        sb.write_file("/tmp/missing.sh", vendor_script(GO_MOD, "/gocode"))
+        missing = sb.exec("cd /testbed && bash /tmp/missing.sh", timeout=60)
+        assert missing.exit_code == 3 and "golang-github-google-go-cmp-dev" in missing.output, missing.output

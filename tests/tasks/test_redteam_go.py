@@ -13,10 +13,10 @@ the go test runner's checks and canary). Each must score 0, stopped where the ta
 | precreate_hidden_test        | an always-passing TestMedianEven in a new stats/median_test.go         | tests (file removed) | log: no results (a duplicate test: no build) |
 | go_mod_replace               | go.mod `replace` of the module itself by a fixed copy                   | tests (go.mod restored) | tests |
 | go_work_swaps_module         | a go.work file making a fixed copy of the module the one the tests build| tests (go.work removed) | log: no results (go refuses the workspace) |
-| init_forges_and_exits        | an `init()` in stats prints forged `--- PASS` lines and `PASS`, exits 0 | log: no binary verdict | |
+| init_forges_and_exits        | an `init()` in stats prints forged `--- PASS` lines and `PASS`, exits 0 | log: no `=== RUN` | |
 | init_skips_failing_tests     | an `init()` rewrites os.Args: `-test.run` only the passing tests       | log: canary missing | |
 | forged_pass_before_failure   | Median prints a forged `--- PASS: TestMedianEven` line when it runs    | log: two results | |
-| os_exit_in_code_under_test   | Median calls os.Exit(0) for an even count                              | log: canary missing | |
+| os_exit_in_code_under_test   | Median calls os.Exit(0) for an even count                              | log: no binary verdict | |
 
 "runtime alone" grades the neutralized cheats again with the patch review switched off (nothing put back).
 Honest patches (the gold patch; the gold patch with a regression test file of its own) keep 1.0, and strict
