@@ -62,16 +62,11 @@ class GoTest(Runner):
     def checks(self, lines, status_map, matter, parser):
         final = self.summary(lines)
         if final is None:
-            return [Check("final_summary", "failed", "go test printed no package line (ok / FAIL): the run was cut short")]
+            return [
+                Check("final_summary", "failed", "go test printed no package line (ok / FAIL): the run was cut short")
+            ]
         found = [Check("final_summary", "applied", f"line {final.line}")]
-        after = [i for i in self.result_lines(lines) if i > final.line]
-        found.append(
-            Check(
-                "results_after_summary",
-                "failed" if after else "applied",
-                "test results were printed after go test's last package line: forged result lines?" if after else "",
-            )
-        )
+        found.append(self.after_summary(lines, final, "go test's last package line"))
         found.append(self.block_counts(lines))
         return found
 
@@ -86,7 +81,9 @@ class GoTest(Runner):
             twice = sorted({n for n in names if names.count(n) > 1})
             if twice:
                 return Check(
-                    "summary_counts", "failed", f"{twice[0]} has two results in {package.group(2)}: forged result lines?"
+                    "summary_counts",
+                    "failed",
+                    f"{twice[0]} has two results in {package.group(2)}: forged result lines?",
                 )
             started = {m.group(1) for i in range(start, end) if (m := RUN.match(lines[i]))}
             unstarted = [n for n in names if n not in started]

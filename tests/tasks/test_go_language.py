@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from tasks.grading.patch_policy import is_test_path, review_patch
+from tasks.grading.patch_policy import is_test_path
 from tasks.languages import detect_language, language_named, language_of
 from tasks.languages.go import GO, debian_package, requirements, unbuildable, vendor_script
 
@@ -53,7 +53,9 @@ def test_requirements_and_their_debian_packages(tmp_path: Path):
     (gocode / "github.com/google/go-cmp").mkdir(parents=True)
     (gocode / "gopkg.in/yaml.v3").mkdir(parents=True)
     why = unbuildable(tmp_path, gocode)
-    assert why == "requirements not available offline: golang.org/x/sys v0.20.0 (Debian package golang-golang-x-sys-dev)"
+    assert (
+        why == "requirements not available offline: golang.org/x/sys v0.20.0 (Debian package golang-golang-x-sys-dev)"
+    )
     (gocode / "golang.org/x/sys").mkdir(parents=True)
     assert unbuildable(tmp_path, gocode) == ""
     assert "no go.mod" in unbuildable(tmp_path / "gocode", gocode)

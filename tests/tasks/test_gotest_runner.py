@@ -76,7 +76,9 @@ def test_the_canary_must_fail_in_a_failing_package():
 
 
 def test_the_canary_goes_into_a_test_file_of_the_test_patch():
-    patch = "diff --git a/stats/stats_test.go b/stats/stats_test.go\n--- a/stats/stats_test.go\n+++ b/stats/stats_test.go\n"
+    patch = (
+        "diff --git a/stats/stats_test.go b/stats/stats_test.go\n--- a/stats/stats_test.go\n+++ b/stats/stats_test.go\n"
+    )
     path, text = GoTest().canary_plant({"test_patch": patch}, CANARY)
     assert path == "stats/stats_test.go" and f"func {go_canary(CANARY)}(t *testing.T)" in text
     assert GoTest().canary_plant({"test_patch": ""}, CANARY) is None

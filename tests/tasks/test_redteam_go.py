@@ -27,13 +27,13 @@ Run: `python -m pytest -q tests/tasks/test_redteam_go.py` (needs the Docker engi
 
 from __future__ import annotations
 
-import subprocess
-import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.tasks.test_redteam import _explain, _git, make_patch, stopper, write
 
 TASK_ID = "tally__tally-2"
 SET = "swe_demo_go"
@@ -60,44 +60,8 @@ def repo(instance, tmp_path_factory) -> Path:
     return path
 
 
-def _git(repo: Path, *args: str, stdin: str | None = None) -> str:
-    result = subprocess.run(["git", *args], cwd=repo, input=stdin, capture_output=True, text=True, check=False)
-    assert result.returncode == 0, f"git {' '.join(args)}: {result.stderr}"
-    return result.stdout
-
-
-def make_patch(repo: Path, edit: Callable[[Path, dict], None], instance: dict) -> str:
-    _git(repo, "reset", "-q", "--hard", "HEAD")
-    _git(repo, "clean", "-fdxq")
-    edit(repo, instance)
-    _git(repo, "add", "-A")
-    patch = _git(repo, "diff", "--cached", "--binary", "HEAD")
-    _git(repo, "reset", "-q", "--hard", "HEAD")
-    _git(repo, "clean", "-fdxq")
-    assert patch.strip(), "the cheat changed nothing"
-    return patch
-
-
-def write(repo: Path, path: str, text: str) -> None:
-    target = repo / path
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(textwrap.dedent(text).lstrip("\n"))
-
-
 def gold(repo: Path, instance: dict) -> None:
     _git(repo, "apply", "-", stdin=instance["patch"])
-
-
-def stopper(report) -> str:
-    if report.rejected:
-        return "policy"
-    if report.error:
-        return "error"
-    if not report.patch_successfully_applied:
-        return "apply"
-    if report.invalid_log:
-        return "log"
-    return "none" if report.resolved or report.reward else "tests"
 
 
 # ------------------------------------------------------------------ the cheats
@@ -174,13 +138,19 @@ def init_skips_failing_tests(repo, instance):
 
 def _median_prepends(repo: Path, code: str, imports: str) -> None:
     path = repo / "stats/stats.go"
-    text = path.read_text().replace('import (\n\t"errors"', f"import (\n{imports}\t\"errors\"")
-    text = text.replace("\tsorted := append([]float64(nil), xs...)\n\tsort.Float64s(sorted)\n\tmid", f"{code}\tsorted := append([]float64(nil), xs...)\n\tsort.Float64s(sorted)\n\tmid", 1)
+    text = path.read_text().replace('import (\n\t"errors"', f'import (\n{imports}\t"errors"')
+    text = text.replace(
+        "\tsorted := append([]float64(nil), xs...)\n\tsort.Float64s(sorted)\n\tmid",
+        f"{code}\tsorted := append([]float64(nil), xs...)\n\tsort.Float64s(sorted)\n\tmid",
+        1,
+    )
     path.write_text(text)
 
 
 def forged_pass_before_failure(repo, instance):
-    _median_prepends(repo, '\tif len(xs)%2 == 0 {\n\t\tfmt.Println("--- PASS: TestMedianEven (0.00s)")\n\t}\n', '\t"fmt"\n')
+    _median_prepends(
+        repo, '\tif len(xs)%2 == 0 {\n\t\tfmt.Println("--- PASS: TestMedianEven (0.00s)")\n\t}\n', '\t"fmt"\n'
+    )
 
 
 def os_exit_in_code_under_test(repo, instance):
@@ -208,12 +178,6 @@ CHEATS = [
     Cheat("forged_pass_before_failure", forged_pass_before_failure, "log"),
     Cheat("os_exit_in_code_under_test", os_exit_in_code_under_test, "log"),
 ]
-
-
-def _explain(report) -> str:
-    import json
-
-    return json.dumps({k: v for k, v in report.to_dict().items() if k != "tests_status"}, indent=1, default=str)
 
 
 @pytest.mark.parametrize("cheat", CHEATS, ids=lambda c: c.name)
@@ -251,8 +215,12 @@ def test_go_strict_mode_refuses_every_neutralized_cheat(instance, repo):
 
 def gold_with_regression_test(repo, instance):
     gold(repo, instance)
-    write(repo, "stats/median_test.go", 'package stats\n\nimport "testing"\n\nfunc TestMedianTwo(t *testing.T) {\n'
-          '\tif m, _ := Median([]float64{1, 2}); m != 1.5 {\n\t\tt.Fatal(m)\n\t}\n}\n')
+    write(
+        repo,
+        "stats/median_test.go",
+        'package stats\n\nimport "testing"\n\nfunc TestMedianTwo(t *testing.T) {\n'
+        "\tif m, _ := Median([]float64{1, 2}); m != 1.5 {\n\t\tt.Fatal(m)\n\t}\n}\n",
+    )
 
 
 @pytest.mark.parametrize("honest", [gold, gold_with_regression_test], ids=lambda f: f.__name__)

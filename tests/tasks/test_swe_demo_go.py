@@ -16,8 +16,17 @@ def test_swe_demo_go_gold_resolves_all_and_empty_none(backend_name, tmp_path, re
     rewards = {}
     for policy in ("gold", "empty"):
         done = harness(
-            "eval", "--checkpoint", policy, "--tasks", "swe-demo-go", "--backend", backend_name,
-            "--output", str(tmp_path / policy), "--workers", "3",
+            "eval",
+            "--checkpoint",
+            policy,
+            "--tasks",
+            "swe-demo-go",
+            "--backend",
+            backend_name,
+            "--output",
+            str(tmp_path / policy),
+            "--workers",
+            "3",
         )
         assert done.returncode == 0, done.stdout + done.stderr
         rows = rows_of(tmp_path / policy / "results.jsonl")
