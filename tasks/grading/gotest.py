@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from pathlib import PurePosixPath
 
 from .patch_policy import parse_patch
 from .runners import Check, Runner, Summary
@@ -112,12 +113,19 @@ class GoTest(Runner):
         return Check("summary_counts", "applied", "results, binary verdict and package line agree in every package")
 
     def canary_plant(self, instance, canary):
-        files = [f.path for f in parse_patch(instance.get("test_patch") or "") if f.path.endswith("_test.go")]
-        if not files:
-            files = [w for w in _words(instance.get("eval_script") or "") if w.endswith("_test.go")]
-        if not files:
+        """Appended to a test file of the test patch (else one the eval script names) in a package the go test
+        command runs; none where the command selects tests by name (`-run`: the canary would not run)."""
+        script = instance.get("eval_script") or ""
+        command = [w for line in script.splitlines() if "go test" in line for w in _words(line)]
+        if any(w.startswith(("-run", "--run", "-test.run")) for w in command):
             return None
-        return files[0], (
+        patterns = [w for w in command if w.startswith("./") or w == "."]
+        files = [f.path for f in parse_patch(instance.get("test_patch") or "") if f.path.endswith("_test.go")]
+        files = files or [w for w in _words(script) if w.endswith("_test.go")]
+        runs = [f for f in files if not patterns or any(_covers(p, f) for p in patterns)]
+        if not runs:
+            return None
+        return runs[0], (
             f'\nfunc {go_canary(canary)}(t *testing.T) {{\n\tt.Fatal("grading canary: this test must fail")\n}}\n'
         )
 
@@ -138,6 +146,16 @@ class GoTest(Runner):
         if any(i > self.package_lines(lines)[-1] for i in self.result_lines(lines)):
             return "test results were printed after go test's last package line: forged result lines?"
         return ""
+
+
+def _covers(pattern: str, test_file: str) -> bool:
+    """Whether the go package pattern `pattern` (`./...`, `./pkg/...`, `./pkg`, `.`) holds `test_file`."""
+    folder = PurePosixPath(test_file).parent.as_posix()
+    pattern = pattern.removeprefix("./").rstrip("/")
+    if pattern.endswith("..."):
+        prefix = pattern.removesuffix("...").rstrip("/")
+        return prefix in ("", ".") or folder == prefix or folder.startswith(prefix + "/")
+    return folder == (pattern or ".")
 
 
 def _words(script: str) -> list[str]:

@@ -82,3 +82,22 @@ def test_the_canary_goes_into_a_test_file_of_the_test_patch():
     path, text = GoTest().canary_plant({"test_patch": patch}, CANARY)
     assert path == "stats/stats_test.go" and f"func {go_canary(CANARY)}(t *testing.T)" in text
     assert GoTest().canary_plant({"test_patch": ""}, CANARY) is None
+
+
+def test_the_canary_goes_where_the_go_test_command_runs():
+    from tasks.languages.go import GO
+    from tasks.swe import make_eval_script
+
+    patch = "".join(
+        f"diff --git a/{p} b/{p}\n--- a/{p}\n+++ b/{p}\n" for p in ("docs/x_test.go", "pkg/stats/stats_test.go")
+    )
+
+    def plant(command: str):
+        script = make_eval_script("abc", "", command)
+        return GoTest().canary_plant({"test_patch": patch, "eval_script": script}, CANARY)
+
+    assert plant(GO.test_command())[0] == "docs/x_test.go"
+    assert plant("go test -v ./pkg/...")[0] == "pkg/stats/stats_test.go"
+    assert plant(GO.test_command(None, ["pkg/stats/stats_test.go"]))[0] == "pkg/stats/stats_test.go"
+    assert plant("go test -v ./cmd/...") is None
+    assert plant("go test -v -run '^TestMedian$' ./...") is None
