@@ -3,7 +3,8 @@
 The tests run as SWE-bench Multilingual runs them, `go test -v` over the module's packages (or the packages
 of the named test files), read by swebench's `parse_log_gotest` (`--- PASS: TestName (0.00s)`, subtests
 as `TestName/sub`). The toolchain never downloads: `GOTOOLCHAIN=local` (a `toolchain` line asking for a
-newer Go fails the build instead of fetching one), `GOPROXY=off`, and the build cache in /tmp.
+newer Go fails the build instead of fetching one), `GOPROXY=off`, and the build cache in /var/cache/go-build,
+warmed with the standard library when the base image is built.
 
 Modules beyond the standard library come from Debian's `golang-*-dev` packages, which install their
 sources under /usr/share/gocode/src/<module path> (`GOCODE`). `vendor_script` copies each module a
