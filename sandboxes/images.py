@@ -158,6 +158,8 @@ def _extend_rootfs(staging: Path, recipe: dict, on_line: Callable[[str], None]) 
     )
     env = ["env", "-i", f"PATH={PATH}", "DEBIAN_FRONTEND=noninteractive"]
     _run_streaming(["chroot", str(staging), *env, "sh", "-c", install], on_line)
+    if recipe.get("prepare"):  # a language's one-off step once its toolchain is in (Go: warm the build cache)
+        _run_streaming(["chroot", str(staging), *env, "sh", "-c", recipe["prepare"]], on_line)
 
 
 def _finish_rootfs(root: Path, recipe: dict) -> None:

@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 BUILTIN = Path(__file__).parent / "builtin"
 CONTENT = BUILTIN / "swe_demo"
 # Quick-start set name -> its folder under builtin/ (tasks.taskset registers each).
-QUICK_START_SETS = {"swe-demo": "swe_demo", "swe-demo-rust": "swe_demo_rust"}
+QUICK_START_SETS = {"swe-demo": "swe_demo", "swe-demo-go": "swe_demo_go", "swe-demo-rust": "swe_demo_rust"}
 
 
 def task_dirs(content: Path = CONTENT) -> list[Path]:

@@ -262,7 +262,7 @@ def _neutral_reason(item: PatchFile, owned: set[str]) -> str:
         return "test-runner settings in pyproject.toml (restored from the base commit)"
     from ..languages import languages
 
-    if any(language.is_test_settings(item.path, item.added + item.removed) for language in languages()):
+    if any(language.is_test_config_edit(item.path, item.added + item.removed) for language in languages()):
         return f"test-runner settings in {path.name} (restored from the base commit)"
     return ""
 

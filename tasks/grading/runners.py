@@ -73,6 +73,12 @@ class Runner:
     def result_lines(self, lines: list[str]) -> list[int]:
         return []
 
+    def after_summary(self, lines: list[str], final: Summary, where: str) -> Check:
+        """`results_after_summary`: no result line after the runner's final summary (`where` names it)."""
+        after = [i for i in self.result_lines(lines) if i > final.line]
+        why = f"test results were printed after {where}: forged result lines?" if after else ""
+        return Check("results_after_summary", "failed" if after else "applied", why)
+
     def checks(self, lines, status_map, matter, parser) -> list[Check]:
         why = "no runner-specific checks for this log parser"
         return [Check(n, "skipped", why) for n in ("final_summary", "results_after_summary", "summary_counts")]
@@ -117,14 +123,7 @@ class Pytest(Runner):
         if final is None:
             return [Check("final_summary", "failed", "pytest printed no final summary line (the run was cut short)")]
         found = [Check("final_summary", "applied", f"line {final.line}")]
-        after = [i for i in self.result_lines(lines) if i > final.line]
-        found.append(
-            Check(
-                "results_after_summary",
-                "failed" if after else "applied",
-                "test results were printed after pytest's final summary: forged result lines?" if after else "",
-            )
-        )
+        found.append(self.after_summary(lines, final, "pytest's final summary"))
         section = self.short_summary(lines, final)
         if section is None:
             found.append(self.verbose_counts(lines[: final.line], final))
@@ -354,14 +353,7 @@ class Sympy(Runner):
                 Check("final_summary", "failed", "bin/test printed no `tests finished` line (the run was cut short)")
             ]
         found = [Check("final_summary", "applied", f"line {final.line}")]
-        after = [i for i in self.result_lines(lines) if i > final.line]
-        found.append(
-            Check(
-                "results_after_summary",
-                "failed" if after else "applied",
-                "test results were printed after bin/test's final line: forged result lines?" if after else "",
-            )
-        )
+        found.append(self.after_summary(lines, final, "bin/test's final line"))
         passes = sum(s == "PASSED" for s in status_map.values())
         failing = sum(s in FAILING for s in status_map.values())
         if passes > final.counts.get("passed", 0):
@@ -483,6 +475,8 @@ def runner_for(log_parser: str) -> Runner:
     Aliases (parse_log_flask is parse_log_pytest, ...) are followed through the registry.
     """
     from swebench.harness.log_parsers import PARSER_REGISTRY
+
+    from ..languages import languages  # noqa: F401  (each language registers its runners on import)
 
     function = PARSER_REGISTRY.get(log_parser)
     for family, names in _FAMILIES.items():

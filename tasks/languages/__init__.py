@@ -11,9 +11,9 @@ A registry, like task kinds: a language is one module that defines a `Language` 
 - `is_test_path` / `is_test_config`: what the patch review treats as tests and as test-runner
   configuration (neutralized in the default grading mode, refused in the refuse mode), consulted for every
   patch whatever its project's language: a `*_test.go` is a test file in any repository;
-  `is_test_settings`: the same for the changed lines of a file shared with the build (Cargo.toml's
-  `[[test]]` settings), and `refusals`: what added source can never be part of a fix (a build script
-  that rewrites files, code that exists only under test).
+  `is_test_config_edit`: the same for the changed lines of a file shared with the build (go.mod's `replace`
+  lines, Cargo.toml's `[[test]]` settings), and `refusals`: what added source can never be part of a fix (a
+  build script that rewrites files, code that exists only under test).
 
 Python's own rules live in `tasks.swe` (the test command) and `tasks.grading.patch_policy` (test paths);
 its entry here names them so that every language is found the same way.
@@ -59,8 +59,10 @@ class Language:
     def is_test_config(self, path: str) -> bool:
         return False
 
-    def is_test_settings(self, path: str, lines: list[str]) -> bool:
-        """Whether the changed `lines` of `path` (a manifest shared with the build) set how tests run."""
+    def is_test_config_edit(self, path: str, lines: list[str]) -> bool:
+        """Whether an edit to `path` that adds or removes `lines` changes what the tests build or run, in a file fixes
+        also change for other reasons (go.mod's `replace` lines, Cargo.toml's `[[test]]` settings): the file is put
+        back whole."""
         return False
 
     def refusals(self, path: str, added: list[str]) -> list[str]:
@@ -139,6 +141,6 @@ def is_foreign_test_path(path: str) -> bool:
 
 register_language(Python())
 # The other languages register themselves on import; import them here so every registry user sees them.
-_LANGUAGE_MODULES: tuple[str, ...] = ("rust",)
+_LANGUAGE_MODULES: tuple[str, ...] = ("go", "rust")
 for _module in _LANGUAGE_MODULES:
     __import__(f"{__name__}.{_module}")

@@ -134,7 +134,7 @@ class Rust(Language):
         parts = PurePosixPath(path).parts
         return len(parts) >= 2 and parts[-2] == ".cargo" and parts[-1] in ("config", "config.toml")
 
-    def is_test_settings(self, path: str, lines: list[str]) -> bool:
+    def is_test_config_edit(self, path: str, lines: list[str]) -> bool:
         """Whether the changed `lines` of `path` are runner settings: Cargo.toml's test targets (`[[test]]`,
         `harness = false`, `test = false`, `autotests`) and its test and bench profiles."""
         return PurePosixPath(path).name == "Cargo.toml" and any(_MANIFEST_TEST_SETTINGS.search(l) for l in lines)

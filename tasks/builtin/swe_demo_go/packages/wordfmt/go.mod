@@ -1,0 +1,3 @@
+module example.com/wordfmt
+
+go 1.22
