@@ -484,6 +484,8 @@ def runner_for(log_parser: str) -> Runner:
     """
     from swebench.harness.log_parsers import PARSER_REGISTRY
 
+    from .. import languages  # noqa: F401  (each language registers the runners of its logs on import)
+
     function = PARSER_REGISTRY.get(log_parser)
     for family, names in _FAMILIES.items():
         if log_parser in names or any(PARSER_REGISTRY.get(n) is function for n in names if function is not None):
