@@ -124,3 +124,40 @@ def test_install_step_from_the_lock_file(tmp_path):
 )
 def test_test_paths_and_runner_configuration(path, test, config):
     assert (JS.is_test_path(path), JS.is_test_config(path)) == (test, config)
+
+
+def _diff(path: str, removed: list[str], added: list[str], new: bool = False) -> str:
+    head = f"diff --git a/{path} b/{path}\n" + ("new file mode 100644\n--- /dev/null\n" if new else f"--- a/{path}\n")
+    body = [f"-{line}" for line in removed] + [f"+{line}" for line in added]
+    return head + f"+++ b/{path}\n@@ -1,{len(removed)} +1,{len(added)} @@\n" + "\n".join(body) + "\n"
+
+
+@pytest.mark.parametrize(
+    "patch, neutralized",
+    [
+        (_diff("package.json", ['    "test": "node --test"'], ['    "test": "echo ok"']), True),
+        (_diff("package.json", [], ['    "pretest": "node forge.js",']), True),
+        (_diff("package.json", [], ['  "jest": { "setupFiles": ["./forge.js"] },']), True),
+        (_diff("package.json", [], ['    "setupFilesAfterEnv": ["./forge.js"],']), True),  # inside a jest block
+        (_diff("package.json", ['    "left-pad": "1.0.0"'], ['    "left-pad": "1.3.0"']), False),
+        (_diff("package.json", [], ['    "require": "./dist/index.cjs",']), False),  # exports: an honest edit
+        (_diff("jest.config.js", [], ["module.exports = { reporters: ['./forge.js'] };"], new=True), True),
+        (_diff("src/__tests__/forge.test.ts", [], ["it('x', () => {});"], new=True), True),
+        (_diff("src/truncate.ts", ["  let cut = 1;"], ["  let cut = 2;"]), False),
+    ],
+)
+def test_patch_review_neutralizes_or_refuses_test_settings(patch, neutralized):
+    from tasks.grading.patch_policy import review_patch
+
+    default, strict = review_patch(patch), review_patch(patch, mode="strict")
+    assert bool(default.neutralized) == neutralized and not default.refused
+    assert bool(strict.refused) == neutralized and not strict.neutralized
+
+
+def test_patch_review_refuses_installed_node_packages():
+    from tasks.grading.patch_policy import review_patch
+
+    shim = _diff("node_modules/.bin/jest", [], ["#!/bin/sh", "echo PASS"], new=True)
+    assert review_patch(shim).refused == [
+        "node_modules/.bin/jest: installed packages (node_modules/: the runner and what the tests import are loaded from there)"
+    ]
