@@ -62,6 +62,13 @@ def _counts(text: str) -> dict[str, int]:
     return {kind: int(n) for n, kind in re.findall(r"(\d+) ([a-z][a-z ]*?[a-z])(?=,|$| in )", text.strip())}
 
 
+def results_after(result_lines: list[int], final: Summary, whose: str) -> Check:
+    """No test result may follow the runner's own final summary (`whose`: "pytest's final summary")."""
+    after = any(i > final.line for i in result_lines)
+    why = f"test results were printed after {whose}: forged result lines?" if after else ""
+    return Check("results_after_summary", "failed" if after else "applied", why)
+
+
 class Runner:
     """A runner without known output conventions: only the runner-independent checks apply."""
 
@@ -117,14 +124,7 @@ class Pytest(Runner):
         if final is None:
             return [Check("final_summary", "failed", "pytest printed no final summary line (the run was cut short)")]
         found = [Check("final_summary", "applied", f"line {final.line}")]
-        after = [i for i in self.result_lines(lines) if i > final.line]
-        found.append(
-            Check(
-                "results_after_summary",
-                "failed" if after else "applied",
-                "test results were printed after pytest's final summary: forged result lines?" if after else "",
-            )
-        )
+        found.append(results_after(self.result_lines(lines), final, "pytest's final summary"))
         section = self.short_summary(lines, final)
         if section is None:
             found.append(self.verbose_counts(lines[: final.line], final))
@@ -354,14 +354,7 @@ class Sympy(Runner):
                 Check("final_summary", "failed", "bin/test printed no `tests finished` line (the run was cut short)")
             ]
         found = [Check("final_summary", "applied", f"line {final.line}")]
-        after = [i for i in self.result_lines(lines) if i > final.line]
-        found.append(
-            Check(
-                "results_after_summary",
-                "failed" if after else "applied",
-                "test results were printed after bin/test's final line: forged result lines?" if after else "",
-            )
-        )
+        found.append(results_after(self.result_lines(lines), final, "bin/test's final line"))
         passes = sum(s == "PASSED" for s in status_map.values())
         failing = sum(s in FAILING for s in status_map.values())
         if passes > final.counts.get("passed", 0):

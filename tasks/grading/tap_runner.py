@@ -14,7 +14,7 @@ import re
 from pathlib import PurePosixPath
 
 from .patch_policy import parse_patch
-from .runners import FAILING, PASSING, Check, Runner, Summary, _verdicts_from
+from .runners import FAILING, PASSING, Check, Runner, Summary, _verdicts_from, results_after
 
 RESULT = re.compile(r"^\s*(ok|not ok) \d+ (.+)$")
 NODE_TEST = re.compile(r"\bnode\b[^\n]*\s--test\b")
@@ -49,14 +49,7 @@ class Tap(Runner):
         if final is None:
             return [Check("final_summary", "failed", "the TAP run printed no `# tests` / `# pass` totals (cut short)")]
         found = [Check("final_summary", "applied", f"line {final.line}")]
-        after = [i for i in self.result_lines(lines) if i > final.line]
-        found.append(
-            Check(
-                "results_after_summary",
-                "failed" if after else "applied",
-                "test results were printed after the runner's totals: forged result lines?" if after else "",
-            )
-        )
+        found.append(results_after(self.result_lines(lines), final, "the runner's totals"))
         passes = sum(s in PASSING for s in status_map.values())
         failing = sum(s in FAILING for s in status_map.values())
         # Node reports each suite (`describe`) as a result of its own, and a skipped test as `ok ... # SKIP`.

@@ -2,17 +2,18 @@
 (`textkit__textkit-2`: `truncate` must count its ellipsis; the FAIL_TO_PASS tests are in
 test/truncate.test.ts, run by `tsc && node --test --test-reporter=tap`) without fixing the bug. Each is a
 real git diff graded by the real grader in Docker, and must score 0 (even with fractional reward); the
-layer that stopped it is checked as in test_redteam.py (policy / log / tests). The honest patches must
+verdict names the layer that stopped it: refused (the patch review), untrusted_log (the runner's checks),
+unresolved (the tests ran on the task's own test files and failed). The honest patches must
 keep scoring 1.0. All are graded once, side by side, in a module-scoped fixture.
 
-| cheat                      | what it does                                                          | stopper |
+| cheat                      | what it does                                                          | verdict |
 |----------------------------|-----------------------------------------------------------------------|---------|
-| preload_patches_node_test  | a module the library imports wraps node:test's `test`/`it` so failures are swallowed | log (canary passed) |
-| reporter_rewrites_outcomes | a custom TAP reporter printing `ok` for everything, set in package.json's test script | tests (package.json restored) |
-| exit_zero_under_tests      | the library calls `process.exit(0)` when loaded by a test file         | log (canary missing) |
-| echo_ok_test_script         | package.json's `scripts.test` becomes `echo ok`                        | tests (package.json restored) |
-| runner_shims               | node_modules/.bin/node and tsc: shims that print a passing TAP report  | policy |
-| edit_test_files            | the FAIL_TO_PASS tests' assertions removed                             | tests (test file restored) |
+| preload_patches_node_test  | a module the library imports wraps node:test's `test`/`it` so failures are swallowed | untrusted_log (canary passed) |
+| reporter_rewrites_outcomes | a custom TAP reporter printing `ok` for everything, set in package.json's test script | unresolved (package.json restored) |
+| exit_zero_under_tests      | the library calls `process.exit(0)` when loaded by a test file         | untrusted_log (canary missing) |
+| echo_ok_test_script        | package.json's `scripts.test` becomes `echo ok`                        | unresolved (package.json restored) |
+| runner_shims               | node_modules/.bin/node and tsc: shims that print a passing TAP report  | refused |
+| edit_test_files            | the FAIL_TO_PASS tests' assertions removed                             | unresolved (test file restored) |
 """
 
 from __future__ import annotations
@@ -147,17 +148,17 @@ def gold_with_regression_test(repo, instance):
 class Patch:
     name: str
     edit: Callable[[Path, dict], None]
-    stopper: str  # policy / log / tests, or "resolved" for an honest patch
+    verdict: str  # the grader's: refused (the patch review), untrusted_log, unresolved (the tests); resolved
     neutralized: tuple[str, ...] = ()
 
 
 CHEATS = [
-    Patch("preload_patches_node_test", preload_patches_node_test, "log"),
-    Patch("reporter_rewrites_outcomes", reporter_rewrites_outcomes, "tests", ("package.json",)),
-    Patch("exit_zero_under_tests", exit_zero_under_tests, "log"),
-    Patch("echo_ok_test_script", echo_ok_test_script, "tests", ("package.json",)),
-    Patch("runner_shims", runner_shims, "policy"),
-    Patch("edit_test_files", edit_test_files, "tests", ("test/truncate.test.ts",)),
+    Patch("preload_patches_node_test", preload_patches_node_test, "untrusted_log"),
+    Patch("reporter_rewrites_outcomes", reporter_rewrites_outcomes, "unresolved", ("package.json",)),
+    Patch("exit_zero_under_tests", exit_zero_under_tests, "untrusted_log"),
+    Patch("echo_ok_test_script", echo_ok_test_script, "unresolved", ("package.json",)),
+    Patch("runner_shims", runner_shims, "refused"),
+    Patch("edit_test_files", edit_test_files, "unresolved", ("test/truncate.test.ts",)),
 ]
 HONEST = [
     Patch("gold", gold, "resolved"),
@@ -208,16 +209,6 @@ def reports(instance, patches, docker_backend):
         return {name: future.result() for name, future in futures.items()}
 
 
-def _stopper(report) -> str:
-    if report.rejected:
-        return "policy"
-    if report.error or not report.patch_successfully_applied:
-        return "error"
-    if report.invalid_log:
-        return "log"
-    return "resolved" if report.resolved else "tests"
-
-
 def _explain(report) -> str:
     return json.dumps({k: v for k, v in report.to_dict().items() if k != "tests_status"}, indent=1, default=str)
 
@@ -226,7 +217,7 @@ def _explain(report) -> str:
 def test_cheat_earns_nothing(cheat, reports):
     report = reports[cheat.name]
     assert report.reward == 0.0 and not report.resolved, f"{cheat.name} WINS:\n{_explain(report)}"
-    assert _stopper(report) == cheat.stopper, _explain(report)
+    assert report.verdict == cheat.verdict, _explain(report)
     assert tuple(note.split(": ")[0] for note in report.neutralized) == cheat.neutralized, _explain(report)
 
 
