@@ -161,3 +161,18 @@ def test_patch_review_refuses_installed_node_packages():
     assert review_patch(shim).refused == [
         "node_modules/.bin/jest: installed packages (node_modules/: the runner and what the tests import are loaded from there)"
     ]
+
+
+def test_mining_refuses_a_javascript_repository_naming_what_is_supported(tmp_path):
+    import subprocess
+
+    from tests.cli_helpers import harness
+
+    repo = _project(tmp_path / "repo", {"test": "node --test"}, files={"index.js": "module.exports = 1;\n"})
+    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.email=a@b", "-c", "user.name=a", "commit", "-qm", "one"]):
+        subprocess.run(["git", *args], cwd=repo, check=True)
+    done = harness("tasks", "mine", str(repo), "--output", str(tmp_path / "out"), timeout=120)
+    said = " ".join((done.stdout + done.stderr).split())
+    assert done.returncode != 0
+    assert "is a JavaScript/TypeScript project (package.json), not a Python one" in said
+    assert "supports Python projects (pyproject.toml, setup.py, setup.cfg) only" in said
