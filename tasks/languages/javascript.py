@@ -204,6 +204,25 @@ class JavaScript(Language):
         if result.returncode:
             raise ProjectError(f"{repo.name}: npm could not fetch the dependencies: {result.stderr.strip()[-1500:]}")
 
+    def build_image(self, repo: Path, tag: str, workdir: str = "/testbed") -> str:
+        """An image of the project at `repo` on this language's base: the tree in `workdir`, its dependencies
+        fetched here and installed there offline (`npm ci`, install scripts included). Returns `tag`."""
+        import tempfile
+
+        from sandboxes.images import build_base_image, build_image
+
+        install = self.install_command(repo)
+        base = build_base_image(self.base_recipe())
+        with tempfile.TemporaryDirectory(prefix="harness-npm-") as scratch:
+            cache = Path(scratch) / "npm-cache"
+            self.fetch_dependencies(repo, cache)
+            cache.mkdir(exist_ok=True)
+            steps = [f"FROM {base}", f"COPY npm-cache {NPM_CACHE}", f"COPY repo {workdir}", f"WORKDIR {workdir}"]
+            if install:
+                steps.append(f"RUN {install} && rm -rf {NPM_CACHE}")
+            build_image(tag, "\n".join(steps) + "\n", {"npm-cache": cache, "repo": repo}, {"harness.language": self.name})
+        return tag
+
 
 register_language(JavaScript())
 register_runner(Tap(), ("parse_log_tap",))

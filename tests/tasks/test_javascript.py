@@ -7,6 +7,7 @@ import pytest
 
 from tasks.languages import detect_language, language_named, language_of
 from tasks.languages.javascript import ProjectError, find_runner
+from tests.conftest import require
 
 JS = language_named("javascript")
 
@@ -176,3 +177,24 @@ def test_mining_refuses_a_javascript_repository_naming_what_is_supported(tmp_pat
     assert done.returncode != 0
     assert "is a JavaScript/TypeScript project (package.json), not a Python one" in said
     assert "supports Python projects (pyproject.toml, setup.py, setup.cfg) only" in said
+
+
+def test_a_project_with_npm_dependencies_builds_and_runs_offline(docker_backend, tmp_path):
+    """A real dependency from the npm registry (ms 2.1.3, pinned by package-lock.json): fetched on the host,
+    installed in the image with `npm ci --offline`, its tests run with no network and parsed as graded."""
+    import shutil
+    from pathlib import Path
+
+    from sandboxes import SandboxSpec
+    from swebench.harness.log_parsers import PARSER_REGISTRY
+
+    require(shutil.which("npm") is not None, "npm is not installed here: it fetches the dependencies")
+    repo = tmp_path / "durations"
+    shutil.copytree(Path(__file__).parent / "data" / "js_project", repo)
+    tag = JS.build_image(repo, "harness-test/js-durations:1")
+    command = JS.test_command(repo, ["test/seconds.test.js"])
+    with docker_backend.create(SandboxSpec(image=tag, workdir="/testbed")) as sandbox:
+        assert sandbox.exec("test -d node_modules/ms && ! test -e /opt/npm-cache", timeout=60).ok
+        run = sandbox.exec(command, timeout=300)
+    statuses = PARSER_REGISTRY[JS.log_parser_for(repo)](run.output, None)
+    assert run.ok and statuses == {"- seconds of hours": "PASSED", "- seconds of seconds": "PASSED"}, run.output
