@@ -9,8 +9,9 @@ runner in the form whose output a swebench parser reads, with the test files of 
     mocha         `mocha --reporter tap`                             parse_log_tap
     tape          TAP is its own output                              parse_log_tap
 
-A `pretest` script (a `tsc` build, ...) runs first. TypeScript test files compiled to an `outDir` are run
-there (`test/a.test.ts` -> `dist/test/a.test.js`, by tsconfig.json's `rootDir` and `outDir`).
+A `pretest` script (a `tsc` build, ...) runs first; the TypeScript test files it compiled are then run from
+tsc's output (`test/a.test.ts` -> `dist/test/a.test.js`, by tsconfig.json's `rootDir` and `outDir`), except by
+jest and vitest, which compile TypeScript themselves.
 
 The install step comes from the lock file: `package-lock.json` (or `npm-shrinkwrap.json`) is installed by
 `npm ci`. The packages are fetched on the host, where the npm registry is reachable (`fetch_dependencies`),
@@ -55,12 +56,13 @@ class JsRunner:
     binary: str  # the executable the script names
     command: str  # the command that runs it, with `{files}` for the test files (empty: the runner's own search)
     log_parser: str
+    runs_typescript: bool = False  # it compiles TypeScript test files itself (else it runs what tsc wrote)
 
 
 RUNNERS = (
     JsRunner("node", "node", "node --test --test-reporter=tap {files}", "parse_log_tap"),
-    JsRunner("jest", "jest", "./node_modules/.bin/jest --verbose {files}", "parse_log_jest"),
-    JsRunner("vitest", "vitest", "./node_modules/.bin/vitest run --reporter=verbose {files}", "parse_log_vitest"),
+    JsRunner("jest", "jest", "./node_modules/.bin/jest --verbose {files}", "parse_log_jest", True),
+    JsRunner("vitest", "vitest", "./node_modules/.bin/vitest run --reporter=verbose {files}", "parse_log_vitest", True),
     JsRunner("mocha", "mocha", "./node_modules/.bin/mocha --reporter tap {files}", "parse_log_tap"),
     JsRunner("tape", "tape", "./node_modules/.bin/tape {files}", "parse_log_tap"),
 )
@@ -105,9 +107,11 @@ def _ts_output(repo: Path, path: str) -> str:
     js = re.sub(r"\.([cm]?)tsx?$", r".\1js", path)
     if not out:
         return js
-    root = PurePosixPath(options.get("rootDir", ".")).as_posix().strip("./")
+    root = PurePosixPath(options.get("rootDir", ".")).as_posix().removeprefix("./").strip("/")
     relative = PurePosixPath(js)
-    if root:
+    if root not in ("", "."):
+        if not relative.is_relative_to(root):
+            return js  # outside rootDir: tsc would refuse to build it
         relative = relative.relative_to(root)
     return (PurePosixPath(out) / relative).as_posix().removeprefix("./")
 
@@ -128,14 +132,14 @@ class JavaScript(Language):
         if repo is None:
             raise ProjectError("the JavaScript test command is read from the project's package.json: give its repo")
         runner = find_runner(repo)
+        pretest = package_json(repo).get("scripts", {}).get("pretest")
         files = []
         for test in tests or []:
             path = test.split("::", 1)[0]
-            if re.search(r"\.[cm]?tsx?$", path) and runner.name in ("node", "mocha", "tape"):
-                path = _ts_output(repo, path)  # jest and vitest transform TypeScript themselves
+            if pretest and not runner.runs_typescript and re.search(r"\.[cm]?tsx?$", path):
+                path = _ts_output(repo, path)  # the pretest build compiled it
             files.append(shlex.quote(path))
         command = runner.command.format(files=" ".join(dict.fromkeys(files))).rstrip()
-        pretest = package_json(repo).get("scripts", {}).get("pretest")
         return f"{pretest} && {command}" if pretest else command
 
     def is_test_path(self, path: str) -> bool:
