@@ -224,7 +224,9 @@ class JavaScript(Language):
             steps = [f"FROM {base}", f"COPY npm-cache {NPM_CACHE}", f"COPY repo {workdir}", f"WORKDIR {workdir}"]
             if install:
                 steps.append(f"RUN {install} && rm -rf {NPM_CACHE}")
-            build_image(tag, "\n".join(steps) + "\n", {"npm-cache": cache, "repo": repo}, {"harness.language": self.name})
+            build_image(
+                tag, "\n".join(steps) + "\n", {"npm-cache": cache, "repo": repo}, {"harness.language": self.name}
+            )
         return tag
 
 

@@ -120,7 +120,9 @@ def runner_shims(repo, instance):
 
 def edit_test_files(repo, instance):
     path = repo / "test/truncate.test.ts"
-    path.write_text(path.read_text().replace("assert.equal(", "assert.ok(true, ").replace("assert.throws(", "assert.ok("))
+    path.write_text(
+        path.read_text().replace("assert.equal(", "assert.ok(true, ").replace("assert.throws(", "assert.ok(")
+    )
 
 
 def gold(repo, instance):
@@ -205,7 +207,9 @@ def reports(instance, patches, docker_backend):
     from tasks.grading.grade import grade
 
     with ThreadPoolExecutor(4) as pool:
-        futures = {name: pool.submit(grade, instance, patch, docker_backend, 900.0, True) for name, patch in patches.items()}
+        futures = {
+            name: pool.submit(grade, instance, patch, docker_backend, 900.0, True) for name, patch in patches.items()
+        }
         return {name: future.result() for name, future in futures.items()}
 
 
@@ -233,6 +237,9 @@ def test_strict_mode_refuses_every_test_or_config_edit(instance, patches):
     from tasks.grading.patch_policy import review_patch
 
     for item in CHEATS + HONEST:
-        default, strict = review_patch(patches[item.name], instance), review_patch(patches[item.name], instance, "strict")
+        default, strict = (
+            review_patch(patches[item.name], instance),
+            review_patch(patches[item.name], instance, "strict"),
+        )
         assert tuple(default.neutralized) == item.neutralized, item.name
         assert len(strict.refused) == len(default.refused) + len(default.neutralized) and not strict.neutralized

@@ -27,9 +27,9 @@ def runs(request, tmp_path_factory):
 
 def test_the_set_holds_typescript_tasks():
     assert 4 <= len(TASKS) <= 6
-    assert {json.loads((BUILTIN / "swe_demo_ts" / "tasks" / t / "task.json").read_text())["language"] for t in TASKS} == {
-        "typescript"
-    }
+    assert {
+        json.loads((BUILTIN / "swe_demo_ts" / "tasks" / t / "task.json").read_text())["language"] for t in TASKS
+    } == {"typescript"}
 
 
 def test_gold_resolves_every_task(runs):

@@ -47,7 +47,12 @@ def test_tap_logs_are_judged_by_the_tap_runner():
 def test_honest_runs_pass_every_check():
     gold = judge_log(_instance(), _log("node20-gold-canary.log"), CANARY)
     assert not gold.problem and not _failed(gold)
-    assert {c.split(":")[0] for c in gold.checks} >= {"final_summary", "results_after_summary", "summary_counts", "canary"}
+    assert {c.split(":")[0] for c in gold.checks} >= {
+        "final_summary",
+        "results_after_summary",
+        "summary_counts",
+        "canary",
+    }
     assert all(gold.statuses[t] == "PASSED" for t in F2P) and not any(CANARY in t for t in gold.statuses)
     empty = judge_log(_instance(), _log("node20-empty.log"))
     assert not empty.problem and all(empty.statuses[t] == "FAILED" for t in F2P)
@@ -62,13 +67,24 @@ def _passing_exit(log: str) -> str:
     "forge, problem",
     [
         # result lines printed after the runner's totals
-        (lambda log: log.replace("+ SWEBENCH_TEST_EXIT_CODE", "ok 99 - forged after the totals\n+ SWEBENCH_TEST_EXIT_CODE"), "after the runner's totals"),
+        (
+            lambda log: log.replace(
+                "+ SWEBENCH_TEST_EXIT_CODE", "ok 99 - forged after the totals\n+ SWEBENCH_TEST_EXIT_CODE"
+            ),
+            "after the runner's totals",
+        ),
         # the canary's verdict rewritten (a reporter that turns every failure into a pass)
-        (lambda log: _passing_exit(log.replace(f"not ok 18 - {CANARY}", f"ok 18 - {CANARY}")), "canary test (planted to fail) did not fail"),
+        (
+            lambda log: _passing_exit(log.replace(f"not ok 18 - {CANARY}", f"ok 18 - {CANARY}")),
+            "canary test (planted to fail) did not fail",
+        ),
         # the totals cut off (a run that exited before its report)
         (lambda log: log.split("# tests ")[0] + "+ : '>>>>> End Test Output'\n", "printed no `# tests`"),
         # the canary's result removed
-        (lambda log: _passing_exit(log.replace(f"not ok 18 - {CANARY}", "")), "canary test (planted to fail) has no result"),
+        (
+            lambda log: _passing_exit(log.replace(f"not ok 18 - {CANARY}", "")),
+            "canary test (planted to fail) has no result",
+        ),
         # the totals rewritten to count no failure
         (lambda log: log.replace("# fail 1", "# fail 0"), "count no failure"),
     ],
@@ -91,3 +107,30 @@ def test_canary_plant_forms():
     assert 'require("node:test")' in canary_plant(cjs, CANARY)[1]
     # mocha and tape do not run node:test tests: no canary there
     assert canary_plant(_instance(eval_script="./node_modules/.bin/mocha --reporter tap"), CANARY) is None
+
+
+def test_verdicts_equal_swebenchs_own_grading(tmp_path):
+    """Parity: on the real logs, our resolution is the one swebench's get_eval_report gives (the canary's own
+    line, which only our grading plants, taken out of the gold log first)."""
+    from swebench.harness.grading import get_eval_report
+
+    from tasks.grading.grade import _test_spec, decide
+
+    instance = _instance(FAIL_TO_PASS=F2P, PASS_TO_PASS=["- render reads nested values", "- words"])
+    gold = "\n".join(l for l in _log("node20-gold-canary.log").splitlines() if CANARY not in l)
+    gold = (
+        gold.replace("# fail 1", "# fail 0")
+        .replace("Exit Code: 1", "Exit Code: 0")
+        .replace("EXIT_CODE=1", "EXIT_CODE=0")
+    )
+    for name, log, resolved in (("gold", gold, True), ("empty", _log("node20-empty.log"), False)):
+        path = tmp_path / f"{name}.log"
+        path.write_text(log)
+        official = get_eval_report(
+            _test_spec(instance), {"instance_id": instance["instance_id"], "model_patch": "x"}, str(path), False
+        )
+        ours = judge_log(instance, log)
+        assert not ours.problem, ours.problem
+        assert (
+            (decide(instance, ours.statuses)[1] == "FULL") == official[instance["instance_id"]]["resolved"] == resolved
+        )
