@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from pathlib import PurePosixPath
 
-from .patch_policy import parse_patch
+from .patch_policy import PatchFile, parse_patch
 from .runners import FAILING, PASSING, Check, Runner, Summary, _verdicts_from, results_after
 
 RESULT = re.compile(r"^\s*(ok|not ok) \d+ (.+)$")
@@ -21,6 +21,15 @@ NODE_TEST = re.compile(r"\bnode\b[^\n]*\s--test\b")
 TOTAL = re.compile(r"^# (tests|suites|pass|fail|cancelled|skipped|todo|duration_ms) ([\d.]+)$")
 # TypeScript and ES modules import the test function; CommonJS requires it.
 _IMPORT_FORM = re.compile(r"^\s*import\s.+\sfrom\s|^\s*import\s+['\"]")
+
+
+def js_test_files(instance: dict) -> list[PatchFile]:
+    """The files of the test patch that are JavaScript/TypeScript test files (`*.test.ts`, `__tests__/x.js`):
+    where a canary runs. Fixtures a test patch touches (`test/fixtures/input.js`) are never run as tests."""
+    from ..languages import language_named
+
+    javascript = language_named("javascript")
+    return [item for item in parse_patch(instance.get("test_patch") or "") if javascript.is_test_path(item.path)]
 
 
 class Tap(Runner):
@@ -53,13 +62,18 @@ class Tap(Runner):
         passes = sum(s in PASSING for s in status_map.values())
         failing = sum(s in FAILING for s in status_map.values())
         # Node reports each suite (`describe`) as a result of its own, and a skipped test as `ok ... # SKIP`.
-        room = sum(final.counts.get(k, 0) for k in ("pass", "suites", "skipped", "todo"))
+        # A log may hold several runs, each with its totals.
+        room = sum(
+            int(m.group(2))
+            for line in lines
+            if (m := TOTAL.match(line.strip())) and m.group(1) in ("pass", "suites", "skipped", "todo")
+        )
         if passes > room:
             found.append(
                 Check(
                     "summary_counts",
                     "failed",
-                    f"{passes} tests read as passing, the runner's totals {final.counts} allow {room}: forged result lines?",
+                    f"{passes} tests read as passing, the runner's totals allow {room}: forged result lines?",
                 )
             )
         elif final.failures() and not failing:
@@ -78,10 +92,8 @@ class Tap(Runner):
     def canary_plant(self, instance, canary):
         if not NODE_TEST.search(instance.get("eval_script") or ""):
             return None  # mocha and tape run their own tests, not node:test's
-        for item in parse_patch(instance.get("test_patch") or ""):
+        for item in js_test_files(instance):
             path = PurePosixPath(item.path)
-            if not re.search(r"\.[cm]?[jt]sx?$", path.name):
-                continue
             if any(_IMPORT_FORM.match(line) for line in item.added) or path.suffix in (".mjs", ".mts", ".ts", ".tsx"):
                 head = f'import {{ test as {canary}_test }} from "node:test";'
             else:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from ..grading.runners import register_runner
+from ..grading.jest_runner import Jest
 from ..grading.tap_runner import Tap
 from . import Language, register_language
 
@@ -232,3 +233,4 @@ class JavaScript(Language):
 
 register_language(JavaScript())
 register_runner(Tap(), ("parse_log_tap",))
+register_runner(Jest(), ("parse_log_jest",))
