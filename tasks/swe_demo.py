@@ -33,7 +33,13 @@ log = logging.getLogger(__name__)
 BUILTIN = Path(__file__).parent / "builtin"
 CONTENT = BUILTIN / "swe_demo"
 # Quick-start set name -> its folder under builtin/ (tasks.taskset registers each).
-QUICK_START_SETS = {"swe-demo": "swe_demo", "swe-demo-go": "swe_demo_go", "swe-demo-rust": "swe_demo_rust"}
+QUICK_START_SETS = {
+    "swe-demo": "swe_demo",
+    "swe-demo-go": "swe_demo_go",
+    "swe-demo-rust": "swe_demo_rust",
+    # TypeScript on Debian's tsc and Node's built-in test runner: no npm package, offline (its README).
+    "swe-demo-ts": "swe_demo_ts",
+}
 
 
 def task_dirs(content: Path = CONTENT) -> list[Path]:

@@ -5,7 +5,8 @@ and, for source, by what it adds:
 
 - **neutralized**: test files (a `tests/` folder, `test_*.py`, `conftest.py`), the files the test
   patch owns or the FAIL_TO_PASS / PASS_TO_PASS tests live in, test-runner configuration
-  (`pytest.ini`, `tox.ini`, `setup.cfg`, the runner settings of `pyproject.toml`, ...), runner
+  (`pytest.ini`, `tox.ini`, `setup.cfg`, the runner settings of `pyproject.toml`, `jest.config.js`, the test
+  scripts and runner settings of `package.json`, ...), runner
   scripts and symlinks. Grading puts them back as they are at the base commit (or removes them,
   if the patch added them) before the tests run, as SWE-bench's eval script does for the test
   patch's files: what the patch did to them never decides the verdict, and an honest fix that
@@ -14,7 +15,7 @@ and, for source, by what it adds:
   be put back safely: interpreter start-up hooks (`sitecustomize.py`, `.pth`), modules at the
   repository root that would be imported in place of the test runner, git metadata,
   installed-package entry points (`*.egg-info/entry_points.txt`: a `pytest11` entry point loads a
-  plugin), compiled code, Python source that cannot be read, source that ends the process behind the
+  plugin), installed Node packages (`node_modules/`: a runner shim in `node_modules/.bin`), compiled code, Python source that cannot be read, source that ends the process behind the
   runner's back or writes the harness's own markers, and the packaging hooks an eval script's
   reinstall would run as root before the tests: a `pytest11` entry point in any packaging file,
   `cmdclass` or code that names the interpreter's installation in `setup.py`, an in-tree build
@@ -281,6 +282,8 @@ def _refusals(item: PatchFile, read_source: bool = True) -> list[str]:
         found.append("shadows the test runner (a module of that name at the repository root)")
     if ".git" in path.parts or name in (".gitattributes",):
         found.append("git metadata")
+    if "node_modules" in path.parts:
+        found.append("installed packages (node_modules/: the runner and what the tests import are loaded from there)")
     if name == "entry_points.txt" and any(part.endswith((".egg-info", ".dist-info")) for part in path.parts[:-1]):
         found.append("installed-package entry points (entry_points.txt: its plugins load into the test runner)")
     elif name in _PACKAGING_FILES and any(

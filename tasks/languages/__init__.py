@@ -141,6 +141,6 @@ def is_foreign_test_path(path: str) -> bool:
 
 register_language(Python())
 # The other languages register themselves on import; import them here so every registry user sees them.
-_LANGUAGE_MODULES: tuple[str, ...] = ("go", "rust")
+_LANGUAGE_MODULES: tuple[str, ...] = ("go", "javascript", "rust")
 for _module in _LANGUAGE_MODULES:
     __import__(f"{__name__}.{_module}")

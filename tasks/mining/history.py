@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .mine import STAGES, MineError, Mined, local_clone, reason_key, record_of, repo_name
+from .mine import STAGES, MineError, Mined, local_clone, reason_key, record_of, repo_name, require_python
 from ..grading.patch_policy import is_test_path
 from ..repos import git
 
@@ -70,6 +70,7 @@ def candidates(
     """The candidates of `repo` (a folder, a URL or a git bundle) committed between `since` and `until`,
     newest first, and the funnel's first two steps."""
     local = local_clone(repo)
+    require_python(local, repo)
     name = repo_name(repo, local)
     dates = [*([f"--since={since}"] if since else []), *([f"--until={until}"] if until else [])]
     listed = git(local, "log", "--first-parent", "--format=%H %P", *dates, "HEAD")

@@ -89,6 +89,7 @@ def records_from_file(path: Path) -> list[dict[str, Any]]:
 def records_from_git(repo: str, pulls: list[str]) -> list[dict[str, Any]]:
     """Records of merged pull requests (numbers or merge commits) of a repository (path or URL)."""
     local = local_clone(repo)
+    require_python(local, repo)
     name = repo_name(repo, local)
     records = []
     for pull in pulls:
@@ -135,6 +136,24 @@ def local_clone(repo: str) -> Path:
         if done.returncode != 0:
             raise MineError(f"cannot clone {repo}: {done.stderr.strip()}")
     return target
+
+
+def require_python(local: Path, repo: str) -> None:
+    """Mining runs Python projects' histories only: refuse, naming what is supported, a repository whose root
+    (at HEAD) marks a project of another language and no Python project."""
+    from ..languages import language_named, languages
+
+    root = set(git(local, "ls-tree", "--name-only", "HEAD").split())
+    python = language_named("python")
+    if root & set(python.markers):
+        return
+    for language in (l for l in languages() if l is not python):
+        if found := sorted(root & set(language.markers)):
+            raise MineError(
+                f"{repo} is a {language.title} project ({', '.join(found)}), not a Python one: mining real "
+                f"histories supports Python projects ({', '.join(python.markers)}) only; {language.title} tasks "
+                "can be written as a quick-start set (docs/languages.md)"
+            )
 
 
 def repo_name(repo: str, local: Path) -> str:

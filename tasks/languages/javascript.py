@@ -1,0 +1,249 @@
+"""JavaScript and TypeScript: Node and npm from Debian trixie (Node 20 LTS, npm 9), TypeScript's `tsc` too.
+
+The test command comes from `package.json`: its `scripts.test` names the runner, and the command runs that
+runner in the form whose output a swebench parser reads, with the test files of a named list:
+
+    node --test   node's built-in runner, `--test-reporter=tap`     parse_log_tap
+    jest          `jest --verbose`                                   parse_log_jest
+    vitest        `vitest run --reporter=verbose`                    parse_log_vitest
+    mocha         `mocha --reporter tap`                             parse_log_tap
+    tape          TAP is its own output                              parse_log_tap
+
+A `pretest` script (a `tsc` build, ...) runs first; the TypeScript test files it compiled are then run from
+tsc's output (`test/a.test.ts` -> `dist/test/a.test.js`, by tsconfig.json's `rootDir` and `outDir`), except by
+jest and vitest, which compile TypeScript themselves.
+
+The install step comes from the lock file: `package-lock.json` (or `npm-shrinkwrap.json`) is installed by
+`npm ci`. The packages are fetched on the host, where the npm registry is reachable (`fetch_dependencies`),
+into an npm cache that goes into the image, and installed from it with `npm ci --offline`: sandboxes have
+no network. A project with a `yarn.lock` or `pnpm-lock.yaml` only, or with no lock file at all while it has
+dependencies, is refused with that reason (`install_problem`): its dependencies cannot be pinned to what
+the commit used without yarn or pnpm, which Debian trixie does not ship as a package manager for npm's
+registry.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from ..grading.runners import register_runner
+from ..grading.jest_runner import Jest
+from ..grading.tap_runner import Tap
+from . import Language, register_language
+
+_SOURCE = r"\.[cm]?[jt]sx?$"
+_TEST_FILE = re.compile(rf"[.\-_](test|spec)s?{_SOURCE}")
+_TEST_FOLDERS = {"__tests__", "__mocks__", "__snapshots__", "__fixtures__"}
+# Runner configuration: where a runner reads setup files, reporters, what to run and what to skip.
+_CONFIG = re.compile(
+    r"^(jest|vitest|vite|vitest\.workspace|karma|ava|playwright|cypress|wdio)\.conf(ig)?\.[cm]?[jt]s(on)?$"
+    r"|^\.mocharc(\.[a-z]+)?$|^\.taprc(\.[a-z]+)?$|^\.c8rc(\.json)?$|^\.nycrc(\.[a-z]+)?$"
+)
+_LOCK_FILES = ("package-lock.json", "npm-shrinkwrap.json")
+_OTHER_LOCKS = {"yarn.lock": "yarn", "pnpm-lock.yaml": "pnpm"}
+NPM_CACHE = "/opt/npm-cache"  # where the fetched packages lie in an image
+
+
+@dataclass(frozen=True)
+class JsRunner:
+    """A test runner of package.json's test script: how it is called on a file list, and what reads its output."""
+
+    name: str
+    binary: str  # the executable the script names
+    command: str  # the command that runs it, with `{files}` for the test files (empty: the runner's own search)
+    log_parser: str
+    runs_typescript: bool = False  # it compiles TypeScript test files itself (else it runs what tsc wrote)
+
+
+RUNNERS = (
+    JsRunner("node", "node", "node --test --test-reporter=tap {files}", "parse_log_tap"),
+    JsRunner("jest", "jest", "./node_modules/.bin/jest --verbose {files}", "parse_log_jest", True),
+    JsRunner("vitest", "vitest", "./node_modules/.bin/vitest run --reporter=verbose {files}", "parse_log_vitest", True),
+    JsRunner("mocha", "mocha", "./node_modules/.bin/mocha --reporter tap {files}", "parse_log_tap"),
+    JsRunner("tape", "tape", "./node_modules/.bin/tape {files}", "parse_log_tap"),
+)
+
+
+# In package.json only the test scripts and the runners' settings are put back; other edits (dependencies) stay.
+# A runner's settings block spans lines: its keys are known by name too (jest's setupFiles, mocha's require).
+_PACKAGE_JSON_TEST_CONFIG = re.compile(
+    r'"(?:pre|post)?test(?::[^"]*)?"\s*:|"(?:jest|mocha|ava|vitest|tap|tape|c8|nyc|karma)"\s*:'
+    r'|"(?:setupFiles\w*|globalSetup|globalTeardown|reporters?|testMatch|testRegex|testPathIgnorePatterns|roots'
+    r'|transform\w*|moduleNameMapper|testEnvironment\w*|spec|extension|ui|loader|node-arg)"\s*:'
+)
+
+
+class ProjectError(ValueError):
+    """A JavaScript project that cannot be built or tested here, with the reason."""
+
+
+def package_json(repo: Path) -> dict:
+    path = repo / "package.json"
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ProjectError(f"{repo}: no package.json") from None
+    except json.JSONDecodeError as err:
+        raise ProjectError(f"{path}: not JSON ({err})") from None
+
+
+def find_runner(repo: Path) -> JsRunner:
+    """The runner `scripts.test` of package.json calls."""
+    script = package_json(repo).get("scripts", {}).get("test", "")
+    if not script or "no test specified" in script:
+        raise ProjectError(f"{repo}/package.json: no test script (scripts.test)")
+    words = [w for w in re.split(r"[\s;&|()]+", script) if w]
+    for word in words:
+        name = PurePosixPath(word).name
+        for runner in RUNNERS:
+            if name == runner.binary and (runner.name != "node" or "--test" in words):
+                return runner
+    supported = ", ".join(r.name if r.name != "node" else "node --test" for r in RUNNERS)
+    raise ProjectError(f"{repo}/package.json: the test script {script!r} calls no runner known here ({supported})")
+
+
+def _ts_output(repo: Path, path: str) -> str:
+    """Where tsc writes the JavaScript of `path` (a .ts/.tsx/.mts/.cts file): by tsconfig.json's rootDir and outDir."""
+    try:
+        options = json.loads((repo / "tsconfig.json").read_text()).get("compilerOptions", {})
+    except (FileNotFoundError, json.JSONDecodeError):
+        options = {}
+    out = options.get("outDir")
+    js = re.sub(r"\.([cm]?)tsx?$", r".\1js", path)
+    if not out:
+        return js
+    root = PurePosixPath(options.get("rootDir", ".")).as_posix().removeprefix("./").strip("/")
+    relative = PurePosixPath(js)
+    if root not in ("", "."):
+        if not relative.is_relative_to(root):
+            return js  # outside rootDir: tsc would refuse to build it
+        relative = relative.relative_to(root)
+    return (PurePosixPath(out) / relative).as_posix().removeprefix("./")
+
+
+class JavaScript(Language):
+    name = "javascript"
+    title = "JavaScript/TypeScript"
+    aliases = ("js", "typescript", "ts", "node")
+    markers = ("package.json",)
+    packages = ("nodejs", "npm", "node-typescript")
+    log_parser = "parse_log_tap"
+    log_parsers = ("parse_log_tap", "parse_log_jest", "parse_log_jest_json", "parse_log_vitest", "parse_log_karma")
+
+    def log_parser_for(self, repo: Path) -> str:
+        return find_runner(repo).log_parser
+
+    def test_command(self, repo: Path | None = None, tests: list[str] | None = None) -> str:
+        if repo is None:
+            raise ProjectError("the JavaScript test command is read from the project's package.json: give its repo")
+        runner = find_runner(repo)
+        pretest = package_json(repo).get("scripts", {}).get("pretest")
+        files = []
+        for test in tests or []:
+            path = test.split("::", 1)[0]
+            if pretest and not runner.runs_typescript and re.search(r"\.[cm]?tsx?$", path):
+                path = _ts_output(repo, path)  # the pretest build compiled it
+            files.append(shlex.quote(path))
+        command = runner.command.format(files=" ".join(dict.fromkeys(files))).rstrip()
+        return f"{pretest} && {command}" if pretest else command
+
+    def is_test_path(self, path: str) -> bool:
+        parts = PurePosixPath(path).parts
+        return bool(parts) and bool(
+            _TEST_FILE.search(parts[-1]) or (re.search(_SOURCE, parts[-1]) and _TEST_FOLDERS & set(parts[:-1]))
+        )
+
+    def is_test_config(self, path: str) -> bool:
+        return bool(_CONFIG.match(PurePosixPath(path).name))
+
+    def is_test_config_edit(self, path: str, lines: list[str]) -> bool:
+        """package.json's test scripts and runners' settings; its other edits (dependencies, exports) stay."""
+        return PurePosixPath(path).name == "package.json" and any(_PACKAGE_JSON_TEST_CONFIG.search(l) for l in lines)
+
+    # The install step.
+
+    def install_problem(self, repo: Path) -> str:
+        """Why the project's dependencies cannot be installed offline ("" when they can)."""
+        try:
+            manifest = package_json(repo)
+        except ProjectError as err:
+            return str(err)
+        if any((repo / lock).exists() for lock in _LOCK_FILES):
+            return ""
+        if not (manifest.get("dependencies") or manifest.get("devDependencies")):
+            return ""
+        for lock, tool in _OTHER_LOCKS.items():
+            if (repo / lock).exists():
+                return (
+                    f"{repo.name}: dependencies are locked by {lock} only; {tool} is not installed here, "
+                    "and npm cannot install that lock file's versions (a package-lock.json is needed)"
+                )
+        return f"{repo.name}: dependencies but no lock file: the versions the commit used are unknown"
+
+    def install_command(self, repo: Path) -> str:
+        """The image's install step ("" when the project has no dependencies): `npm ci` from the fetched cache."""
+        if problem := self.install_problem(repo):
+            raise ProjectError(problem)
+        if not any((repo / lock).exists() for lock in _LOCK_FILES):
+            return ""
+        return f"npm ci --offline --no-audit --no-fund --cache {NPM_CACHE}"
+
+    def fetch_dependencies(self, repo: Path, cache: Path, timeout: float = 900.0) -> None:
+        """Fill the npm cache `cache` with the packages of the project's lock file, from the registry (on the
+        host: it needs the network). The install scripts are not run here: they run in the image."""
+        if problem := self.install_problem(repo):
+            raise ProjectError(problem)
+        if not any((repo / lock).exists() for lock in _LOCK_FILES):
+            return
+        cache.mkdir(parents=True, exist_ok=True)
+        scratch = cache.parent / f"{cache.name}.install"
+        subprocess.run(["rm", "-rf", str(scratch)], check=True)
+        scratch.mkdir()
+        for name in ("package.json", *_LOCK_FILES):
+            if (repo / name).exists():
+                (scratch / name).write_bytes((repo / name).read_bytes())
+        try:
+            result = subprocess.run(
+                ["npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--cache", str(cache)],
+                cwd=scratch,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
+        except FileNotFoundError:
+            raise ProjectError("npm is not installed on this machine: it fetches the dependencies") from None
+        finally:
+            subprocess.run(["rm", "-rf", str(scratch)], check=False)
+        if result.returncode:
+            raise ProjectError(f"{repo.name}: npm could not fetch the dependencies: {result.stderr.strip()[-1500:]}")
+
+    def build_image(self, repo: Path, tag: str, workdir: str = "/testbed") -> str:
+        """An image of the project at `repo` on this language's base: the tree in `workdir`, its dependencies
+        fetched here and installed there offline (`npm ci`, install scripts included). Returns `tag`."""
+        import tempfile
+
+        from sandboxes.images import build_base_image, build_image
+
+        install = self.install_command(repo)
+        base = build_base_image(self.base_recipe())
+        with tempfile.TemporaryDirectory(prefix="harness-npm-") as scratch:
+            cache = Path(scratch) / "npm-cache"
+            self.fetch_dependencies(repo, cache)
+            cache.mkdir(exist_ok=True)
+            steps = [f"FROM {base}", f"COPY npm-cache {NPM_CACHE}", f"COPY repo {workdir}", f"WORKDIR {workdir}"]
+            if install:
+                steps.append(f"RUN {install} && rm -rf {NPM_CACHE}")
+            build_image(
+                tag, "\n".join(steps) + "\n", {"npm-cache": cache, "repo": repo}, {"harness.language": self.name}
+            )
+        return tag
+
+
+register_language(JavaScript())
+register_runner(Tap(), ("parse_log_tap",))
+register_runner(Jest(), ("parse_log_jest",))

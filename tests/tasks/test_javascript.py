@@ -1,0 +1,200 @@
+"""The JavaScript/TypeScript language: project detection, the test command from package.json, the install
+step from lock files, and what the patch review calls a test file or runner configuration."""
+
+import json
+
+import pytest
+
+from tasks.languages import detect_language, language_named, language_of
+from tasks.languages.javascript import ProjectError, find_runner
+from tests.conftest import require
+
+JS = language_named("javascript")
+
+
+def _project(tmp_path, scripts=None, files=(), **manifest):
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "package.json").write_text(json.dumps({"name": "p", "scripts": scripts or {}, **manifest}))
+    for name, text in dict(files).items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    return tmp_path
+
+
+def test_aliases_and_detection(tmp_path):
+    assert {language_named(n).name for n in ("js", "ts", "typescript", "JavaScript")} == {"javascript"}
+    assert JS.title == "JavaScript/TypeScript"
+    assert detect_language(_project(tmp_path, files={"setup.py": ""})) is JS  # a Node project with a setup.py
+    assert language_of({"log_parser": "parse_log_jest"}) is JS
+    assert language_of({"language": "ts"}) is JS
+
+
+@pytest.mark.parametrize(
+    "script, runner, parser",
+    [
+        ("node --test --test-reporter=spec", "node", "parse_log_tap"),
+        ("tsc -p . && node --test test/", "node", "parse_log_tap"),
+        ("jest --coverage", "jest", "parse_log_jest"),
+        ("NODE_ENV=test ./node_modules/.bin/jest", "jest", "parse_log_jest"),
+        ("vitest", "vitest", "parse_log_vitest"),
+        ("mocha 'test/**/*.js'", "mocha", "parse_log_tap"),
+        ("tape test/*.js | tap-spec", "tape", "parse_log_tap"),
+    ],
+)
+def test_runner_from_the_test_script(tmp_path, script, runner, parser):
+    found = find_runner(_project(tmp_path, {"test": script}))
+    assert (found.name, found.log_parser) == (runner, parser)
+    assert JS.log_parser_for(tmp_path) == parser
+
+
+@pytest.mark.parametrize(
+    "scripts, why",
+    [
+        ({}, "no test script"),
+        ({"test": 'echo "Error: no test specified" && exit 1'}, "no test script"),
+        ({"test": "node index.js"}, "calls no runner known here"),  # node without --test
+        ({"test": "ava"}, "calls no runner known here"),
+    ],
+)
+def test_unusable_test_scripts_are_refused_with_the_reason(tmp_path, scripts, why):
+    with pytest.raises(ProjectError, match=why):
+        JS.test_command(_project(tmp_path, scripts))
+
+
+def test_commands_run_the_named_test_files(tmp_path):
+    repo = _project(tmp_path, {"test": "jest"})
+    assert JS.test_command(repo) == "./node_modules/.bin/jest --verbose"
+    assert JS.test_command(repo, ["src/a.test.ts", "src/b.test.ts"]) == (
+        "./node_modules/.bin/jest --verbose src/a.test.ts src/b.test.ts"
+    )
+    (repo / "package.json").write_text(json.dumps({"scripts": {"test": "vitest"}}))
+    assert JS.test_command(repo, ["x.spec.ts"]) == "./node_modules/.bin/vitest run --reporter=verbose x.spec.ts"
+    (repo / "package.json").write_text(json.dumps({"scripts": {"test": "mocha"}}))
+    assert JS.test_command(repo, ["test/a b.js"]) == "./node_modules/.bin/mocha --reporter tap 'test/a b.js'"
+
+
+def test_typescript_tests_run_from_tscs_output_after_the_pretest_build(tmp_path):
+    repo = _project(
+        tmp_path,
+        {"pretest": "tsc -p tsconfig.json", "test": "node --test"},
+        files={"tsconfig.json": json.dumps({"compilerOptions": {"outDir": "dist", "rootDir": "."}})},
+    )
+    assert JS.test_command(repo) == "tsc -p tsconfig.json && node --test --test-reporter=tap"
+    assert JS.test_command(repo, ["test/a.test.ts", "test/b.test.mts"]) == (
+        "tsc -p tsconfig.json && node --test --test-reporter=tap dist/test/a.test.js dist/test/b.test.mjs"
+    )
+    (repo / "tsconfig.json").write_text(json.dumps({"compilerOptions": {"outDir": "./build", "rootDir": "src"}}))
+    assert JS.test_command(repo, ["src/x.test.ts"]).endswith("node --test --test-reporter=tap build/x.test.js")
+
+
+def test_install_step_from_the_lock_file(tmp_path):
+    plain = _project(tmp_path / "plain")
+    assert JS.install_problem(plain) == "" and JS.install_command(plain) == ""  # nothing to install
+    locked = _project(tmp_path / "npm", dependencies={"a": "1"}, files={"package-lock.json": "{}"})
+    assert JS.install_command(locked).startswith("npm ci --offline")
+    yarn = _project(tmp_path / "yarn", devDependencies={"a": "1"}, files={"yarn.lock": ""})
+    assert "yarn.lock only" in JS.install_problem(yarn)
+    pnpm = _project(tmp_path / "pnpm", dependencies={"a": "1"}, files={"pnpm-lock.yaml": ""})
+    assert "pnpm" in JS.install_problem(pnpm)
+    with pytest.raises(ProjectError, match="no lock file"):
+        JS.install_command(_project(tmp_path / "none", dependencies={"a": "1"}))
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "package.json").write_text("{")
+    assert "not JSON" in JS.install_problem(tmp_path / "bad")
+
+
+@pytest.mark.parametrize(
+    "path, test, config",
+    [
+        ("src/a.test.ts", True, False),
+        ("src/a.spec.js", True, False),
+        ("lib/util.test.mjs", True, False),
+        ("src/Button.test.tsx", True, False),
+        ("src/__tests__/helpers.js", True, False),
+        ("src/a.e2e-spec.ts", True, False),
+        ("src/contest.ts", False, False),
+        ("src/testing.ts", False, False),
+        ("jest.config.js", False, True),
+        ("packages/core/vitest.config.mts", False, True),
+        ("vite.config.ts", False, True),
+        (".mocharc.yml", False, True),
+        (".taprc", False, True),
+        ("karma.conf.js", False, True),
+        ("tsconfig.json", False, False),
+    ],
+)
+def test_test_paths_and_runner_configuration(path, test, config):
+    assert (JS.is_test_path(path), JS.is_test_config(path)) == (test, config)
+
+
+def _diff(path: str, removed: list[str], added: list[str], new: bool = False) -> str:
+    head = f"diff --git a/{path} b/{path}\n" + ("new file mode 100644\n--- /dev/null\n" if new else f"--- a/{path}\n")
+    body = [f"-{line}" for line in removed] + [f"+{line}" for line in added]
+    return head + f"+++ b/{path}\n@@ -1,{len(removed)} +1,{len(added)} @@\n" + "\n".join(body) + "\n"
+
+
+@pytest.mark.parametrize(
+    "patch, neutralized",
+    [
+        (_diff("package.json", ['    "test": "node --test"'], ['    "test": "echo ok"']), True),
+        (_diff("package.json", [], ['    "pretest": "node forge.js",']), True),
+        (_diff("package.json", [], ['  "jest": { "setupFiles": ["./forge.js"] },']), True),
+        (_diff("package.json", [], ['    "setupFilesAfterEnv": ["./forge.js"],']), True),  # inside a jest block
+        (_diff("package.json", ['    "left-pad": "1.0.0"'], ['    "left-pad": "1.3.0"']), False),
+        (_diff("package.json", [], ['    "require": "./dist/index.cjs",']), False),  # exports: an honest edit
+        (_diff("jest.config.js", [], ["module.exports = { reporters: ['./forge.js'] };"], new=True), True),
+        (_diff("src/__tests__/forge.test.ts", [], ["it('x', () => {});"], new=True), True),
+        (_diff("src/truncate.ts", ["  let cut = 1;"], ["  let cut = 2;"]), False),
+    ],
+)
+def test_patch_review_neutralizes_or_refuses_test_settings(patch, neutralized):
+    from tasks.grading.patch_policy import review_patch
+
+    default, strict = review_patch(patch), review_patch(patch, grading_mode="refuse")
+    assert bool(default.neutralized) == neutralized and not default.refused
+    assert bool(strict.refused) == neutralized and not strict.neutralized
+
+
+def test_patch_review_refuses_installed_node_packages():
+    from tasks.grading.patch_policy import review_patch
+
+    shim = _diff("node_modules/.bin/jest", [], ["#!/bin/sh", "echo PASS"], new=True)
+    assert review_patch(shim).refused == [
+        "node_modules/.bin/jest: installed packages (node_modules/: the runner and what the tests import are loaded from there)"
+    ]
+
+
+def test_mining_refuses_a_javascript_repository_naming_what_is_supported(tmp_path):
+    import subprocess
+
+    from tests.cli_helpers import harness
+
+    repo = _project(tmp_path / "repo", {"test": "node --test"}, files={"index.js": "module.exports = 1;\n"})
+    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.email=a@b", "-c", "user.name=a", "commit", "-qm", "one"]):
+        subprocess.run(["git", *args], cwd=repo, check=True)
+    done = harness("tasks", "mine", str(repo), "--output", str(tmp_path / "out"), timeout=120)
+    said = " ".join((done.stdout + done.stderr).split())
+    assert done.returncode != 0
+    assert "is a JavaScript/TypeScript project (package.json), not a Python one" in said
+    assert "supports Python projects (pyproject.toml, setup.py, setup.cfg) only" in said
+
+
+def test_a_project_with_npm_dependencies_builds_and_runs_offline(docker_backend, tmp_path):
+    """A real dependency from the npm registry (ms 2.1.3, pinned by package-lock.json): fetched on the host,
+    installed in the image with `npm ci --offline`, its tests run with no network and parsed as graded."""
+    import shutil
+    from pathlib import Path
+
+    from sandboxes import SandboxSpec
+    from swebench.harness.log_parsers import PARSER_REGISTRY
+
+    require(shutil.which("npm") is not None, "npm is not installed here: it fetches the dependencies")
+    repo = tmp_path / "durations"
+    shutil.copytree(Path(__file__).parent / "data" / "js_project", repo)
+    tag = JS.build_image(repo, "harness-test/js-durations:1")
+    command = JS.test_command(repo, ["test/seconds.test.js"])
+    with docker_backend.create(SandboxSpec(image=tag, workdir="/testbed")) as sandbox:
+        assert sandbox.exec("test -d node_modules/ms && ! test -e /opt/npm-cache", timeout=60).ok
+        run = sandbox.exec(command, timeout=300)
+    statuses = PARSER_REGISTRY[JS.log_parser_for(repo)](run.output, None)
+    assert run.ok and statuses == {"- seconds of hours": "PASSED", "- seconds of seconds": "PASSED"}, run.output
