@@ -98,6 +98,7 @@ class Pytest(Runner):
         r"^(PASSED|FAILED|ERROR|XFAIL|XPASS|SKIPPED) \S|\S (PASSED|FAILED|ERROR|XFAIL|XPASS)(?: +\[ *\d+%\])?$"
     )
     SECTION = re.compile(r"^=+ short test summary info =+$")
+    INTERRUPTED = re.compile(r"^!+ Interrupted: \d+ errors? during collection !+$")
     VERBOSE = re.compile(r"^\S+::\S.* (PASSED|FAILED|ERROR|XFAIL|XPASS|SKIPPED)(?: +\[ *\d+%\])?$")
 
     def summary(self, lines):
@@ -180,12 +181,27 @@ class Pytest(Runner):
                 return path, f'\n\ndef {canary}():\n    assert False, "grading canary: this test must fail"\n'
         return None
 
+    def stopped_at_collection(self, lines, results) -> bool:
+        """pytest stopped before running any test because a test module failed to import (a test patch
+        that imports what the fix adds, run without the fix): its final line counts only errors, it says
+        so just before, and no result names a test."""
+        final = self.summary(lines)
+        return (
+            final is not None
+            and final.line > 0
+            and set(final.counts) <= {"error"}
+            and self.INTERRUPTED.match(lines[final.line - 1].strip()) is not None
+            and not any("::" in lines[i] for i in results)
+        )
+
     def canary_problem(self, lines, canary):
         """pytest -rA lists every test in its short summary, then prints the final summary line and
         stops. A forged report cannot name the canary; a runner patched to pass tests passes it too;
         result lines printed after the runner finished come after its final summary."""
         results = self.result_lines(lines)
         mine = [i for i in results if re.search(rf"::{canary}\b", lines[i])]
+        if not mine and self.stopped_at_collection(lines, results):
+            return ""  # no test ran, the canary included: nothing to trust or distrust, and nothing passes
         if not mine:
             return "the canary test (planted to fail) has no result: the run was cut short or its report forged"
         if not any(word in lines[mine[-1]].split() for word in FAILING):

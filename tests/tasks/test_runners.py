@@ -34,7 +34,7 @@ def judge(log_parser: str, body: str, f2p: list[str], p2p: list[str], canary: st
         "PASS_TO_PASS": p2p,
         **extra,
     }
-    return judge_log(instance, f"{START}\n{body}\n{END}\n")
+    return judge_log(instance, f"{START}\n{body}\n{END}\n", canary=canary)
 
 
 def planted_module(tmp_path: Path, log_parser: str, source: str, f2p: str, test_patch_path: str) -> tuple[Path, str]:
@@ -278,6 +278,29 @@ def test_pytest_pass_printed_outside_the_runners_summary_is_not_trusted():
 def test_pytest_without_a_final_line_is_cut_short():
     judged = judge("parse_log_pytest", "PASSED t.py::test_a", ["t.py::test_a"], [])
     assert "no final summary" in judged.problem, judged.checks
+
+
+def test_pytest_stopped_by_a_test_module_that_does_not_import_is_unresolved_not_untrusted(tmp_path):
+    """A test patch that imports what the fix adds, run without the fix: pytest stops at collection,
+    so the canary planted in that module has no result, and no test passes."""
+    f2p = "tests/test_signer.py::test_lazy"
+    source = "from os import name_the_fix_adds\n\n\ndef test_lazy():\n    assert True\n"
+    module, _ = planted_module(tmp_path, "parse_log_pytest", source, f2p, "tests/test_signer.py")
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider", "-p", "no:randomly", module.name],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 2 and "Interrupted: 1 error during collection" in run.stdout, run.stdout
+    judged = judge("parse_log_pytest", run.stdout, [f2p], [], canary=CANARY)
+    assert judged.problem == "" and "canary: applied" in judged.checks, judged.checks
+    assert "PASSED" not in judged.statuses.values()
+    forged = run.stdout.replace("ERROR test_signer.py", f"ERROR test_signer.py\nPASSED {f2p}")
+    judged = judge("parse_log_pytest", forged, [f2p], [], canary=CANARY)
+    assert judged.problem and "canary: failed (the canary test (planted to fail) has no result" in " ".join(
+        judged.checks
+    ), judged.checks
 
 
 def test_runners_follow_parser_aliases_and_unknown_ones_only_skip():
