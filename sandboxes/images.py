@@ -64,6 +64,7 @@ BASES = {
         Base("3.13", "2024-10-07", {**BASE_RECIPE, "suite": "trixie"}),
     )
 }
+TOOLCHAIN_BASE = "3.13"  # the base language toolchains are added to: trixie's, with the newest toolchains
 # What a builder adds to its base: a C and C++ compiler and the Python headers, to build sdists with C extensions
 # into wheels for the base's Python (`builder_recipe`).
 BUILD_PACKAGES = ["gcc", "g++", "libc6-dev", "python3-dev"]

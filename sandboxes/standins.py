@@ -1,10 +1,12 @@
 """Stand-ins for public base images: a Dockerfile's `FROM` resolved to a base this project builds itself.
 
 No registry is reachable, so `FROM python:3.11-slim` cannot be pulled. Each `FROM` image is looked up
-in the stand-in map, an ordered list of (pattern, Python) pairs matched against `repository:tag` with
+in the stand-in map, an ordered list of (pattern, base) pairs matched against `repository:tag` with
 the registry host, `library/` and any `@sha256:` digest taken off (`docker.io/library/python:3.11-slim@sha256:...`
-is `python:3.11-slim`); the first pattern that matches (fnmatch) names the base (`sandboxes.images.BASES`):
-Debian bullseye (3.9), bookworm (3.11) or trixie (3.13). An image the local Docker engine already holds
+is `python:3.11-slim`); the first pattern that matches (fnmatch) names the base: a Python of
+`sandboxes.images.BASES` (Debian bullseye 3.9, bookworm 3.11 or trixie 3.13), or a language's toolchain base,
+which each language of `tasks.languages` registers (`node:*` is JavaScript's: trixie with Debian's Node, npm and
+tsc; `golang:*` Go's, `rust:*` Rust's). An image the local Docker engine already holds
 is used as it is. Add to the map with `register_standin(pattern, python)`, or with a JSON file of
 `{"pattern": "python"}` named by `$HARNESS_STANDINS` (its patterns come first).
 
@@ -23,7 +25,7 @@ import re
 from dataclasses import dataclass
 
 from .errors import SandboxError
-from .images import BASES, base_of
+from .images import BASES, TOOLCHAIN_BASE, base_of
 
 STANDIN_PACKAGES = ["python-is-python3"]  # `python` is python3, as in the python:* images
 STANDINS_ENV = "HARNESS_STANDINS"
@@ -58,23 +60,52 @@ STANDINS: list[tuple[str, str]] = [
     ("laude-institute/t-bench/python-3-13:*", "3.13"),
     ("laude-institute/t-bench/ubuntu-24-04:*", "3.13"),
 ]
+# Toolchain bases: language -> the Debian packages of its toolchain, added to the trixie base. Each language of
+# tasks.languages registers its own with the images it stands in for (`register_toolchain`): node:*, golang:*, rust:*.
+TOOLCHAINS: dict[str, tuple[str, ...]] = {}
 
 
 @dataclass(frozen=True)
 class StandIn:
     image: str  # the name the Dockerfile asked for
     key: str  # `repository:tag` as matched
-    python: str  # a key of BASES
+    python: str  # a key of BASES: the Python of the base (a language's base is trixie's)
     pattern: str  # the map entry that matched
+    language: str = ""  # a language of tasks.languages whose toolchain the base adds, or ""
+    packages: tuple[str, ...] = ()  # that toolchain's Debian packages
+
+    @property
+    def base(self) -> tuple[str, tuple[str, ...]]:
+        """What tells two stand-in bases apart: the Python and the toolchain packages."""
+        return self.python, self.packages
 
     def describe(self) -> str:
-        return f"{self.image} -> the Debian {BASES[self.python].recipe['suite']} base (Python {self.python}; {self.pattern})"
+        suite = BASES[self.python].recipe["suite"]
+        toolchain = f"{self.language} toolchain, " if self.language else ""
+        return f"{self.image} -> the Debian {suite} base ({toolchain}Python {self.python}; {self.pattern})"
 
 
-def register_standin(pattern: str, python: str) -> None:
-    """Put `pattern` (fnmatch on `repository:tag`) first in the map, standing in with the base of `python`."""
-    base_of(python)
-    STANDINS.insert(0, (pattern, python))
+def _base(name: str) -> tuple[str, str, tuple[str, ...]]:
+    """(python, language, packages) of a map entry's base: a key of BASES, or a language's toolchain."""
+    if name in BASES:
+        return name, "", ()
+    if name in TOOLCHAINS:
+        return TOOLCHAIN_BASE, name, TOOLCHAINS[name]
+    known = ", ".join([*BASES, *TOOLCHAINS])
+    raise SandboxError(f"no base {name!r} to stand in with: the bases are {known}")
+
+
+def register_toolchain(language: str, packages: tuple[str, ...], patterns: tuple[str, ...]) -> None:
+    """A language's toolchain base (the trixie base plus `packages`) stands in for the images of `patterns`."""
+    TOOLCHAINS[language] = tuple(packages)
+    STANDINS.extend((pattern, language) for pattern in patterns if (pattern, language) not in STANDINS)
+
+
+def register_standin(pattern: str, base: str) -> None:
+    """Put `pattern` (fnmatch on `repository:tag`) first in the map, standing in with `base` (a Python of BASES, or
+    a language)."""
+    _base(base)
+    STANDINS.insert(0, (pattern, base))
 
 
 def image_key(image: str) -> str:
@@ -92,12 +123,13 @@ def image_key(image: str) -> str:
 def standin_for(image: str) -> StandIn:
     """The stand-in of a public image, or a SandboxError that says how to add one."""
     key = image_key(image)
-    for pattern, python in _user_standins() + STANDINS:
+    for pattern, base in _user_standins() + STANDINS:
         if fnmatch.fnmatchcase(key, pattern):
-            return StandIn(image, key, python, pattern)
+            python, language, packages = _base(base)
+            return StandIn(image, key, python, pattern, language, packages)
     raise SandboxError(
         f"no stand-in for the base image {image!r} ({key}): public images cannot be pulled here. "
-        "Map it to a Debian base with sandboxes.standins.register_standin(PATTERN, PYTHON) or a JSON file "
+        "Map it to a Debian base with sandboxes.standins.register_standin(PATTERN, BASE) or a JSON file "
         f'{{"PATTERN": "3.11"}} named by ${STANDINS_ENV}, or load the image into the Docker engine'
     )
 
@@ -110,15 +142,20 @@ def _user_standins() -> list[tuple[str, str]]:
         entries = json.loads(open(path, encoding="utf-8").read())
     except (OSError, ValueError) as err:
         raise SandboxError(f"${STANDINS_ENV} ({path}) is not a readable JSON object: {err}") from None
-    if not isinstance(entries, dict) or not all(isinstance(v, str) and v in BASES for v in entries.values()):
-        raise SandboxError(f"${STANDINS_ENV} ({path}) must map patterns to one of {', '.join(BASES)}")
+    if not isinstance(entries, dict) or not all(isinstance(v, str) for v in entries.values()):
+        raise SandboxError(
+            f"${STANDINS_ENV} ({path}) must map patterns to a Python of {', '.join(BASES)} or a language"
+        )
+    for base in entries.values():
+        _base(base)
     return list(entries.items())
 
 
-def standin_recipe(python: str, packages: list[str]) -> dict:
-    """The recipe of a stand-in: the base of `python` with `packages` installed ahead and no apt sources."""
-    base = base_of(python).recipe
-    added = sorted(set(STANDIN_PACKAGES) | set(packages))
+def standin_recipe(standin: StandIn, packages: list[str]) -> dict:
+    """The recipe of a stand-in: its base (a Python's, with its toolchain's packages) with `packages` installed ahead
+    and no apt sources."""
+    base = base_of(standin.python).recipe
+    added = sorted(set(STANDIN_PACKAGES) | set(standin.packages) | set(packages))
     return {**base, "packages": [*base["packages"], *added], "extends": base, "apt_sources": False}
 
 

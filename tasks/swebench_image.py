@@ -25,6 +25,7 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from sandboxes import SandboxError
 from sandboxes.images import base_of, build_base_image, build_image, image_exists
+from . import languages  # noqa: F401  (each language registers its toolchain's stand-ins on import)
 from sandboxes.standins import check_apt_packages, standin_for, standin_recipe
 
 from .errors import TaskError
@@ -147,7 +148,7 @@ def build_from_dockerfile(task_dir: Path, image: str) -> list[str]:
                 name = words[0]
                 if name not in stages and not image_exists(name):
                     standin = standin_for(name)
-                    tag = build_base_image(standin_recipe(standin.python, sorted(set(apt))))
+                    tag = build_base_image(standin_recipe(standin, sorted(set(apt))))
                     substituted.append(standin.describe())
                     args = " ".join([tag, *words[1:]])
                 if len(words) >= 3 and words[1].upper() == "AS":

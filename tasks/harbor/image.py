@@ -42,6 +42,7 @@ from sandboxes.images import (
     image_size,
     recipe_hash,
 )
+from .. import languages  # noqa: F401  (each language registers its toolchain's stand-ins on import)
 from sandboxes.standins import StandIn, check_apt_packages, standin_for, standin_recipe
 
 from .config import HarborTaskDir, HarborTaskError
@@ -241,7 +242,7 @@ def _build(task: HarborTaskDir, context: Path, name: str, on_step: Callable[[str
     apt = build.apt + [p for p in tests.apt if p not in build.apt]
     check_apt_packages(apt)
     standins = _standins(instructions)
-    recipes = {s.python: standin_recipe(s.python, apt) for s in standins.values()}
+    recipes = {s.base: standin_recipe(s, apt) for s in standins.values()}
     wanted = Installs()
     wanted.add(build)
     wanted.add(tests)
@@ -260,8 +261,11 @@ def _build(task: HarborTaskDir, context: Path, name: str, on_step: Callable[[str
         "verifier_installed_ahead": {"apt": tests.apt, "pip": tests.pip, **({"uv": tests.uv} if tests.uv else {})},
     }
     if not image_exists(image):
-        for python_version, recipe in recipes.items():
-            on_step(f"{task.name}: the stand-in base for Python {python_version} with {len(apt)} Debian package(s)")
+        for (python_version, toolchain), recipe in recipes.items():
+            extra = f" and {', '.join(toolchain)}" if toolchain else ""
+            on_step(
+                f"{task.name}: the stand-in base for Python {python_version}{extra} with {len(apt)} Debian package(s)"
+            )
             try:
                 build_base_image(recipe, on_step)
             except SandboxError as err:
@@ -381,7 +385,7 @@ def _rewrite(
             inherited = next((s for s in stages if s.name == image), None)
             stages.append(_Stage(alias, inherited.workdir, inherited.user) if inherited else _Stage(alias))
             if image in standins:
-                lines.append(f"FROM {tags[standins[image].python]}" + (f" AS {alias}" if alias else ""))
+                lines.append(f"FROM {tags[standins[image].base]}" + (f" AS {alias}" if alias else ""))
                 lines.append("WORKDIR /")  # as in the public image: the base's own workdir is not the task's
             else:
                 lines.append(f"FROM {arguments}")

@@ -23,8 +23,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-TRIXIE = "3.13"  # the key of sandboxes.images.BASES whose suite (trixie) carries the newest toolchains
-
 
 class Language:
     name = ""
@@ -32,6 +30,7 @@ class Language:
     aliases: tuple[str, ...] = ()
     markers: tuple[str, ...] = ()
     packages: tuple[str, ...] = ()
+    standins: tuple[str, ...] = ()  # public images of its toolchain its base stands in for offline (`node:*`)
     log_parser = ""
     # Every swebench parser of this language's runners' output: an instance that names no language is
     # known by its parser (a SWE-bench Multilingual instance with parse_log_gotest is Go).
@@ -39,9 +38,9 @@ class Language:
 
     def base_recipe(self) -> dict:
         """The recipe of this language's base image: the trixie base plus `packages`."""
-        from sandboxes.images import BASES
+        from sandboxes.images import BASES, TOOLCHAIN_BASE
 
-        base = BASES[TRIXIE].recipe
+        base = BASES[TOOLCHAIN_BASE].recipe
         if not self.packages:
             return base
         return {**base, "packages": [*base["packages"], *self.packages], "extends": base}
@@ -93,6 +92,12 @@ LANGUAGES: dict[str, Language] = {}
 
 
 def register_language(language: Language, replace: bool = False) -> Language:
+    """Register `language` under its name and aliases; its `standins` (image patterns such as `node:*`) are then
+    stood in for by its toolchain base when a Dockerfile asks for one offline (`sandboxes.standins`)."""
+    from sandboxes.standins import register_toolchain
+
+    if language.standins:
+        register_toolchain(language.name, language.packages, language.standins)
     for name in (language.name, *language.aliases):
         if name in LANGUAGES and not replace and LANGUAGES[name] is not language:
             raise ValueError(f"a language named {name!r} is already registered")

@@ -115,6 +115,7 @@ class Go(Language):
     aliases = ("golang",)
     markers = ("go.mod",)
     packages = ("golang-go",)
+    standins = ("golang:*",)
     log_parser = "parse_log_gotest"
     log_parsers = ("parse_log_gotest",)
 

@@ -132,6 +132,7 @@ class JavaScript(Language):
     aliases = ("js", "typescript", "ts", "node")
     markers = ("package.json",)
     packages = ("nodejs", "npm", "node-typescript")
+    standins = ("node:*",)
     log_parser = "parse_log_tap"
     log_parsers = ("parse_log_tap", "parse_log_jest", "parse_log_jest_json", "parse_log_vitest", "parse_log_karma")
 

@@ -101,6 +101,7 @@ class Rust(Language):
     aliases = ("rs",)
     markers = ("Cargo.toml",)
     packages = ("rustc", "cargo")
+    standins = ("rust:*",)
     log_parser = "parse_log_cargo"
     log_parsers = ("parse_log_cargo",)
 

@@ -268,10 +268,18 @@ def test_stand_ins_map_by_repository_and_tag(tmp_path, monkeypatch):
     assert standin_for("ubuntu:22.04").python == "3.11" and standin_for("python:3.13-slim-trixie").python == "3.13"
     with pytest.raises(SandboxError, match="register_standin"):
         standin_for("someorg/custom:1")
+    # toolchain images: the language's base (trixie, Python 3.13, with Debian's toolchain)
+    node, go = standin_for("docker.io/library/node:20-slim"), standin_for("golang:1.24-bookworm")
+    assert (node.python, node.language, "nodejs" in node.packages) == ("3.13", "javascript", True)
+    assert (go.language, standin_for("rust:1-slim").language) == ("go", "rust") and go.base != node.base
     extra = tmp_path / "standins.json"
-    extra.write_text('{"someorg/*": "3.9"}')
+    extra.write_text('{"someorg/*": "3.9", "acme/node-*": "javascript"}')
     monkeypatch.setenv("HARNESS_STANDINS", str(extra))
     assert standin_for("someorg/custom:1").python == "3.9"
+    assert standin_for("acme/node-ci:3").packages == node.packages
+    extra.write_text('{"someorg/*": "cobol"}')
+    with pytest.raises(SandboxError, match="no base 'cobol'"):
+        standin_for("someorg/custom:1")
 
 
 def test_installs_found_in_scripts(tmp_path):
