@@ -55,7 +55,10 @@ CONTEXT_WHEELHOUSE = ".harness-wheelhouse"
 RECIPE = 1  # bump when the image's making changes
 OFFLINE_PIP = (
     f"PIP_NO_INDEX=1 PIP_FIND_LINKS={WHEELHOUSE} UV_NO_INDEX=1 UV_OFFLINE=1 UV_FIND_LINKS={WHEELHOUSE} "
-    "PIP_BREAK_SYSTEM_PACKAGES=1 UV_BREAK_SYSTEM_PACKAGES=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore"
+    "PIP_BREAK_SYSTEM_PACKAGES=1 UV_BREAK_SYSTEM_PACKAGES=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore "
+    # A stand-in holds Debian's pytest and friends, which pip cannot uninstall (no RECORD); the public images hold
+    # none, so an install there never uninstalls: install over them.
+    "PIP_IGNORE_INSTALLED=1"
 )
 UV_ENV_SCRIPT = 'export PATH="$HOME/.local/bin:$PATH"'
 PIP_VALUE_OPTIONS = {
@@ -230,7 +233,8 @@ def _build(task: HarborTaskDir, context: Path, name: str, on_step: Callable[[str
     build = Installs()
     for keyword, arguments in instructions:
         if keyword == "RUN":
-            build.add(shell_installs(arguments, [context]))
+            # its newlines are continuation lines (`\` at their ends): one command to the shell
+            build.add(shell_installs(arguments.replace("\n", " "), [context]))
     uv = _uv_copies(instructions)
     if uv and not build.uv:
         build.uv = uv

@@ -114,7 +114,8 @@ class Go(Language):
     title = "Go"
     aliases = ("golang",)
     markers = ("go.mod",)
-    packages = ("golang-go",)
+    # gcc and the C headers: cgo, and `go test -race` (which needs cgo), as in the golang images
+    packages = ("golang-go", "gcc", "libc6-dev")
     standins = ("golang:*",)
     log_parser = "parse_log_gotest"
     log_parsers = ("parse_log_gotest",)

@@ -18,10 +18,13 @@ from tasks.harbor.verify import VerifierFailed, parse_reward_json, parse_reward_
 from tests.cli_helpers import harness, rows_of
 from tests.tasks.harbor_init import assert_atif_valid, init_task
 
-# Every task that builds shares one stand-in (bookworm with jq, tree and curl), so the suite makes one base.
+# Every task that builds shares one stand-in (bookworm with jq, tree and curl), so the suite makes one base. The
+# install is continued over lines, as most real tasks write it: its packages are still found and had ahead.
 DOCKERFILE = """\
 FROM python:3.11-slim
-RUN apt-get update && apt-get install -y --no-install-recommends jq && rm -rf /var/lib/apt/lists/*
+RUN apt-get update && apt-get install -y --no-install-recommends \\
+    jq \\
+    && rm -rf /var/lib/apt/lists/*
 RUN pip install --no-cache-dir six==1.16.0
 WORKDIR /app
 """
