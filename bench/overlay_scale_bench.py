@@ -35,7 +35,8 @@ from sandboxes.disk import tree_bytes
 from sandboxes.images import BASE_IMAGE, build_base_image
 
 
-def _children() -> dict[int, list[int]]:
+def process_children() -> dict[int, list[int]]:
+    """Each process id with the ids of its children, from /proc."""
     tree: dict[int, list[int]] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -62,7 +63,7 @@ def tree_pss(root: int, children: dict[int, list[int]]) -> int:
 
 def idle_memory(backend: Backend, sandboxes) -> float:
     """Mean PSS of an idle sandbox's process tree (see the module's doc)."""
-    children = _children()
+    children = process_children()
     roots = []
     for sandbox in sandboxes:
         if backend.name == "docker":

@@ -24,6 +24,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from bench.overlay_scale_bench import process_children
 from harness.evaluate import EvalConfig, evaluate
 from harness.policies.scripted import GoldPolicy
 from infra.runlog import read_rows
@@ -33,13 +34,7 @@ from tasks.taskset import load_tasks
 
 
 def _descendants() -> set[int]:
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            children.setdefault(int(stat.read_text().rsplit(")", 1)[1].split()[1]), []).append(int(stat.parent.name))
-        except OSError:
-            continue
-    found, todo = set(), [os.getpid()]
+    children, found, todo = process_children(), set(), [os.getpid()]
     while todo:
         for child in children.get(todo.pop(), []):
             found.add(child)

@@ -30,6 +30,15 @@ def rows_of(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+def eval_rows(tasks: str, checkpoint: str, backend: str, output: Path, *extra: str) -> list[dict]:
+    """`harness eval` of `checkpoint` on `tasks` on `backend` into `output`, which must succeed: its results' rows."""
+    done = harness(
+        "eval", "--checkpoint", checkpoint, "--tasks", tasks, "--backend", backend, "--output", str(output), *extra
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return rows_of(output / "results.jsonl")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

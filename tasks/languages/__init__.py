@@ -21,10 +21,11 @@ its entry here names them so that every language is found the same way.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from pathlib import Path
 
 
-class Language:
+class Language(ABC):
     name = ""
     title = ""  # as the agent's prompt names it: "A {title} repository is checked out at ..."
     aliases: tuple[str, ...] = ()
@@ -48,9 +49,9 @@ class Language:
     def detect(self, repo: Path) -> bool:
         return any((repo / marker).exists() for marker in self.markers)
 
+    @abstractmethod
     def test_command(self, repo: Path | None = None, tests: list[str] | None = None) -> str:
         """The shell command that runs the suite (or only the test files `tests`) from the repository root."""
-        raise NotImplementedError
 
     def is_test_path(self, path: str) -> bool:
         return False

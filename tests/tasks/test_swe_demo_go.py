@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.cli_helpers import harness, rows_of
+from tests.cli_helpers import eval_rows
 
 
 @pytest.mark.parametrize("backend_name", ["docker", "overlay"])
@@ -15,21 +15,7 @@ def test_swe_demo_go_gold_resolves_all_and_empty_none(backend_name, tmp_path, re
     request.getfixturevalue(f"{backend_name}_backend")
     rewards = {}
     for policy in ("gold", "empty"):
-        done = harness(
-            "eval",
-            "--checkpoint",
-            policy,
-            "--tasks",
-            "swe-demo-go",
-            "--backend",
-            backend_name,
-            "--output",
-            str(tmp_path / policy),
-            "--workers",
-            "3",
-        )
-        assert done.returncode == 0, done.stdout + done.stderr
-        rows = rows_of(tmp_path / policy / "results.jsonl")
+        rows = eval_rows("swe-demo-go", policy, backend_name, tmp_path / policy, "--workers", "3")
         assert not any(row["error"] for row in rows), rows
         rewards[policy] = sorted(row["reward"] for row in rows)
     assert rewards == {"gold": [1.0] * 6, "empty": [0.0] * 6}

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.cli_helpers import harness, rows_of
+from tests.cli_helpers import eval_rows
 
 TASKS = {
     "ringstat__ringstat-1",
@@ -19,12 +19,8 @@ TASKS = {
 
 
 def evaluate(checkpoint: str, backend: str, output) -> tuple[dict, list[dict]]:
-    done = harness(
-        "eval", "--backend", backend, "--checkpoint", checkpoint, "--tasks", "swe-demo-rust", "--workers", "2",
-        "--output", str(output),
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    return json.loads((output / "report.json").read_text()), rows_of(output / "results.jsonl")
+    rows = eval_rows("swe-demo-rust", checkpoint, backend, output, "--workers", "2")
+    return json.loads((output / "report.json").read_text()), rows
 
 
 @pytest.mark.parametrize("backend", ["docker", "overlay"])

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from tasks.swe_demo import BUILTIN, task_dirs
-from tests.cli_helpers import harness, rows_of
+from tests.cli_helpers import eval_rows
 
 TASKS = [p.name for p in task_dirs(BUILTIN / "swe_demo_ts")]
 
@@ -18,10 +18,8 @@ def runs(request, tmp_path_factory):
     found = {}
     for checkpoint in ("gold", "empty"):
         out = tmp_path_factory.mktemp(f"{checkpoint}-{request.param}")
-        args = ("--checkpoint", checkpoint, "--tasks", "swe-demo-ts", "--backend", request.param, "--workers", "4")
-        done = harness("eval", *args, "--output", str(out), "--force")
-        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-        found[checkpoint] = {row["task_id"]: row for row in rows_of(out / "results.jsonl")}
+        rows = eval_rows("swe-demo-ts", checkpoint, request.param, out, "--workers", "4", "--force")
+        found[checkpoint] = {row["task_id"]: row for row in rows}
     return found
 
 
