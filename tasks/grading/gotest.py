@@ -61,13 +61,11 @@ class GoTest(Runner):
         return found
 
     def checks(self, lines, status_map, matter, parser):
-        final = self.summary(lines)
+        final, found = self.summary_checks(
+            lines, "go test printed no package line (ok / FAIL): the run was cut short", "go test's last package line"
+        )
         if final is None:
-            return [
-                Check("final_summary", "failed", "go test printed no package line (ok / FAIL): the run was cut short")
-            ]
-        found = [Check("final_summary", "applied", f"line {final.line}")]
-        found.append(self.after_summary(lines, final, "go test's last package line"))
+            return found
         found.append(self.block_counts(lines))
         return found
 

@@ -36,11 +36,11 @@ class Jest(Runner):
         return [i for i, line in enumerate(lines) if RESULT.match(line)]
 
     def checks(self, lines, status_map, matter, parser):
-        final = self.summary(lines)
+        final, found = self.summary_checks(
+            lines, "jest printed no `Tests: ... total` line (the run was cut short)", "jest's totals"
+        )
         if final is None:
-            return [Check("final_summary", "failed", "jest printed no `Tests: ... total` line (the run was cut short)")]
-        found = [Check("final_summary", "applied", f"line {final.line}")]
-        found.append(self.after_summary(lines, final, "jest's totals"))
+            return found
         passes = sum(s in PASSING for s in status_map.values())
         # A log may hold several jest runs (one per package of a monorepo): each printed its totals.
         passed = sum(

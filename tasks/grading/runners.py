@@ -73,6 +73,14 @@ class Runner:
     def result_lines(self, lines: list[str]) -> list[int]:
         return []
 
+    def summary_checks(self, lines: list[str], missing: str, where: str) -> tuple[Summary | None, list[Check]]:
+        """The runner's final summary and the checks on it: that it was printed (else `missing`, and None), and that no
+        result follows it (`where` names it)."""
+        final = self.summary(lines)
+        if final is None:
+            return None, [Check("final_summary", "failed", missing)]
+        return final, [Check("final_summary", "applied", f"line {final.line}"), self.after_summary(lines, final, where)]
+
     def after_summary(self, lines: list[str], final: Summary, where: str) -> Check:
         """`results_after_summary`: no result line after the runner's final summary (`where` names it)."""
         after = [i for i in self.result_lines(lines) if i > final.line]
@@ -120,11 +128,11 @@ class Pytest(Runner):
         return lines[start + 1 : final.line]
 
     def checks(self, lines, status_map, matter, parser):
-        final = self.summary(lines)
+        final, found = self.summary_checks(
+            lines, "pytest printed no final summary line (the run was cut short)", "pytest's final summary"
+        )
         if final is None:
-            return [Check("final_summary", "failed", "pytest printed no final summary line (the run was cut short)")]
-        found = [Check("final_summary", "applied", f"line {final.line}")]
-        found.append(self.after_summary(lines, final, "pytest's final summary"))
+            return found
         section = self.short_summary(lines, final)
         if section is None:
             found.append(self.verbose_counts(lines[: final.line], final))
@@ -363,13 +371,11 @@ class Sympy(Runner):
         return [i for i, line in enumerate(lines) if self.RESULT.match(line.strip())]
 
     def checks(self, lines, status_map, matter, parser):
-        final = self.summary(lines)
+        final, found = self.summary_checks(
+            lines, "bin/test printed no `tests finished` line (the run was cut short)", "bin/test's final line"
+        )
         if final is None:
-            return [
-                Check("final_summary", "failed", "bin/test printed no `tests finished` line (the run was cut short)")
-            ]
-        found = [Check("final_summary", "applied", f"line {final.line}")]
-        found.append(self.after_summary(lines, final, "bin/test's final line"))
+            return found
         passes = sum(s == "PASSED" for s in status_map.values())
         failing = sum(s in FAILING for s in status_map.values())
         if passes > final.counts.get("passed", 0):

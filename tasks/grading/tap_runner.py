@@ -54,11 +54,11 @@ class Tap(Runner):
         return [i for i, line in enumerate(lines) if RESULT.match(line)]
 
     def checks(self, lines, status_map, matter, parser):
-        final = self.summary(lines)
+        final, found = self.summary_checks(
+            lines, "the TAP run printed no `# tests` / `# pass` totals (cut short)", "the runner's totals"
+        )
         if final is None:
-            return [Check("final_summary", "failed", "the TAP run printed no `# tests` / `# pass` totals (cut short)")]
-        found = [Check("final_summary", "applied", f"line {final.line}")]
-        found.append(self.after_summary(lines, final, "the runner's totals"))
+            return found
         passes = sum(s in PASSING for s in status_map.values())
         failing = sum(s in FAILING for s in status_map.values())
         # Node reports each suite (`describe`) as a result of its own, and a skipped test as `ok ... # SKIP`.
