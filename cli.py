@@ -21,6 +21,7 @@ from rich.table import Table
 from sandboxes import SandboxError, SandboxSpec, get_backend, install_signal_handlers
 from sandboxes.images import BASE_IMAGE, DEFAULT_PYTHON
 from harness.errors import HarnessError
+from harness.policies.factory import HELP as POLICY_HELP
 from infra.errors import InfraError
 from trainer.errors import TrainerError
 from tasks.errors import TaskError
@@ -84,6 +85,36 @@ EngineOption = typer.Option(
     "auto",
     "--engine",
     help="What samples a checkpoint folder: transformers, vllm, or auto (vLLM on a GPU when installed).",
+)
+# The policy of eval, generate and run: one help; eval alone runs `gold` when none is named (a setup check),
+# generate and run need one named.
+CheckpointOption = typer.Option("gold", "--checkpoint", help=POLICY_HELP)
+RequiredCheckpointOption = typer.Option(..., "--checkpoint", help=POLICY_HELP)
+TasksOption = typer.Option(
+    "swe-demo", "--tasks", help="Task set: built-in name (swe-demo, gsm8k, gsm8k-tool; `harness tasks ls`) or path."
+)
+LimitOption = typer.Option(None, "--limit", min=1, help="Only the first N tasks of the set.")
+MaxTurnsOption = typer.Option(
+    None,
+    "--max-turns",
+    min=1,
+    help="A cap on the turns per episode: a task's own limit applies if lower (30 for a request on --repo).",
+)
+MaxTokensOption = typer.Option(1024, "--max-tokens", min=1, help="Tokens per assistant turn.")
+SamplesOption = typer.Option(1, "--samples", min=1, help="Episodes per task (the k of pass@k).")
+TEMPERATURE_HELP = "Sampling temperature (0 = greedy)."
+# generate samples at 1.0: several trajectories per task for a dataset are alike at 0
+TemperatureOption = typer.Option(0.0, "--temperature", min=0.0, max=10.0, help=TEMPERATURE_HELP)
+DatasetTemperatureOption = typer.Option(1.0, "--temperature", min=0.0, max=10.0, help=TEMPERATURE_HELP)
+BaseUrlOption = typer.Option(None, "--base-url", help="Endpoint base URL for endpoint:MODEL (else $OPENAI_BASE_URL).")
+EpisodeWorkersOption = typer.Option(4, "--workers", min=1, max=1024, help="Episodes run at once.")
+# grade, tasks synth and tasks mine run test suites, heavier than an episode's turns: fewer at once
+SandboxWorkersOption = typer.Option(2, "--workers", min=1, max=256, help="Test runs at once, each in its own sandbox.")
+ResumeOption = typer.Option(
+    False, "--resume", help="Finish an interrupted run in --output without redoing its episodes."
+)
+ForceOption = typer.Option(
+    False, "--force", help="--output holds another run: set it aside (renamed .old-<time>) and start anew."
 )
 
 
@@ -293,26 +324,18 @@ def sandbox_bench():
 @app.command("eval")
 @friendly_errors
 def eval_command(
-    checkpoint: str = typer.Option(
-        "gold", help="gold, gold-no-tools, empty, replay:PATH, a checkpoint folder or GGUF file, or endpoint:MODEL."
-    ),
-    tasks: str = typer.Option(
-        "swe-demo", "--tasks", help="Task set: built-in name (swe-demo, gsm8k, gsm8k-tool) or path."
-    ),
-    max_turns: Optional[int] = typer.Option(
-        None, min=1, help="A cap on the turns per episode: a task's own limit (30 for repo tasks) applies if lower."
-    ),
-    workers: int = typer.Option(4, min=1, max=1024, help="Episodes run at once."),
-    samples: int = typer.Option(1, min=1, help="Attempts per task (k of pass@k)."),
-    temperature: float = typer.Option(0.0, min=0.0, max=10.0, help="Sampling temperature (0 = greedy)."),
-    max_tokens: int = typer.Option(1024, min=1, help="Tokens per assistant turn."),
-    limit: Optional[int] = typer.Option(None, min=1, help="Only the first N tasks of the set."),
+    checkpoint: str = CheckpointOption,
+    tasks: str = TasksOption,
+    max_turns: Optional[int] = MaxTurnsOption,
+    workers: int = EpisodeWorkersOption,
+    samples: int = SamplesOption,
+    temperature: float = TemperatureOption,
+    max_tokens: int = MaxTokensOption,
+    limit: Optional[int] = LimitOption,
     output: Optional[Path] = typer.Option(None, help="Run directory (default runs/eval-<checkpoint>-<tasks>)."),
-    resume: bool = typer.Option(False, help="Finish an interrupted run in --output without redoing its episodes."),
-    force: bool = typer.Option(
-        False, "--force", help="--output holds another run: set it aside (renamed .old-<time>) and start anew."
-    ),
-    base_url: Optional[str] = typer.Option(None, help="Endpoint base URL for endpoint:MODEL (else $OPENAI_BASE_URL)."),
+    resume: bool = ResumeOption,
+    force: bool = ForceOption,
+    base_url: Optional[str] = BaseUrlOption,
     config: Optional[Path] = typer.Option(
         None,
         "--config",
@@ -354,24 +377,21 @@ def eval_command(
     trajectory_format: str = TrajectoryFormatOption,
 ):
     """Evaluate a checkpoint, endpoint or scripted policy on a task set; writes a report."""
-    from harness.episode import LIMIT_KEYS
-    from harness.evaluate import EvalConfig, load_eval_settings
-    from harness.policies.endpoint import EndpointLimits
+    from harness.evaluate import eval_config
 
-    settings = load_eval_settings(config)
-    flags = dict(connect_timeout=connect_timeout, read_timeout=read_timeout, retries=retries, turn_timeout=turn_timeout)
-    endpoint_limits = EndpointLimits.from_dict(
-        {**settings.get("endpoint", {}), **{k: v for k, v in flags.items() if v is not None}}
+    endpoint = dict(
+        connect_timeout=connect_timeout, read_timeout=read_timeout, retries=retries, turn_timeout=turn_timeout
     )
-    limit_flags = {k: v for k, v in dict(max_turns=max_turns, episode_timeout=episode_timeout).items() if v is not None}
-    limits = {k: v for k, v in settings.items() if k in LIMIT_KEYS} | limit_flags
-    eval_config = EvalConfig(
+    settings = eval_config(
+        config,
+        endpoint,
         checkpoint=checkpoint,
         tasks=tasks,
         output=str(output or ""),
         samples=samples,
         workers=workers,
-        **limits,
+        max_turns=max_turns,
+        episode_timeout=episode_timeout,
         temperature=temperature,
         max_tokens=max_tokens,
         limit=limit,
@@ -379,21 +399,26 @@ def eval_command(
         backend=backend,
         ray_address=ray_address,
         engine=engine,
-        endpoint=endpoint_limits,
         reward_mode=reward_mode,
-        grading_mode=_grading_mode(grading_mode, grading) or settings.get("grading_mode"),
+        grading_mode=_grading_mode(grading_mode, grading),
         prestart=prestart,
         scaffold=scaffold,
         context=context,
         trajectory_format=trajectory_format,
     )
-    _run_eval(eval_config, resume=resume, force=force)
+    _run_eval(settings, resume=resume, force=force)
+
+
+def _progress(label: str, fields: str):
+    """A progress bar: `label`, the bar, done of total, `fields` (a format of the task's fields), time elapsed."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = [TextColumn(label), BarColumn(), MofNCompleteColumn(), TextColumn(fields), TimeElapsedColumn()]
+    return Progress(*columns, console=console)
 
 
 def _run_eval(config, resume: bool = False, force: bool = False):
     """An eval run (harness.eval_setup) with a progress bar, then its report; exit 1 when every episode failed."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from harness.eval_setup import prepare_eval
 
     with console.status(f"loading {config.tasks}"):
@@ -401,14 +426,7 @@ def _run_eval(config, resume: bool = False, force: bool = False):
             config, resume=resume, force=force, note=lambda message: console.print(f"[yellow]{message}[/]")
         )
     stats = {"resolved": 0, "errors": 0}
-    columns = [
-        TextColumn("episodes"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("resolved {task.fields[resolved]} errors {task.fields[errors]}"),
-        TimeElapsedColumn(),
-    ]
-    with Progress(*columns, console=console) as progress:
+    with _progress("episodes", "resolved {task.fields[resolved]} errors {task.fields[errors]}") as progress:
         bar = progress.add_task("eval", total=run.episodes, resolved=0, errors=0)
 
         def advance(row):
@@ -433,23 +451,19 @@ def _run_eval(config, resume: bool = False, force: bool = False):
 @app.command("generate")
 @friendly_errors
 def generate_command(
-    checkpoint: str = typer.Option(
-        ..., help="gold, gold-no-tools, empty, replay:PATH, a checkpoint folder or GGUF file, or endpoint:MODEL."
-    ),
-    tasks: str = typer.Option("swe-demo", "--tasks", help="Task set: built-in name or path."),
+    checkpoint: str = RequiredCheckpointOption,
+    tasks: str = TasksOption,
     output: Path = typer.Option(..., help="Dataset directory (trajectories.parquet, README.md, dataset_card.json)."),
-    samples: int = typer.Option(1, min=1, help="Trajectories per task."),
+    samples: int = SamplesOption,
     keep: str = typer.Option("all", help="all, or rewarded (reward >= --min-reward)."),
     min_reward: float = typer.Option(1.0, min=0.0, help="Threshold for --keep rewarded."),
-    temperature: float = typer.Option(1.0, min=0.0, max=10.0, help="Sampling temperature."),
-    max_turns: Optional[int] = typer.Option(
-        None, min=1, help="A cap on the turns per episode: a task's own limit applies if lower."
-    ),
-    max_tokens: int = typer.Option(1024, min=1, help="Tokens per assistant turn."),
-    workers: int = typer.Option(4, min=1, max=1024, help="Episodes run at once."),
-    limit: Optional[int] = typer.Option(None, min=1, help="Only the first N tasks."),
-    resume: bool = typer.Option(False, help="Finish an interrupted generation in --output."),
-    base_url: Optional[str] = typer.Option(None, help="Endpoint base URL for endpoint:MODEL."),
+    temperature: float = DatasetTemperatureOption,
+    max_turns: Optional[int] = MaxTurnsOption,
+    max_tokens: int = MaxTokensOption,
+    workers: int = EpisodeWorkersOption,
+    limit: Optional[int] = LimitOption,
+    resume: bool = ResumeOption,
+    base_url: Optional[str] = BaseUrlOption,
     backend: str = BackendOption,
     ray_address: Optional[str] = RayAddressOption,
     engine: str = EngineOption,
@@ -639,9 +653,7 @@ def run_command(
     request: Optional[str] = typer.Argument(
         None, help='What to do, e.g. "Fix this bug: parse() drops the last field" (with --repo).'
     ),
-    checkpoint: str = typer.Option(
-        ..., help="A checkpoint folder or GGUF file, endpoint:MODEL, empty or replay:PATH (with --tasks also gold)."
-    ),
+    checkpoint: str = RequiredCheckpointOption,
     repo: Optional[Path] = typer.Option(
         None, "--repo", help="Your repository (copied into the sandbox, never mounted)."
     ),
@@ -651,10 +663,8 @@ def run_command(
         help="Instead of a request on --repo: each task of this task set (harbor:PATH, a built-in name or a path), "
         "one after another, scored by its own verifier.",
     ),
-    limit: Optional[int] = typer.Option(None, min=1, help="With --tasks: only the first N tasks of the set."),
-    max_turns: Optional[int] = typer.Option(
-        None, "--max-turns", min=1, help="Turn limit [default 30; with --tasks, a cap on each task's own]."
-    ),
+    limit: Optional[int] = LimitOption,
+    max_turns: Optional[int] = MaxTurnsOption,
     test: Optional[str] = typer.Option(
         None,
         "--test",
@@ -670,15 +680,15 @@ def run_command(
     output: Optional[Path] = typer.Option(
         None, help="Where the trajectory and patch go (default runs/run-<repo>, with --tasks runs/run-<tasks>)."
     ),
-    temperature: float = typer.Option(0.0, help="Sampling temperature (0 = greedy)."),
-    max_tokens: int = typer.Option(1024, help="Tokens per assistant turn."),
-    base_url: Optional[str] = typer.Option(None, help="Endpoint base URL for endpoint:MODEL (else $OPENAI_BASE_URL)."),
+    temperature: float = TemperatureOption,
+    max_tokens: int = MaxTokensOption,
+    base_url: Optional[str] = BaseUrlOption,
     trajectory_format: str = TrajectoryFormatOption,
 ):
     """An agent on your own repository: carry out a request, stream its turns, return the patch and a verdict. With
     --tasks, the agent on each task of a task set (e.g. harbor:PATH), its turns streamed and its reward given."""
     from harness.agent import Agent
-    from harness.trajectory_formats import OWN_FORMAT, check_format, write_trajectory
+    from harness.trajectory_formats import check_format
 
     if runtime is not None:
         from infra.renames import warn_renamed
@@ -686,58 +696,39 @@ def run_command(
         warn_renamed("--runtime", "--backend (the same choice `harness eval` takes)")
         backend = runtime
     check_format(trajectory_format)
+    agent = functools.partial(
+        Agent.from_checkpoint, checkpoint, base_url=base_url, temperature=temperature, max_tokens=max_tokens
+    )
+    options = dict(max_turns=max_turns, backend=backend, scaffold=scaffold, context=context, on_message=_show_message)
     if tasks is not None:
         if request is not None or repo is not None or test or branch or patch_out:
             raise HarnessError(
                 "--tasks runs a task set's own tasks: it takes no request, --repo, --test, --branch or --patch-out"
             )
-        _run_tasks(
-            tasks,
-            limit,
-            lambda: Agent.from_checkpoint(
-                checkpoint, base_url=base_url, temperature=temperature, max_tokens=max_tokens
-            ),
-            output,
-            trajectory_format,
-            max_turns=max_turns,
-            backend=backend,
-            scaffold=scaffold,
-            context=context,
-        )
-        return
+        return _run_tasks(tasks, limit, agent, output, trajectory_format, **options)
     if request is None or repo is None:
         raise HarnessError("give a request and --repo (your repository), or --tasks (a task set, e.g. harbor:PATH)")
     if limit is not None:
         raise HarnessError("--limit goes with --tasks")
     output = output or Path("runs") / f"run-{repo.expanduser().resolve().name}"
-    with Agent.from_checkpoint(checkpoint, base_url=base_url, temperature=temperature, max_tokens=max_tokens) as agent:
-        result = agent.run_task(
-            request,
-            repo,
-            max_turns=max_turns or 30,
-            backend=backend,
-            test=test,
-            scaffold=scaffold,
-            context=context,
-            on_message=_show_message,
-        )
-    result.trajectory.save(output / "trajectory.json")
-    if trajectory_format != OWN_FORMAT:
-        write_trajectory(result.trajectory, trajectory_format, output / trajectory_format / "trajectory.json")
-    result.write_patch(output / "model.patch")
+    with agent() as started:
+        result = started.run_task(request, repo, **{**options, "max_turns": max_turns or 30}, test=test)
+    saved = result.save(output, trajectory_format)
     if patch_out is not None:
         console.print(f"patch: {result.write_patch(patch_out)}")
     if branch is not None:
         console.print(f"branch {branch}: commit {result.apply_to_branch(branch)[:12]}")
+    _print_run_verdict(result, saved)
+
+
+def _print_run_verdict(result, saved: Path) -> None:
+    """How `harness run` on a repository ended; exit 1 when the test command failed."""
     verdict = {True: "[green]tests pass[/]", False: "[red]tests fail[/]", None: "not judged (no --test)"}[
         result.success
     ]
     files = sum(line.startswith("diff --git") for line in result.patch.splitlines())
     changed = f"{files} file(s) changed" if files else "no changes"
-    console.print(
-        f"exit status: {result.exit_status}; {changed}; {verdict}; trajectory: {output / 'trajectory.json'}",
-        soft_wrap=True,
-    )
+    console.print(f"exit status: {result.exit_status}; {changed}; {verdict}; trajectory: {saved}", soft_wrap=True)
     if result.trajectory.error:
         console.print(f"[yellow]{escape(result.trajectory.error)}", highlight=False)
     if result.success is False:
@@ -748,8 +739,6 @@ def _run_tasks(source, limit, make_agent, output, trajectory_format, **run):
     """`harness run --tasks`: each task in turn, streamed; trajectories where eval writes them. Exit 1 unless every
     task is resolved."""
     from harness.evaluate import failed
-    from harness.trajectory import result_row, trajectory_file
-    from harness.trajectory_formats import OWN_FORMAT, write_trajectory
     from tasks.taskset import load_tasks
 
     with console.status(f"loading {source}"):
@@ -757,22 +746,17 @@ def _run_tasks(source, limit, make_agent, output, trajectory_format, **run):
     output = output or Path("runs") / f"run-{Path(source.partition(':')[2] or source).expanduser().name}"
     rows = []
     with make_agent() as agent:
-        for task in loaded:
-            console.rule(task.id)
-            trajectory = agent.run_on(task, on_message=_show_message, **run)
-            saved = trajectory_file(output, task.id, 0)
-            trajectory.save(saved)
-            if trajectory_format != OWN_FORMAT:
-                write_trajectory(trajectory, trajectory_format, output / trajectory_format / saved.name)
-            row = result_row(trajectory)
+        for done in agent.run_each(loaded, output, trajectory_format, lambda task: console.rule(task.id), **run):
+            row = done.row
             rows.append(row)
             verdict = "error" if failed(row) else "[green]resolved[/]" if row["resolved"] else "[red]unresolved[/]"
             console.print(
-                f"{task.id}: exit status {row['exit_status']}; reward {row['reward']:g}; {verdict}; trajectory: {saved}",
+                f"{done.task.id}: exit status {row['exit_status']}; reward {row['reward']:g}; {verdict}; "
+                f"trajectory: {done.saved}",
                 soft_wrap=True,
             )
-            if trajectory.error:
-                console.print(f"[yellow]{escape(trajectory.error)}", highlight=False)
+            if done.trajectory.error:
+                console.print(f"[yellow]{escape(done.trajectory.error)}", highlight=False)
     resolved = sum(row["resolved"] for row in rows)
     console.print(f"{resolved} of {len(rows)} task(s) resolved; run directory: {output}")
     if resolved < len(rows):
@@ -871,11 +855,9 @@ def grade_command(
         "[default: swe-demo; with --check-only: none, each patch judged on its own].",
     ),
     output: Path = typer.Option(Path("runs/grade"), help="Run directory (results.jsonl, report.json, report.md)."),
-    workers: int = typer.Option(2, min=1, max=256, help="Instances graded at once."),
+    workers: int = SandboxWorkersOption,
     fractional: bool = typer.Option(False, help="Reward the share of FAIL_TO_PASS fixed (0 if a PASS_TO_PASS breaks)."),
-    force: bool = typer.Option(
-        False, "--force", help="--output holds another grading run: set it aside (renamed .old-<time>) and start anew."
-    ),
+    force: bool = ForceOption,
     grading_mode: Optional[str] = GradingModeOption,
     grading: Optional[str] = FormerGradingOption,
     check_only: bool = typer.Option(
@@ -894,74 +876,42 @@ def grade_command(
     ),
 ):
     """Grade predictions like SWE-bench does, in fresh sandboxes; resumable (rerun to finish)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from tasks.grading.predictions import (
-        grade_identity,
-        grade_predictions,
-        load_predictions,
-        row_note,
-        scripted_predictions,
-        summarize,
-    )
-    from tasks.grading.parity import compare, load_official
-    from tasks.taskset import load_tasks
+    from tasks.grading.grade_run import prepare_grade
 
     mode = _grading_mode(grading_mode, grading) or "default"
     if check_only:
         return _check_only(predictions, tasks, output, mode)
     tasks = tasks or "swe-demo"
     with console.status(f"loading {tasks} (images are built once and cached)"):
-        instances = [
-            t.metadata["instance"]
-            for t in load_tasks(tasks, None if ray_address else backend)
-            if "instance" in t.metadata
-        ]
-    if not instances:
-        raise TaskError(f"{tasks} holds no SWE-bench instances")
-    preds = (
-        scripted_predictions(instances, predictions)
-        if predictions in ("gold", "empty")
-        else load_predictions(predictions)
-    )
-    official = load_official(compare_official) if compare_official else None  # malformed: refused before any grading
-    identity = grade_identity(
-        preds, instances, fractional, predictions_source=predictions, tasks=tasks, grading_mode=mode
-    )
-    counts = {"resolved": 0, "done": 0}
-    columns = [
-        TextColumn("grading"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("resolved {task.fields[resolved]}"),
-        TimeElapsedColumn(),
-    ]
-    with Progress(*columns, console=console) as progress:
-        bar = progress.add_task("grade", total=len(preds), resolved=0)
+        run = prepare_grade(
+            predictions,
+            tasks,
+            output,
+            workers=workers,
+            fractional=fractional,
+            force=force,
+            grading_mode=mode,
+            backend=backend,
+            ray_address=ray_address,
+            compare_official=compare_official,
+        )
+    counts = {"resolved": 0}
+    with _progress("grading", "resolved {task.fields[resolved]}") as progress:
+        bar = progress.add_task("grade", total=len(run.predictions), resolved=0)
 
         def advance(report):
             counts["resolved"] += report.resolved
             progress.update(bar, advance=1, resolved=counts["resolved"])
 
-        cluster = None
-        if ray_address:
-            from sandboxes.cluster import Cluster
+        outcome = run.run(advance)
+    _print_grade(outcome, output, mode)
 
-            cluster = Cluster(ray_address, backend=backend)
-        results = grade_predictions(
-            instances,
-            preds,
-            None if cluster else get_backend(backend),
-            output,
-            workers,
-            fractional,
-            advance,
-            identity=identity,
-            force=force,
-            cluster=cluster,
-            grading_mode=mode,
-        )
-    summary = summarize(results)
+
+def _print_grade(outcome, output: Path, mode: str) -> None:
+    """A grading run's table, summary and agreement with the official verdicts; exit 1 when no instance graded."""
+    from tasks.grading.predictions import row_note
+
+    results, summary = outcome.results, outcome.summary
     table = Table("instance", "verdict", "resolution", "reward", "note")
     for row in results:
         table.add_row(
@@ -974,17 +924,14 @@ def grade_command(
         + ", ".join(f"{verdict} {count}" for verdict, count in summary["verdicts"].items())
         + f"; report: {output / 'report.md'}"
     )
-    if official is not None:
-        _print_parity(compare(results, official), output, str(compare_official))
+    if outcome.agreements is not None:
+        _print_parity(outcome.agreements, outcome.parity, output)
     if results and summary["errors"] == summary["total"]:
         console.print(f"[bold red]error:[/] every instance failed to grade; see {output / 'report.md'}")
         raise typer.Exit(1)
 
 
-def _print_parity(agreements, output: Path, source: str) -> None:
-    from tasks.grading.parity import write_parity
-
-    summary = write_parity(agreements, output, source)
+def _print_parity(agreements, summary: dict, output: Path) -> None:
     disagreements = [a for a in agreements if a.outcome in ("ours_only", "theirs_only")]
     if disagreements:
         table = Table("instance", "here", "official", "reason")
@@ -1000,12 +947,9 @@ def _print_parity(agreements, output: Path, source: str) -> None:
 
 def _check_only(predictions: str, tasks: Optional[str], output: Path, mode: str) -> None:
     """`harness grade --check-only`: the static review of every prediction, printed and written."""
-    from tasks.grading.predictions import check_predictions, load_predictions, write_check
-    from tasks.taskset import load_tasks
+    from tasks.grading.grade_run import check_only
 
-    instances = [t.metadata["instance"] for t in load_tasks(tasks) if "instance" in t.metadata] if tasks else None
-    rows = check_predictions(load_predictions(predictions), instances, mode)
-    counts = write_check(rows, output, mode)
+    rows, counts = check_only(predictions, tasks, output, mode)
     table = Table("instance", "verdict", "why")
     for row in rows:
         if row["verdict"] != "clean":
@@ -1079,7 +1023,7 @@ def tasks_synth(
     output: Path = typer.Option(..., help="JSONL of SWE-bench instances to write (appended as tasks are kept)."),
     max_tasks: int = typer.Option(200, min=1, help="Stop after this many validated tasks."),
     seed: int = typer.Option(0, help="Seed of the mutation order (a run is reproducible)."),
-    workers: int = typer.Option(2, min=1, max=256, help="Candidates validated at once (each in its own sandbox)."),
+    workers: int = SandboxWorkersOption,
     test_command: Optional[str] = typer.Option(None, help="Override the detected test command (pytest by default)."),
     max_candidates: Optional[int] = typer.Option(None, help="Judge at most this many candidates."),
     early_stop: int = typer.Option(
@@ -1089,20 +1033,11 @@ def tasks_synth(
     backend: str = BackendOption,
 ):
     """Synthesize validated repo-fix tasks from a real Python project by planting bugs (AST mutations)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from harness.episode_check import episode_check
     from tasks.synth.pipeline import synthesize
 
     sandboxes = get_backend(backend)
-    columns = [
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("kept {task.fields[kept]}"),
-        TimeElapsedColumn(),
-    ]
-    with Progress(*columns, console=console) as progress:
+    with _progress("{task.description}", "kept {task.fields[kept]}") as progress:
         bar = progress.add_task("preparing", total=None, kept=0)
 
         def show(event):
@@ -1159,7 +1094,7 @@ def tasks_mine(
     early_stop: int = typer.Option(
         5, help="History: stop when this many first candidates all fail for one reason (0: never)."
     ),
-    workers: int = typer.Option(2, help="Pull requests validated at once."),
+    workers: int = SandboxWorkersOption,
     timeout: float = typer.Option(900.0, help="Seconds per test run."),
     share_env: bool = typer.Option(
         False,
@@ -1171,55 +1106,41 @@ def tasks_mine(
     backend: str = BackendOption,
 ):
     """SWE-bench instances from real merged pull requests: base = first parent, FAIL_TO_PASS/PASS_TO_PASS by running the tests."""
-    from tasks.mining.history import Funnel, candidates, kept_ids, write_funnel
     from harness.episode_check import episode_check
-    from tasks.mining.mine import MiningStopped, mine, records_from_file, records_from_git
+    from tasks.mining.mining_run import prepare_mining
 
-    funnel: Funnel | None = None
-    if source.endswith(".jsonl") and Path(source).is_file():
-        records = records_from_file(Path(source))
-    elif pulls:
-        records = records_from_git(source, pulls)
-    else:
-        records, funnel = candidates(source, since, limit, until)
-        console.print(f"{len(records)} candidates in {funnel.counts['commits scanned']} commits", highlight=False)
-    if python:
-        records = [{**record, "python": python} for record in records]
-
-    def show(mined):
-        note = (
-            f"{len(mined.instance['FAIL_TO_PASS'])} FAIL_TO_PASS, {len(mined.instance['PASS_TO_PASS'])} PASS_TO_PASS, "
-            f"{len(mined.flaky)} flaky, dependencies {mined.dependencies}"
-            if mined.instance
-            else f"[red]skipped: {mined.reason[:300]}"
+    run = prepare_mining(source, pulls, since=since, until=until, limit=limit, python=python)
+    if run.funnel is not None:
+        console.print(
+            f"{len(run.records)} candidates in {run.funnel.counts['commits scanned']} commits", highlight=False
         )
-        console.print(f"{mined.instance_id}: {note} ({mined.duration:.0f}s)", highlight=False)
-
-    earlier = kept_ids(output)
-    stopped = None
-    try:
-        sandboxes = get_backend(backend)
-        results = mine(
-            records,
-            output,
-            sandboxes,
-            workers,
-            on_result=show,
-            on_step=lambda text: console.print(f"[dim]{text}", highlight=False),
-            timeout=timeout,
-            share_env=share_env,
-            early_stop=early_stop if funnel else 0,
-            check=lambda instance: episode_check(instance, sandboxes),
-        )
-    except MiningStopped as err:
-        stopped, results = err, err.results
-    if funnel is not None:
-        funnel.account(records, results, earlier)
-        write_funnel(funnel, Path(f"{output}.funnel.json"))
-        console.print("\n".join(funnel.lines()), highlight=False)
-    if stopped is not None:
-        raise stopped
+    sandboxes = get_backend(backend)
+    results = run.run(
+        output,
+        sandboxes,
+        workers,
+        on_result=_show_mined,
+        on_step=lambda text: console.print(f"[dim]{text}", highlight=False),
+        timeout=timeout,
+        share_env=share_env,
+        early_stop=early_stop,
+        check=lambda instance: episode_check(instance, sandboxes),
+    )
+    if run.funnel is not None:
+        console.print("\n".join(run.funnel.lines()), highlight=False)
+    if run.stopped is not None:
+        raise run.stopped
     console.print(f"mined {sum(bool(m.instance) for m in results)} of {len(results)} new; instances: {output}")
+
+
+def _show_mined(mined) -> None:
+    note = (
+        f"{len(mined.instance['FAIL_TO_PASS'])} FAIL_TO_PASS, {len(mined.instance['PASS_TO_PASS'])} PASS_TO_PASS, "
+        f"{len(mined.flaky)} flaky, dependencies {mined.dependencies}"
+        if mined.instance
+        else f"[red]skipped: {mined.reason[:300]}"
+    )
+    console.print(f"{mined.instance_id}: {note} ({mined.duration:.0f}s)", highlight=False)
 
 
 @tasks_app.command("pull")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from infra.renames import warn_renamed
 from sandboxes import Backend, get_backend
@@ -28,7 +28,8 @@ from .episode import Limits, run_episode
 from .errors import HarnessError
 from .policy import Policy, Sampling
 from .scaffolds import OWN_LOOP, get_scaffold
-from .trajectory import SCORING_FAILED, Trajectory
+from .trajectory import SCORING_FAILED, Trajectory, result_row, trajectory_file
+from .trajectory_formats import OWN_FORMAT, write_trajectory
 
 BACKENDS = ("docker", "local", "overlay", "podman", "auto")
 # SkyRL's runtime names that name a scaffold: it drives the turns in a sandbox of the "auto" backend
@@ -53,6 +54,15 @@ class AgentResult:
         """SkyRL's name: 1.0 or 0.0 for one judged attempt; None when nothing judged it."""
         return None if self.success is None else float(self.success)
 
+    def save(self, output: Path, trajectory_format: str = OWN_FORMAT) -> Path:
+        """The trajectory (also in `trajectory_format`) and the patch in `output`; the trajectory's file."""
+        saved = output / "trajectory.json"
+        self.trajectory.save(saved)
+        if trajectory_format != OWN_FORMAT:
+            write_trajectory(self.trajectory, trajectory_format, output / trajectory_format / saved.name)
+        self.write_patch(output / "model.patch")
+        return saved
+
     def write_patch(self, path: str | Path) -> Path:
         path = Path(path).expanduser()
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -70,6 +80,16 @@ class AgentResult:
             or f"harness agent ({self.trajectory.policy})\n\n"
             f"exit status: {self.exit_status}; tests: {self.success}\n\n{first_line[-500:]}",
         )
+
+
+@dataclass
+class TaskOutcome:
+    """One task of `Agent.run_each`: its trajectory, its result row (as eval's results.jsonl has) and file."""
+
+    task: Task
+    trajectory: Trajectory
+    row: dict[str, Any]
+    saved: Path
 
 
 class Agent:
@@ -156,6 +176,25 @@ class Agent:
         return run_episode(
             task, self.policy, self.sampling, limits, sandbox_backend, on_message=on_message, scaffold=driver
         )
+
+    def run_each(
+        self,
+        tasks: list[Task],
+        output: Path,
+        trajectory_format: str = OWN_FORMAT,
+        on_start: Callable[[Task], None] = lambda task: None,
+        **run: Any,
+    ) -> Iterator[TaskOutcome]:
+        """`run_on` each task in turn (`run`: its options), each trajectory saved where `harness eval` writes it
+        (and in `trajectory_format`); `on_start` hears of each task before its episode."""
+        for task in tasks:
+            on_start(task)
+            trajectory = self.run_on(task, **run)
+            saved = trajectory_file(output, task.id, 0)
+            trajectory.save(saved)
+            if trajectory_format != OWN_FORMAT:
+                write_trajectory(trajectory, trajectory_format, output / trajectory_format / saved.name)
+            yield TaskOutcome(task, trajectory, result_row(trajectory), saved)
 
     @staticmethod
     def _drivers(scaffold: str, backend: str | Backend, runtime: str | None, context: str):

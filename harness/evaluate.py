@@ -284,6 +284,22 @@ def load_eval_settings(path: str | Path | None) -> dict[str, Any]:
     return data
 
 
+def eval_config(path: str | Path | None, endpoint: dict[str, Any], **flags: Any) -> EvalConfig:
+    """`harness eval`'s settings: the `--config` YAML (`load_eval_settings`) under the flags, where given (not None):
+    `endpoint` the EndpointLimits flags, `flags` the EvalConfig fields."""
+    settings = load_eval_settings(path)
+    limits = {key: value for key, value in settings.items() if key in LIMIT_KEYS}
+    for key in LIMIT_KEYS:
+        if flags.get(key) is not None:
+            limits[key] = flags.pop(key)
+        flags.pop(key, None)
+    endpoint_limits = EndpointLimits.from_dict(
+        {**settings.get("endpoint", {}), **{k: v for k, v in endpoint.items() if v is not None}}
+    )
+    grading_mode = flags.pop("grading_mode", None) or settings.get("grading_mode")
+    return EvalConfig(**flags, **limits, endpoint=endpoint_limits, grading_mode=grading_mode)
+
+
 def error_row(task: Task, sample: int, err: Exception, policy_name: str) -> dict[str, Any]:
     """The result of an episode that could not even run (a malformed record, a policy bug)."""
     return {
