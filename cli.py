@@ -1176,11 +1176,11 @@ def tasks_pull(
 @friendly_errors
 def tasks_export(
     output: Path = typer.Argument(..., help="The folder to write into: one directory per task."),
-    source: str = typer.Option("swe-demo", "--tasks", help="The task set (built-in name or path)."),
+    source: str = TasksOption,
     format_name: str = typer.Option(
         "harbor", "--format", help="harbor, swebench (a task repository), or a registered export format."
     ),
-    limit: Optional[int] = typer.Option(None, min=1, help="Only the first N tasks of the set."),
+    limit: Optional[int] = LimitOption,
 ):
     """Write a task set in another tool's format (harbor: task directories that `harbor run -p` runs; swebench: a
     SWE-bench 5 task repository that `swebench dataset build` and `swebench eval` take)."""
