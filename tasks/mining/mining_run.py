@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from sandboxes import Backend
 
@@ -24,34 +24,14 @@ class MiningRun:
     funnel: Funnel | None  # None unless the records are candidates from the repository's history
     stopped: MiningStopped | None = None  # set by `run` when the first candidates all failed for one reason
 
-    def run(
-        self,
-        output: Path,
-        backend: Backend,
-        workers: int = 2,
-        *,
-        on_result: Callable[[Mined], None] = lambda mined: None,
-        on_step: Callable[[str], None] = print,
-        timeout: float = 900.0,
-        share_env: bool = False,
-        early_stop: int = 0,
-        check: Callable[[dict], str] | None = None,
-    ) -> list[Mined]:
-        """Mine every record not yet in `output` (appended as validated); the new results. `early_stop` applies to
-        candidates from history only; when it stops the run, `stopped` holds why (the funnel is still written)."""
+    def run(self, output: Path, backend: Backend, workers: int = 2, early_stop: int = 0, **options: Any) -> list[Mined]:
+        """Mine every record not yet in `output` (appended as validated); the new results. `options` are `mine`'s
+        (on_result, on_step, timeout, share_env, check); `early_stop` applies to candidates from history only, and
+        when it stops the run, `stopped` holds why (the funnel is still written)."""
         earlier = kept_ids(output)
         try:
             results = mine(
-                self.records,
-                output,
-                backend,
-                workers,
-                on_result=on_result,
-                on_step=on_step,
-                timeout=timeout,
-                share_env=share_env,
-                early_stop=early_stop if self.funnel else 0,
-                check=check,
+                self.records, output, backend, workers, early_stop=early_stop if self.funnel else 0, **options
             )
         except MiningStopped as err:
             self.stopped, results = err, err.results
