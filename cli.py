@@ -696,7 +696,7 @@ def run_command(
         warn_renamed("--runtime", "--backend (the same choice `harness eval` takes)")
         backend = runtime
     check_format(trajectory_format)
-    agent = functools.partial(
+    make_agent = functools.partial(
         Agent.from_checkpoint, checkpoint, base_url=base_url, temperature=temperature, max_tokens=max_tokens
     )
     options = dict(max_turns=max_turns, backend=backend, scaffold=scaffold, context=context, on_message=_show_message)
@@ -705,14 +705,14 @@ def run_command(
             raise HarnessError(
                 "--tasks runs a task set's own tasks: it takes no request, --repo, --test, --branch or --patch-out"
             )
-        return _run_tasks(tasks, limit, agent, output, trajectory_format, **options)
+        return _run_tasks(tasks, limit, make_agent, output, trajectory_format, **options)
     if request is None or repo is None:
         raise HarnessError("give a request and --repo (your repository), or --tasks (a task set, e.g. harbor:PATH)")
     if limit is not None:
         raise HarnessError("--limit goes with --tasks")
     output = output or Path("runs") / f"run-{repo.expanduser().resolve().name}"
-    with agent() as started:
-        result = started.run_task(request, repo, **{**options, "max_turns": max_turns or 30}, test=test)
+    with make_agent() as agent:
+        result = agent.run_task(request, repo, **{**options, "max_turns": max_turns or 30}, test=test)
     saved = result.save(output, trajectory_format)
     if patch_out is not None:
         console.print(f"patch: {result.write_patch(patch_out)}")
