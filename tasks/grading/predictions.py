@@ -18,7 +18,7 @@ from typing import Any, Callable
 from sandboxes import Backend
 from sandboxes.cluster import Cluster
 
-from ..errors import Problem, TaskSetError
+from ..errors import Problem, TaskError, TaskSetError
 from .grade import GradeReport, bad_input, grade
 from .patch_policy import review_patch
 from infra.rundir import RESULTS, content_hash, open_run
@@ -29,11 +29,20 @@ from ..swe import grading_problems
 def load_predictions(path: str | Path) -> dict[str, dict[str, Any]]:
     """SWE-bench predictions from JSONL, a JSON list, or a JSON object keyed by instance id."""
     path = Path(path)
-    text = path.read_text()
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as err:
+        reason = getattr(err, "strerror", None) or err
+        raise TaskError(f"predictions {path}: cannot be read ({reason})") from err
     problems: list[Problem] = []
     records: list[tuple[int, Any]] = []
     if path.suffix == ".json":
-        data = json.loads(text)
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise TaskError(f"predictions {path}: not JSON ({err.msg}, line {err.lineno})") from err
+        if not isinstance(data, (dict, list)):
+            raise TaskError(f"predictions {path}: a JSON list or an object keyed by instance id, not {type(data).__name__}")
         records = list(enumerate(data.values() if isinstance(data, dict) else data))
     else:
         for number, line in enumerate(text.splitlines(), 1):

@@ -76,6 +76,24 @@ def test_malformed_predictions_are_all_reported(tmp_path):
     assert done.returncode == 1 and "line 2" in done.stdout and "Traceback" not in done.stdout + done.stderr
 
 
+@pytest.mark.parametrize(
+    "name, content, said",
+    [
+        ("missing.jsonl", None, "No such file"),
+        ("binary.jsonl", b"\xff\xfe\x00", "cannot be read"),
+        ("broken.json", b"{bad", "not JSON"),
+        ("number.json", b"3", "not int"),
+    ],
+)
+def test_unreadable_predictions_are_one_clear_error(tmp_path, name, content, said):
+    preds = tmp_path / name
+    if content is not None:
+        preds.write_bytes(content)
+    done = harness("grade", "--predictions", str(preds), "--tasks", "swe-demo", "--output", str(tmp_path / "run"))
+    assert done.returncode == 1 and said in " ".join(done.stdout.split()), done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr and not (tmp_path / "run").exists()
+
+
 def test_grading_modes_on_a_fix_with_a_regression_test(tmp_path, gold_run):
     """A fix plus a new test file, as real agents submit: resolved in the default mode with the test
     file neutralized, refused in refuse mode (before any sandbox); each report says which mode."""
