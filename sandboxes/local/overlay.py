@@ -192,7 +192,8 @@ class OverlaySandbox(BwrapSandbox):
             read_only_root=self.spec.read_only,
         )
         if self.writable == "tmpfs":  # the holder's namespace, mounted already
-            user = ["--user"] if os.geteuid() != 0 else []  # root of the holder's user namespace, as with unshare
+            # without root, also its user namespace, where our uid is root (setgroups is denied there: keep ours)
+            user = ["--user", "--preserve-credentials"] if os.geteuid() != 0 else []
             return ["nsenter", "--target", str(self.holder.pid), *user, "--mount", *inner]
         options = self._overlay_options(self.dir)
         return [*namespaces(), "sh", "-c", _MOUNT_THEN_EXEC, "sh", options, merged, *writable, "--", *inner]
