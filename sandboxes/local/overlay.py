@@ -94,9 +94,9 @@ class OverlaySandbox(BwrapSandbox):
         if self.writable == "disk":
             return super()._make_folder()
         real = runtime_dir() / self.id
-        real.mkdir()
         self.dir.parent.mkdir(parents=True, exist_ok=True)
         self.dir.symlink_to(real)  # found where every sandbox folder is, costing no disk block (a short link)
+        real.mkdir()  # after the link, which takes it along when the sandbox closes
 
     def _make_filesystem(self) -> None:
         for part in ("upper", "work", "merged") if self.writable == "disk" else ("rw", "merged"):
