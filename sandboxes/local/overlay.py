@@ -43,7 +43,7 @@ from ..spec import SandboxSpec, parse_bytes
 from .cgroups import Hierarchy
 from .files import copy_tree, remove_tree, runtime_dir
 from .image_store import ImageStore, UnpackedImage
-from .process import SPAWNER, bwrap_command
+from .process import bwrap_command
 from .sandbox import SNAPSHOT_META, BwrapSandbox, LocalBackend, _read_json
 
 # Runs as root of the new mount namespace: mount the overlay (options, mount point), make the folders
@@ -131,10 +131,16 @@ class OverlaySandbox(BwrapSandbox):
             *self._writable_binds(),
             "--",
         ]
-        self.holder = SPAWNER.popen(
+        # Not through SPAWNER: the holder dies with its stdin, not with a thread (no PR_SET_PDEATHSIG)
+        self.holder = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
-        said = self.holder.stdout.readline()
+
+    def _make_cgroups(self, cgroups: tuple[list[Hierarchy], list[str]]) -> None:
+        super()._make_cgroups(cgroups)
+        if self.holder is None:
+            return
+        said = self.holder.stdout.readline()  # it mounted meanwhile
         if said != "mounted\n":  # it failed and exits: the rest of what it said
             said += self.holder.stdout.read()
             raise SandboxError(f"sandbox {self.id} could not mount its tmpfs and overlay: {said.strip() or 'no output'}")
