@@ -43,7 +43,7 @@ from ..spec import SandboxSpec, parse_bytes
 from .cgroups import Hierarchy
 from .files import copy_tree, remove_tree, runtime_dir
 from .image_store import ImageStore, UnpackedImage
-from .process import bwrap_command
+from .process import SPAWNER, bwrap_command
 from .sandbox import SNAPSHOT_META, BwrapSandbox, LocalBackend, _read_json
 
 # Runs as root of the new mount namespace: mount the overlay (options, mount point), make the folders
@@ -131,8 +131,7 @@ class OverlaySandbox(BwrapSandbox):
             *self._writable_binds(),
             "--",
         ]
-        # Not through SPAWNER: the holder dies with its stdin, not with a thread (no PR_SET_PDEATHSIG)
-        self.holder = subprocess.Popen(
+        self.holder = SPAWNER.popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
 
