@@ -58,6 +58,9 @@ def test_writes_take_no_disk_and_outlive_a_shell_restart(tmpfs_backend):
         assert sandbox.exec("cat /tmp/a /workspace/b").output == "kept\nkept\n"
         assert len(mounted_anywhere(sandbox.id)) >= 2  # the tmpfs and the overlay (bwrap's binds of it too)
         assert not (sandbox.dir / "rw" / "upper").exists()  # the host's folder is only the tmpfs's mount point
+        assert sandbox.id in [row["id"] for row in tmpfs_backend.list()]  # found through its link, as on disk
+        in_use = {row["digest"] for row in tmpfs_backend.store.images() if row["in_use"]}
+        assert sandbox.image.digest in in_use  # so the cache never evicts its layers
         folder, holder = sandbox.dir, sandbox.holder.pid
     gone(sandbox.id, folder, holder)
 
