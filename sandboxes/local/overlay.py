@@ -142,7 +142,9 @@ class OverlaySandbox(BwrapSandbox):
         said = self.holder.stdout.readline()  # it mounted meanwhile
         if said != "mounted\n":  # it failed and exits: the rest of what it said
             said += self.holder.stdout.read()
-            raise SandboxError(f"sandbox {self.id} could not mount its tmpfs and overlay: {said.strip() or 'no output'}")
+            raise SandboxError(
+                f"sandbox {self.id} could not mount its tmpfs and overlay: {said.strip() or 'no output'}"
+            )
 
     def _watch_disk(self, paths: list[Path]) -> None:
         if self.writable == "disk":
