@@ -1,6 +1,7 @@
 """N sandboxes of one image started at once: start time (p50/p99) and disk, overlay against Docker.
 
-    python -m bench.overlay_scale_bench [--image harness-base:latest] [--counts 16,100] [--workers 8] [--no-docker]
+    python -m bench.overlay_scale_bench [--image harness-base:latest] [--counts 16,100] [--workers 8]
+        [--backends overlay,overlay-tmpfs,docker]
 
 For each N: N sandboxes are created by `workers` threads at once (`Backend.create_many`), each start
 timed from its call to a shell that answers; then each sandbox writes nothing more than its start did,
@@ -8,13 +9,17 @@ and the disk they take is measured before they close:
 - overlay: the image's layers (once, shared; where the store links the engine's own layer folders, those)
   plus each sandbox's folder (`upper`, `work`, its /etc/hosts): what `harness sandbox ls --backend overlay`
   shows;
+- overlay-tmpfs (the overlay backend with `writable="tmpfs"`): the image's layers, plus the link each sandbox
+  has in the cache; what it wrote and its small files are on tmpfs, in memory, and counted there ("in tmpfs");
 - docker: the image's size once, plus each container's writable layer and its init layer as overlay2
   holds them (`GraphDriver.Data`: UpperDir and WorkDir, and the `-init` layer's) and its folder of
   config, hosts and log files, as root on the host.
 
 Memory per idle sandbox: the proportional set size (PSS, /proc/PID/smaps_rollup) of each sandbox's process tree on
-the host while it idles, the mean over the N: overlay from its bwrap process down; docker from the container's
-containerd shim down (the shim is one per container, a cost of the container). Fork: one sandbox writes a file,
+the host while it idles, the mean over the N: overlay from its bwrap process down (overlay-tmpfs: and its holder
+process); docker from the container's containerd shim down (the shim is one per container, a cost of the
+container). "In tmpfs", overlay-tmpfs only: the mean bytes each sandbox holds on tmpfs (its tmpfs's used blocks and
+its folder on /dev/shm), memory on top of the PSS. Fork: one sandbox writes a file,
 is snapshot, and is forked `--fork` times (`Backend.fork`); the time to all forks answering, each checked to hold
 the file.
 """
@@ -22,6 +27,7 @@ the file.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -71,7 +77,18 @@ def idle_memory(backend: Backend, sandboxes) -> float:
             roots.append(int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]))  # its shim
         else:
             roots.append(sandbox.process.pid)
-    return statistics.mean(tree_pss(root, children) for root in roots)
+            if sandbox.holder is not None:
+                roots.append(sandbox.holder.pid)
+    return sum(tree_pss(root, children) for root in roots) / len(sandboxes)
+
+
+def in_tmpfs(sandboxes) -> float:
+    """Mean bytes an overlay-tmpfs sandbox holds on tmpfs: its own tmpfs's used blocks and its folder on /dev/shm."""
+    held = 0
+    for sandbox in sandboxes:
+        tmpfs = os.statvfs(sandbox._upper().parent)
+        held += (tmpfs.f_blocks - tmpfs.f_bfree) * tmpfs.f_frsize + tree_bytes(sandbox.dir)
+    return held / len(sandboxes)
 
 
 def floor(backend: Backend, spec: SandboxSpec, samples: int = 20) -> dict[str, float]:
@@ -144,9 +161,11 @@ def start_all(backend: Backend, spec: SandboxSpec, count: int, workers: int) -> 
 
 
 def overlay_disk(backend, sandboxes) -> tuple[int, int]:
+    """(the image's blocks, the sandboxes' blocks on disk: their folders, or the links to them on tmpfs)."""
     image = sandboxes[0].image
     return sum(tree_bytes(layer.resolve()) for layer in image.layers), sum(
-        tree_bytes(sandbox.dir) for sandbox in sandboxes
+        os.lstat(sandbox.dir).st_blocks * 512 if sandbox.dir.is_symlink() else tree_bytes(sandbox.dir)
+        for sandbox in sandboxes
     )
 
 
@@ -162,18 +181,29 @@ def docker_disk(backend, sandboxes) -> tuple[int, int]:
     return image, written
 
 
+BACKENDS = {
+    "overlay": lambda: get_backend("overlay", writable="disk"),
+    "overlay-tmpfs": lambda: get_backend("overlay", writable="tmpfs"),
+    "docker": lambda: get_backend("docker"),
+}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--image", default=BASE_IMAGE)
     parser.add_argument("--counts", default="16,100")
     parser.add_argument("--workers", type=int, default=8, help="sandboxes started at once")
-    parser.add_argument("--no-docker", action="store_true", help="overlay only (no engine needed)")
+    parser.add_argument("--backends", default=",".join(BACKENDS), help="of " + ", ".join(BACKENDS))
+    parser.add_argument("--no-docker", action="store_true", help="leave docker out (no engine needed)")
     parser.add_argument("--fork", type=int, default=16, help="forks of one snapshot")
     args = parser.parse_args()
-    if args.image == BASE_IMAGE and not args.no_docker:
+    names = [name for name in args.backends.split(",") if not (args.no_docker and name == "docker")]
+    unknown = set(names) - set(BACKENDS)
+    if unknown:
+        parser.error(f"unknown backends {', '.join(sorted(unknown))}: choose from {', '.join(BACKENDS)}")
+    if args.image == BASE_IMAGE and "docker" in names:
         build_base_image()
     spec = SandboxSpec(image=args.image, memory="256m", pids=64, wall_time=600)
-    backends = {"overlay": overlay_disk} | ({} if args.no_docker else {"docker": docker_disk})
     table = Table(
         "backend",
         "N",
@@ -184,11 +214,13 @@ def main() -> None:
         "sandboxes' disk",
         "per sandbox",
         "idle memory (PSS)",
+        "in tmpfs",
     )
     forks = Table("backend", "forks", "all answering")
     floors = Table("the floor of an overlay start", "p50")
-    for name, disk in backends.items():
-        backend = get_backend(name)
+    for name in names:
+        backend = BACKENDS[name]()
+        disk = docker_disk if name == "docker" else overlay_disk
         backend.create(spec).close()  # the first use (an unpack, an image check) is not what is measured
         for count in (int(n) for n in args.counts.split(",")):
             began = time.perf_counter()
@@ -197,6 +229,7 @@ def main() -> None:
             try:
                 image, written = disk(backend, sandboxes)
                 memory = idle_memory(backend, sandboxes)
+                held = f"{in_tmpfs(sandboxes) / 2**10:.0f} KiB" if name == "overlay-tmpfs" else "-"
             finally:
                 with ThreadPoolExecutor(args.workers) as pool:
                     list(pool.map(lambda sandbox: sandbox.close(), sandboxes))
@@ -210,6 +243,7 @@ def main() -> None:
                 f"{written / 2**20:.1f} MiB",
                 f"{written / count / 2**10:.0f} KiB",
                 f"{memory / 2**20:.1f} MiB",
+                held,
             )
         if args.fork:
             forks.add_row(name, str(args.fork), f"{fork_time(backend, spec, args.fork):.2f} s")

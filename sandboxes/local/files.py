@@ -258,3 +258,33 @@ def remove_tree(path: Path) -> None:
 
     if os.path.lexists(path):
         shutil.rmtree(path, onerror=retry)
+
+
+def runtime_dir() -> Path:
+    """This user's folder on the host's tmpfs (`/dev/shm/harness-<uid>`, private to the user): sandbox folders that
+    must take no disk blocks and need not outlive a reboot (no sandbox does)."""
+    folder = _runtime_path()
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        info = folder.lstat()
+    except OSError as err:
+        raise SandboxError(f"cannot make {folder} for sandbox folders on a tmpfs: {err.strerror}") from None
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o077:
+        raise SandboxError(f"{folder} is not a folder of this user's alone: remove it, or keep writes on disk")
+    return folder
+
+
+def remove_sandbox_folder(folder: Path) -> None:
+    """A sandbox's folder; where it is a link to its folder in `runtime_dir()`, that folder and the link (a link
+    elsewhere is removed, never followed)."""
+    if folder.is_symlink():
+        target = Path(os.readlink(folder))
+        if target.parent == _runtime_path() and target.name == folder.name:
+            remove_tree(target)
+        folder.unlink(missing_ok=True)
+        return
+    remove_tree(folder)
+
+
+def _runtime_path() -> Path:
+    return Path("/dev/shm") / f"harness-{os.geteuid()}"

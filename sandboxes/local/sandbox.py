@@ -17,7 +17,7 @@ from ..images import cache_dir, rootfs_of_image
 from ..shell import ShellSession
 from ..spec import SandboxSpec
 from .cgroups import Hierarchy, SandboxCgroups, host_hierarchies, remove_groups
-from .files import RootFiles, copy_tree, remove_tree
+from .files import RootFiles, copy_tree, remove_sandbox_folder, remove_tree
 from .process import (
     SPAWNER,
     PtyTransport,
@@ -46,7 +46,7 @@ class BwrapSandbox(RootFiles, Sandbox):
         self.cgroups: SandboxCgroups | None = None
         self._transport: PtyTransport | None = None
         try:
-            self.dir.mkdir(parents=True)
+            self._make_folder()
             self._make_filesystem()
             self._make_cgroups(cgroups or host_hierarchies())
             self.shell = self._start_shell(output_cap)
@@ -54,6 +54,9 @@ class BwrapSandbox(RootFiles, Sandbox):
         except BaseException:
             self.close()
             raise
+
+    def _make_folder(self) -> None:
+        self.dir.mkdir(parents=True)
 
     @abstractmethod
     def _make_filesystem(self) -> None:
@@ -159,7 +162,7 @@ class BwrapSandbox(RootFiles, Sandbox):
             self._transport.close()
         if self.cgroups is not None:
             self.cgroups.remove()
-        remove_tree(self.dir)
+        remove_sandbox_folder(self.dir)
 
 
 class LocalSandbox(BwrapSandbox):
@@ -303,7 +306,7 @@ class LocalBackend(Backend):
                 if is_bwrap(owner.get("pid", 0)):
                     kill(owner["pid"])
                 remove_groups([Path(group) for group in owner.get("cgroups", [])])
-                remove_tree(folder)
+                remove_sandbox_folder(folder)
                 removed.append(f"sandbox {folder.name}")
         for folder in sorted(self._snapshots().glob("*")):
             meta = _read_json(folder / SNAPSHOT_META)

@@ -29,7 +29,7 @@ def unprivileged_user():
         while time.monotonic() < deadline and subprocess.run(["pgrep", "-u", str(uid)], capture_output=True).stdout:
             subprocess.run(["pkill", "-KILL", "-u", str(uid)], capture_output=True, check=False)  # only that user's
             time.sleep(0.1)
-        for entry in Path("/tmp").iterdir():  # what its programs keep there (Podman's run root)
+        for entry in [*Path("/tmp").iterdir(), *Path("/dev/shm").iterdir()]:  # its programs' (Podman's run root)
             if entry.lstat().st_uid != uid:
                 continue
             if entry.is_dir() and not entry.is_symlink():

@@ -258,9 +258,11 @@ def shell_files(base: Path) -> dict[str, bytes | Path]:
     return files
 
 
-def test_rootless_run_in_a_user_namespace(overlay_backend, unprivileged_user, tmp_path):
+@pytest.mark.parametrize("writable", ["disk", "tmpfs"])
+def test_rootless_run_in_a_user_namespace(overlay_backend, unprivileged_user, tmp_path, writable):
     """An unprivileged user runs the image from its archive (no engine access): its own
-    cache, root inside a user namespace, copy-on-write /etc; cgroup limits it cannot set are said."""
+    cache, root inside a user namespace, copy-on-write /etc (on disk, or on a tmpfs mounted in that namespace);
+    cgroup limits it cannot set are said."""
     userns = Path("/proc/sys/user/max_user_namespaces")
     require(userns.exists() and int(userns.read_text()) > 0, "this kernel allows no user namespaces")
     home = Path(unprivileged_user.pw_dir)
@@ -280,6 +282,7 @@ def test_rootless_run_in_a_user_namespace(overlay_backend, unprivileged_user, tm
             "env",
             f"HOME={home}",
             f"HARNESS_CACHE={home}/cache",
+            f"HARNESS_OVERLAY_WRITABLE={writable}",
             python,
             "-c",
             _ROOTLESS,
@@ -302,6 +305,7 @@ def test_rootless_run_in_a_user_namespace(overlay_backend, unprivileged_user, tm
         if not how.startswith("cgroup"):
             assert "without" in run.stderr and name in run.stderr
     assert not list((home / "cache" / "overlay").iterdir())
+    assert not list(Path(f"/dev/shm/harness-{unprivileged_user.pw_uid}").glob("*"))
     assert not list((home / "cache" / "overlay-snapshots").iterdir())
     assert (
         subprocess.run(["pgrep", "-u", str(unprivileged_user.pw_uid)], capture_output=True, check=False).stdout == b""
