@@ -38,7 +38,8 @@ from .algorithms import ADVANTAGE_ESTIMATORS
 from .async_grpo import RolloutsAhead, get_within, rollout_submitter
 from .batch import build_batch, token_rows, without_infrastructure_failures
 from .checkpoint import latest_checkpoint, load_trainer_state
-from .config import ModelConfig, PolicyConfig, TrainConfig, save_config, to_dict
+from .config import save_config, to_dict
+from .config_schema import ModelConfig, PolicyConfig, TrainConfig
 from .errors import ConfigError, TrainerError
 from .learner import LearnerSettings, lr_factor
 from .metrics import MetricsLogger, plot_curve, read_metrics, save_rollouts

@@ -9,17 +9,8 @@ import pydantic
 import pytest
 import yaml
 
-from trainer.config import (
-    AlgorithmConfig,
-    GeneratorConfig,
-    InferenceConfig,
-    LoggerConfig,
-    TrainConfig,
-    config_from_dict,
-    load_config,
-    save_config,
-    to_dict,
-)
+from trainer.config import config_from_dict, load_config, save_config, to_dict
+from trainer.config_schema import AlgorithmConfig, GeneratorConfig, InferenceConfig, LoggerConfig, TrainConfig
 from trainer.errors import ConfigError, TrainerError
 
 ROOT = Path(__file__).resolve().parents[2]
