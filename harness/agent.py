@@ -42,7 +42,7 @@ class AgentResult:
     trajectory: Trajectory
     #: The agent's changes as a git patch against the repository as it was given ('' for none).
     patch: str
-    #: How the episode ended: submitted, max_turns, context_exceeded, wall_time, format_errors, policy_error, sandbox_error.
+    #: How the episode ended: one of harness.trajectory.EXIT_STATUSES (submitted, max_turns, wall_time, ...).
     exit_status: str
     repo: str
     #: The test command's output (its tail), when one ran.
