@@ -22,7 +22,7 @@ Precision = Literal["fp32", "bf16"]
 SandboxBackend = Literal["auto", "docker", "local", "overlay", "podman"]
 InferenceEngine = Literal["transformers", "vllm"]
 WeightSync = Literal["load", "disk", "nccl"]
-LoggerBackend = Literal["jsonl", "tensorboard", "wandb"]
+LoggerType = Literal["jsonl", "tensorboard", "wandb"]
 
 
 def values(choice) -> tuple[str, ...]:

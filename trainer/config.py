@@ -167,9 +167,9 @@ def _read_yaml(path: Path) -> dict[str, Any]:
 
 
 def _shorthands(raw: dict[str, Any]) -> dict[str, Any]:
-    """`logger: wandb` is `logger: {backend: wandb}`."""
+    """`logger: wandb` is `logger: {type: wandb}`."""
     if isinstance(raw.get("logger"), str):
-        raw = {**raw, "logger": {"backend": raw["logger"]}}
+        raw = {**raw, "logger": {"type": raw["logger"]}}
     trainer = raw.get("trainer")
     if isinstance(trainer, dict) and "async" in trainer:  # `async` is a Python keyword: the field is `async_`
         value = trainer["async"]

@@ -26,7 +26,7 @@ from .choices import (
     InferenceEngine,
     Precision,
     KLType,
-    LoggerBackend,
+    LoggerType,
     RewardMode,
     SandboxBackend,
     Scheduler,
@@ -323,7 +323,7 @@ class LoggerConfig(Section):
     #: Where metrics go: `metrics.jsonl` in the run directory always (the viewer and the reward curve read it);
     #: `tensorboard` adds TensorBoard event files (`tensorboard/` in the run directory), `wandb` a Weights & Biases run,
     #: `jsonl` nothing more. A plain string is accepted for the whole section (`logger: wandb`).
-    backend: LoggerBackend = "tensorboard"
+    type: LoggerType = "tensorboard"
     #: W&B project.
     project: str = "harness"
 

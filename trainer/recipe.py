@@ -234,7 +234,7 @@ def train(cfg: TrainConfig, on_step: Callable[[int, dict], None] = lambda step, 
         for i in range(max(len(engines), 1))
     ]
     logger = MetricsLogger(
-        run_dir, cfg.logger.backend, cfg.logger.project, cfg.trainer.run_name or run_dir.name, to_dict(cfg)
+        run_dir, cfg.logger.type, cfg.logger.project, cfg.trainer.run_name or run_dir.name, to_dict(cfg)
     )
     step, position = 0, {"epoch": 0, "index": 0}
     ahead = None

@@ -205,12 +205,12 @@ def test_episode_timeout_ends_training_episodes():
     assert (trajectory.exit_status, trajectory.turns) == ("wall_time", 0)
 
 
-# ----------------------------------------------------------------------------- logger.backend
+# ----------------------------------------------------------------------------- logger.type
 
 
-@pytest.mark.parametrize("backend, tensorboard", [("jsonl", False), ("tensorboard", True)])
-def test_logger_backends_differ(tmp_path: Path, backend: str, tensorboard: bool):
-    logger = MetricsLogger(tmp_path, backend)
+@pytest.mark.parametrize("kind, tensorboard", [("jsonl", False), ("tensorboard", True)])
+def test_logger_types_differ(tmp_path: Path, kind: str, tensorboard: bool):
+    logger = MetricsLogger(tmp_path, kind)
     logger.log(1, {"train/loss": 0.5})
     logger.close()
     assert read_metrics(tmp_path) == [{"step": 1, "train/loss": 0.5}]
