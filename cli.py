@@ -487,7 +487,7 @@ def serve_command(
     """Serve a local checkpoint as an OpenAI-compatible /v1/chat/completions endpoint (with tools)."""
     from harness.checkpoints import resolve_checkpoint, template_warnings
     from harness.policies.factory import make_policy
-    from harness.server import ChatServer
+    from harness.chat_server import ChatServer
 
     server = ChatServer(host, port)  # a busy port fails here, before the model loads
     try:
