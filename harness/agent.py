@@ -121,18 +121,19 @@ class Agent:
             episode_timeout = wall_time
         if max_turns < 1:
             raise HarnessError(f"max_turns must be at least 1, not {max_turns}")
-        driver, sandbox_backend = self._drivers(scaffold, backend, runtime, context)
-        limits = Limits(
-            max_turns=max_turns,
-            max_context=max_context,
-            episode_timeout=episode_timeout,
-            max_format_errors=max_format_errors,
-            context=context,
-        )
+        scaffold, sandbox_backend = self._drivers(scaffold, backend, runtime, context)  # checked before the copy
         with tempfile.TemporaryDirectory(prefix="harness-repo-") as staging:
             task = repo_task(repo, prompt, Path(staging) / "repo", test_command=test, max_turns=max_turns, image=image)
-            trajectory = run_episode(
-                task, self.policy, self.sampling, limits, sandbox_backend, on_message=on_message, scaffold=driver
+            trajectory = self.run_on(
+                task,
+                max_turns,
+                sandbox_backend,
+                on_message,
+                max_context=max_context,
+                episode_timeout=episode_timeout,
+                scaffold=scaffold,
+                context=context,
+                max_format_errors=max_format_errors,
             )
         details = trajectory.reward_details
         judged = bool(details.get("judged")) and SCORING_FAILED not in trajectory.error
@@ -159,7 +160,8 @@ class Agent:
     ) -> Trajectory:
         """One episode on a task of a task set (`tasks.taskset.load_tasks`, e.g. `harbor:PATH`), scored by the
         task's own grader; `max_turns` caps the task's own limit."""
-        driver, sandbox_backend = self._drivers(scaffold, backend, None, context)
+        _, sandbox_backend = self._drivers(scaffold, backend, None, context)
+        driver = get_scaffold(scaffold)
         limits = Limits(
             max_turns=max_turns,
             max_context=max_context,
@@ -173,7 +175,7 @@ class Agent:
 
     @staticmethod
     def _drivers(scaffold: str, backend: str | Backend, runtime: str | None, context: str):
-        """(the scaffold, the Backend) a run asks for, each checked."""
+        """(the scaffold's name, the Backend) a run asks for, each checked."""
         if runtime in SCAFFOLD_RUNTIMES:
             if scaffold not in (OWN_LOOP, SCAFFOLD_RUNTIMES[runtime]):
                 raise HarnessError(
@@ -188,9 +190,9 @@ class Agent:
                 "(docker or podman containers, or bubblewrap sandboxes: local on the base image, overlay on any image), "
                 f"or runtime={next(iter(SCAFFOLD_RUNTIMES))!r} for the OpenHands scaffold"
             )
-        driver = get_scaffold(scaffold)
+        get_scaffold(scaffold)
         parse_context(context)  # a bad strategy is refused before any sandbox starts
-        return driver, get_backend(backend) if isinstance(backend, str) else backend
+        return scaffold, get_backend(backend) if isinstance(backend, str) else backend
 
     def close(self) -> None:
         self.policy.close()
