@@ -46,7 +46,9 @@ def test_the_concepts_page_lists_the_exit_statuses_of_the_code():
     page = (ROOT / "docs" / "concepts.md").read_text()
     table = page.split("| status | the episode ended because |")[1].split("\n\n")[0]
     assert re.findall(r"^\| `(\w+)` \|", table, re.M) == list(EXIT_STATUSES)
-    setters = re.compile(r'EpisodeEnd\(\s*"(\w+)"|exit_status(?:, \w+\.error)? = "(\w+)"|"exit_status": "(\w+)"')
+    setters = re.compile(
+        r'(?:EpisodeEnd|self\._end)\(\s*"(\w+)"|exit_status(?:, \w+\.error)? = "(\w+)"|"exit_status": "(\w+)"'
+    )
     code = [
         ROOT / "cli.py",
         *(path for folder in ("harness", "trainer", "tasks") for path in (ROOT / folder).rglob("*.py")),

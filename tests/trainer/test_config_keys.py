@@ -205,6 +205,25 @@ def test_episode_timeout_ends_training_episodes():
     assert (trajectory.exit_status, trajectory.turns) == ("wall_time", 0)
 
 
+def test_every_kind_of_run_sets_the_same_limits_by_the_same_names():
+    """Eval's settings, training's generator section and the agent's methods each take every limit (LIMIT_KEYS) and
+    the context strategy by Limits' names; eval and the agent default to Limits' own values."""
+    import inspect
+
+    from harness.agent import Agent
+    from harness.episode import LIMIT_KEYS
+    from harness.evaluate import EvalConfig
+    from trainer.config_schema import GeneratorConfig
+
+    names = {*LIMIT_KEYS, "context"}
+    assert names <= set(EvalConfig.model_fields) and names <= set(GeneratorConfig.model_fields)
+    for method in (Agent.run_task, Agent.run_on):
+        parameters = inspect.signature(method).parameters
+        assert names <= set(parameters), method.__name__
+        for key in ("max_context", "episode_timeout", "max_format_errors"):
+            assert parameters[key].default == EvalConfig.model_fields[key].default == getattr(Limits(), key), key
+
+
 # ----------------------------------------------------------------------------- logger.type
 
 
