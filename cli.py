@@ -10,7 +10,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import pydantic
 import typer
@@ -174,6 +174,20 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
         sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
 
 
+def _given(ctx: typer.Context, skip: tuple[str, ...]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the options given on the command line, the others at their defaults): a --config YAML goes between them."""
+    given, defaults = {}, {}
+    for name, value in ctx.params.items():
+        if name in skip:
+            continue
+        value = str(value) if isinstance(value, Path) else value
+        if ctx.get_parameter_source(name).name != "DEFAULT":  # the enum of the click that Typer runs on
+            given[name] = value
+        elif value is not None:
+            defaults[name] = value
+    return given, defaults
+
+
 def _grading_mode(grading_mode: Optional[str], former: Optional[str]) -> Optional[str]:
     """--grading-mode, or the former --grading (with a warning); the value as a grading mode."""
     from infra.renames import warn_renamed
@@ -324,6 +338,7 @@ def sandbox_bench():
 @app.command("eval")
 @friendly_errors
 def eval_command(
+    ctx: typer.Context,
     checkpoint: str = CheckpointOption,
     tasks: str = TasksOption,
     max_turns: Optional[int] = MaxTurnsOption,
@@ -339,8 +354,9 @@ def eval_command(
     config: Optional[Path] = typer.Option(
         None,
         "--config",
-        help="YAML with `endpoint:` (connect_timeout, read_timeout, retries, turn_timeout, backoff), the limits "
-        "(max_turns, max_context, episode_timeout, max_format_errors) and `grading_mode`; flags win.",
+        help="YAML of the run's settings, read whole as `harness train --config` is: any flag's key in snake_case "
+        "(tasks, checkpoint, max_turns, max_context, episode_timeout, max_format_errors, grading_mode, ...) and "
+        "`endpoint:` (connect_timeout, read_timeout, retries, turn_timeout, backoff); flags given win.",
     ),
     connect_timeout: Optional[float] = typer.Option(None, min=0.001, help="Endpoint: seconds to connect (default 10)."),
     read_timeout: Optional[float] = typer.Option(
@@ -377,36 +393,13 @@ def eval_command(
     trajectory_format: str = TrajectoryFormatOption,
 ):
     """Evaluate a checkpoint, endpoint or scripted policy on a task set; writes a report."""
-    from harness.evaluate import eval_config
+    from harness.evaluate import load_eval_config
 
-    endpoint = dict(
-        connect_timeout=connect_timeout, read_timeout=read_timeout, retries=retries, turn_timeout=turn_timeout
-    )
-    settings = eval_config(
-        config,
-        endpoint,
-        checkpoint=checkpoint,
-        tasks=tasks,
-        output=str(output or ""),
-        samples=samples,
-        workers=workers,
-        max_turns=max_turns,
-        episode_timeout=episode_timeout,
-        temperature=temperature,
-        max_tokens=max_tokens,
-        limit=limit,
-        base_url=base_url,
-        backend=backend,
-        ray_address=ray_address,
-        engine=engine,
-        reward_mode=reward_mode,
-        grading_mode=_grading_mode(grading_mode, grading),
-        prestart=prestart,
-        scaffold=scaffold,
-        context=context,
-        trajectory_format=trajectory_format,
-    )
-    _run_eval(settings, resume=resume, force=force)
+    flags, defaults = _given(ctx, ("config", "resume", "force", "grading"))
+    if grading is not None or grading_mode is not None:
+        flags["grading_mode"] = _grading_mode(grading_mode, grading)
+    eval_config = load_eval_config(config, flags, defaults)
+    _run_eval(eval_config, resume=resume, force=force)
 
 
 def _progress(label: str, fields: str):
@@ -512,7 +505,7 @@ def serve_command(
     """Serve a local checkpoint as an OpenAI-compatible /v1/chat/completions endpoint (with tools)."""
     from harness.checkpoints import resolve_checkpoint, template_warnings
     from harness.policies.factory import make_policy
-    from harness.server import ChatServer
+    from harness.chat_server import ChatServer
 
     server = ChatServer(host, port)  # a busy port fails here, before the model loads
     try:

@@ -43,7 +43,7 @@ class AgentResult:
     trajectory: Trajectory
     #: The agent's changes as a git patch against the repository as it was given ('' for none).
     patch: str
-    #: How the episode ended: submitted, max_turns, context_exceeded, wall_time, format_errors, policy_error, sandbox_error.
+    #: How the episode ended: one of harness.trajectory.EXIT_STATUSES (submitted, max_turns, wall_time, ...).
     exit_status: str
     repo: str
     #: The test command's output (its tail), when one ran.
@@ -122,30 +122,38 @@ class Agent:
         test: str | None = None,
         on_message: Callable[[dict[str, Any]], None] | None = None,
         image: str = "harness-base:latest",
-        max_context: int = 32_768,
-        episode_timeout: float = 1800.0,
+        max_context: int = Limits.max_context,
+        episode_timeout: float = Limits.episode_timeout,
         scaffold: str = OWN_LOOP,
         runtime: str | None = None,
         context: str = KEEP_ALL.name,
         wall_time: float | None = None,
+        max_format_errors: int = Limits.max_format_errors,
     ) -> AgentResult:
         """Carry out `prompt` on a copy of `repo`; `test` (a shell command run in the repository's folder) judges it.
         `backend` is the sandbox backend (a name, as `--backend` takes, or a Backend); `scaffold` drives the turns:
         our own loop, or a registered scaffold such as `mini-swe-agent`; `context` what each prompt holds of the
         history (harness.context: keep-all, mask-observations:N, window:N, summarize:N). `runtime` is SkyRL's
         spelling: a backend name, or `"openhands"` for the OpenHands scaffold on the "auto" backend. `wall_time` is the
-        former name of `episode_timeout`."""
+        former name of `episode_timeout`. The limits are harness.episode.Limits', with its defaults."""
         if wall_time is not None:
             warn_renamed("run_task(wall_time=...)", "run_task(episode_timeout=...)")
             episode_timeout = wall_time
         if max_turns < 1:
             raise HarnessError(f"max_turns must be at least 1, not {max_turns}")
-        driver, sandbox_backend = self._drivers(scaffold, backend, runtime, context)
-        limits = Limits(max_turns=max_turns, max_context=max_context, episode_timeout=episode_timeout, context=context)
+        scaffold, sandbox_backend = self._drivers(scaffold, backend, runtime, context)  # checked before the copy
         with tempfile.TemporaryDirectory(prefix="harness-repo-") as staging:
             task = repo_task(repo, prompt, Path(staging) / "repo", test_command=test, max_turns=max_turns, image=image)
-            trajectory = run_episode(
-                task, self.policy, self.sampling, limits, sandbox_backend, on_message=on_message, scaffold=driver
+            trajectory = self.run_on(
+                task,
+                max_turns,
+                sandbox_backend,
+                on_message,
+                max_context=max_context,
+                episode_timeout=episode_timeout,
+                scaffold=scaffold,
+                context=context,
+                max_format_errors=max_format_errors,
             )
         details = trajectory.reward_details
         judged = bool(details.get("judged")) and SCORING_FAILED not in trajectory.error
@@ -164,15 +172,23 @@ class Agent:
         max_turns: int | None = None,
         backend: str | Backend = "auto",
         on_message: Callable[[dict[str, Any]], None] | None = None,
-        max_context: int = 32_768,
-        episode_timeout: float = 1800.0,
+        max_context: int = Limits.max_context,
+        episode_timeout: float = Limits.episode_timeout,
         scaffold: str = OWN_LOOP,
         context: str = KEEP_ALL.name,
+        max_format_errors: int = Limits.max_format_errors,
     ) -> Trajectory:
         """One episode on a task of a task set (`tasks.taskset.load_tasks`, e.g. `harbor:PATH`), scored by the
         task's own grader; `max_turns` caps the task's own limit."""
-        driver, sandbox_backend = self._drivers(scaffold, backend, None, context)
-        limits = Limits(max_turns=max_turns, max_context=max_context, episode_timeout=episode_timeout, context=context)
+        _, sandbox_backend = self._drivers(scaffold, backend, None, context)
+        driver = get_scaffold(scaffold)
+        limits = Limits(
+            max_turns=max_turns,
+            max_context=max_context,
+            episode_timeout=episode_timeout,
+            max_format_errors=max_format_errors,
+            context=context,
+        )
         return run_episode(
             task, self.policy, self.sampling, limits, sandbox_backend, on_message=on_message, scaffold=driver
         )
@@ -198,7 +214,7 @@ class Agent:
 
     @staticmethod
     def _drivers(scaffold: str, backend: str | Backend, runtime: str | None, context: str):
-        """(the scaffold, the Backend) a run asks for, each checked."""
+        """(the scaffold's name, the Backend) a run asks for, each checked."""
         if runtime in SCAFFOLD_RUNTIMES:
             if scaffold not in (OWN_LOOP, SCAFFOLD_RUNTIMES[runtime]):
                 raise HarnessError(
@@ -213,9 +229,9 @@ class Agent:
                 "(docker or podman containers, or bubblewrap sandboxes: local on the base image, overlay on any image), "
                 f"or runtime={next(iter(SCAFFOLD_RUNTIMES))!r} for the OpenHands scaffold"
             )
-        driver = get_scaffold(scaffold)
+        get_scaffold(scaffold)
         parse_context(context)  # a bad strategy is refused before any sandbox starts
-        return driver, get_backend(backend) if isinstance(backend, str) else backend
+        return scaffold, get_backend(backend) if isinstance(backend, str) else backend
 
     def close(self) -> None:
         self.policy.close()

@@ -23,7 +23,7 @@ from .parsing import ParsedTurn, tool_call_format
 from .policy import Completion, Policy, Sampling
 from .tokens import TokenLedger
 from .tools import schemas
-from .trajectory import SCORING_FAILED, Trajectory
+from .trajectory import EXIT_STATUSES, SCORING_FAILED, Trajectory
 
 
 #: The limits every kind of run sets by these names: `harness eval` (flags and `--config`), training's `generator`
@@ -51,6 +51,8 @@ class Limits:
 
 class EpisodeEnd(Exception):
     def __init__(self, status: str, error: str = ""):
+        if status not in EXIT_STATUSES:  # the statuses are one list, which docs/concepts.md shows
+            raise ValueError(f"unknown exit status {status!r}: one of {', '.join(EXIT_STATUSES)}")
         super().__init__(status)
         self.status = status
         self.error = error

@@ -10,6 +10,7 @@ losing work), `trajectories/`, SWE-bench `predictions.jsonl`, and `report.json` 
 from __future__ import annotations
 
 import json
+from dataclasses import fields
 from collections import Counter, defaultdict
 from contextlib import nullcontext
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
@@ -30,8 +31,8 @@ from tasks.task import Task
 from .batching import shared_policy
 from .distributed import PolicySource, run_episodes
 from .context import KEEP_ALL, parse_context
-from .episode import LIMIT_KEYS, Limits, run_episode
-from .errors import HarnessError
+from .episode import Limits, run_episode
+from .errors import HarnessError, PolicyError
 from .policies.endpoint import EndpointLimits
 from .policy import Policy, Sampling
 from .eval_queue import AgentSlots, job_specs, start_ahead
@@ -69,13 +70,13 @@ class EvalConfig(BaseModel):
     max_turns: int | None = Field(None, ge=1)  # a cap: a task's own limit applies if lower
     temperature: float = Field(0.0, ge=0.0)
     max_tokens: int = Field(1024, ge=1)
-    max_context: int = 32_768
+    max_context: int = Field(Limits.max_context, ge=1)
     seed: int | None = 0
     backend: str = "auto"
     limit: int | None = Field(None, ge=1)
     base_url: str | None = None  # kept for endpoint:MODEL checkpoints only
-    episode_timeout: float = Field(1800.0, gt=0)  # seconds per episode (checked between turns)
-    max_format_errors: int = Field(3, ge=1)  # turns in a row without a usable tool call
+    episode_timeout: float = Field(Limits.episode_timeout, gt=0)  # seconds per episode (checked between turns)
+    max_format_errors: int = Field(Limits.max_format_errors, ge=1)  # turns in a row without a usable tool call
     # Sandboxes of one image started ahead of the queue (0: none); with it, grading overlaps the next episodes.
     prestart: int = Field(0, ge=0)
     # SWE-bench grading: default (test and runner-config edits neutralized) or refuse (scored 0); None: default, and
@@ -249,22 +250,37 @@ def _sampling(config: EvalConfig, sample: int) -> Sampling:
     )
 
 
-EVAL_YAML_KEYS = ("endpoint", *LIMIT_KEYS, "grading_mode")
+#: The `endpoint:` mapping's keys, which `harness eval` also takes as flags of their own.
+ENDPOINT_KEYS = tuple(f.name for f in fields(EndpointLimits))
 
 
-def load_eval_settings(path: str | Path | None) -> dict[str, Any]:
-    """The `harness eval --config` YAML: `endpoint:` (EndpointLimits fields), the limits (`LIMIT_KEYS`) and
-    `grading_mode` (default or refuse). Former spellings are read with a warning."""
-    if path is None:
-        return {}
+def load_eval_config(
+    path: str | Path | None, flags: dict[str, Any] | None = None, defaults: dict[str, Any] | None = None
+) -> EvalConfig:
+    """One eval run's `EvalConfig`, as `harness train --config` reads a `TrainConfig`: the YAML at `path` read whole
+    (any EvalConfig key; `endpoint:` a mapping of EndpointLimits keys), under `flags` (what was given on the command
+    line, which wins; the endpoint's keys among them go into `endpoint`) and over `defaults` (the command's own, for
+    what neither sets). Former spellings are read with a warning."""
+    settings = _read_eval_yaml(path) if path is not None else {}
+    flags = dict(flags or {})
+    endpoint = {**settings.pop("endpoint", {}), **{k: flags.pop(k) for k in ENDPOINT_KEYS if k in flags}}
+    try:
+        limits = EndpointLimits.from_dict(endpoint)
+    except PolicyError as err:
+        raise HarnessError(f"eval config {path}: {err}") from None
+    return EvalConfig(**{**(defaults or {}), **settings, **flags, "endpoint": limits})
+
+
+def _read_eval_yaml(path: str | Path) -> dict[str, Any]:
     import yaml
 
     try:
         data = yaml.safe_load(Path(path).read_text()) or {}
     except (OSError, yaml.YAMLError) as err:
         raise HarnessError(f"cannot read eval config {path}: {err}") from None
+    known = sorted(EvalConfig.model_fields)
     if not isinstance(data, dict):
-        raise HarnessError(f"eval config {path} must be a mapping with keys {', '.join(EVAL_YAML_KEYS)}")
+        raise HarnessError(f"eval config {path} must be a mapping with keys among {', '.join(known)}")
     if "grading" in data:  # the former `grading: {mode: ...}`
         grading = data.pop("grading")
         if not isinstance(grading, dict) or set(grading) != {"mode"}:
@@ -274,30 +290,12 @@ def load_eval_settings(path: str | Path | None) -> dict[str, Any]:
         data = take_renamed(data, "grading.mode", "grading_mode", f"eval config {path}: ")
     except ValueError as err:
         raise HarnessError(str(err)) from None
-    unknown = sorted(set(data) - set(EVAL_YAML_KEYS))
+    unknown = sorted(set(data) - set(known))
     if unknown:
-        raise HarnessError(
-            f"eval config {path}: unknown key(s) {', '.join(unknown)}; known: {', '.join(EVAL_YAML_KEYS)}"
-        )
+        raise HarnessError(f"eval config {path}: unknown key(s) {', '.join(unknown)}; known: {', '.join(known)}")
     if not isinstance(data.get("endpoint", {}), dict):
         raise HarnessError(f"eval config {path}: `endpoint` must be a mapping of timeouts and retries")
     return data
-
-
-def eval_config(path: str | Path | None, endpoint: dict[str, Any], **flags: Any) -> EvalConfig:
-    """`harness eval`'s settings: the `--config` YAML (`load_eval_settings`) under the flags, where given (not None):
-    `endpoint` the EndpointLimits flags, `flags` the EvalConfig fields."""
-    settings = load_eval_settings(path)
-    limits = {key: value for key, value in settings.items() if key in LIMIT_KEYS}
-    for key in LIMIT_KEYS:
-        if flags.get(key) is not None:
-            limits[key] = flags.pop(key)
-        flags.pop(key, None)
-    endpoint_limits = EndpointLimits.from_dict(
-        {**settings.get("endpoint", {}), **{k: v for k, v in endpoint.items() if v is not None}}
-    )
-    grading_mode = flags.pop("grading_mode", None) or settings.get("grading_mode")
-    return EvalConfig(**flags, **limits, endpoint=endpoint_limits, grading_mode=grading_mode)
 
 
 def error_row(task: Task, sample: int, err: Exception, policy_name: str) -> dict[str, Any]:

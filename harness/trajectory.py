@@ -21,6 +21,7 @@ EXIT_STATUSES = (
     "scaffold_error",  # it exited with a status other than 0 (crashed)
     "no_submit",  # it exited with status 0
     "output_limit",  # it wrote more output than its limit and was stopped
+    "error",  # (a results row only) the episode could not run at all: a malformed task record, a harness bug
 )
 
 SCORING_FAILED = "scoring failed"  # how `Trajectory.error` begins its part about a verifier that could not score

@@ -82,7 +82,7 @@ fi
 if [ "$which" = swe ]; then
   start=$SECONDS
   # Stage 0: arith-tool's SFT stage. A fresh tiny model never learns to copy the digits of the line it must
-  # edit (docs/learning.md); one that has learned to copy numbers into tool calls on arith-tool does.
+  # edit (docs/results/learning.md); one that has learned to copy numbers into tool calls on arith-tool does.
   tool_sft
   # Then gold demonstrations, the SFT plateau chosen on swe-tiny-val, and from it GRPO against continued SFT
   # for the same training time, over seeds; both scored on the whole held-out set (scripts/rl_proof.py).

@@ -1,7 +1,7 @@
 """MkDocs hooks: the CLI and config reference pages, generated from the code at every build.
 
 `reference/cli.md` comes from the Typer app (`cli.app`, through Typer's own documentation command), `reference/config.md` from the pydantic models of
-`trainer.config` and the `#:` comments above their fields, so neither can drift from what the code accepts."""
+`trainer.config_schema` and the `#:` comments above their fields, so neither can drift from what the code accepts."""
 
 from __future__ import annotations
 
@@ -52,12 +52,12 @@ def _cell(text: str) -> str:
 def config_reference() -> str:
     from pydantic import BaseModel
 
-    from trainer.config import TrainConfig
+    from trainer.config_schema import TrainConfig
 
     lines = [
         "# Training config reference",
         "",
-        "Every key `harness train` reads, generated from the pydantic models in `trainer/config.py`. "
+        "Every key `harness train` reads, generated from the pydantic models in `trainer/config_schema.py`. "
         "Keys are given as dotted paths, as on the command line (`harness train --config X trainer.epochs=5`); "
         "SkyRL's spellings of them are in [SkyRL configs](../skyrl.md).",
         "",

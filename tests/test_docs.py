@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import ROOT, require
 
 
@@ -33,9 +35,25 @@ def test_the_docs_site_builds_strictly(tmp_path):
     assert "guess a secret number" in included  # the example file's docstring, included at build time
 
 
-def test_the_concepts_page_lists_every_exit_status():
+def test_the_concepts_page_lists_the_exit_statuses_of_the_code():
+    """docs/concepts.md's table of exit statuses is EXIT_STATUSES, no more and no less, and every status the product
+    code sets is one of them."""
+    import re
+
+    from harness.episode import EpisodeEnd
     from harness.trajectory import EXIT_STATUSES
 
     page = (ROOT / "docs" / "concepts.md").read_text()
-    missing = [status for status in EXIT_STATUSES if f"| `{status}` |" not in page]
-    assert not missing, f"docs/concepts.md's exit-status table lacks {missing}"
+    table = page.split("| status | the episode ended because |")[1].split("\n\n")[0]
+    assert re.findall(r"^\| `(\w+)` \|", table, re.M) == list(EXIT_STATUSES)
+    setters = re.compile(
+        r'(?:EpisodeEnd|self\._end)\(\s*"(\w+)"|exit_status(?:, \w+\.error)? = "(\w+)"|"exit_status": "(\w+)"'
+    )
+    code = [
+        ROOT / "cli.py",
+        *(path for folder in ("harness", "trainer", "tasks") for path in (ROOT / folder).rglob("*.py")),
+    ]
+    written = {name for path in code for match in setters.findall(path.read_text()) for name in match if name}
+    assert written and written <= set(EXIT_STATUSES), sorted(written - set(EXIT_STATUSES))
+    with pytest.raises(ValueError, match="unknown exit status 'timeout'"):
+        EpisodeEnd("timeout")

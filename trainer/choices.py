@@ -1,6 +1,6 @@
 """The allowed values of the trainer's choice keys, spelled once.
 
-The config schema (`trainer/config.py`) validates against them, `trainer/algorithms.py` and the
+The config schema (`trainer/config_schema.py`) validates against them, `trainer/algorithms.py` and the
 learner check their arguments against them, and the SkyRL key mapping (`trainer/skyrl_compat.py`)
 translates SkyRL's spellings into them. Imports nothing heavy (no torch, no Ray).
 """
@@ -22,7 +22,7 @@ Precision = Literal["fp32", "bf16"]
 SandboxBackend = Literal["auto", "docker", "local", "overlay", "podman"]
 InferenceEngine = Literal["transformers", "vllm"]
 WeightSync = Literal["load", "disk", "nccl"]
-LoggerBackend = Literal["jsonl", "tensorboard", "wandb"]
+LoggerType = Literal["jsonl", "tensorboard", "wandb"]
 
 
 def values(choice) -> tuple[str, ...]:

@@ -11,7 +11,7 @@ from .errors import ConfigError
 
 
 class MetricsLogger:
-    """`logger` is `logger.backend`: `jsonl` writes only `metrics.jsonl` (what `harness view` and the reward curve read),
+    """`logger` is `logger.type`: `jsonl` writes only `metrics.jsonl` (what `harness view` and the reward curve read),
     `tensorboard` also event files under `tensorboard/`, `wandb` also a Weights & Biases run."""
 
     def __init__(

@@ -38,7 +38,8 @@ from .algorithms import ADVANTAGE_ESTIMATORS
 from .async_grpo import RolloutsAhead, get_within, rollout_submitter
 from .batch import build_batch, token_rows, without_infrastructure_failures
 from .checkpoint import latest_checkpoint, load_trainer_state
-from .config import ModelConfig, PolicyConfig, TrainConfig, save_config, to_dict
+from .config import save_config, to_dict
+from .config_schema import ModelConfig, PolicyConfig, TrainConfig
 from .errors import ConfigError, TrainerError
 from .learner import LearnerSettings, lr_factor
 from .metrics import MetricsLogger, plot_curve, read_metrics, save_rollouts
@@ -233,7 +234,7 @@ def train(cfg: TrainConfig, on_step: Callable[[int, dict], None] = lambda step, 
         for i in range(max(len(engines), 1))
     ]
     logger = MetricsLogger(
-        run_dir, cfg.logger.backend, cfg.logger.project, cfg.trainer.run_name or run_dir.name, to_dict(cfg)
+        run_dir, cfg.logger.type, cfg.logger.project, cfg.trainer.run_name or run_dir.name, to_dict(cfg)
     )
     step, position = 0, {"epoch": 0, "index": 0}
     ahead = None

@@ -30,7 +30,7 @@ from typing import Any
 
 from tasks.grading.patch_policy import FORMER_GRADING_MODES
 
-from .choices import AdvantageMethod, LoggerBackend, Scheduler, Strategy, values
+from .choices import AdvantageMethod, LoggerType, Scheduler, Strategy, values
 
 
 class Refused(ValueError):
@@ -89,7 +89,7 @@ def _same(choice) -> dict[str, str]:
 
 def _logger(value: Any) -> str:
     return _choices(
-        {"console": "jsonl", **_same(LoggerBackend)},
+        {"console": "jsonl", **_same(LoggerType)},
         "metrics go to metrics.jsonl, to TensorBoard with tensorboard, to W&B with wandb",
     )(value)
 
@@ -174,7 +174,7 @@ ALIASES: dict[str, Alias] = {
     "trainer.resume_mode": Alias("trainer.resume", _resume_mode),
     "trainer.resume_path": Alias(None, combined=True),
     "trainer.log_path": Alias(None, reason="logs go to the run directory (trainer.output_dir)"),
-    "trainer.logger": Alias("logger.backend", _logger),
+    "trainer.logger": Alias("logger.type", _logger),
     "trainer.project_name": Alias("logger.project"),
     "trainer.dump_eval_results": Alias(
         None,
@@ -306,6 +306,7 @@ def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 #: harness's own former key names, read the same way (with a note saying what they are now).
 FORMER_NAMES: dict[str, Alias] = {
     "inference.backend": Alias("inference.engine"),
+    "logger.backend": Alias("logger.type"),
     "grading.mode": Alias("data.grading_mode", lambda mode: FORMER_GRADING_MODES.get(mode, mode)),
 }
 

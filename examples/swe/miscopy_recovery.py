@@ -10,7 +10,7 @@ edit, and after one it tends to emit broken calls until its turns run out; these
 `RecoversFromAMiscopy` keeps the wrong call out of the training loss (`Completion.trained`): the
 model sees it in the context of the turns after it, and learns only the recovery.
 `LearnsTheMiscopyToo` trains on it as well. On swe-tiny-unique neither raised the held-out rate
-(docs/learning.md): the model learned to retry after a refusal, and its retries miscopy too.
+(docs/results/learning.md): the model learned to retry after a refusal, and its retries miscopy too.
 
     PYTHONPATH=examples/swe harness generate --checkpoint miscopy_recovery:RecoversFromAMiscopy --tasks swe-tiny-unique-sft
 """

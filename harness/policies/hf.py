@@ -10,7 +10,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from ..errors import PolicyError
 from ..policy import Completion, Policy, Sampling
-from .local import completion, eos_ids, token_budget
+from .in_process import completion, eos_ids, token_budget
 
 
 class HFPolicy(Policy):

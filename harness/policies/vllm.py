@@ -3,7 +3,7 @@
 Same token-in/token-out interface as `HFPolicy`: continue exact token ids, return the sampled ids
 exactly as vLLM produced them with their logprobs after temperature scaling (`logprobs_mode=
 "processed_logprobs"`), which is what the trainer recomputes. Text, stop strings and the context
-budget are handled by the same code as the transformers engine (`harness.policies.local`).
+budget are handled by the same code as the transformers engine (`harness.policies.in_process`).
 
 vLLM's asynchronous engine (`AsyncLLM`) runs on an event loop in a thread of its own; every episode
 thread submits its turn there and waits for it, so the turns of concurrent episodes are batched
@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 from ..errors import PolicyError
 from ..policy import Completion, Policy, Sampling
-from .local import completion, eos_ids, token_budget
+from .in_process import completion, eos_ids, token_budget
 
 WEIGHT_SYNCS = ("load", "disk", "nccl")
 INSTALL = (

@@ -31,7 +31,7 @@ from sandboxes import Sandbox, SandboxError
 from ..errors import PolicyError
 from ..parsing import tool_call_format
 from ..policy import Completion, Policy, Sampling
-from ..server import ApiError, ChatRequest, ChatServer, _Handler, choices
+from ..chat_server import ApiError, ChatRequest, ChatServer, _Handler, choices
 from ..tokens import TokenLedger, render
 
 log = logging.getLogger(__name__)

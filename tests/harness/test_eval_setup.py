@@ -7,7 +7,8 @@ import json
 import pytest
 
 from harness.eval_setup import prepare_eval
-from harness.evaluate import EvalConfig, default_output
+from harness.errors import HarnessError
+from harness.evaluate import EvalConfig, default_output, load_eval_config
 from infra.rundir import RunMismatch
 
 
@@ -53,17 +54,36 @@ def test_settings_are_checked_where_the_config_is_built(tmp_path):
     assert "Traceback" not in done.stdout + done.stderr and not (tmp_path / "run").exists()
 
 
-def test_the_limits_come_from_the_config_and_flags_win(tmp_path):
-    """`--config` sets the limits by the names training's generator section uses; a flag overrides its key."""
+def test_the_config_is_read_whole_and_flags_given_win(tmp_path):
+    """`--config` is the run's settings, read whole as `harness train --config` is (the limits by the names training's
+    generator section uses); a flag given overrides its key, a flag left at its default does not."""
     from tests.cli_helpers import harness
 
     settings = tmp_path / "eval.yaml"
-    settings.write_text("max_turns: 1\nmax_format_errors: 1\n")
+    settings.write_text(
+        "checkpoint: gold\ntasks: arith-tool\nlimit: 1\nbackend: local\nworkers: 2\nmax_turns: 1\nmax_format_errors: 1\n"
+    )
     for flags, status in (((), "max_turns"), (("--max-turns", "5"), "submitted")):
         out = tmp_path / status
-        args = ("--tasks", "arith-tool", "--limit", "1", "--backend", "local", "--config", str(settings), *flags)
-        done = harness("eval", "--checkpoint", "gold", *args, "--output", str(out))
+        done = harness("eval", "--config", str(settings), *flags, "--output", str(out))
         assert done.returncode == 0, done.stdout + done.stderr
         (row,) = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
         assert row["exit_status"] == status and row["resolved"] is (status == "submitted")
-        assert json.loads((out / "config.json").read_text())["max_format_errors"] == 1
+        config = json.loads((out / "config.json").read_text())
+        assert (config["max_format_errors"], config["workers"], config["tasks"]) == (1, 2, "arith-tool")
+
+
+def test_eval_config_layers_and_refusals(tmp_path):
+    """The command's defaults, under the YAML, under the flags given; endpoint flags join the YAML's `endpoint:`."""
+    settings = tmp_path / "eval.yaml"
+    settings.write_text("tasks: arith\nsamples: 3\nendpoint: {retries: 5, read_timeout: 7}\n")
+    defaults = {"checkpoint": "gold", "tasks": "swe-demo", "samples": 1, "workers": 4}
+    config = load_eval_config(settings, {"workers": 9, "read_timeout": 3.0}, defaults)
+    assert (config.checkpoint, config.tasks, config.samples, config.workers) == ("gold", "arith", 3, 9)
+    assert (config.endpoint.retries, config.endpoint.read_timeout) == (5, 3.0)
+    settings.write_text("task: arith\n")
+    with pytest.raises(HarnessError, match="unknown key.s. task; known: .*tasks"):
+        load_eval_config(settings, {}, defaults)
+    settings.write_text("endpoint: {retry: 1}\n")
+    with pytest.raises(HarnessError, match="unknown endpoint setting.s. retry"):
+        load_eval_config(settings, {}, defaults)

@@ -24,11 +24,11 @@ from harness.parsing import (
     render_mistral,
     render_qwen3_xml,
 )
-from harness.policies.local import turn_text
+from harness.policies.in_process import turn_text
 from harness.policy import Completion, Sampling
 from harness.tiny_model import init_tiny_on_tokenizer
 from harness.tokens import TokenLedger, render
-from harness.server import TextDeltas, choices, closing_chunks
+from harness.chat_server import TextDeltas, choices, closing_chunks
 from harness.tools import schemas
 from tasks.taskset import load_tasks
 from tests.cli_helpers import harness

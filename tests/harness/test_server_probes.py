@@ -19,7 +19,7 @@ import openai
 import pytest
 
 from harness.policies.hf import HFPolicy
-from harness.server import ChatServer
+from harness.chat_server import ChatServer
 from tests.cli_helpers import ROOT
 
 TOOLS = [

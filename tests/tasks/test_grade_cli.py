@@ -7,7 +7,7 @@ import json
 import pytest
 
 from harness.errors import HarnessError
-from harness.evaluate import load_eval_settings
+from harness.evaluate import load_eval_config
 from tasks.errors import TaskSetError
 from tasks.grading.predictions import load_predictions
 from tests.cli_helpers import harness, rows_of
@@ -171,8 +171,9 @@ def test_eval_grades_in_the_mode_asked(tmp_path, gold_run):
     former = tmp_path / "former.yaml"
     former.write_text("grading:\n  mode: strict\n")
     with pytest.warns(FutureWarning, match="grading.mode is deprecated: use .*grading_mode"):
-        assert load_eval_settings(former) == {"grading_mode": "strict"}  # the value is read as `refuse` when applied
+        # the value is read as `refuse` when applied
+        assert load_eval_config(former, defaults={"checkpoint": "gold", "tasks": "swe-demo"}).grading_mode == "strict"
     bad = tmp_path / "bad.yaml"
     bad.write_text("grading: strict\n")
     with pytest.raises(HarnessError, match="write `grading_mode: default` or `grading_mode: refuse`"):
-        load_eval_settings(bad)
+        load_eval_config(bad)

@@ -9,17 +9,8 @@ import pydantic
 import pytest
 import yaml
 
-from trainer.config import (
-    AlgorithmConfig,
-    GeneratorConfig,
-    InferenceConfig,
-    LoggerConfig,
-    TrainConfig,
-    config_from_dict,
-    load_config,
-    save_config,
-    to_dict,
-)
+from trainer.config import config_from_dict, load_config, save_config, to_dict
+from trainer.config_schema import AlgorithmConfig, GeneratorConfig, InferenceConfig, LoggerConfig, TrainConfig
 from trainer.errors import ConfigError, TrainerError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -129,7 +120,7 @@ def test_empty_sections_and_no_file_mean_defaults(tmp_path: Path):
 
 def test_logger_accepts_a_plain_string():
     config = config_from_dict({**MINIMAL, "logger": "wandb"})
-    assert config.logger == LoggerConfig(backend="wandb")
+    assert config.logger == LoggerConfig(type="wandb")
 
 
 def test_explicit_ref_model_and_paths_are_expanded():
@@ -185,7 +176,7 @@ def test_overrides_nested_lists_and_home(tmp_path: Path):
     assert config.trainer.max_steps == 100
     assert config.generator.temperature == 0.7
     assert config.trainer.output_dir == "runs/exp1"
-    assert config.logger == LoggerConfig(backend="wandb", project="p")
+    assert config.logger == LoggerConfig(type="wandb", project="p")
 
 
 def test_later_overrides_win_and_null_resets(tmp_path: Path):
@@ -248,7 +239,7 @@ def test_bad_choice_lists_the_allowed_values():
     assert "inference.engine: 'sglang' is not one of transformers, vllm" in error_of(
         {"inference": {"engine": "sglang"}}
     )
-    assert "logger.backend: 'mlflow' is not one of jsonl, tensorboard, wandb" in error_of({"logger": "mlflow"})
+    assert "logger.type: 'mlflow' is not one of jsonl, tensorboard, wandb" in error_of({"logger": "mlflow"})
 
 
 @pytest.mark.parametrize(
@@ -437,9 +428,10 @@ def test_a_former_key_name_is_read_with_a_note(tmp_path):
     path = tmp_path / "old.yaml"
     path.write_text(
         "data: {train_data: [gsm8k]}\ntrainer: {policy: {model: {path: m}}}\ninference:\n  backend: vllm\n"
-        "grading:\n  mode: strict\n"
+        "grading:\n  mode: strict\nlogger:\n  backend: wandb\n"
     )
     config = load_config(path)
-    assert config.inference.engine == "vllm" and config.data.grading_mode == "refuse"
+    assert config.inference.engine == "vllm" and config.data.grading_mode == "refuse" and config.logger.type == "wandb"
     assert "inference.backend -> inference.engine ('vllm')" in config.skyrl_aliases
+    assert "logger.backend -> logger.type ('wandb')" in config.skyrl_aliases
     assert "grading.mode -> data.grading_mode ('strict' -> 'refuse')" in config.skyrl_aliases

@@ -205,12 +205,31 @@ def test_episode_timeout_ends_training_episodes():
     assert (trajectory.exit_status, trajectory.turns) == ("wall_time", 0)
 
 
-# ----------------------------------------------------------------------------- logger.backend
+def test_every_kind_of_run_sets_the_same_limits_by_the_same_names():
+    """Eval's settings, training's generator section and the agent's methods each take every limit (LIMIT_KEYS) and
+    the context strategy by Limits' names; eval and the agent default to Limits' own values."""
+    import inspect
+
+    from harness.agent import Agent
+    from harness.episode import LIMIT_KEYS
+    from harness.evaluate import EvalConfig
+    from trainer.config_schema import GeneratorConfig
+
+    names = {*LIMIT_KEYS, "context"}
+    assert names <= set(EvalConfig.model_fields) and names <= set(GeneratorConfig.model_fields)
+    for method in (Agent.run_task, Agent.run_on):
+        parameters = inspect.signature(method).parameters
+        assert names <= set(parameters), method.__name__
+        for key in ("max_context", "episode_timeout", "max_format_errors"):
+            assert parameters[key].default == EvalConfig.model_fields[key].default == getattr(Limits(), key), key
 
 
-@pytest.mark.parametrize("backend, tensorboard", [("jsonl", False), ("tensorboard", True)])
-def test_logger_backends_differ(tmp_path: Path, backend: str, tensorboard: bool):
-    logger = MetricsLogger(tmp_path, backend)
+# ----------------------------------------------------------------------------- logger.type
+
+
+@pytest.mark.parametrize("kind, tensorboard", [("jsonl", False), ("tensorboard", True)])
+def test_logger_types_differ(tmp_path: Path, kind: str, tensorboard: bool):
+    logger = MetricsLogger(tmp_path, kind)
     logger.log(1, {"train/loss": 0.5})
     logger.close()
     assert read_metrics(tmp_path) == [{"step": 1, "train/loss": 0.5}]

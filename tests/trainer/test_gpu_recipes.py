@@ -58,7 +58,7 @@ def test_the_rollout_side_runs_on_the_cpu_scaled_down(path: Path, tiny_model, tm
         "trainer.placement.inference_gpus=0",
         "trainer.algorithm.filter_zero_variance=false",  # a random model resolves nothing: the step still runs
         "trainer.algorithm.filter_truncated=false",  # nor do its turns end before max_tokens
-        "logger.backend=jsonl",
+        "logger.type=jsonl",
         "generator.n_samples_per_prompt=2",
         "generator.max_turns=1",
         "generator.max_tokens=16",

@@ -3,7 +3,7 @@ answer format (the default run); on arith, from a flat SFT plateau, GRPO on prom
 (SFT continued for the same training time), and on swe-tiny, GRPO and its control from the same plateau, scored on
 the held-out set (both `-m proof`: 14-20 minutes and 35 minutes of a 2-core machine).
 
-The full runs are in docs/models.md and docs/learning.md; these run the same configs, shorter.
+The full runs are in docs/results/models.md and docs/results/learning.md; these run the same configs, shorter.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ CI_PROOF = (
     "0",
 )
 
-# arith from a flat plateau as docs/learning.md runs it, for one seed: the plateau's SFT validated every 100 steps up
+# arith from a flat plateau as docs/results/learning.md runs it, for one seed: the plateau's SFT validated every 100 steps up
 # to 1,000 (its best was at 700, flat after), 100 GRPO steps, greedy scores only. 40 GRPO steps are not enough: one
 # seed ended 0.01 above its control.
 ARITH_CI_PROOF = tuple("--seeds 0 --sft-steps 1000 --sft-eval-interval 100 --pass-k 0".split())
@@ -54,7 +54,7 @@ def test_grpo_from_a_flat_sft_plateau_beats_sft_continued_for_the_same_time(tmp_
     longer moves the validation rate, then from the best validation checkpoint GRPO on the 2,000 training prompts
     (no answers) and, as the control, SFT continued on the same 200 answers for GRPO's training seconds. GRPO must
     end above the plateau and above the control on the 200 held-out problems, by a margin below the smallest gap
-    measured over seeds (docs/learning.md)."""
+    measured over seeds (docs/results/learning.md)."""
     done = subprocess.run(
         ["bash", str(ROOT / "scripts/learning_proof.sh"), "plateau", *ARITH_CI_PROOF],
         cwd=ROOT,
@@ -129,7 +129,7 @@ def test_grpo_and_its_control_start_from_one_plateau_and_no_hack_pays(swe_proof_
     fix with training.
 
     What it asserts is the experiment's construction, which the full proof's verdict rests on, not that GRPO wins:
-    measured over seeds it does not (docs/learning.md)."""
+    measured over seeds it does not (docs/results/learning.md)."""
     report = json.loads((swe_proof_runs / "swe-proof.json").read_text())
     curve = dict(report["plateau"]["validation_curve"])
     assert sorted(curve) == [100, 200]

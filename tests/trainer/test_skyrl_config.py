@@ -96,7 +96,7 @@ def test_the_walkthrough_yaml_loads_as_written(walkthrough: Path):
     assert t.algorithm.advantage == "grpo" and t.epochs == 2 and t.strategy == "fsdp2"
     assert t.placement.colocate is True and t.placement.learner_gpus == 4
     assert config.inference.engine == "vllm" and config.inference.num_engines == 4  # one engine per colocated GPU
-    assert config.logger.backend == "wandb"
+    assert config.logger.type == "wandb"
     assert config.data.train_data == [f"{HOME}/data/gsm8k/train.parquet"]
     assert t.policy.model.path == "Qwen/Qwen2.5-1.5B-Instruct"
     notes = "\n".join(config.skyrl_aliases)
@@ -133,7 +133,7 @@ def test_skyrl_run_script_overrides(tmp_path: Path):
     assert learner_settings(config, total_steps=10).micro_batch_size == 64
     assert t.learning_rate == 1e-6 and t.algorithm.kl_coef == 0.001  # SkyRL's default coefficient
     assert g.n_samples_per_prompt == 5
-    assert config.logger.backend == "wandb" and config.logger.project == "gsm8k" and t.run_name == "gsm8k_test"
+    assert config.logger.type == "wandb" and config.logger.project == "gsm8k" and t.run_name == "gsm8k_test"
     assert t.resume == "never" and t.output_dir == f"{HOME}/ckpts/gsm8k_1.5B_ckpt"
     notes = "\n".join(config.skyrl_aliases)
     for no_effect in (

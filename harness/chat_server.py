@@ -29,7 +29,7 @@ from typing import Any, Callable
 from .batching import shared_policy
 from .errors import HarnessError, PolicyError
 from .parsing import ParsedTurn, ToolCallFormat, object_arguments, tool_call_format
-from .policies.local import turn_text
+from .policies.in_process import turn_text
 from .policy import Completion, Policy, Sampling
 from .tokens import render
 
