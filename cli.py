@@ -110,6 +110,13 @@ BaseUrlOption = typer.Option(None, "--base-url", help="Endpoint base URL for end
 EpisodeWorkersOption = typer.Option(4, "--workers", min=1, max=1024, help="Episodes run at once.")
 # grade, tasks synth and tasks mine run test suites, heavier than an episode's turns: fewer at once
 SandboxWorkersOption = typer.Option(2, "--workers", min=1, max=256, help="Test runs at once, each in its own sandbox.")
+EvalConfigOption = typer.Option(
+    None,
+    "--config",
+    help="YAML of the run's settings, read whole as `harness train --config` is: any flag's key in snake_case "
+    "(tasks, checkpoint, max_turns, max_context, episode_timeout, max_format_errors, grading_mode, ...) and "
+    "`endpoint:` (connect_timeout, read_timeout, retries, turn_timeout, backoff); flags given win.",
+)
 ResumeOption = typer.Option(
     False, "--resume", help="Finish an interrupted run in --output without redoing its episodes."
 )
@@ -351,13 +358,7 @@ def eval_command(
     resume: bool = ResumeOption,
     force: bool = ForceOption,
     base_url: Optional[str] = BaseUrlOption,
-    config: Optional[Path] = typer.Option(
-        None,
-        "--config",
-        help="YAML of the run's settings, read whole as `harness train --config` is: any flag's key in snake_case "
-        "(tasks, checkpoint, max_turns, max_context, episode_timeout, max_format_errors, grading_mode, ...) and "
-        "`endpoint:` (connect_timeout, read_timeout, retries, turn_timeout, backoff); flags given win.",
-    ),
+    config: Optional[Path] = EvalConfigOption,
     connect_timeout: Optional[float] = typer.Option(None, min=0.001, help="Endpoint: seconds to connect (default 10)."),
     read_timeout: Optional[float] = typer.Option(
         None, min=0.001, help="Endpoint: seconds one try waits for the answer (default 40)."
@@ -444,6 +445,7 @@ def _run_eval(config, resume: bool = False, force: bool = False):
 @app.command("generate")
 @friendly_errors
 def generate_command(
+    ctx: typer.Context,
     checkpoint: str = RequiredCheckpointOption,
     tasks: str = TasksOption,
     output: Path = typer.Option(..., help="Dataset directory (trajectories.parquet, README.md, dataset_card.json)."),
@@ -463,31 +465,16 @@ def generate_command(
     scaffold: str = ScaffoldOption,
     context: str = ContextOption,
     trajectory_format: str = TrajectoryFormatOption,
+    config: Optional[Path] = EvalConfigOption,
 ):
     """Write a synthetic trajectory dataset (Parquet, ready for SFT) with a dataset card."""
-    from harness.evaluate import EvalConfig
+    from harness.evaluate import load_eval_config
     from harness.generate import write_dataset
 
     if keep not in ("all", "rewarded"):
         raise HarnessError(f"--keep must be all or rewarded, not {keep!r}")
-    run_config = EvalConfig(
-        checkpoint=checkpoint,
-        tasks=tasks,
-        output=str(output / "run"),
-        samples=samples,
-        workers=workers,
-        max_turns=max_turns,
-        temperature=temperature,
-        max_tokens=max_tokens,
-        limit=limit,
-        base_url=base_url,
-        backend=backend,
-        ray_address=ray_address,
-        engine=engine,
-        scaffold=scaffold,
-        context=context,
-        trajectory_format=trajectory_format,
-    )
+    flags, defaults = _given(ctx, ("config", "resume", "keep", "min_reward", "output"))
+    run_config = load_eval_config(config, {**flags, "output": str(output / "run")}, defaults)
     run = _run_eval(run_config, resume=resume)
     card = write_dataset(run.output, output, run.config, keep=keep, min_reward=min_reward)
     console.print(f"kept {card['kept']} of {card['generated']} trajectories: {output / 'trajectories.parquet'}")

@@ -89,7 +89,7 @@ def write_dataset(
         "reward_distribution": dict(sorted(Counter(round(t.reward, 2) for t in trajectories).items())),
         "exit_statuses": dict(Counter(t.exit_status for t in trajectories)),
         "with_tokens": sum(t.token_ids is not None for t in kept),
-        "config": config.__dict__,
+        "config": config.model_dump(mode="json"),
     }
     atomic_write(output / "dataset_card.json", json.dumps(card, indent=1))
     (output / "README.md").write_text(_card_markdown(card))

@@ -159,3 +159,15 @@ def test_generate_writes_a_dataset_that_loads_back(tmp_path, docker_backend, gsm
     card = json.loads((tmp_path / "dataset_card.json").read_text())
     assert card["kept"] == 6 and card["reward_distribution"] == {"1.0": 6}
     assert "reward distribution" in (tmp_path / "README.md").read_text()
+
+
+def test_generate_reads_its_config_whole_and_flags_given_win(tmp_path):
+    config = tmp_path / "run.yaml"
+    config.write_text("tasks: arith\nlimit: 3\nmax_tokens: 8\nsamples: 2\n")
+    done = harness(
+        "generate", "--checkpoint", "gold", "--config", str(config), "--samples", "1", "--output", str(tmp_path / "d")
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    card = json.loads((tmp_path / "d" / "dataset_card.json").read_text())
+    assert (card["config"]["tasks"], card["config"]["limit"], card["config"]["samples"]) == ("arith", 3, 1)
+    assert pq.read_table(tmp_path / "d" / "trajectories.parquet").num_rows == 3
