@@ -137,6 +137,7 @@ def one_per_log_parser(mined: Path) -> list[dict]:
     return list({i["log_parser"]: i for i in reversed(instances_of(mined))}.values())
 
 
+@pytest.mark.proof  # CI runs gold and empty on one instance per log parser (the next test)
 @pytest.mark.timeout(3600)
 def test_the_official_harness_resolves_gold_and_not_empty_on_every_instance(mined, tmp_path):
     """swebench.harness.run_evaluation and `harness grade`'s grading on the same images, gold and empty on
@@ -147,15 +148,16 @@ def test_the_official_harness_resolves_gold_and_not_empty_on_every_instance(mine
 
 @pytest.mark.timeout(3600)
 def test_non_fixes_and_real_agent_style_patches_get_the_official_verdicts(mined, tmp_path):
-    """On one instance per log parser: a wrong fix and two cheats, which neither grader resolves, and the gold
-    patch plus all that real agents leave beside a fix (a new test file, a regression test appended to a file
-    of the test patch, a `tox.ini` or `setup.cfg` hunk, a binary fixture as plain `git diff` writes it), which
-    the official harness resolves, and so does ours, neutralizing the test and runner files."""
+    """On one instance per log parser: gold, which both graders resolve; empty, a wrong fix and two cheats, which
+    neither resolves; and the gold patch plus all that real agents leave beside a fix (a new test file, a regression
+    test appended to a file of the test patch, a `tox.ini` or `setup.cfg` hunk, a binary fixture as plain `git diff`
+    writes it), which the official harness resolves, and so does ours, neutralizing the test and runner files."""
     from tests.cli_helpers import rows_of
 
-    non_fixes = ("wrong", "cheat-tests", "cheat-exit")
-    rows = parity(one_per_log_parser(mined), tmp_path, (*non_fixes, "agent-style"))
-    assert {(r["kind"], r["ours"]) for r in rows} == {(k, False) for k in non_fixes} | {("agent-style", True)}
+    non_fixes = ("empty", "wrong", "cheat-tests", "cheat-exit")
+    rows = parity(one_per_log_parser(mined), tmp_path, ("gold", *non_fixes, "agent-style"))
+    resolving = {("gold", True), ("agent-style", True)}
+    assert {(r["kind"], r["ours"]) for r in rows} == {(k, False) for k in non_fixes} | resolving
     for row in rows_of(tmp_path / "parity" / "ours" / "agent-style" / "results.jsonl"):
         neutralized = {note.split(": ")[0] for note in row["neutralized"]}
         assert "test_harness_agent_repro.py" in neutralized and neutralized & {"tox.ini", "setup.cfg"}, row
