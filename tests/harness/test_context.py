@@ -11,7 +11,7 @@ from harness.errors import HarnessError, PolicyError
 from harness.policies.hf import HFPolicy
 from harness.policy import Sampling
 from tasks.taskset import load_tasks
-from tests.token_exactness import check_rewritten_history_token_exactness
+from tests.token_exactness import ForcedCall, check_rewritten_history_token_exactness
 from trainer.batch import build_batch, token_rows
 
 
@@ -207,3 +207,16 @@ def test_a_scripted_policy_writes_no_summary_and_the_episode_goes_on_masking(doc
     assert trajectory.metadata["context"]["fallback"] == (
         "mask-observations:100: the summary of turns 2-2 failed: reader plays fixed turns: it writes no summary"
     )
+
+
+def test_masked_tool_results_are_trained_on_exactly_what_was_sampled(tiny_model, docker_backend, one_torch_thread):
+    """A model that reads `seq 100` (about 290 tokens) each turn, tool results masked past 500 tokens: from the third
+    turn each prompt holds placeholders for the older results, and every reply is trained after exactly its prompt
+    with the logprobs it came with."""
+    reader = ForcedCall(HFPolicy(tiny_model), "bash", command="seq 100")
+    policy, trajectory = check_rewritten_history_token_exactness(reader, docker_backend, "mask-observations:500")
+    outputs = [m["content"] for m in trajectory.messages if m["role"] == "tool"]
+    assert len(outputs) == 5 and all("\n100" in output for output in outputs)  # the tool ran each turn
+    assert trajectory.metadata["context"]["rewritten_at_turns"] == [3, 4, 5]
+    prompts = [policy.tokenizer.decode(prompt) for prompt, *_ in policy.calls]
+    assert [prompt.count("[output omitted from the context") for prompt in prompts] == [0, 0, 1, 2, 3]
