@@ -73,6 +73,11 @@ ContextOption = typer.Option(
     "replaced past that many tokens of them), window:N (the task, the first turn and the last N turns), "
     "summarize:TOKENS (past that many tokens the policy summarizes the turns between the first and the last).",
 )
+SummarizerOption = typer.Option(
+    "",
+    "--summarizer",
+    help="MODEL@URL: an OpenAI-compatible endpoint that writes summarize:TOKENS's summaries instead of the policy.",
+)
 GradingModeOption = typer.Option(
     None,
     "--grading-mode",
@@ -351,6 +356,7 @@ def eval_command(
     ),
     scaffold: str = ScaffoldOption,
     context: str = ContextOption,
+    summarizer: str = SummarizerOption,
     trajectory_format: str = TrajectoryFormatOption,
 ):
     """Evaluate a checkpoint, endpoint or scripted policy on a task set; writes a report."""
@@ -385,6 +391,7 @@ def eval_command(
         prestart=prestart,
         scaffold=scaffold,
         context=context,
+        summarizer=summarizer,
         trajectory_format=trajectory_format,
     )
     _run_eval(eval_config, resume=resume, force=force)
@@ -455,6 +462,7 @@ def generate_command(
     engine: str = EngineOption,
     scaffold: str = ScaffoldOption,
     context: str = ContextOption,
+    summarizer: str = SummarizerOption,
     trajectory_format: str = TrajectoryFormatOption,
 ):
     """Write a synthetic trajectory dataset (Parquet, ready for SFT) with a dataset card."""
@@ -479,6 +487,7 @@ def generate_command(
         engine=engine,
         scaffold=scaffold,
         context=context,
+        summarizer=summarizer,
         trajectory_format=trajectory_format,
     )
     run = _run_eval(run_config, resume=resume)
@@ -665,6 +674,7 @@ def run_command(
     runtime: Optional[str] = typer.Option(None, "--runtime", hidden=True, help="Former name of --backend."),
     scaffold: str = ScaffoldOption,
     context: str = ContextOption,
+    summarizer: str = SummarizerOption,
     patch_out: Optional[Path] = typer.Option(None, "--patch-out", help="Write the agent's patch to this file."),
     branch: Optional[str] = typer.Option(None, "--branch", help="Commit the patch on this new branch of --repo."),
     output: Optional[Path] = typer.Option(
@@ -703,6 +713,7 @@ def run_command(
             backend=backend,
             scaffold=scaffold,
             context=context,
+            summarizer=summarizer,
         )
         return
     if request is None or repo is None:
@@ -719,6 +730,7 @@ def run_command(
             test=test,
             scaffold=scaffold,
             context=context,
+            summarizer=summarizer,
             on_message=_show_message,
         )
     result.trajectory.save(output / "trajectory.json")

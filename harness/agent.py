@@ -23,7 +23,7 @@ from sandboxes import Backend, get_backend
 from tasks.task import Task
 from tasks.user_repo import apply_to_branch, repo_task
 
-from .context import KEEP_ALL, parse_context
+from .context import KEEP_ALL, check_summarizer, parse_context
 from .episode import Limits, run_episode
 from .errors import HarnessError
 from .policy import Policy, Sampling
@@ -108,11 +108,13 @@ class Agent:
         runtime: str | None = None,
         context: str = KEEP_ALL.name,
         wall_time: float | None = None,
+        summarizer: str = "",
     ) -> AgentResult:
         """Carry out `prompt` on a copy of `repo`; `test` (a shell command run in the repository's folder) judges it.
         `backend` is the sandbox backend (a name, as `--backend` takes, or a Backend); `scaffold` drives the turns:
         our own loop, or a registered scaffold such as `mini-swe-agent`; `context` what each prompt holds of the
-        history (harness.context: keep-all, mask-observations:N, window:N, summarize:N). `runtime` is SkyRL's
+        history (harness.context: keep-all, mask-observations:N, window:N, summarize:N), written by the endpoint
+        `summarizer` (MODEL@URL) where given. `runtime` is SkyRL's
         spelling: a backend name, or `"openhands"` for the OpenHands scaffold on the "auto" backend. `wall_time` is the
         former name of `episode_timeout`."""
         if wall_time is not None:
@@ -121,7 +123,8 @@ class Agent:
         if max_turns < 1:
             raise HarnessError(f"max_turns must be at least 1, not {max_turns}")
         driver, sandbox_backend = self._drivers(scaffold, backend, runtime, context)
-        limits = Limits(max_turns=max_turns, max_context=max_context, episode_timeout=episode_timeout, context=context)
+        check_summarizer(context, summarizer)
+        limits = Limits(max_turns, max_context, episode_timeout, context=context, summarizer=summarizer)
         with tempfile.TemporaryDirectory(prefix="harness-repo-") as staging:
             task = repo_task(repo, prompt, Path(staging) / "repo", test_command=test, max_turns=max_turns, image=image)
             trajectory = run_episode(
@@ -148,11 +151,13 @@ class Agent:
         episode_timeout: float = 1800.0,
         scaffold: str = OWN_LOOP,
         context: str = KEEP_ALL.name,
+        summarizer: str = "",
     ) -> Trajectory:
         """One episode on a task of a task set (`tasks.taskset.load_tasks`, e.g. `harbor:PATH`), scored by the
         task's own grader; `max_turns` caps the task's own limit."""
         driver, sandbox_backend = self._drivers(scaffold, backend, None, context)
-        limits = Limits(max_turns=max_turns, max_context=max_context, episode_timeout=episode_timeout, context=context)
+        check_summarizer(context, summarizer)
+        limits = Limits(max_turns, max_context, episode_timeout, context=context, summarizer=summarizer)
         return run_episode(
             task, self.policy, self.sampling, limits, sandbox_backend, on_message=on_message, scaffold=driver
         )

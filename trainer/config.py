@@ -49,7 +49,7 @@ from .choices import (
     WeightSync,
     values,
 )
-from harness.context import parse_context
+from harness.context import check_summarizer, parse_context
 from harness.errors import HarnessError
 
 from .errors import ConfigError
@@ -323,6 +323,9 @@ class GeneratorConfig(Section):
     #: and the last N turns) or `summarize:TOKENS` (past that many tokens the policy summarizes the middle turns; the
     #: summaries are trained too). Every turn is trained on the prompt it was sampled from.
     context: str = "keep-all"
+    #: `MODEL@URL`: an OpenAI-compatible endpoint that writes `summarize`'s summaries instead of the policy (they are
+    #: then context, not trained).
+    summarizer: str = ""
 
 
 class InferenceConfig(Section):
@@ -759,8 +762,9 @@ def _check(config: TrainConfig) -> list[str]:
         )
     try:
         parse_context(g.context)
+        check_summarizer(g.context, g.summarizer)
     except HarnessError as err:
-        problems.append(f"generator.context: {err}")
+        problems.append(f"generator.{'summarizer' if 'summarizer' in str(err) else 'context'}: {err}")
     if g.max_tokens > g.max_context:
         problems.append(f"generator.max_tokens: {g.max_tokens} is more than generator.max_context ({g.max_context})")
     if data.max_prompt_length >= g.max_context:

@@ -168,6 +168,8 @@ def test_a_run_names_its_strategy_or_is_refused():
     assert config_from_dict({**base, "generator": {"context": "window:3"}}).generator.context == "window:3"
     with pytest.raises(ConfigError, match="generator.context: context 'window:all'"):
         config_from_dict({**base, "generator": {"context": "window:all"}})
+    with pytest.raises(ConfigError, match="generator.summarizer: summarizer 'm@x'"):
+        config_from_dict({**base, "generator": {"context": "summarize:900", "summarizer": "m@x"}})
     assert (
         EvalConfig(tasks="swe-demo", checkpoint="m", context="mask-observations:800").context == "mask-observations:800"
     )
@@ -220,3 +222,48 @@ def test_masked_tool_results_are_trained_on_exactly_what_was_sampled(tiny_model,
     assert trajectory.metadata["context"]["rewritten_at_turns"] == [3, 4, 5]
     prompts = [policy.tokenizer.decode(prompt) for prompt, *_ in policy.calls]
     assert [prompt.count("[output omitted from the context") for prompt in prompts] == [0, 0, 1, 2, 3]
+
+
+def test_a_named_endpoint_writes_the_summaries_and_only_the_policys_turns_are_trained(
+    tiny_model, docker_backend, one_torch_thread
+):
+    """`harness serve` on 127.0.0.1 writes the summaries (MODEL@URL): each lands in the next prompt, the policy samples
+    only its turns, and the rows train exactly those; an endpoint that cannot be reached leaves the episode masking."""
+    from tests.cli_helpers import free_port, serving
+
+    policy = RecordingPolicy(tiny_model)
+    with serving(tiny_model) as url:
+        limits = Limits(max_turns=5, max_format_errors=10, context="summarize:300", summarizer=f"tiny@{url}")
+        trajectory = run_episode(
+            load_tasks("swe-demo")[0], policy, Sampling(max_tokens=6, seed=1), limits, backend=docker_backend
+        )
+    context = trajectory.metadata["context"]
+    assert trajectory.turns == 5 and len(policy.sampled) == 5  # the policy wrote no summary
+    assert context["summarizer"] == f"tiny@{url}" and [s["at_turn"] for s in context["summaries"]] == [4, 5]
+    assert all(s["text"] and s["completion_tokens"] > 0 for s in context["summaries"])
+    fourth_prompt = policy.tokenizer.decode(policy.sampled[3][0])
+    assert f"[summary of turns 2-2, written in place of them]\n{context['summaries'][0]['text']}" in fourth_prompt
+    _each_sampled_answer_is_trained_once(policy, token_rows(trajectory))
+
+    gone = f"http://127.0.0.1:{free_port()}/v1"
+    limits = Limits(max_turns=5, max_format_errors=10, context="summarize:300", summarizer=f"tiny@{gone}")
+    trajectory = run_episode(load_tasks("swe-demo")[0], policy, Sampling(max_tokens=6), limits, backend=docker_backend)
+    assert trajectory.turns == 5 and trajectory.exit_status == "max_turns"
+    assert trajectory.metadata["context"]["fallback"].startswith(
+        f"mask-observations:300: the summary of turns 2-2 failed: endpoint {gone}/ unreachable after 3 tries"
+    )
+
+
+@pytest.mark.parametrize(
+    "context, summarizer, error",
+    [
+        ("summarize:300", "tiny", "write it as MODEL@URL"),
+        ("summarize:300", "tiny@127.0.0.1:8000", "write it as MODEL@URL"),
+        ("window:3", "tiny@http://127.0.0.1:8000/v1", "only a strategy that summarizes uses one"),
+    ],
+)
+def test_a_summarizer_that_is_not_an_endpoint_for_summaries_is_refused(context, summarizer, error):
+    from harness.evaluate import EvalConfig
+
+    with pytest.raises(HarnessError, match=error):
+        EvalConfig(tasks="swe-demo", checkpoint="m", context=context, summarizer=summarizer)
