@@ -5,7 +5,8 @@ the model writes in the Hermes format come back as native `tool_calls`), `n` cho
 `stream: true` (server-sent events: a role chunk, the content, tool calls, the finish reason,
 optional usage, `data: [DONE]`; on a transformers checkpoint the content as its tokens are sampled, else once
 the turn is generated; with `tools`, content up to where the model's format may begin a call, the calls once the
-reply is whole). Invalid
+reply is whole, or, for a format read as it is written (gpt-oss's harmony), its final channel as content and its
+calls as tool_call deltas while they are generated). Invalid
 requests get 400 with an OpenAI-style error body naming the parameter, an unknown model 404, a
 body over `max_body` bytes 413 (decided from Content-Length, before reading). Each connection
 has its own thread with a socket timeout, and generation goes through the batching policy
