@@ -219,7 +219,7 @@ def test_masked_tool_results_are_trained_on_exactly_what_was_sampled(tiny_model,
     policy, trajectory = check_rewritten_history_token_exactness(reader, docker_backend, "mask-observations:500")
     outputs = [m["content"] for m in trajectory.messages if m["role"] == "tool"]
     assert len(outputs) == 5 and all("\n100" in output for output in outputs)  # the tool ran each turn
-    assert trajectory.metadata["context"]["rewritten_at_turns"] == [3, 4, 5]
+    assert trajectory.metadata["context"]["rewritten_at_turns"] == [3, 4, 5] and len(token_rows(trajectory)) == 4
     prompts = [policy.tokenizer.decode(prompt) for prompt, *_ in policy.calls]
     assert [prompt.count("[output omitted from the context") for prompt in prompts] == [0, 0, 1, 2, 3]
 
