@@ -74,6 +74,11 @@ ContextOption = typer.Option(
     "replaced past that many tokens of them), window:N (the task, the first turn and the last N turns), "
     "summarize:TOKENS (past that many tokens the policy summarizes the turns between the first and the last).",
 )
+SummarizerOption = typer.Option(
+    "",
+    "--summarizer",
+    help="MODEL@URL: an OpenAI-compatible endpoint that writes summarize:TOKENS's summaries instead of the policy.",
+)
 GradingModeOption = typer.Option(
     None,
     "--grading-mode",
@@ -391,6 +396,7 @@ def eval_command(
     ),
     scaffold: str = ScaffoldOption,
     context: str = ContextOption,
+    summarizer: str = SummarizerOption,
     trajectory_format: str = TrajectoryFormatOption,
 ):
     """Evaluate a checkpoint, endpoint or scripted policy on a task set; writes a report."""
@@ -464,6 +470,7 @@ def generate_command(
     engine: str = EngineOption,
     scaffold: str = ScaffoldOption,
     context: str = ContextOption,
+    summarizer: str = SummarizerOption,
     trajectory_format: str = TrajectoryFormatOption,
     config: Optional[Path] = EvalConfigOption,
 ):
@@ -655,6 +662,7 @@ def run_command(
     runtime: Optional[str] = typer.Option(None, "--runtime", hidden=True, help="Former name of --backend."),
     scaffold: str = ScaffoldOption,
     context: str = ContextOption,
+    summarizer: str = SummarizerOption,
     patch_out: Optional[Path] = typer.Option(None, "--patch-out", help="Write the agent's patch to this file."),
     branch: Optional[str] = typer.Option(None, "--branch", help="Commit the patch on this new branch of --repo."),
     output: Optional[Path] = typer.Option(
@@ -679,7 +687,14 @@ def run_command(
     make_agent = functools.partial(
         Agent.from_checkpoint, checkpoint, base_url=base_url, temperature=temperature, max_tokens=max_tokens
     )
-    options = dict(max_turns=max_turns, backend=backend, scaffold=scaffold, context=context, on_message=_show_message)
+    options = dict(
+        max_turns=max_turns,
+        backend=backend,
+        scaffold=scaffold,
+        context=context,
+        summarizer=summarizer,
+        on_message=_show_message,
+    )
     if tasks is not None:
         if request is not None or repo is not None or test or branch or patch_out:
             raise HarnessError(

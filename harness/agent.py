@@ -23,7 +23,7 @@ from sandboxes import Backend, get_backend
 from tasks.task import Task
 from tasks.user_repo import apply_to_branch, repo_task
 
-from .context import KEEP_ALL, parse_context
+from .context import KEEP_ALL, check_summarizer, parse_context
 from .episode import Limits, run_episode
 from .errors import HarnessError
 from .policy import Policy, Sampling
@@ -129,11 +129,13 @@ class Agent:
         context: str = KEEP_ALL.name,
         wall_time: float | None = None,
         max_format_errors: int = Limits.max_format_errors,
+        summarizer: str = "",
     ) -> AgentResult:
         """Carry out `prompt` on a copy of `repo`; `test` (a shell command run in the repository's folder) judges it.
         `backend` is the sandbox backend (a name, as `--backend` takes, or a Backend); `scaffold` drives the turns:
         our own loop, or a registered scaffold such as `mini-swe-agent`; `context` what each prompt holds of the
-        history (harness.context: keep-all, mask-observations:N, window:N, summarize:N). `runtime` is SkyRL's
+        history (harness.context: keep-all, mask-observations:N, window:N, summarize:N), written by the endpoint
+        `summarizer` (MODEL@URL) where given. `runtime` is SkyRL's
         spelling: a backend name, or `"openhands"` for the OpenHands scaffold on the "auto" backend. `wall_time` is the
         former name of `episode_timeout`. The limits are harness.episode.Limits', with its defaults."""
         if wall_time is not None:
@@ -142,6 +144,7 @@ class Agent:
         if max_turns < 1:
             raise HarnessError(f"max_turns must be at least 1, not {max_turns}")
         scaffold, sandbox_backend = self._drivers(scaffold, backend, runtime, context)  # checked before the copy
+        check_summarizer(context, summarizer)
         with tempfile.TemporaryDirectory(prefix="harness-repo-") as staging:
             task = repo_task(repo, prompt, Path(staging) / "repo", test_command=test, max_turns=max_turns, image=image)
             trajectory = self.run_on(
@@ -154,6 +157,7 @@ class Agent:
                 scaffold=scaffold,
                 context=context,
                 max_format_errors=max_format_errors,
+                summarizer=summarizer,
             )
         details = trajectory.reward_details
         judged = bool(details.get("judged")) and SCORING_FAILED not in trajectory.error
@@ -177,10 +181,12 @@ class Agent:
         scaffold: str = OWN_LOOP,
         context: str = KEEP_ALL.name,
         max_format_errors: int = Limits.max_format_errors,
+        summarizer: str = "",
     ) -> Trajectory:
         """One episode on a task of a task set (`tasks.taskset.load_tasks`, e.g. `harbor:PATH`), scored by the
         task's own grader; `max_turns` caps the task's own limit."""
         _, sandbox_backend = self._drivers(scaffold, backend, None, context)
+        check_summarizer(context, summarizer)
         driver = get_scaffold(scaffold)
         limits = Limits(
             max_turns=max_turns,
@@ -188,6 +194,7 @@ class Agent:
             episode_timeout=episode_timeout,
             max_format_errors=max_format_errors,
             context=context,
+            summarizer=summarizer,
         )
         return run_episode(
             task, self.policy, self.sampling, limits, sandbox_backend, on_message=on_message, scaffold=driver

@@ -5,7 +5,8 @@ the model writes in the Hermes format come back as native `tool_calls`), `n` cho
 `stream: true` (server-sent events: a role chunk, the content, tool calls, the finish reason,
 optional usage, `data: [DONE]`; on a transformers checkpoint the content as its tokens are sampled, else once
 the turn is generated; with `tools`, content up to where the model's format may begin a call, the calls once the
-reply is whole). Invalid
+reply is whole, or, for a format read as it is written (gpt-oss's harmony), its final channel as content and its
+calls as tool_call deltas while they are generated). Invalid
 requests get 400 with an OpenAI-style error body naming the parameter, an unknown model 404, a
 body over `max_body` bytes 413 (decided from Content-Length, before reading). Each connection
 has its own thread with a socket timeout, and generation goes through the batching policy
@@ -257,7 +258,9 @@ def choices(
             turn = tool_format.parse(completion.text, f"call_{uuid.uuid4().hex[:8]}")
         else:  # no tools offered: the text as generated, whatever it looks like
             turn = ParsedTurn(completion.text)
-        message: dict[str, Any] = {"role": "assistant", "content": turn.content if turn.tool_calls else completion.text}
+        # a format whose replies are channels (harmony) answers with its final channel, not with its markup
+        parsed = turn.tool_calls or (tools and tool_format.partial is not None)
+        message: dict[str, Any] = {"role": "assistant", "content": turn.content if parsed else completion.text}
         finish = completion.finish_reason
         if turn.tool_calls and tools:
             message["tool_calls"] = [c.to_openai() for c in turn.tool_calls]
@@ -299,9 +302,12 @@ def chunk(response: dict[str, Any], index: int, delta: dict[str, Any], finish: s
 ROLE_DELTA = {"role": "assistant", "content": ""}
 
 
-def closing_chunks(response: dict[str, Any], include_usage: bool, sent: list[str]) -> list[dict[str, Any]]:
+def closing_chunks(
+    response: dict[str, Any], include_usage: bool, sent: list[str], calls_sent: list[list[tuple[str, str, str]]] | None = None
+) -> list[dict[str, Any]]:
     """The chunks that end each choice of a finished response, after the role chunk and the `sent[index]` text
-    already streamed: the rest of its content, its tool calls, its finish reason; then the usage if asked for."""
+    already streamed (and the calls, `calls_sent[index]`: id, name, arguments): the rest of its content, its tool
+    calls (the rest of those begun), its finish reason; then the usage if asked for."""
     chunks = []
     for choice in response["choices"]:
         index, message = choice["index"], choice["message"]
@@ -312,8 +318,15 @@ def closing_chunks(response: dict[str, Any], include_usage: bool, sent: list[str
             log.warning("choice %d: the streamed text is not a prefix of the turn's content", index)
         elif rest := content[len(already) :]:
             chunks.append(chunk(response, index, {"content": rest}))
+        begun = calls_sent[index] if calls_sent else []
         for position, call in enumerate(message.get("tool_calls") or []):
-            chunks.append(chunk(response, index, {"tool_calls": [{"index": position, **call}]}))
+            if position >= len(begun):
+                chunks.append(chunk(response, index, {"tool_calls": [{"index": position, **call}]}))
+            elif (arguments := call["function"]["arguments"]).startswith(begun[position][2]) and (
+                rest := arguments[len(begun[position][2]) :]
+            ):
+                delta = {"tool_calls": [{"index": position, "function": {"arguments": rest}}]}
+                chunks.append(chunk(response, index, delta))
         chunks.append(chunk(response, index, {}, choice["finish_reason"]))
     if include_usage:
         chunks.append({**chunk(response, 0, {}), "choices": [], "usage": response["usage"]})
@@ -328,25 +341,50 @@ def stream_chunks(response: dict[str, Any], include_usage: bool) -> list[dict[st
 
 class TextDeltas:
     """A turn's text as its tokens arrive, cut as the finished turn's text will be (`completion`): each update
-    gives the text that may be sent now, holding back what an end token, a stop string or an unfinished
-    UTF-8 character could still change, and, where tools were offered (`tool_format`), what may be a call."""
+    gives the deltas that may be sent now, holding back what an end token, a stop string or an unfinished
+    UTF-8 character could still change, and, where tools were offered (`tool_format`), what may be a call. A format
+    that reads partial replies (harmony) streams its content and its calls as they are written: a call's id, type
+    and name once its arguments begin, then their text (`calls`: the id, name and arguments sent of each)."""
 
     def __init__(self, tokenizer, eos_ids: set[int], stops: list[str], tool_format: ToolCallFormat | None = None):
         self.tokenizer, self.eos_ids, self.stops, self.tool_format = tokenizer, eos_ids, stops, tool_format
         self.sent = ""
+        self.calls: list[tuple[str, str, str]] = []
+        self._call_prefix = f"call_{uuid.uuid4().hex[:8]}"
 
-    def update(self, ids: list[int]) -> str:
+    def update(self, ids: list[int]) -> list[dict[str, Any]]:
         text = turn_text(self.tokenizer, self.eos_ids, ids, self.stops)
         # a suffix that may begin a stop string waits (once a stop is met the turn ends; the rest is sent with it)
         held = max((n for stop in self.stops for n in range(1, len(stop)) if text.endswith(stop[:n])), default=0)
         text = text[: len(text) - held]
         text = text.rstrip("\ufffd")
+        partial = self.tool_format.partial if self.tool_format is not None else None
+        if partial is not None:
+            turn = partial(text)
+            return self._content(turn.content) + self._call_deltas(turn.calls)
         if self.tool_format is not None:
             text = text[: self.tool_format.streamable(text)]
+        return self._content(text)
+
+    def _content(self, text: str) -> list[dict[str, Any]]:
         if not text.startswith(self.sent):  # a decoder that rewrote earlier text: the rest goes at the end
-            return ""
+            return []
         delta, self.sent = text[len(self.sent) :], text
-        return delta
+        return [{"content": delta}] if delta else []
+
+    def _call_deltas(self, calls: list[tuple[str, str]]) -> list[dict[str, Any]]:
+        deltas = []
+        for position, (name, arguments) in enumerate(calls):
+            if position == len(self.calls):
+                call_id = f"{self._call_prefix}_{position}"
+                self.calls.append((call_id, name, ""))
+                head = {"id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}
+                deltas.append({"tool_calls": [{"index": position, **head}]})
+            call_id, name, sent = self.calls[position]
+            if arguments.startswith(sent) and arguments != sent:
+                self.calls[position] = (call_id, name, arguments)
+                deltas.append({"tool_calls": [{"index": position, "function": {"arguments": arguments[len(sent) :]}}]})
+        return deltas
 
 
 class ChatServer(ThreadingHTTPServer):
@@ -468,10 +506,10 @@ class _Handler(BaseHTTPRequestHandler):
         tool_format = tool_call_format(policy.tokenizer)
         calls = tool_format if request.tools else None
         trackers = [TextDeltas(policy.tokenizer, eos, request.sampling.stop, calls) for _ in range(request.n)]
-        deltas: queue.Queue[tuple[int, str]] = queue.Queue()
+        deltas: queue.Queue[tuple[int, dict[str, Any]]] = queue.Queue()
 
         def listener(index: int) -> Callable[[list[int]], None]:
-            return lambda ids: deltas.put((index, trackers[index].update(ids)))
+            return lambda ids: [deltas.put((index, delta)) for delta in trackers[index].update(ids)]
 
         outcome: dict[str, Any] = {}
 
@@ -490,11 +528,10 @@ class _Handler(BaseHTTPRequestHandler):
                 self._event(chunk(head, index, ROLE_DELTA))
             while thread.is_alive() or not deltas.empty():
                 try:
-                    index, text = deltas.get(timeout=0.05)
+                    index, delta = deltas.get(timeout=0.05)
                 except queue.Empty:
                     continue
-                if text:
-                    self._event(chunk(head, index, {"content": text}))
+                self._event(chunk(head, index, delta))
             if "error" in outcome:
                 log.error("generation failed mid-stream: %s", outcome["error"])
                 self._event(ApiError(500, f"generation failed: {outcome['error']}").body())
@@ -502,7 +539,8 @@ class _Handler(BaseHTTPRequestHandler):
                 completions = outcome["completions"]
                 response = _response(service.model_name, completions, prompt_tokens, request.tools, tool_format)
                 response |= head  # the id and time the streamed chunks carried
-                for one in closing_chunks(response, request.include_usage, [t.sent for t in trackers]):
+                sent, calls = [t.sent for t in trackers], [t.calls for t in trackers]
+                for one in closing_chunks(response, request.include_usage, sent, calls):
                     self._event(one)
             self._event("[DONE]")
         except (BrokenPipeError, ConnectionResetError):  # the client left mid-stream

@@ -60,6 +60,24 @@ def parse_context(spec: str) -> tuple[ContextStrategy, int | None]:
     return strategy, int(value) if value else None
 
 
+def parse_summarizer(spec: str) -> tuple[str, str]:
+    """`MODEL@URL`, an OpenAI-compatible endpoint that writes the summaries (`--summarizer`), as (model, base URL)."""
+    model, at, url = spec.partition("@")
+    if not (model and at and url.startswith(("http://", "https://"))):
+        raise HarnessError(f"summarizer {spec!r}: write it as MODEL@URL, e.g. Qwen3-8B@http://127.0.0.1:8000/v1")
+    return model, url
+
+
+def check_summarizer(context: str, summarizer: str) -> None:
+    """A named summarizer is well formed and goes with a strategy that writes summaries."""
+    if not summarizer:
+        return
+    parse_summarizer(summarizer)
+    strategy, _ = parse_context(context)
+    if not strategy.writes:
+        raise HarnessError(f"summarizer {summarizer!r}: only a strategy that summarizes uses one, not {context!r}")
+
+
 def _turns(messages: Messages) -> tuple[Messages, list[Messages]]:
     """The messages before the first reply, and the turns (each a reply and the observations after it)."""
     first = next((i for i, m in enumerate(messages) if m.get("role") == "assistant"), len(messages))
@@ -197,10 +215,11 @@ def token_counter(tokenizer) -> Callable[[str], int]:
 
 class Context:
     """One episode's strategy: the messages to prompt with, and whether they rewrite what was last prompted.
-    `write` (a Summarizer's) answers a conversation with the policy, for a strategy that writes."""
+    `write` (a Summarizer's) answers a conversation, for a strategy that writes; `writer` names the endpoint that
+    does (MODEL@URL) where it is not the policy, for the record."""
 
-    def __init__(self, spec: str, count_tokens: Callable[[str], int], write=None):
-        self.spec = spec
+    def __init__(self, spec: str, count_tokens: Callable[[str], int], write=None, writer: str = ""):
+        self.spec, self.writer = spec, writer
         self._last: tuple[Messages, int] | None = None  # the last prompt, and the history's length then
         self.strategy, self.value = parse_context(spec)
         self.count_tokens = count_tokens
@@ -230,7 +249,10 @@ class Context:
         return view
 
     def _note(self, record: dict[str, Any]) -> dict[str, Any]:
-        return record.setdefault("context", {"strategy": self.spec, "rewritten_at_turns": []})
+        noted = record.setdefault("context", {"strategy": self.spec, "rewritten_at_turns": []})
+        if self.writer:
+            noted["summarizer"] = self.writer
+        return noted
 
 
 def _cannot_write(messages: Messages) -> tuple[str, int, int]:

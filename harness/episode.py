@@ -16,7 +16,7 @@ from sandboxes import Backend, Sandbox, SandboxError, SandboxExpired
 from tasks.errors import TaskError
 from tasks.task import Task
 
-from .context import Context, token_counter
+from .context import Context, parse_summarizer, token_counter
 from .kinds import kind_of, make_environment
 from .errors import PolicyError
 from .parsing import ParsedTurn, tool_call_format
@@ -42,11 +42,12 @@ class Limits:
     max_format_errors: int = 3  # turns in a row without a usable tool call
     command_timeout: float = 120.0  # seconds per tool call
     context: str = "keep-all"  # what each prompt holds of the history (harness.context)
+    summarizer: str = ""  # MODEL@URL: the endpoint that writes summaries ("": the policy)
 
     @classmethod
     def of(cls, settings: Any) -> Limits:
         """The limits (and context strategy) of a run's settings: an EvalConfig, training's generator section."""
-        return cls(**{key: getattr(settings, key) for key in (*LIMIT_KEYS, "context")})
+        return cls(**{key: getattr(settings, key) for key in (*LIMIT_KEYS, "context", "summarizer")})
 
 
 class EpisodeEnd(Exception):
@@ -129,9 +130,8 @@ def run_episode(
 def _loop(task, policy, env, sampling, limits, trajectory, ledger, tools, timings, started, tell) -> None:
     max_turns = min(task.max_turns, limits.max_turns or task.max_turns)
     format_errors = 0
-    context = Context(
-        limits.context, token_counter(policy.tokenizer), _summary_writer(policy, ledger, sampling, limits, trajectory)
-    )
+    writer = _summary_writer(policy, ledger, sampling, limits, trajectory)
+    context = Context(limits.context, token_counter(policy.tokenizer), writer, limits.summarizer)
     while True:
         if trajectory.turns >= max_turns:
             raise EpisodeEnd("max_turns")
@@ -182,14 +182,17 @@ def _loop(task, policy, env, sampling, limits, trajectory, ledger, tools, timing
 
 
 def _summary_writer(policy, ledger, sampling, limits, trajectory) -> Callable:
-    """The policy answers a context strategy's summary request. With recorded tokens, the request and its sampled
-    answer become a token segment of their own: trained, with the trajectory's advantage, after exactly that prompt."""
+    """The policy answers a context strategy's summary request, or the endpoint `limits.summarizer` names. With
+    recorded tokens, the policy's request and its sampled answer become a token segment of their own: trained, with
+    the trajectory's advantage, after exactly that prompt; an endpoint's summary is context, not trained."""
 
     def write(messages) -> tuple[str, int, int]:
-        if policy.scripted:
+        if not limits.summarizer and policy.scripted:
             raise PolicyError(f"{policy.name} plays fixed turns: it writes no summary")
         clock = time.monotonic()
-        if ledger is None:
+        if limits.summarizer:
+            completion = _endpoint_summary(limits.summarizer, messages, sampling)
+        elif ledger is None:
             completion = policy.generate(messages, [], sampling)
         else:
             prompt = ledger.render(messages)
@@ -205,6 +208,16 @@ def _summary_writer(policy, ledger, sampling, limits, trajectory) -> Callable:
         return completion.text, completion.prompt_tokens, completion.completion_tokens
 
     return write
+
+
+def _endpoint_summary(summarizer: str, messages, sampling: Sampling) -> Completion:
+    from .policies.endpoint import EndpointPolicy
+
+    endpoint = EndpointPolicy(*parse_summarizer(summarizer))
+    try:
+        return endpoint.generate(messages, [], sampling)
+    finally:
+        endpoint.close()
 
 
 def _generate(policy: Policy, ledger: TokenLedger | None, messages, tools, sampling: Sampling) -> Completion:

@@ -30,7 +30,7 @@ from tasks.task import Task
 
 from .batching import shared_policy
 from .distributed import PolicySource, run_episodes
-from .context import KEEP_ALL, parse_context
+from .context import KEEP_ALL, check_summarizer, parse_context
 from .episode import Limits, run_episode
 from .errors import HarnessError, PolicyError
 from .policies.endpoint import EndpointLimits
@@ -88,6 +88,7 @@ class EvalConfig(BaseModel):
     # What each prompt holds of an episode's history (harness.context): keep-all, mask-observations:N, window:N,
     # summarize:N.
     context: str = "keep-all"
+    summarizer: str = ""  # MODEL@URL: the endpoint that writes summarize's summaries ("": the policy)
     engine: str = "auto"  # how a checkpoint folder is run: transformers, vllm or auto
     # Trajectories are always written in our own format (trajectories/); another registered format (`atif`) is
     # written beside them, in `<run>/<format>/`, same file names.
@@ -115,6 +116,7 @@ class EvalConfig(BaseModel):
 
     @model_validator(mode="after")
     def _resolved(self) -> "EvalConfig":
+        check_summarizer(self.context, self.summarizer)
         self.output = self.output or str(default_output(self.checkpoint, self.tasks))
         if not self.checkpoint.startswith("endpoint:"):
             self.base_url = None
@@ -126,6 +128,7 @@ class EvalConfig(BaseModel):
             **{k: getattr(self, k) for k in IDENTITY_FIELDS},
             **({"scaffold": self.scaffold} if self.scaffold != OWN_LOOP else {}),  # runs of our own loop as before
             **({"context": self.context} if self.context != KEEP_ALL.name else {}),
+            **({"summarizer": self.summarizer} if self.summarizer else {}),
             "task_ids_sha256": content_hash(json.dumps([t.id for t in tasks])),
         }
 

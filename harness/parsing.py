@@ -82,6 +82,15 @@ class ParsedTurn:
     syntax: str = ""  # how a call is written in the format that parsed the reply ("" = the API's native calls)
 
 
+@dataclass
+class PartialTurn:
+    """A reply still being generated, as far as it reads: its content and the calls begun, each a call's name and its
+    arguments' text so far (prefixes of what the whole reply's parse gives)."""
+
+    content: str
+    calls: list[tuple[str, str]] = field(default_factory=list)
+
+
 @dataclass(frozen=True)
 class ToolCallFormat:
     """How one family writes tool calls: `parse(text, call_prefix) -> ParsedTurn`; `matches(template)`
@@ -103,6 +112,9 @@ class ToolCallFormat:
     # Where a call may begin in a reply still being generated (the text's length where none can yet): a
     # streamed reply's content stops there. None: anywhere, so nothing is streamed before the reply ends.
     call_start: Callable[[str], int] | None = None
+    # For a format whose content is not the start of the reply (harmony's channels): how a reply still being
+    # generated reads so far, so that its content and its calls stream as they are written.
+    partial: Callable[[str], PartialTurn] | None = None
 
     def streamable(self, text: str) -> int:
         """How much of a reply still being generated is content whatever comes next: up to where a call may
@@ -424,6 +436,24 @@ def parse_harmony(text: str, call_prefix: str = "call") -> ParsedTurn:
     return turn
 
 
+def harmony_partial(text: str) -> PartialTurn:
+    """A harmony reply so far: the text of its final (and user-facing commentary) messages, held back once a call
+    begins (a call turn's content is its analysis, given when the reply is whole), and the calls begun."""
+    final, calls = [], []
+    for segment in text.split("<|start|>assistant"):
+        header, marker, body = segment.partition("<|message|>")
+        channel = _HARMONY_CHANNEL.search(header)
+        if not marker or not channel:
+            continue
+        body = re.split(r"<\|(?:end|call|return)\|>", body)[0]
+        recipient = _HARMONY_RECIPIENT.search(header)
+        if recipient and recipient.group(1).startswith("functions."):
+            calls.append((recipient.group(1).removeprefix("functions."), body))
+        elif not recipient and channel.group(1) != "analysis":
+            final.append(body)
+    return PartialTurn("" if calls else "\n".join(final).strip(), calls)
+
+
 def render_harmony(name: str, arguments: dict[str, Any]) -> str:
     """A call as the template writes it after the generation prompt `<|start|>assistant`."""
     return f" to=functions.{name}<|channel|>commentary json<|message|>{json.dumps(arguments, ensure_ascii=False)}{HARMONY_CALL}"
@@ -503,6 +533,7 @@ register_tool_call_format(
         render=render_harmony,
         syntax="<|start|>assistant" + render_harmony("NAME", {"KEY": "VALUE"}),
         call_end=HARMONY_CALL,
+        partial=harmony_partial,
     )
 )
 

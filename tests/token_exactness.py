@@ -27,6 +27,33 @@ class Recording(Policy):
         return completion
 
 
+class ForcedCall(Policy):
+    """A transformers checkpoint whose every reply is one tool call, written in the template's format and scored by
+    the model: the call's tokens after the prompt, with the model's logprobs of them (what sampling them would
+    report). The tiny random models call no tool; this one does, so tool results fill the history."""
+
+    def __init__(self, engine, name: str, **arguments):
+        from harness.parsing import tool_call_format
+        from harness.tokens import turn_end
+
+        self.engine, self.name, self.tokenizer = engine, engine.name, engine.tokenizer
+        text = tool_call_format(self.tokenizer).render(name, arguments)
+        end = self.tokenizer.convert_tokens_to_ids(turn_end(self.tokenizer))
+        self.reply = self.tokenizer.encode(text, add_special_tokens=False) + [end]
+
+    def generate(self, messages, tools, sampling):
+        raise AssertionError("a local engine continues token ids")
+
+    @torch.no_grad()
+    def generate_ids(self, prompt_ids, sampling):
+        from harness.policies.in_process import completion
+
+        ids = torch.tensor([list(prompt_ids) + self.reply])
+        logits = self.engine.model(ids).logits[0, len(prompt_ids) - 1 : -1].float() / max(sampling.temperature, 1e-6)
+        logprobs = torch.log_softmax(logits, -1).gather(1, ids[0, len(prompt_ids) :, None])[:, 0].tolist()
+        return completion(self.tokenizer, self.engine.eos_ids, len(prompt_ids), self.reply, logprobs, "stop", [])
+
+
 def check_multi_turn_token_exactness(
     engine: Policy, model: torch.nn.Module, backend, atol: float, scaffold=None
 ) -> None:
@@ -63,15 +90,17 @@ def check_multi_turn_token_exactness(
     assert gap <= atol, f"logprobs differ from a forward pass by {gap:.2e} (> {atol})"
 
 
-def check_rewritten_history_token_exactness(engine: Policy, backend, context: str = "window:1", turns: int = 5) -> None:
+def check_rewritten_history_token_exactness(
+    engine: Policy, backend, context: str = "window:1", turns: int = 5, sampling: Sampling | None = None
+) -> tuple[Recording, object]:
     """A swe-demo episode under a context strategy that rewrites the history: every reply the engine sampled is
     trained in exactly one of the trajectory's token rows, right after exactly the prompt it was sampled from, with
-    the engine's logprobs; nothing else is trained. Unseeded, so no two turns share a prompt."""
+    the engine's logprobs; nothing else is trained. Unseeded by default, so no two turns share a prompt. Returns the
+    engine's record and the trajectory."""
     policy = Recording(engine)
     limits = Limits(max_turns=turns, max_format_errors=2 * turns, context=context)
-    trajectory = run_episode(
-        load_tasks("swe-demo")[0], policy, Sampling(temperature=1.0, max_tokens=6), limits, backend=backend
-    )
+    sampling = sampling or Sampling(temperature=1.0, max_tokens=6)
+    trajectory = run_episode(load_tasks("swe-demo")[0], policy, sampling, limits, backend=backend)
     assert trajectory.turns == turns and trajectory.metadata["context"]["rewritten_at_turns"]
     rows = token_rows(trajectory)
     assert len(rows) > 1, "a rewritten history is trained as several rows"
@@ -85,3 +114,4 @@ def check_rewritten_history_token_exactness(engine: Policy, backend, context: st
         assert len(trained) == 1, "a sampled reply is not trained, after its exact prompt, in exactly one row"
         assert trained[0][2][len(prompt) : len(sampled)] == logprobs
     assert sum(sum(mask) for _, mask, _ in rows) == sum(len(generated) for _, generated, _ in policy.calls)
+    return policy, trajectory

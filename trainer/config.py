@@ -28,7 +28,7 @@ from pydantic import BaseModel, ValidationError
 
 from .choices import AdvantageMethod, values
 from .config_schema import ModelConfig, PlacementConfig, PolicyConfig, TrainConfig
-from harness.context import parse_context
+from harness.context import check_summarizer, parse_context
 from harness.errors import HarnessError
 
 from .errors import ConfigError
@@ -423,8 +423,9 @@ def _check(config: TrainConfig) -> list[str]:
         )
     try:
         parse_context(g.context)
+        check_summarizer(g.context, g.summarizer)
     except HarnessError as err:
-        problems.append(f"generator.context: {err}")
+        problems.append(f"generator.{'summarizer' if 'summarizer' in str(err) else 'context'}: {err}")
     if g.max_tokens > g.max_context:
         problems.append(f"generator.max_tokens: {g.max_tokens} is more than generator.max_context ({g.max_context})")
     if data.max_prompt_length >= g.max_context:

@@ -302,6 +302,9 @@ class GeneratorConfig(Section):
     #: and the last N turns) or `summarize:TOKENS` (past that many tokens the policy summarizes the middle turns; the
     #: summaries are trained too). Every turn is trained on the prompt it was sampled from.
     context: str = "keep-all"
+    #: `MODEL@URL`: an OpenAI-compatible endpoint that writes `summarize`'s summaries instead of the policy (they are
+    #: then context, not trained).
+    summarizer: str = ""
 
 
 class InferenceConfig(Section):

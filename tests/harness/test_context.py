@@ -11,7 +11,7 @@ from harness.errors import HarnessError, PolicyError
 from harness.policies.hf import HFPolicy
 from harness.policy import Sampling
 from tasks.taskset import load_tasks
-from tests.token_exactness import check_rewritten_history_token_exactness
+from tests.token_exactness import ForcedCall, check_rewritten_history_token_exactness
 from trainer.batch import build_batch, token_rows
 
 
@@ -168,6 +168,8 @@ def test_a_run_names_its_strategy_or_is_refused():
     assert config_from_dict({**base, "generator": {"context": "window:3"}}).generator.context == "window:3"
     with pytest.raises(ConfigError, match="generator.context: context 'window:all'"):
         config_from_dict({**base, "generator": {"context": "window:all"}})
+    with pytest.raises(ConfigError, match="generator.summarizer: summarizer 'm@x'"):
+        config_from_dict({**base, "generator": {"context": "summarize:900", "summarizer": "m@x"}})
     assert (
         EvalConfig(tasks="swe-demo", checkpoint="m", context="mask-observations:800").context == "mask-observations:800"
     )
@@ -207,3 +209,61 @@ def test_a_scripted_policy_writes_no_summary_and_the_episode_goes_on_masking(doc
     assert trajectory.metadata["context"]["fallback"] == (
         "mask-observations:100: the summary of turns 2-2 failed: reader plays fixed turns: it writes no summary"
     )
+
+
+def test_masked_tool_results_are_trained_on_exactly_what_was_sampled(tiny_model, docker_backend, one_torch_thread):
+    """A model that reads `seq 100` (about 290 tokens) each turn, tool results masked past 500 tokens: from the third
+    turn each prompt holds placeholders for the older results, and every reply is trained after exactly its prompt
+    with the logprobs it came with."""
+    reader = ForcedCall(HFPolicy(tiny_model), "bash", command="seq 100")
+    policy, trajectory = check_rewritten_history_token_exactness(reader, docker_backend, "mask-observations:500")
+    outputs = [m["content"] for m in trajectory.messages if m["role"] == "tool"]
+    assert len(outputs) == 5 and all("\n100" in output for output in outputs)  # the tool ran each turn
+    assert trajectory.metadata["context"]["rewritten_at_turns"] == [3, 4, 5] and len(token_rows(trajectory)) == 4
+    prompts = [policy.tokenizer.decode(prompt) for prompt, *_ in policy.calls]
+    assert [prompt.count("[output omitted from the context") for prompt in prompts] == [0, 0, 1, 2, 3]
+
+
+def test_a_named_endpoint_writes_the_summaries_and_only_the_policys_turns_are_trained(
+    tiny_model, docker_backend, one_torch_thread
+):
+    """`harness serve` on 127.0.0.1 writes the summaries (MODEL@URL): each lands in the next prompt, the policy samples
+    only its turns, and the rows train exactly those; an endpoint that cannot be reached leaves the episode masking."""
+    from tests.cli_helpers import free_port, serving
+
+    policy = RecordingPolicy(tiny_model)
+    with serving(tiny_model) as url:
+        limits = Limits(max_turns=5, max_format_errors=10, context="summarize:300", summarizer=f"tiny@{url}")
+        trajectory = run_episode(
+            load_tasks("swe-demo")[0], policy, Sampling(max_tokens=6, seed=1), limits, backend=docker_backend
+        )
+    context = trajectory.metadata["context"]
+    assert trajectory.turns == 5 and len(policy.sampled) == 5  # the policy wrote no summary
+    assert context["summarizer"] == f"tiny@{url}" and [s["at_turn"] for s in context["summaries"]] == [4, 5]
+    assert all(s["text"] and s["completion_tokens"] > 0 for s in context["summaries"])
+    fourth_prompt = policy.tokenizer.decode(policy.sampled[3][0])
+    assert f"[summary of turns 2-2, written in place of them]\n{context['summaries'][0]['text']}" in fourth_prompt
+    _each_sampled_answer_is_trained_once(policy, token_rows(trajectory))
+
+    gone = f"http://127.0.0.1:{free_port()}/v1"
+    limits = Limits(max_turns=5, max_format_errors=10, context="summarize:300", summarizer=f"tiny@{gone}")
+    trajectory = run_episode(load_tasks("swe-demo")[0], policy, Sampling(max_tokens=6), limits, backend=docker_backend)
+    assert trajectory.turns == 5 and trajectory.exit_status == "max_turns"
+    assert trajectory.metadata["context"]["fallback"].startswith(
+        f"mask-observations:300: the summary of turns 2-2 failed: endpoint {gone}/ unreachable after 3 tries"
+    )
+
+
+@pytest.mark.parametrize(
+    "context, summarizer, error",
+    [
+        ("summarize:300", "tiny", "write it as MODEL@URL"),
+        ("summarize:300", "tiny@127.0.0.1:8000", "write it as MODEL@URL"),
+        ("window:3", "tiny@http://127.0.0.1:8000/v1", "only a strategy that summarizes uses one"),
+    ],
+)
+def test_a_summarizer_that_is_not_an_endpoint_for_summaries_is_refused(context, summarizer, error):
+    from harness.evaluate import EvalConfig
+
+    with pytest.raises(HarnessError, match=error):
+        EvalConfig(tasks="swe-demo", checkpoint="m", context=context, summarizer=summarizer)

@@ -287,13 +287,21 @@ STREAMED_REPLIES = [  # (family, format, reply, the content streamed before the 
     ("qwen3", "qwen3_xml", "Let me look.\n" + render_qwen3_xml("bash", {"command": "ls -la"}), "Let me look."),
     ("mistral", "mistral", "Let me look. " + render_mistral("bash", {"command": "ls -la"}), "Let me look."),
     ("deepseek_v3", "deepseek_v3", "Let me look." + render_deepseek_v3("bash", {"command": "ls -la"}), "Let me look."),
-    # harmony's content is not a prefix of the reply (channels): sent once whole, with the calls
+    # harmony: a call turn's content is its analysis, given once whole; its call streams as it is written
     (
         "gptoss",
         "harmony",
         "<|channel|>analysis<|message|>Let me look.<|end|><|start|>assistant"
         + render_harmony("bash", {"command": "ls -la"}),
         "",
+    ),
+    # and a final answer streams its final channel, not its analysis
+    (
+        "gptoss",
+        "harmony",
+        "<|channel|>analysis<|message|>2 and 2 make 4.<|end|><|start|>assistant<|channel|>final<|message|>"
+        "The answer is 4, since 2 + 2 = 4.<|return|>",
+        "The answer is 4, since 2 + 2 = 4.",
     ),
     ("llama3_1", "llama3_json", render_llama3_json("bash", {"command": "ls -la"}), ""),  # a call opens the reply
     ("llama3_1", "llama3_json", "The answer is 4, since 2 + 2 = 4.", "The answer is 4, since 2 + 2 = 4."),
@@ -311,17 +319,91 @@ def test_a_streamed_reply_sends_content_token_by_token_and_no_part_of_a_call(
     tool_format = TOOL_CALL_FORMATS.get(format_name)
     ids = tokenizer.encode(reply, add_special_tokens=False)
     tracker = TextDeltas(tokenizer, set(), [], tool_format)
-    deltas = [tracker.update(ids[:end]) for end in range(1, len(ids) + 1)]
-    assert "".join(deltas) == tracker.sent == streamed
-    assert len([d for d in deltas if d]) > 3 or not streamed  # piece by piece, not once whole
+    deltas = [delta for end in range(1, len(ids) + 1) for delta in tracker.update(ids[:end])]
+    contents = [d["content"] for d in deltas if "content" in d]
+    assert "".join(contents) == tracker.sent == streamed
+    assert len(contents) > 3 or not streamed  # piece by piece, not once whole
+    streamed_calls = [call for d in deltas for call in d.get("tool_calls", [])]
+    if tool_format.partial is not None and "functions." in reply:  # a call streams as it is written
+        assert [c["function"]["name"] for c in streamed_calls if "id" in c] == ["bash"]
+        assert len(streamed_calls) > 3 and json.loads(tracker.calls[0][2]) == {"command": "ls -la"}
+    else:
+        assert not streamed_calls
     tools = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]
     response = {"id": "x", "created": 0, "model": "m"}
     response["choices"] = choices([Completion(text=turn_text(tokenizer, set(), ids, []))], tools, tool_format)
-    closing = closing_chunks(response, False, [tracker.sent])
+    closing = closing_chunks(response, False, [tracker.sent], [tracker.calls])
     content = tracker.sent + "".join(c["choices"][0]["delta"].get("content", "") for c in closing)
     message = response["choices"][0]["message"]
     assert content == message["content"]
-    calls = [call for c in closing for call in c["choices"][0]["delta"].get("tool_calls", [])]
-    assert [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in calls] == [
-        ("bash", {"command": "ls -la"})
-    ] * bool(message.get("tool_calls"))
+    calls = streamed_calls + [call for c in closing for call in c["choices"][0]["delta"].get("tool_calls", [])]
+    named = [c["function"]["name"] for c in calls if "name" in c["function"]]
+    arguments = "".join(c["function"]["arguments"] for c in calls)
+    assert (named, json.loads(arguments or "null")) == (
+        (["bash"], {"command": "ls -la"}) if message.get("tool_calls") else ([], None)
+    )
+
+
+class Writes(HFPolicy):
+    """A tiny checkpoint on a real tokenizer whose every reply is `reply`'s tokens, handed to the server's listeners
+    one at a time as sampled tokens are: what `harness serve` streams of a reply the random weights would not write."""
+
+    def __init__(self, path, reply: str):
+        super().__init__(path)
+        self.reply = self.tokenizer.encode(reply, add_special_tokens=False)
+
+    def generate_ids_batch(self, prompts, sampling, seeds=None, listeners=None):
+        for end in range(1, len(self.reply) + 1):
+            for listener in listeners or []:
+                if listener:
+                    listener(self.reply[:end])
+        return [self._completion(len(p), self.reply, [0.0] * len(self.reply), "stop", []) for p in prompts]
+
+
+HARMONY_TURNS = [  # a call turn, then a final answer
+    "<|channel|>analysis<|message|>I list the folder first.<|end|><|start|>assistant"
+    + render_harmony("bash", {"command": "ls -la /tmp"}),
+    "<|channel|>analysis<|message|>The folder holds two files.<|end|><|start|>assistant<|channel|>final<|message|>"
+    "There are two files: a.txt and b.txt.<|return|>",
+]
+
+
+@pytest.mark.parametrize("reply", HARMONY_TURNS)
+def test_harmony_streams_its_final_channel_and_its_calls_through_the_openai_client(reply, tiny_on):
+    """`harness serve` on gpt-oss's real tokenizer and template, read by the official client's streaming API: the final
+    channel comes as content deltas, a call as tool_call deltas (id and name, then its arguments piece by piece), the
+    analysis never as content while it is written; the pieces add up to the non-streamed message."""
+    import threading
+
+    import openai
+
+    from harness.chat_server import ChatServer
+
+    server = ChatServer("127.0.0.1", 0).attach(Writes(tiny_on("gptoss"), reply), "tiny")
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    parameters = {"type": "object", "properties": {"command": {"type": "string"}}}
+    tools = [{"type": "function", "function": {"name": "bash", "description": "Run a command", "parameters": parameters}}]
+    ask = dict(model="tiny", messages=[{"role": "user", "content": "What is in /tmp?"}], tools=tools, max_tokens=64)
+    try:
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{server.server_address[1]}/v1", api_key="-", max_retries=0)
+        whole = client.chat.completions.create(**ask).choices[0]
+        deltas = [c.choices[0] for c in client.chat.completions.create(stream=True, **ask) if c.choices]
+    finally:
+        server.shutdown()
+        server.server_close()
+    contents = [d.delta.content for d in deltas if d.delta.content]
+    calls = [call for d in deltas for call in d.delta.tool_calls or []]
+    assert not any("<|" in text for text in contents)  # no markup, whatever the channel
+    assert "".join(contents) == (whole.message.content or "")
+    assert deltas[-1].finish_reason == whole.finish_reason
+    if whole.message.tool_calls:
+        assert whole.finish_reason == "tool_calls" and whole.message.content == "I list the folder first."
+        assert [(c.id, c.function.name) for c in calls if c.id] == [(calls[0].id, "bash")]
+        arguments = [c.function.arguments for c in calls if c.function.arguments]
+        assert len(arguments) > 3 and json.loads("".join(arguments)) == {"command": "ls -la /tmp"}
+        # the arguments came while the reply was written, before the analysis (the content) closed the turn
+        first_argument = next(i for i, d in enumerate(deltas) if d.delta.tool_calls and d.delta.tool_calls[0].function.arguments)
+        assert first_argument < next(i for i, d in enumerate(deltas) if d.delta.content)
+    else:
+        assert whole.message.content == "There are two files: a.txt and b.txt." and not calls  # not the analysis
+        assert len(contents) > 3  # token by token
