@@ -238,11 +238,14 @@ def _build(task: HarborTaskDir, context: Path, name: str, on_step: Callable[[str
     uv = _uv_copies(instructions)
     if uv and not build.uv:
         build.uv = uv
-    tests = shell_installs(task.test_script.read_text(encoding="utf-8"), [task.tests_dir])
-    if tests.fetches:
-        raise HarborTaskError(
-            f"{task.test_script} downloads at test time, and the sandbox has no network: {tests.fetches[0]}"
-        )
+    tests = Installs()
+    for script, folders in task.verifier_scripts():
+        installs = shell_installs(script.read_text(encoding="utf-8"), folders)
+        if installs.fetches:
+            raise HarborTaskError(
+                f"{script} downloads at test time, and the sandbox has no network: {installs.fetches[0]}"
+            )
+        tests.add(installs)
     apt = build.apt + [p for p in tests.apt if p not in build.apt]
     check_apt_packages(apt)
     standins = _standins(instructions)

@@ -18,7 +18,7 @@ from sandboxes.spec import SandboxSpec
 from ..errors import TaskError, TaskSourceError
 from ..swe import SWE_TOOLS
 from ..task import Task
-from .config import HarborTaskDir, is_task_dir, read_task_dir
+from .config import HarborStep, HarborTaskDir, is_task_dir, read_task_dir
 from .image import build_task_image, build_verifier_image
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,9 @@ def harbor_task(
         instruction = path / "instruction.md"
         prompt = instruction.read_text(errors="replace") if instruction.is_file() else ""
         return _task(task_id, data_source, prompt, None, {"harbor_problem": str(err), "harbor_dir": str(path)})
-    agent_time = task.agent_timeout or DEFAULT_WALL_TIME
+    # the sandbox lives through every step's agent and verifier
+    phases = [(s.agent_timeout, s.verifier_timeout) for s in task.steps] or [(task.agent_timeout, task.verifier_timeout)]
+    life = sum((agent or DEFAULT_WALL_TIME) + verifier for agent, verifier in phases)
     spec = SandboxSpec(
         image=image.image,
         workdir=task.workdir or image.workdir,
@@ -81,7 +83,7 @@ def harbor_task(
         cpus=task.cpus,
         memory=f"{task.memory_mb}m" if task.memory_mb else "2g",
         disk=f"{task.storage_mb}m" if task.storage_mb else None,
-        wall_time=agent_time + task.verifier_timeout + 300,
+        wall_time=life + 300,
         network=False,
         user=task.agent_user,
     )
@@ -122,12 +124,31 @@ def _metadata(task: HarborTaskDir, notes: dict) -> dict:
         "verifier_user": task.verifier_user,
         "verifier_env": task.verifier_env,
         "solution_env": task.solution_env,
-        "has_solution": task.solve_script.is_file(),
+        "has_solution": all((step.solution_dir / "solve.sh").is_file() for step in task.steps)
+        if task.steps
+        else task.solve_script.is_file(),
         "artifacts": list(task.artifacts),
         "network": "none" + (" (the task asked for one)" if task.network_asked else ""),
         "harbor_metadata": task.config.get("metadata", {}),
+        **({"steps": [_step(step) for step in task.steps], "reward_strategy": task.reward_strategy} if task.steps else {}),
         # Harbor seeds its agents (not the oracle or nop) with a task's trajectory.json; the agents here start
         # from the instruction alone
         **({"prior_context_ignored": "trajectory.json"} if (task.path / "trajectory.json").is_file() else {}),
         **notes,
+    }
+
+
+def _step(step: HarborStep) -> dict:
+    """What an episode needs of one step of a multi-step task (harness.kinds.harbor)."""
+    return {
+        "name": step.name,
+        "instruction": step.instruction,
+        "tests": [str(folder) for folder in step.tests],
+        "solution_dir": str(step.solution_dir),
+        "workdir_dir": str(step.workdir_dir),
+        "agent_timeout": step.agent_timeout,
+        "verifier_timeout": step.verifier_timeout,
+        "verifier_user": step.verifier_user,
+        "verifier_env": step.verifier_env,
+        "min_reward": step.min_reward,
     }

@@ -161,7 +161,7 @@ def dataset(tmp_path_factory) -> Path:
     (write_task(root, "compose", solve="true\n") / "environment" / "docker-compose.yaml").write_text(
         "services:\n  main:\n    network_mode: none\n  db:\n    image: postgres:16\n"
     )
-    init_task(root, "two-steps", "--steps", "2")  # Harbor's own multi-step template
+    init_task(root, "two-steps", "--steps", "2")  # Harbor's own multi-step template, its steps' verifiers separate
     return root
 
 
@@ -175,7 +175,7 @@ UNBUILDABLE = {
     "no-instruction": "no instruction.md",
     "no-tests": "no tests/test.sh",
     "compose": "a docker-compose environment (services: main, db) is not supported",
-    "two-steps": "a multi-step task ([[steps]]: step-1, step-2) is not supported",
+    "two-steps": "step 'step-1': a separate verifier environment for a step is not supported",
 }
 
 
@@ -330,7 +330,15 @@ def test_task_toml_is_checked(tmp_path):
     read = read_task_dir(task)
     assert (read.memory_mb, read.storage_mb, read.workdir, read.verifier_timeout) == (2048, 512, "/srv", 600.0)
     (task / "task.toml").write_text("[[steps]]\nname = 'one'\n")
-    with pytest.raises(HarborTaskError, match=r"multi-step task \(\[\[steps\]\]: one\) is not supported"):
+    with pytest.raises(HarborTaskError, match=r"steps/one: no instruction.md"):
+        read_task_dir(task)
+    (task / "task.toml").write_text("[[steps]]\nname = '../up'\n")
+    with pytest.raises(HarborTaskError, match=r"name = '../up': expected a plain directory name"):
+        read_task_dir(task)
+    (task / "task.toml").write_text("[[steps]]\nname = 'one'\nmin_reward = 'high'\n")
+    (task / "steps" / "one").mkdir(parents=True)
+    (task / "steps" / "one" / "instruction.md").write_text("Do it.\n")
+    with pytest.raises(HarborTaskError, match=r"step 'one': min_reward = 'high': expected a number or a table"):
         read_task_dir(task)
     (task / "environment" / "docker-compose.yaml").write_text("services: [\n")
     (task / "task.toml").write_text("")

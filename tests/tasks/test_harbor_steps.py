@@ -1,0 +1,112 @@
+"""Multi-step Harbor tasks (`[[steps]]`), made by Harbor's own `harbor tasks init --steps 2` and filled in: run in one
+sandbox step by step, each step a fresh agent session with its own verifier, `min_reward` ending the trial, the
+trial's reward the steps' per-key mean; the oracle and nothing given the verdicts the real `harbor run` gives."""
+
+from __future__ import annotations
+
+import json
+import re
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from bench.harbor_bench import harbor_run, on_built_images
+from tasks.taskset import load_tasks
+from tests.cli_helpers import rows_of, harness
+from tests.tasks.harbor_init import assert_atif_valid, init_task
+
+# step-1 writes hello (reward.txt); step-2 gets files and a setup.sh in its workdir/, appends world, and its
+# reward.json has a second key, `setup`, that step-1's lacks (Harbor's mean counts it 0 there)
+STEP_1 = (
+    "Write the line `hello` to /app/hello.txt.\n",
+    "#!/bin/bash\necho hello > /app/hello.txt\n",
+    '[ "$(cat /app/hello.txt)" = hello ] && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n',
+)
+STEP_2 = (
+    "Append the line `world` to /app/hello.txt.\n",
+    "#!/bin/bash\necho world >> /app/hello.txt\n",
+    'ok=0; [ "$(cat /app/hello.txt)" = "$(printf "hello\\nworld")" ] && ok=1\n'
+    "setup=0; [ -f /app/ready ] && [ \"$(cat /app/given.txt)\" = given ] && [ ! -e /tests/step-1-only ] && setup=1\n"
+    'echo "{\\"reward\\": $ok, \\"setup\\": $setup}" > /logs/verifier/reward.json\n',
+)
+
+
+def two_steps(root: Path, name: str, min_reward: bool) -> Path:
+    task = init_task(root, name, "--steps", "2", "--no-pytest", "--verifier-mode", "shared")
+    for step, (instruction, solve, check) in (("step-1", STEP_1), ("step-2", STEP_2)):
+        folder = task / "steps" / step
+        (folder / "instruction.md").write_text(instruction)
+        (folder / "solution" / "solve.sh").write_text(solve)
+        with (folder / "tests" / "test.sh").open("a") as script:
+            script.write(check)
+    (task / "steps" / "step-1" / "tests" / "step-1-only").write_text("cleared before step-2\n")
+    workdir = task / "steps" / "step-2" / "workdir"
+    workdir.mkdir()
+    (workdir / "given.txt").write_text("given\n")
+    (workdir / "setup.sh").write_text("touch /app/ready\n")
+    toml = (task / "task.toml").read_text()
+    if min_reward:  # step-1 below 1 ends the trial
+        toml = re.sub(r'(?m)^name = "step-1"$', 'name = "step-1"\nmin_reward = 1.0', toml)
+    (task / "task.toml").write_text(toml)
+    return task
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory, docker_backend) -> Path:
+    root = tmp_path_factory.mktemp("harbor-steps")
+    two_steps(root, "gated", min_reward=True)
+    two_steps(root, "ungated", min_reward=False)
+    return root
+
+
+# (policy: task: (reward, rewards, steps run))
+EXPECTED = {
+    "gold": {"gated": (1.0, {"reward": 1.0, "setup": 0.5}, 2), "ungated": (1.0, {"reward": 1.0, "setup": 0.5}, 2)},
+    "empty": {"gated": (0.0, {"reward": 0.0}, 1), "ungated": (0.0, {"reward": 0.0, "setup": 0.5}, 2)},
+}
+
+
+def test_steps_run_in_turn_with_harbor_rewards(dataset, tmp_path):
+    tasks = {task.id: task for task in load_tasks(f"harbor:{dataset}")}
+    assert [step["name"] for step in tasks["gated"].metadata["steps"]] == ["step-1", "step-2"]
+    assert tasks["gated"].metadata["steps"][0]["min_reward"] == {"reward": 1.0}
+    assert tasks["gated"].prompt[0]["content"] == STEP_1[0]
+    for policy, expected in EXPECTED.items():
+        out = tmp_path / policy
+        done = harness(
+            "eval", "--checkpoint", policy, "--tasks", f"harbor:{dataset}", "--output", str(out), "--workers", "2",
+            "--trajectory-format", "atif",
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        rows = {row["task_id"]: row for row in rows_of(out / "results.jsonl")}
+        for task, (reward, rewards, steps) in expected.items():
+            assert (rows[task]["reward"], rows[task]["error"]) == (reward, ""), (policy, rows[task])
+            saved = json.loads(next((out / "trajectories").glob(f"{task}__0.json")).read_text())
+            details = saved["reward_details"]
+            assert (details["rewards"], len(details["steps"])) == (rewards, steps), (policy, task, details)
+            sessions = saved["metadata"]["sessions"]["sessions"] if steps > 1 else []
+            assert len(sessions) == (steps if steps > 1 else 0)
+            # each session starts afresh on its step's instruction
+            instructions = [saved["messages"][s["first_message"]]["content"] for s in sessions]
+            assert instructions == [STEP_1[0], STEP_2[0]][: len(sessions)]
+        gated = [{"step": "step-1", "reward": 1.0}, {"step": "step-2", "reward": 1.0}] if policy == "gold" else [
+            {"step": "step-1", "reward": 0.0, "stopped": "reward=0.0 below min_reward 1.0"}
+        ]
+        assert rows["gated"]["steps"] == gated
+        assert json.loads((out / "report.json").read_text())["per_task"]["gated"]["steps"] == {"0": gated}
+        assert_atif_valid(sorted((out / "atif").glob("*.json")))
+
+
+def test_harbor_run_gives_the_same_verdicts(dataset, tmp_path):
+    tasks = load_tasks(f"harbor:{dataset}")
+    copies = on_built_images(tasks, tmp_path / "copies")
+    with ThreadPoolExecutor(2) as pool:
+        oracle, nop = pool.map(lambda agent: harbor_run(copies, agent, tmp_path / "jobs", workers=2), ("oracle", "nop"))
+    for agent, rewards, policy in (("oracle", oracle, "gold"), ("nop", nop, "empty")):
+        for task, (reward, all_rewards, steps) in EXPECTED[policy].items():
+            (result,) = (tmp_path / "jobs" / agent).glob(f"{task}__*/result.json")
+            trial = json.loads(result.read_text())
+            assert rewards[task] == reward
+            assert trial["verifier_result"]["rewards"] == all_rewards, (agent, task, trial["verifier_result"])
+            assert len(trial["step_results"]) == steps
