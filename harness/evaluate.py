@@ -373,7 +373,11 @@ def build_report(rows: list[dict[str, Any]], config: EvalConfig) -> dict[str, An
                 "mean_reward": mean(x["reward"] for x in r),
                 "verdicts": dict(sorted(Counter(row_verdict(x)[0] for x in r).items())),
                 "reason": next((why for x in r if (why := row_verdict(x)[1])), ""),
-                **({"steps": {x["sample"]: x["steps"] for x in r if "steps" in x}} if any("steps" in x for x in r) else {}),
+                **(
+                    {"steps": {x["sample"]: x["steps"] for x in r if "steps" in x}}
+                    if any("steps" in x for x in r)
+                    else {}
+                ),
             }
             for t, r in sorted(by_task.items())
         },

@@ -112,7 +112,11 @@ def result_row(t: Trajectory) -> dict[str, Any]:
 
 def step_summary(step: dict[str, Any]) -> dict[str, Any]:
     """One step of a multi-step task as results and reports show it (`harness.kinds.harbor`)."""
-    return {"step": step["step"], "reward": step.get("reward"), **({"stopped": step["stopped"]} if "stopped" in step else {})}
+    return {
+        "step": step["step"],
+        "reward": step.get("reward"),
+        **({"stopped": step["stopped"]} if "stopped" in step else {}),
+    }
 
 
 def trajectory_file(run_dir: Path, task_id: str, sample: int) -> Path:

@@ -41,6 +41,8 @@ class HarborEnvironment(ToolEnvironment):
     """The task's image as the agent's sandbox; the verifier runs in it after the agent stops."""
 
     def init(self) -> list[dict[str, Any]]:
+        self.steps = self.task.metadata.get("steps") or []  # a multi-step task: one agent session per step
+        self.step_index, self.step_results = 0, []
         problem = self.task.metadata.get("harbor_problem")
         if problem:
             raise SandboxError(f"the Harbor task cannot run: {problem}")
@@ -48,8 +50,6 @@ class HarborEnvironment(ToolEnvironment):
         self.sandbox.exec(f"mkdir -p {LOGS}/agent {VERIFIER_DIR} 2>/dev/null", timeout=30)
         # The verifier's environment is the sandbox's before the agent changes anything.
         self.start_env, self.agent_user = _start_state(self.sandbox)
-        self.steps = self.task.metadata.get("steps") or []  # a multi-step task: one agent session per step
-        self.step_index, self.step_results = 0, []
         if self.steps:
             problem = self._prepare_step(self.steps[0])
             if problem:
@@ -96,15 +96,15 @@ class HarborEnvironment(ToolEnvironment):
         verdict, and every `min_reward` key at least its threshold, a missing key below any)."""
         step = self.steps[self.step_index]
         try:
-            reward = run_verifier(
-                self.sandbox,
+            reward = self._verify(
+                step.get("verifier_sandbox"),
+                step["artifacts"],
                 [Path(folder) for folder in step["tests"]],
-                self.task.sandbox.workdir,
-                {**self.start_env, **step["verifier_env"]},
+                step["verifier_env"],
                 step["verifier_timeout"],
-                None if step["verifier_user"] in (None, *self.agent_user) else step["verifier_user"],
+                step["verifier_user"],
             )
-        except VerifierFailed as err:
+        except (VerifierFailed, SandboxError) as err:
             self.step_results.append({"step": step["name"], "error": str(err)})
             return False
         details = reward.details
@@ -138,27 +138,35 @@ class HarborEnvironment(ToolEnvironment):
             if len(self.step_results) <= self.step_index:  # the step the agent's work ended in
                 self._verify_step()
             return trial_reward(self.step_results, self.task.metadata["reward_strategy"])
-        if self.task.metadata.get("verifier_sandbox"):
-            return self._separate_verifier()
-        return self._verify(self.sandbox, self.task.sandbox.workdir, self.start_env, self.agent_user)
-
-    def _verify(self, sandbox: Sandbox, workdir: str, start_env: dict[str, str], user: list[str]) -> Reward:
         meta = self.task.metadata
-        return run_verifier(
-            sandbox,
+        return self._verify(
+            meta.get("verifier_sandbox"),
+            meta["artifacts"],
             [Path(meta["harbor_dir"]) / "tests"],
-            workdir,
-            {**start_env, **meta["verifier_env"]},
+            meta["verifier_env"],
             meta["verifier_timeout"],
-            None if meta["verifier_user"] in (None, *user) else meta["verifier_user"],
+            meta["verifier_user"],
         )
 
-    def _separate_verifier(self) -> Reward:
-        """Harbor's separate mode: the artifacts copied out of the agent's sandbox into a fresh one, verified there."""
-        spec = SandboxSpec.from_dict(self.task.metadata["verifier_sandbox"])
+    def _verify(
+        self,
+        separate: dict | None,
+        artifacts: list[str],
+        tests: list[Path],
+        env: dict[str, str],
+        timeout: float,
+        user: str | None,
+    ) -> Reward:
+        """The verifier run in the agent's sandbox, or (`separate`: its spec) in a fresh one (Harbor's separate
+        mode): there, the `artifacts` of the agent's sandbox (and /logs/artifacts) copied to the same paths."""
+        if separate is None:
+            return self._run_tests(
+                self.sandbox, self.task.sandbox.workdir, self.start_env, self.agent_user, tests, env, timeout, user
+            )
+        spec = SandboxSpec.from_dict(separate)
         with tempfile.TemporaryDirectory() as scratch:
             copied = []
-            for index, path in enumerate([f"{LOGS}/artifacts", *self.task.metadata["artifacts"]]):
+            for index, path in enumerate([f"{LOGS}/artifacts", *artifacts]):
                 if self.sandbox.exec(f"test -e {shlex.quote(path)}", timeout=30).exit_code == 0:
                     local = Path(scratch) / str(index)
                     self.sandbox.download(path, local)
@@ -166,12 +174,18 @@ class HarborEnvironment(ToolEnvironment):
             verifier = self.backend.create(spec)
             try:
                 verifier.exec(f"mkdir -p {VERIFIER_DIR} 2>/dev/null", timeout=30)
-                start_env, user = _start_state(verifier)
+                start_env, users = _start_state(verifier)
                 for local, path in copied:
                     verifier.upload(local, path)
-                return self._verify(verifier, spec.workdir, start_env, user)
+                return self._run_tests(verifier, spec.workdir, start_env, users, tests, env, timeout, user)
             finally:
                 verifier.close()
+
+    @staticmethod
+    def _run_tests(sandbox, workdir, start_env, users, tests, env, timeout, user) -> Reward:
+        return run_verifier(
+            sandbox, tests, workdir, {**start_env, **env}, timeout, None if user in (None, *users) else user
+        )
 
 
 def _start_state(sandbox: Sandbox) -> tuple[dict[str, str], list[str]]:
@@ -196,7 +210,9 @@ def oracle_turns(task: Task, use_tools: bool) -> list[Completion]:
     if task.metadata.get("harbor_problem"):  # the episode ends before its first turn, with the problem
         return [call("submit")]
     if not task.metadata.get("has_solution"):
-        raise ValueError("the Harbor task has no solution/solve.sh" + (" for each step" if task.metadata.get("steps") else ""))
+        raise ValueError(
+            "the Harbor task has no solution/solve.sh" + (" for each step" if task.metadata.get("steps") else "")
+        )
     steps = task.metadata.get("steps")
     if steps:  # each step's session: its solution/ (else the task's) run, then submit
         env = task.metadata["solution_env"]
@@ -227,10 +243,7 @@ def _oracle(solution: Path, solution_env: dict[str, str], over: bool = False) ->
         turns.append(
             call("bash", command=f"mkdir -p {SOLUTION_DIR} && echo {encoded} | base64 -d | tar -xz -C {SOLUTION_DIR}")
         )
-    env = " ".join(
-        shlex.quote(f"{k}={v}")
-        for k, v in {"DEBIAN_FRONTEND": "noninteractive", **solution_env}.items()
-    )
+    env = " ".join(shlex.quote(f"{k}={v}") for k, v in {"DEBIAN_FRONTEND": "noninteractive", **solution_env}.items())
     run = (
         f"chmod +x {SOLUTION_DIR}/solve.sh && mkdir -p {LOGS}/agent && "
         f'env {env} {SOLUTION_DIR}/solve.sh > {ORACLE_LOG} 2>&1; echo "solve.sh exited with $?"; tail -c 2000 {ORACLE_LOG}'

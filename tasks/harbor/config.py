@@ -107,6 +107,10 @@ class HarborStep:
     verifier_user: str | None
     verifier_env: dict[str, str]  # the task's [verifier].env, then the step's
     min_reward: dict[str, float] | None  # each key's threshold; a bare number gates `reward`
+    verifier_separate: bool = False  # the step's verifier runs in a fresh sandbox of its own
+    verifier_context: Path | None = None  # where separate: the folder whose Dockerfile is its image
+    verifier_image: str | None = None  # where separate: a prebuilt image for it
+    artifacts: tuple[str, ...] = ()  # where separate: the task's artifacts and the step's
 
     @property
     def setup_script(self) -> Path:
@@ -208,13 +212,8 @@ def _steps(path: Path, config: dict, agent: dict, verifier: dict, where: Path) -
         step_dir = path / "steps" / name
         step_agent = _table(entry, "agent", where)
         step_verifier = _table(entry, "verifier", where)
-        if _verifier_separate(step_verifier, where) or (
-            "environment_mode" not in step_verifier and _verifier_separate(verifier, where)
-        ):
-            raise HarborTaskError(
-                f"{where}: step {name!r}: a separate verifier environment for a step is not supported here: "
-                "set [verifier].environment_mode = 'shared' (the step is then checked in the agent's sandbox)"
-            )
+        own_level = "environment_mode" in step_verifier or "environment" in step_verifier
+        separate = _verifier_separate(step_verifier if own_level else verifier, where)
         if step_agent.get("user") is not None and _user(step_agent, where) != _user(agent, where):
             raise HarborTaskError(f"{where}: step {name!r}: an agent user other than the task's is not supported")
         own_tests = step_dir / "tests"
@@ -241,9 +240,24 @@ def _steps(path: Path, config: dict, agent: dict, verifier: dict, where: Path) -
                 verifier_user=_user(step_verifier, where) or _user(verifier, where),
                 verifier_env={**_strings(verifier, "env", where), **_strings(step_verifier, "env", where)},
                 min_reward=_min_reward(entry.get("min_reward"), f"{where}: step {name!r}"),
+                **(_step_verifier(step_verifier, verifier, own_tests, path / "tests", where) if separate else {}),
+                artifacts=_artifacts(config, where) + _artifacts(entry, where) if separate else (),
             )
         )
     return tuple(steps)
+
+
+def _step_verifier(step_verifier: dict, verifier: dict, own_tests: Path, task_tests: Path, where: Path) -> dict:
+    """A step's separate verifier image, in Harbor's order: the step's `[steps.verifier.environment].docker_image`,
+    its tests/Dockerfile, the task's `[verifier.environment].docker_image`, the task's tests/Dockerfile; else
+    (nothing set) a fresh copy of the agent's image."""
+    for table, folder in ((step_verifier, own_tests), (verifier, task_tests)):
+        image = _optional(_table(table, "environment", where), "docker_image", str, where)
+        if image:
+            return {"verifier_separate": True, "verifier_image": image}
+        if (folder / "Dockerfile").is_file():
+            return {"verifier_separate": True, "verifier_context": folder}
+    return {"verifier_separate": True}
 
 
 def _min_reward(value, where: str) -> dict[str, float] | None:
@@ -252,9 +266,7 @@ def _min_reward(value, where: str) -> dict[str, float] | None:
         return None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return {"reward": float(value)}
-    if isinstance(value, dict) and all(
-        isinstance(v, (int, float)) and not isinstance(v, bool) for v in value.values()
-    ):
+    if isinstance(value, dict) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value.values()):
         return {str(k): float(v) for k, v in value.items()}
     raise HarborTaskError(f"{where}: min_reward = {value!r}: expected a number or a table of numbers")
 

@@ -205,13 +205,19 @@ def build_task_image(task: HarborTaskDir, on_step: Callable[[str], None] = log.i
     return _build(task, task.environment_dir, task.path.name, on_step)
 
 
-def build_verifier_image(task: HarborTaskDir, on_step: Callable[[str], None] = log.info) -> TaskImage | None:
-    """The separate verifier's own image: `tests/Dockerfile` (context `tests/`), else
-    `[verifier.environment].docker_image`; None where it is a fresh copy of the agent's."""
-    if (task.tests_dir / "Dockerfile").is_file():
-        return _build(task, task.tests_dir, f"{task.path.name}-verifier", on_step)
-    if task.verifier_image is not None:
-        return _prebuilt(task.verifier_image, "[verifier.environment]", task)
+def build_verifier_image(
+    task: HarborTaskDir,
+    context: Path | None,
+    docker_image: str | None,
+    name: str,
+    on_step: Callable[[str], None] = log.info,
+) -> TaskImage | None:
+    """A separate verifier's own image: `context/Dockerfile` (a tests/ folder) where given, else `docker_image`;
+    None where it is a fresh copy of the agent's."""
+    if context is not None:
+        return _build(task, context, name, on_step)
+    if docker_image is not None:
+        return _prebuilt(docker_image, "[verifier.environment]", task)
     return None
 
 

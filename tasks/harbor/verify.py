@@ -135,7 +135,9 @@ def trial_reward(steps: list[dict], strategy: str) -> Reward:
     verdict (its verifier or setup.sh failed) leaves the trial without one: Harbor would average the others."""
     failed = [step for step in steps if "error" in step]
     if failed:
-        summary = "; ".join(f"{s['step']}: " + (s["error"] if "error" in s else f"reward {s['reward']:g}") for s in steps)
+        summary = "; ".join(
+            f"{s['step']}: " + (s["error"] if "error" in s else f"reward {s['reward']:g}") for s in steps
+        )
         raise VerifierFailed(f"step {failed[0]['step']} gave no verdict ({summary})")
     if strategy == "final":
         rewards = steps[-1]["rewards"]

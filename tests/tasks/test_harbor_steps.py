@@ -27,13 +27,13 @@ STEP_2 = (
     "Append the line `world` to /app/hello.txt.\n",
     "#!/bin/bash\necho world >> /app/hello.txt\n",
     'ok=0; [ "$(cat /app/hello.txt)" = "$(printf "hello\\nworld")" ] && ok=1\n'
-    "setup=0; [ -f /app/ready ] && [ \"$(cat /app/given.txt)\" = given ] && [ ! -e /tests/step-1-only ] && setup=1\n"
+    'setup=0; [ -f /app/ready ] && [ "$(cat /app/given.txt)" = given ] && [ ! -e /tests/step-1-only ] && setup=1\n'
     'echo "{\\"reward\\": $ok, \\"setup\\": $setup}" > /logs/verifier/reward.json\n',
 )
 
 
-def two_steps(root: Path, name: str, min_reward: bool) -> Path:
-    task = init_task(root, name, "--steps", "2", "--no-pytest", "--verifier-mode", "shared")
+def two_steps(root: Path, name: str, *options: str, min_reward: bool = False, final: bool = False) -> Path:
+    task = init_task(root, name, "--steps", "2", "--no-pytest", *options)
     for step, (instruction, solve, check) in (("step-1", STEP_1), ("step-2", STEP_2)):
         folder = task / "steps" / step
         (folder / "instruction.md").write_text(instruction)
@@ -48,6 +48,10 @@ def two_steps(root: Path, name: str, min_reward: bool) -> Path:
     toml = (task / "task.toml").read_text()
     if min_reward:  # step-1 below 1 ends the trial
         toml = re.sub(r'(?m)^name = "step-1"$', 'name = "step-1"\nmin_reward = 1.0', toml)
+    if final:  # the trial's reward is the last step's
+        toml = 'multi_step_reward_strategy = "final"\n' + toml
+    # a separate verifier sees what the agent left only where the task names it as an artifact
+    toml = re.sub(r"(?m)^artifacts = \[\]", 'artifacts = ["/app"]', toml, count=1)
     (task / "task.toml").write_text(toml)
     return task
 
@@ -55,15 +59,24 @@ def two_steps(root: Path, name: str, min_reward: bool) -> Path:
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory, docker_backend) -> Path:
     root = tmp_path_factory.mktemp("harbor-steps")
-    two_steps(root, "gated", min_reward=True)
-    two_steps(root, "ungated", min_reward=False)
+    two_steps(root, "gated", "--verifier-mode", "shared", min_reward=True)
+    two_steps(root, "ungated", "--verifier-mode", "shared")
+    two_steps(root, "separate", final=True)  # Harbor's default: each step's verifier in its own tests/Dockerfile
     return root
 
 
 # (policy: task: (reward, rewards, steps run))
 EXPECTED = {
-    "gold": {"gated": (1.0, {"reward": 1.0, "setup": 0.5}, 2), "ungated": (1.0, {"reward": 1.0, "setup": 0.5}, 2)},
-    "empty": {"gated": (0.0, {"reward": 0.0}, 1), "ungated": (0.0, {"reward": 0.0, "setup": 0.5}, 2)},
+    "gold": {
+        "gated": (1.0, {"reward": 1.0, "setup": 0.5}, 2),
+        "ungated": (1.0, {"reward": 1.0, "setup": 0.5}, 2),
+        "separate": (1.0, {"reward": 1.0, "setup": 1.0}, 2),
+    },
+    "empty": {
+        "gated": (0.0, {"reward": 0.0}, 1),
+        "ungated": (0.0, {"reward": 0.0, "setup": 0.5}, 2),
+        "separate": (0.0, {"reward": 0.0, "setup": 1.0}, 2),
+    },
 }
 
 
@@ -72,6 +85,8 @@ def test_steps_run_in_turn_with_harbor_rewards(dataset, tmp_path):
     assert [step["name"] for step in tasks["gated"].metadata["steps"]] == ["step-1", "step-2"]
     assert tasks["gated"].metadata["steps"][0]["min_reward"] == {"reward": 1.0}
     assert tasks["gated"].prompt[0]["content"] == STEP_1[0]
+    verifiers = [step["verifier_sandbox"]["image"] for step in tasks["separate"].metadata["steps"]]
+    assert [image.split(":")[0] for image in verifiers] == [f"harness-harbor/separate-step-{i}-verifier" for i in (1, 2)]
     for policy, expected in EXPECTED.items():
         out = tmp_path / policy
         done = harness(
@@ -90,23 +105,24 @@ def test_steps_run_in_turn_with_harbor_rewards(dataset, tmp_path):
             # each session starts afresh on its step's instruction
             instructions = [saved["messages"][s["first_message"]]["content"] for s in sessions]
             assert instructions == [STEP_1[0], STEP_2[0]][: len(sessions)]
-        gated = [{"step": "step-1", "reward": 1.0}, {"step": "step-2", "reward": 1.0}] if policy == "gold" else [
-            {"step": "step-1", "reward": 0.0, "stopped": "reward=0.0 below min_reward 1.0"}
-        ]
+        gated = (
+            [{"step": "step-1", "reward": 1.0}, {"step": "step-2", "reward": 1.0}]
+            if policy == "gold"
+            else [{"step": "step-1", "reward": 0.0, "stopped": "reward=0.0 below min_reward 1.0"}]
+        )
         assert rows["gated"]["steps"] == gated
         assert json.loads((out / "report.json").read_text())["per_task"]["gated"]["steps"] == {"0": gated}
         assert_atif_valid(sorted((out / "atif").glob("*.json")))
 
 
+@pytest.mark.slow  # two Harbor jobs: about 80 s
 def test_harbor_run_gives_the_same_verdicts(dataset, tmp_path):
-    tasks = load_tasks(f"harbor:{dataset}")
-    copies = on_built_images(tasks, tmp_path / "copies")
+    copies = on_built_images(load_tasks(f"harbor:{dataset}"), tmp_path / "copies")
     with ThreadPoolExecutor(2) as pool:
-        oracle, nop = pool.map(lambda agent: harbor_run(copies, agent, tmp_path / "jobs", workers=2), ("oracle", "nop"))
-    for agent, rewards, policy in (("oracle", oracle, "gold"), ("nop", nop, "empty")):
-        for task, (reward, all_rewards, steps) in EXPECTED[policy].items():
+        list(pool.map(lambda agent: harbor_run(copies, agent, tmp_path / "jobs", workers=2), ("oracle", "nop")))
+    for agent, policy in (("oracle", "gold"), ("nop", "empty")):
+        for task, (_, rewards, steps) in EXPECTED[policy].items():
             (result,) = (tmp_path / "jobs" / agent).glob(f"{task}__*/result.json")
             trial = json.loads(result.read_text())
-            assert rewards[task] == reward
-            assert trial["verifier_result"]["rewards"] == all_rewards, (agent, task, trial["verifier_result"])
-            assert len(trial["step_results"]) == steps
+            assert trial["verifier_result"]["rewards"] == rewards, (agent, task, trial["verifier_result"])
+            assert [s["step_name"] for s in trial["step_results"]] == ["step-1", "step-2"][:steps]
