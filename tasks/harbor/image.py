@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import base64
 import re
 import shlex
 import subprocess
@@ -73,6 +74,8 @@ SEPARATORS = re.compile(r"&&|\|\||;|\||\n")
 REDIRECTION = re.compile(r"(?:(?<=\s)|^)\d*(>>?|<)&?\s*[^\s;&|]+", re.MULTILINE)
 LOOPBACK = re.compile(r"^https?://(localhost|127\.0\.0\.1|\[::1\]|0\.0\.0\.0)([:/]|$)")
 COMMAND_PREFIXES = {"sudo", "env", "exec", "time", "if", "then", "else", "elif", "do", "while", "until", "!", "{", "("}
+HEREDOC = re.compile(r"<<(?P<strip>-?)\s*(?P<quote>['\"]?)(?P<word>\w+)(?P=quote)")
+HEREDOC_FILE = "/tmp/.harness-heredoc"
 UV_INSTALLER = re.compile(r"astral\.sh/uv/(?:(\d+\.\d+\.\d+)/)?install\.sh")
 
 
@@ -301,10 +304,12 @@ def _build(task: HarborTaskDir, context: Path, name: str, on_step: Callable[[str
 
 
 def dockerfile_instructions(text: str) -> list[tuple[str, str]]:
-    """(KEYWORD, arguments) of each instruction: continuation lines joined, comments and blank lines left out."""
+    """(KEYWORD, arguments) of each instruction: continuation lines joined, comments and blank lines left out, a
+    `RUN` with a here-document made one the classic builder runs (`_heredoc`)."""
     instructions: list[tuple[str, str]] = []
     pending = ""
-    for line in text.splitlines():
+    lines = iter(text.splitlines())
+    for line in lines:
         if not pending and (not line.strip() or line.lstrip().startswith("#")):
             continue
         if pending and line.lstrip().startswith("#"):
@@ -315,11 +320,36 @@ def dockerfile_instructions(text: str) -> list[tuple[str, str]]:
         whole = (pending + line).strip()
         pending = ""
         keyword, _, arguments = whole.partition(" ")
+        if keyword.upper() == "RUN" and (marker := HEREDOC.search(arguments)):
+            arguments = _heredoc(arguments, marker, lines)
         instructions.append((keyword.upper(), arguments.strip()))
     if pending.strip():
         keyword, _, arguments = pending.strip().partition(" ")
         instructions.append((keyword.upper(), arguments.strip()))
     return instructions
+
+
+def _heredoc(arguments: str, marker: re.Match, lines) -> str:
+    """`RUN cmd <<'END'` and the lines up to `END` (BuildKit's here-document, which the classic builder cannot
+    read) as one command: the body written to a file, then given to `cmd` on its standard input (run as the
+    script where no command comes before it). Only a quoted delimiter: the body is then taken as written."""
+    body = []
+    for line in lines:
+        if (line.lstrip("\t") if marker.group("strip") else line) == marker.group("word"):
+            break
+        body.append(line.lstrip("\t") if marker.group("strip") else line)
+    else:
+        raise HarborTaskError(f"RUN {arguments}: the here-document has no closing {marker.group('word')}")
+    if not marker.group("quote"):
+        raise HarborTaskError(
+            f"RUN {arguments}: a here-document whose delimiter is not quoted (its body expanded by the shell) is "
+            "not supported; quote it (<<'END') to take the body as written"
+        )
+    encoded = base64.b64encode(("\n".join(body) + "\n").encode()).decode()
+    command = (arguments[: marker.start()] + f"< {HEREDOC_FILE}" + arguments[marker.end() :]).strip()
+    if command.startswith("<"):  # `RUN <<'END'`: the body is the script
+        command = f"sh {HEREDOC_FILE}"
+    return f"echo {encoded} | base64 -d > {HEREDOC_FILE} && {{ {command}; }} && rm -f {HEREDOC_FILE}"
 
 
 def _from_parts(arguments: str) -> tuple[str, str | None]:

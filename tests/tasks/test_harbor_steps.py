@@ -86,7 +86,9 @@ def test_steps_run_in_turn_with_harbor_rewards(dataset, tmp_path):
     assert tasks["gated"].metadata["steps"][0]["min_reward"] == {"reward": 1.0}
     assert tasks["gated"].prompt[0]["content"] == STEP_1[0]
     verifiers = [step["verifier_sandbox"]["image"] for step in tasks["separate"].metadata["steps"]]
-    assert [image.split(":")[0] for image in verifiers] == [f"harness-harbor/separate-step-{i}-verifier" for i in (1, 2)]
+    assert [image.split(":")[0] for image in verifiers] == [
+        f"harness-harbor/separate-step-{i}-verifier" for i in (1, 2)
+    ]
     for policy, expected in EXPECTED.items():
         out = tmp_path / policy
         done = harness(
