@@ -128,3 +128,22 @@ def test_harbor_run_gives_the_same_verdicts(dataset, tmp_path):
             trial = json.loads(result.read_text())
             assert trial["verifier_result"]["rewards"] == rewards, (agent, task, trial["verifier_result"])
             assert [s["step_name"] for s in trial["step_results"]] == ["step-1", "step-2"][:steps]
+
+
+def test_a_scaffold_gets_a_fresh_session_per_step(dataset, tmp_path):
+    done = harness(
+        "eval", "--checkpoint", "gold", "--tasks", f"harbor:{dataset / 'gated'}", "--scaffold", "mini-swe-agent",
+        "--output", str(tmp_path),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    (row,) = rows_of(tmp_path / "results.jsonl")
+    assert (row["reward"], row["error"]) == (1.0, ""), row
+    assert [step["step"] for step in row["steps"]] == ["step-1", "step-2"]
+    saved = json.loads((tmp_path / "trajectories" / "gated__0.json").read_text())
+    sessions = saved["metadata"]["sessions"]["sessions"]
+    assert [s["exit_status"] for s in sessions] == ["submitted", "submitted"]
+    # each session is the scaffold's own conversation from its start: its system prompt, then the step's instruction
+    for session in sessions:
+        first = saved["messages"][session["first_message"] : session["first_message"] + 2]
+        assert first[0]["role"] == "system" and first[1]["role"] == "user"
+    assert STEP_2[0].strip() in saved["messages"][sessions[1]["first_message"] + 1]["content"]
