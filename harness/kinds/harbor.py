@@ -34,6 +34,7 @@ from ..policy import Completion, tool_turn as call
 from . import register_kind
 
 ORACLE_LOG = f"{LOGS}/agent/oracle.txt"
+STEP_OUTPUT = 1000  # characters of each step's test output kept in its result
 SETUP_TIMEOUT = 600.0  # a step's setup.sh where the step sets no agent timeout
 
 
@@ -110,6 +111,7 @@ class HarborEnvironment(ToolEnvironment):
         details = reward.details
         result = {"step": step["name"], "reward": reward.value, "rewards": details["rewards"]}
         result.update(reward_file=details["reward_file"], test_exit_code=details["test_exit_code"])
+        result["test_output"] = details["test_output"][-STEP_OUTPUT:]
         self.step_results.append(result)
         below = [
             f"{key}={details['rewards'].get(key, float('-inf'))} below min_reward {threshold}"
