@@ -147,3 +147,34 @@ def test_a_scaffold_gets_a_fresh_session_per_step(dataset, tmp_path):
         first = saved["messages"][session["first_message"] : session["first_message"] + 2]
         assert first[0]["role"] == "system" and first[1]["role"] == "user"
     assert STEP_2[0].strip() in saved["messages"][sessions[1]["first_message"] + 1]["content"]
+
+
+def test_every_session_is_trained_on_exactly_what_was_sampled(dataset, docker_backend, tmp_path, one_torch_thread):
+    from harness.episode import Limits, run_episode
+    from harness.policies.hf import HFPolicy
+    from harness.policy import Sampling
+    from harness.tiny_model import init_tiny
+    from tests.token_exactness import Recording
+    from trainer.batch import token_rows
+
+    policy = Recording(HFPolicy(init_tiny(tmp_path / "tiny")))
+    (task,) = load_tasks(f"harbor:{dataset / 'ungated'}")
+    limits = Limits(max_turns=2, max_format_errors=10)
+    trajectory = run_episode(task, policy, Sampling(max_tokens=6), limits, backend=docker_backend)
+    # a random model calls no tool: each step's session ends at max_turns, then the step's verifier pays 0
+    assert [s["turns"] for s in trajectory.metadata["sessions"]["sessions"]] == [2, 2] and trajectory.turns == 4
+    assert [s["step"] for s in trajectory.reward_details["steps"]] == ["step-1", "step-2"]
+    rows = token_rows(trajectory)
+    assert len(rows) == 2 and len(policy.calls) == 4
+    for prompt, generated, logprobs in policy.calls:  # each reply trained once, right after its exact prompt
+        sampled = prompt + generated
+        trained = [
+            r
+            for r in rows
+            if r[0][: len(sampled)] == sampled and r[1][len(prompt) : len(sampled)] == [1] * len(generated)
+        ]
+        assert len(trained) == 1 and trained[0][2][len(prompt) : len(sampled)] == logprobs
+    assert sum(sum(mask) for _, mask, _ in rows) == sum(len(generated) for _, generated, _ in policy.calls)
+    # the second session's prompt holds its own step's instruction, not the first session's conversation
+    second = policy.tokenizer.decode(rows[1][0])
+    assert STEP_2[0].strip() in second and STEP_1[0].strip() not in second
