@@ -314,7 +314,7 @@ def test_here_documents_become_commands_the_classic_builder_runs(tmp_path, monke
     monkeypatch.setattr(image_module, "HEREDOC_FILE", str(tmp_path / "heredoc"))
     out = tmp_path / "main.go"
     dockerfile = f"FROM a\nRUN cat > {out} <<'GO'\npackage main\n# not a comment here\n  $HOME stays\nGO\n"
-    dockerfile += "RUN <<-\"SH\"\n\techo script >> " + str(out) + "\n\tSH\nWORKDIR /app\n"
+    dockerfile += 'RUN <<-"SH"\n\techo script >> ' + str(out) + "\n\tSH\nWORKDIR /app\n"
     instructions = dockerfile_instructions(dockerfile)
     assert [keyword for keyword, _ in instructions] == ["FROM", "RUN", "RUN", "WORKDIR"]
     for _, command in instructions[1:3]:
