@@ -64,10 +64,13 @@ def on_built_images(tasks: list, out: Path) -> Path:
         (copy / "environment" / "docker-compose.yaml").write_text(NO_NETWORK_COMPOSE)
         toml = (copy / "task.toml").read_text()
         (copy / "task.toml").write_text(re.sub(r"(?m)^\s*(allow_internet|network_mode)\s*=.*$", "", toml))
-        verifier = task.metadata.get("verifier_sandbox")
-        if verifier and (copy / "tests" / "Dockerfile").is_file():
-            (copy / "tests" / "Dockerfile").write_text(f"FROM {verifier['image']}\nWORKDIR {verifier['workdir']}\n")
-            (copy / "tests" / "docker-compose.yaml").write_text(NO_NETWORK_COMPOSE)
+        separate = [("tests", task.metadata.get("verifier_sandbox"))] + [
+            (f"steps/{step['name']}/tests", step.get("verifier_sandbox")) for step in task.metadata.get("steps", [])
+        ]
+        for tests, verifier in separate:
+            if verifier and (copy / tests / "Dockerfile").is_file():
+                (copy / tests / "Dockerfile").write_text(f"FROM {verifier['image']}\nWORKDIR {verifier['workdir']}\n")
+                (copy / tests / "docker-compose.yaml").write_text(NO_NETWORK_COMPOSE)
     return out
 
 

@@ -1,7 +1,7 @@
 """Gym-style environments: the task's side of an episode (skyrl-gym's BaseTextEnv in spirit).
 
 `init()` gives the first messages, `step(turn)` runs the turn's tool calls and says whether
-the episode is done, `finish()` scores the end state with the task's reward function,
+the agent's session is done, `next_session()` may start another on a next instruction, `finish()` scores the end state with the task's reward function,
 `close()` releases the sandbox. The built-in kinds are in `harness.kinds`; subclass
 `Environment` (text) or `ToolEnvironment` (tools in a sandbox) for your own.
 """
@@ -54,6 +54,11 @@ class Environment(ABC):
 
     @abstractmethod
     def step(self, turn: ParsedTurn) -> StepResult: ...
+
+    def next_session(self) -> list[dict[str, Any]] | None:
+        """Called when an agent session ends: the first messages of a fresh session on the task's next
+        instruction (a multi-step task), or None when the agent's work is over and `finish` scores it."""
+        return None
 
     def finish(self) -> Reward:
         return verify(self.task, self.outcome, self.backend, self.default_reward)

@@ -84,6 +84,7 @@ def run_episode(
     timings = trajectory.timings = {"policy_s": 0.0, "env_s": 0.0}  # a scaffold adds its turns' times here
     env = make_environment(task, backend, sandbox, limits.command_timeout)
     ledger = None
+    sessions: list[dict[str, Any]] = []  # the agent sessions before the last one, each ended
     try:
         try:
             clock = time.monotonic()
@@ -91,14 +92,25 @@ def run_episode(
             messages = env.init()
             timings["env_s"] += time.monotonic() - clock
             tools = schemas(env.tools, compact=bool(task.metadata.get("compact_tools"))) if env.tools else []
-            trajectory.messages, trajectory.tools = messages, tools
             tell = on_message or (lambda message: None)
-            for message in messages:
-                tell(message)
-            if scaffold is not None:
-                scaffold.drive(task, policy, env, messages, sampling, limits, trajectory, started, artifacts)
-            ledger = TokenLedger(policy.tokenizer, messages, tools) if policy.tokenizer is not None else None
-            _loop(task, policy, env, sampling, limits, trajectory, ledger, tools, timings, started, tell)
+            while True:  # one agent session per instruction the task gives (one, but for a multi-step task)
+                trajectory.messages, trajectory.tools = messages, tools
+                for message in messages:
+                    tell(message)
+                ledger = None
+                try:
+                    if scaffold is not None:
+                        scaffold.drive(task, policy, env, messages, sampling, limits, trajectory, started, artifacts)
+                    ledger = TokenLedger(policy.tokenizer, messages, tools) if policy.tokenizer is not None else None
+                    _loop(task, policy, env, sampling, limits, trajectory, ledger, tools, timings, started, tell)
+                except EpisodeEnd as end:
+                    trajectory.exit_status, trajectory.error = end.status, end.error
+                clock = time.monotonic()
+                messages = env.next_session()
+                timings["env_s"] += time.monotonic() - clock
+                if messages is None:
+                    break
+                sessions.append(_end_session(trajectory, ledger))
         except EpisodeEnd as end:
             trajectory.exit_status, trajectory.error = end.status, end.error
         except PolicyError as err:
@@ -123,8 +135,62 @@ def run_episode(
         trajectory.token_ids, trajectory.loss_mask, trajectory.logprobs = ledger.ids, ledger.mask, ledger.logprobs
         if ledger.segments:  # a context strategy rewrote the history: the records before each rewrite
             trajectory.metadata["context"]["token_segments"] = ledger.segments
+    if sessions:
+        _join_sessions(trajectory, sessions)
     timings["total_s"] = time.monotonic() - started
     return trajectory
+
+
+def _end_session(trajectory: Trajectory, ledger: TokenLedger | None) -> dict[str, Any]:
+    """Take an ended agent session's record out of the trajectory, which the next session starts afresh."""
+    meta = trajectory.metadata
+    if ledger is not None:
+        rows = [*ledger.segments, {"token_ids": ledger.ids, "loss_mask": ledger.mask, "logprobs": ledger.logprobs}]
+    else:  # a scaffold's record, or none
+        rows = list((meta.get("scaffold") or {}).get("token_segments") or [])
+        if trajectory.token_ids is not None:
+            rows.append(
+                {"token_ids": trajectory.token_ids, "loss_mask": trajectory.loss_mask, "logprobs": trajectory.logprobs}
+            )
+    session = {
+        "messages": trajectory.messages,
+        "turns": trajectory.turns,
+        "exit_status": trajectory.exit_status,
+        "error": trajectory.error,
+        "prompt_tokens": trajectory.prompt_tokens,
+        "completion_tokens": trajectory.completion_tokens,
+        "turn_stats": meta.pop("turn_stats", []),
+        "token_segments": rows,
+    }
+    meta.pop("context", None)
+    meta.pop("scaffold", None)
+    trajectory.turns = trajectory.prompt_tokens = trajectory.completion_tokens = 0
+    trajectory.error, trajectory.token_ids, trajectory.loss_mask, trajectory.logprobs = "", None, None, None
+    return session
+
+
+def _join_sessions(trajectory: Trajectory, sessions: list[dict[str, Any]]) -> None:
+    """One record of every session: the messages in turn, the counts summed, each earlier session's tokens a
+    segment of its own (`metadata.sessions.token_segments`, trained like a context rewrite's), and where each
+    session's messages start."""
+    last = {"messages": trajectory.messages, "turns": trajectory.turns, "exit_status": trajectory.exit_status}
+    last.update(error=trajectory.error, turn_stats=trajectory.metadata.get("turn_stats", []))
+    messages, starts = [], []
+    for session in [*sessions, last]:
+        starts.append(len(messages))
+        messages += session["messages"]
+    trajectory.messages = messages
+    trajectory.turns += sum(s["turns"] for s in sessions)
+    trajectory.prompt_tokens += sum(s["prompt_tokens"] for s in sessions)
+    trajectory.completion_tokens += sum(s["completion_tokens"] for s in sessions)
+    trajectory.metadata["turn_stats"] = [stat for s in [*sessions, last] for stat in s["turn_stats"]]
+    trajectory.metadata["sessions"] = {
+        "sessions": [
+            {"first_message": start, "turns": s["turns"], "exit_status": s["exit_status"], "error": s["error"]}
+            for start, s in zip(starts, [*sessions, last])
+        ],
+        "token_segments": [row for s in sessions for row in s["token_segments"]],
+    }
 
 
 def _loop(task, policy, env, sampling, limits, trajectory, ledger, tools, timings, started, tell) -> None:

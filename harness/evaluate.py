@@ -390,6 +390,11 @@ def build_report(rows: list[dict[str, Any]], config: EvalConfig) -> dict[str, An
                 "mean_reward": mean(x["reward"] for x in r),
                 "verdicts": dict(sorted(Counter(row_verdict(x)[0] for x in r).items())),
                 "reason": next((why for x in r if (why := row_verdict(x)[1])), ""),
+                **(
+                    {"steps": {x["sample"]: x["steps"] for x in r if "steps" in x}}
+                    if any("steps" in x for x in r)
+                    else {}
+                ),
             }
             for t, r in sorted(by_task.items())
         },
@@ -402,6 +407,20 @@ def _error_examples(rows: list[dict[str, Any]], per_kind: int = 3) -> dict[str, 
         if row["error"] and len(examples[error_kind(row)]) < per_kind:
             examples[error_kind(row)].append(f"{row['task_id']}#{row['sample']}: {row['error'][:300]}")
     return dict(examples)
+
+
+def _step_lines(report: dict) -> list[str]:
+    """Each sample of a multi-step task: its steps' rewards in the order they ran, and where a step ended it."""
+    return [
+        f"- {task}#{sample}: "
+        + ", ".join(
+            f"{s['step']} {'no verdict' if s['reward'] is None else format(s['reward'], 'g')}"
+            + (f" (stopped: {s['stopped']})" if "stopped" in s else "")
+            for s in steps
+        )
+        for task, summary in report["per_task"].items()
+        for sample, steps in sorted(summary.get("steps", {}).items())
+    ]
 
 
 def write_outputs(rows: list[dict], report: dict, tasks: list[Task], out: Path) -> None:
@@ -462,6 +481,7 @@ def write_outputs(rows: list[dict], report: dict, tasks: list[Task], out: Path) 
             + f" | {v['reason'].replace('|', '/').replace(chr(10), ' ')[:200]} |"
             for t, v in report["per_task"].items()
         ],
+        *(["", "## Steps (multi-step tasks)", "", *steps] if (steps := _step_lines(report)) else []),
         *(
             [
                 "",

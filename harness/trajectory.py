@@ -106,6 +106,17 @@ def result_row(t: Trajectory) -> dict[str, Any]:
         "neutralized": list(details.get("neutralized") or []),
         "verdict": details.get("verdict") or ("resolved" if t.reward >= 1.0 else "unresolved"),
         "reason": grading_reason(details) or (details.get("reason", "") if t.reward < 1.0 else ""),
+        # a multi-step task's steps in the order they ran: each one's reward, and why the trial stopped there
+        **({"steps": [step_summary(step) for step in details["steps"]]} if details.get("steps") else {}),
+    }
+
+
+def step_summary(step: dict[str, Any]) -> dict[str, Any]:
+    """One step of a multi-step task as results and reports show it (`harness.kinds.harbor`)."""
+    return {
+        "step": step["step"],
+        "reward": step.get("reward"),
+        **({"stopped": step["stopped"]} if "stopped" in step else {}),
     }
 
 

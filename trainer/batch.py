@@ -106,11 +106,12 @@ def without_infrastructure_failures(
 def token_rows(trajectory: Trajectory) -> list[tuple[list[int], list[int], list[float]]]:
     """The token ids, loss masks and logprobs a trajectory is trained on: its token fields, after the earlier token
     segments of an episode whose scaffold or context strategy rewrote its history (`metadata.scaffold.token_segments`,
-    harness.scaffolds.intercept; `metadata.context.token_segments`, harness.context). Every answer the policy
-    sampled is in one of them, with the prompt it was sampled from."""
+    harness.scaffolds.intercept; `metadata.context.token_segments`, harness.context) or that had several agent
+    sessions (`metadata.sessions.token_segments`, harness.episode). Every answer the policy sampled is in one of
+    them, with the prompt it was sampled from."""
     earlier = [
         segment
-        for owner in ("scaffold", "context")
+        for owner in ("sessions", "scaffold", "context")
         for segment in (trajectory.metadata.get(owner) or {}).get("token_segments") or []
     ]
     rows = [(s["token_ids"], s["loss_mask"], s["logprobs"]) for s in earlier]

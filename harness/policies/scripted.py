@@ -20,14 +20,15 @@ class ScriptedPolicy(Policy):
 
     scripted = True
 
-    def __init__(self, name: str, turns: list[Completion]):
+    def __init__(self, name: str, turns: list[Completion], then: Completion | None = None):
         self.name = name
         self.turns = turns
+        self.then = then or Completion(text="", finish_reason="stop")  # what it plays once its turns are over
         self.position = 0
 
     def generate(self, messages, tools, sampling: Sampling) -> Completion:
         if self.position >= len(self.turns):
-            return Completion(text="", finish_reason="stop")
+            return self.then
         turn = self.turns[self.position]
         self.position += 1
         return turn
@@ -62,8 +63,8 @@ class EmptyPolicy(Policy):
     name = "empty"
 
     def for_task(self, task) -> Policy:
-        turns = [tool_turn("submit")] if task.tools else [Completion(text="")]
-        return ScriptedPolicy("empty", turns)
+        turn = tool_turn("submit") if task.tools else Completion(text="")
+        return ScriptedPolicy("empty", [turn], then=turn)  # the same in every session of a multi-step task
 
     def generate(self, messages, tools, sampling):
         raise PolicyError("the empty policy plays per task: use for_task()")

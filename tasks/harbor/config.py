@@ -2,8 +2,13 @@
 
 The fields are Harbor's (`harbor.models.task.config.TaskConfig`); those that change how a task runs here are
 read, the rest kept as they are in `metadata`. Unknown keys are ignored, as Harbor's models ignore them.
-What cannot run here is refused with the reason: a docker-compose environment, several steps,
-a Windows task, GPUs or TPUs.
+What cannot run here is refused with the reason: a docker-compose environment, a Windows task, GPUs or TPUs.
+
+A multi-step task (`[[steps]]`) is read into its `steps`, each from `steps/NAME/` as Harbor reads it: its
+`instruction.md`, its `tests/` over the task's own `tests/` (its `test.sh`, else the task's), its `solution/`
+(else the task's), its `workdir/` (uploaded to the working directory before the step, `setup.sh` run there),
+its `[steps.agent]` and `[steps.verifier]` over the task's, and its `min_reward`. The trial's reward is
+`multi_step_reward_strategy`: `mean` (the default: per key over the steps, a missing key 0) or `final`.
 
 The verifier runs in the agent's sandbox (`[verifier].environment_mode = "shared"`), or in a fresh one of its
 own (`"separate"`, Harbor's default where `[verifier.environment]` is given, and what `harbor tasks init`
@@ -56,6 +61,8 @@ class HarborTaskDir:
     verifier_separate: bool = False  # the verifier runs in a sandbox of its own
     verifier_image: str | None = None  # [verifier.environment].docker_image
     artifacts: tuple[str, ...] = ()  # paths copied from the agent's sandbox to the separate verifier's
+    steps: tuple[HarborStep, ...] = ()  # a multi-step task's steps, in order (empty: one instruction, one verifier)
+    reward_strategy: str = "mean"  # multi_step_reward_strategy
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -78,6 +85,37 @@ class HarborTaskDir:
     def solve_script(self) -> Path:
         return self.solution_dir / "solve.sh"
 
+    def verifier_scripts(self) -> list[tuple[Path, list[Path]]]:
+        """Each test script the task's verifiers run, with the folders /tests is made of."""
+        if not self.steps:
+            return [(self.test_script, [self.tests_dir])]
+        return [(step.test_script, list(step.tests)) for step in self.steps]
+
+
+@dataclass(frozen=True)
+class HarborStep:
+    """One step of a multi-step task: `steps/NAME/` with the task's settings under the step's own."""
+
+    name: str
+    instruction: str
+    tests: tuple[Path, ...]  # copied to /tests in turn: the task's tests/ (where there is one), then the step's
+    test_script: Path  # the step's tests/test.sh, else the task's
+    solution_dir: Path  # the step's solution/, else the task's
+    workdir_dir: Path  # steps/NAME/workdir: uploaded to the working directory before the step (may not exist)
+    agent_timeout: float | None
+    verifier_timeout: float
+    verifier_user: str | None
+    verifier_env: dict[str, str]  # the task's [verifier].env, then the step's
+    min_reward: dict[str, float] | None  # each key's threshold; a bare number gates `reward`
+    verifier_separate: bool = False  # the step's verifier runs in a fresh sandbox of its own
+    verifier_context: Path | None = None  # where separate: the folder whose Dockerfile is its image
+    verifier_image: str | None = None  # where separate: a prebuilt image for it
+    artifacts: tuple[str, ...] = ()  # where separate: the task's artifacts and the step's
+
+    @property
+    def setup_script(self) -> Path:
+        return self.workdir_dir / "setup.sh"
+
 
 def is_task_dir(path: Path) -> bool:
     return (path / "task.toml").is_file() or (path / "instruction.md").is_file()
@@ -93,25 +131,18 @@ def read_task_dir(path: str | Path) -> HarborTaskDir:
         config = tomllib.loads(config_path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
         raise HarborTaskError(f"{config_path}: not valid TOML: {err}") from None
-    if config.get("steps"):
-        names = ", ".join(str(step.get("name")) for step in config["steps"] if isinstance(step, dict))
-        raise HarborTaskError(
-            f"{config_path}: a multi-step task ([[steps]]: {names}) is not supported: here a task is one "
-            "instruction.md, one agent run and one tests/test.sh, not steps/NAME/ run in turn"
-        )
-    instruction_path = path / "instruction.md"
-    if not instruction_path.is_file():
-        raise HarborTaskError(f"{path}: no instruction.md (the prompt)")
-    instruction = instruction_path.read_text(encoding="utf-8")
-    if not instruction.strip():
-        raise HarborTaskError(f"{instruction_path}: empty")
-    if not (path / "tests" / "test.sh").is_file():
-        raise HarborTaskError(f"{path}: no tests/test.sh (the verifier)")
     task = _table(config, "task", config_path)
     environment = _table(config, "environment", config_path)
     agent = _table(config, "agent", config_path)
     verifier = _table(config, "verifier", config_path)
     solution = _table(config, "solution", config_path)
+    steps = _steps(path, config, agent, verifier, config_path)
+    if steps:
+        instruction = steps[0].instruction
+    else:
+        instruction = _instruction(path / "instruction.md")
+        if not (path / "tests" / "test.sh").is_file():
+            raise HarborTaskError(f"{path}: no tests/test.sh (the verifier)")
     env_dir = path / "environment"
     docker_image = _optional(environment, "docker_image", str, config_path)
     for compose in (env_dir / "docker-compose.yaml", env_dir / "docker-compose.yml"):
@@ -151,7 +182,100 @@ def read_task_dir(path: str | Path) -> HarborTaskDir:
         verifier_separate=separate,
         verifier_image=_optional(_table(verifier, "environment", config_path), "docker_image", str, config_path),
         artifacts=_artifacts(config, config_path),
+        steps=steps,
+        reward_strategy=_reward_strategy(config, config_path),
     )
+
+
+def _instruction(path: Path) -> str:
+    if not path.is_file():
+        raise HarborTaskError(f"{path.parent}: no {path.name} (the prompt)")
+    text = path.read_text(encoding="utf-8")
+    if not text.strip():
+        raise HarborTaskError(f"{path}: empty")
+    return text
+
+
+def _steps(path: Path, config: dict, agent: dict, verifier: dict, where: Path) -> tuple[HarborStep, ...]:
+    """The `[[steps]]` of a multi-step task, each checked (see the module's docstring)."""
+    entries = config.get("steps") or []
+    if not isinstance(entries, list) or not all(isinstance(entry, dict) for entry in entries):
+        raise HarborTaskError(f"{where}: steps must be an array of tables ([[steps]])")
+    steps, seen = [], set()
+    for entry in entries:
+        name = entry.get("name")
+        if not isinstance(name, str) or not name or name in (".", "..") or "/" in name or "\\" in name:
+            raise HarborTaskError(f"{where}: [[steps]] name = {name!r}: expected a plain directory name")
+        if name.casefold() in seen:
+            raise HarborTaskError(f"{where}: two steps are named {name!r}")
+        seen.add(name.casefold())
+        step_dir = path / "steps" / name
+        step_agent = _table(entry, "agent", where)
+        step_verifier = _table(entry, "verifier", where)
+        own_level = "environment_mode" in step_verifier or "environment" in step_verifier
+        separate = _verifier_separate(step_verifier if own_level else verifier, where)
+        if step_agent.get("user") is not None and _user(step_agent, where) != _user(agent, where):
+            raise HarborTaskError(f"{where}: step {name!r}: an agent user other than the task's is not supported")
+        own_tests = step_dir / "tests"
+        tests = tuple(d for d in (path / "tests", own_tests) if d.is_dir())
+        script = next((d / "test.sh" for d in (own_tests, path / "tests") if (d / "test.sh").is_file()), None)
+        if script is None:
+            raise HarborTaskError(f"{step_dir}: no tests/test.sh, and the task has none (the step's verifier)")
+        own_solution = step_dir / "solution"
+        steps.append(
+            HarborStep(
+                name=name,
+                instruction=_instruction(step_dir / "instruction.md"),
+                tests=tests,
+                test_script=script,
+                solution_dir=own_solution if own_solution.is_dir() else path / "solution",
+                workdir_dir=step_dir / "workdir",
+                agent_timeout=_optional(step_agent, "timeout_sec", (int, float), where)
+                or _optional(agent, "timeout_sec", (int, float), where),
+                verifier_timeout=float(
+                    _optional(step_verifier, "timeout_sec", (int, float), where)
+                    or _optional(verifier, "timeout_sec", (int, float), where)
+                    or DEFAULT_VERIFIER_TIMEOUT
+                ),
+                verifier_user=_user(step_verifier, where) or _user(verifier, where),
+                verifier_env={**_strings(verifier, "env", where), **_strings(step_verifier, "env", where)},
+                min_reward=_min_reward(entry.get("min_reward"), f"{where}: step {name!r}"),
+                **(_step_verifier(step_verifier, verifier, own_tests, path / "tests", where) if separate else {}),
+                artifacts=_artifacts(config, where) + _artifacts(entry, where) if separate else (),
+            )
+        )
+    return tuple(steps)
+
+
+def _step_verifier(step_verifier: dict, verifier: dict, own_tests: Path, task_tests: Path, where: Path) -> dict:
+    """A step's separate verifier image, in Harbor's order: the step's `[steps.verifier.environment].docker_image`,
+    its tests/Dockerfile, the task's `[verifier.environment].docker_image`, the task's tests/Dockerfile; else
+    (nothing set) a fresh copy of the agent's image."""
+    for table, folder in ((step_verifier, own_tests), (verifier, task_tests)):
+        image = _optional(_table(table, "environment", where), "docker_image", str, where)
+        if image:
+            return {"verifier_separate": True, "verifier_image": image}
+        if (folder / "Dockerfile").is_file():
+            return {"verifier_separate": True, "verifier_context": folder}
+    return {"verifier_separate": True}
+
+
+def _min_reward(value, where: str) -> dict[str, float] | None:
+    """Harbor's gate: a number gates the `reward` key, a table each of its keys."""
+    if value is None:
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return {"reward": float(value)}
+    if isinstance(value, dict) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value.values()):
+        return {str(k): float(v) for k, v in value.items()}
+    raise HarborTaskError(f"{where}: min_reward = {value!r}: expected a number or a table of numbers")
+
+
+def _reward_strategy(config: dict, where: Path) -> str:
+    strategy = config.get("multi_step_reward_strategy") or "mean"
+    if strategy not in ("mean", "final"):
+        raise HarborTaskError(f"{where}: multi_step_reward_strategy = {strategy!r}: expected 'mean' or 'final'")
+    return strategy
 
 
 def _check_compose(compose: Path) -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import base64
 import re
 import shlex
 import subprocess
@@ -73,6 +74,8 @@ SEPARATORS = re.compile(r"&&|\|\||;|\||\n")
 REDIRECTION = re.compile(r"(?:(?<=\s)|^)\d*(>>?|<)&?\s*[^\s;&|]+", re.MULTILINE)
 LOOPBACK = re.compile(r"^https?://(localhost|127\.0\.0\.1|\[::1\]|0\.0\.0\.0)([:/]|$)")
 COMMAND_PREFIXES = {"sudo", "env", "exec", "time", "if", "then", "else", "elif", "do", "while", "until", "!", "{", "("}
+HEREDOC = re.compile(r"<<(?P<strip>-?)\s*(?P<quote>['\"]?)(?P<word>\w+)(?P=quote)")
+HEREDOC_FILE = "/tmp/.harness-heredoc"
 UV_INSTALLER = re.compile(r"astral\.sh/uv/(?:(\d+\.\d+\.\d+)/)?install\.sh")
 
 
@@ -205,13 +208,19 @@ def build_task_image(task: HarborTaskDir, on_step: Callable[[str], None] = log.i
     return _build(task, task.environment_dir, task.path.name, on_step)
 
 
-def build_verifier_image(task: HarborTaskDir, on_step: Callable[[str], None] = log.info) -> TaskImage | None:
-    """The separate verifier's own image: `tests/Dockerfile` (context `tests/`), else
-    `[verifier.environment].docker_image`; None where it is a fresh copy of the agent's."""
-    if (task.tests_dir / "Dockerfile").is_file():
-        return _build(task, task.tests_dir, f"{task.path.name}-verifier", on_step)
-    if task.verifier_image is not None:
-        return _prebuilt(task.verifier_image, "[verifier.environment]", task)
+def build_verifier_image(
+    task: HarborTaskDir,
+    context: Path | None,
+    docker_image: str | None,
+    name: str,
+    on_step: Callable[[str], None] = log.info,
+) -> TaskImage | None:
+    """A separate verifier's own image: `context/Dockerfile` (a tests/ folder) where given, else `docker_image`;
+    None where it is a fresh copy of the agent's."""
+    if context is not None:
+        return _build(task, context, name, on_step)
+    if docker_image is not None:
+        return _prebuilt(docker_image, "[verifier.environment]", task)
     return None
 
 
@@ -238,11 +247,14 @@ def _build(task: HarborTaskDir, context: Path, name: str, on_step: Callable[[str
     uv = _uv_copies(instructions)
     if uv and not build.uv:
         build.uv = uv
-    tests = shell_installs(task.test_script.read_text(encoding="utf-8"), [task.tests_dir])
-    if tests.fetches:
-        raise HarborTaskError(
-            f"{task.test_script} downloads at test time, and the sandbox has no network: {tests.fetches[0]}"
-        )
+    tests = Installs()
+    for script, folders in task.verifier_scripts():
+        installs = shell_installs(script.read_text(encoding="utf-8"), folders)
+        if installs.fetches:
+            raise HarborTaskError(
+                f"{script} downloads at test time, and the sandbox has no network: {installs.fetches[0]}"
+            )
+        tests.add(installs)
     apt = build.apt + [p for p in tests.apt if p not in build.apt]
     check_apt_packages(apt)
     standins = _standins(instructions)
@@ -292,10 +304,12 @@ def _build(task: HarborTaskDir, context: Path, name: str, on_step: Callable[[str
 
 
 def dockerfile_instructions(text: str) -> list[tuple[str, str]]:
-    """(KEYWORD, arguments) of each instruction: continuation lines joined, comments and blank lines left out."""
+    """(KEYWORD, arguments) of each instruction: continuation lines joined, comments and blank lines left out, a
+    `RUN` with a here-document made one the classic builder runs (`_heredoc`)."""
     instructions: list[tuple[str, str]] = []
     pending = ""
-    for line in text.splitlines():
+    lines = iter(text.splitlines())
+    for line in lines:
         if not pending and (not line.strip() or line.lstrip().startswith("#")):
             continue
         if pending and line.lstrip().startswith("#"):
@@ -306,11 +320,36 @@ def dockerfile_instructions(text: str) -> list[tuple[str, str]]:
         whole = (pending + line).strip()
         pending = ""
         keyword, _, arguments = whole.partition(" ")
+        if keyword.upper() == "RUN" and (marker := HEREDOC.search(arguments)):
+            arguments = _heredoc(arguments, marker, lines)
         instructions.append((keyword.upper(), arguments.strip()))
     if pending.strip():
         keyword, _, arguments = pending.strip().partition(" ")
         instructions.append((keyword.upper(), arguments.strip()))
     return instructions
+
+
+def _heredoc(arguments: str, marker: re.Match, lines) -> str:
+    """`RUN cmd <<'END'` and the lines up to `END` (BuildKit's here-document, which the classic builder cannot
+    read) as one command: the body written to a file, then given to `cmd` on its standard input (run as the
+    script where no command comes before it). Only a quoted delimiter: the body is then taken as written."""
+    body = []
+    for line in lines:
+        if (line.lstrip("\t") if marker.group("strip") else line) == marker.group("word"):
+            break
+        body.append(line.lstrip("\t") if marker.group("strip") else line)
+    else:
+        raise HarborTaskError(f"RUN {arguments}: the here-document has no closing {marker.group('word')}")
+    if not marker.group("quote"):
+        raise HarborTaskError(
+            f"RUN {arguments}: a here-document whose delimiter is not quoted (its body expanded by the shell) is "
+            "not supported; quote it (<<'END') to take the body as written"
+        )
+    encoded = base64.b64encode(("\n".join(body) + "\n").encode()).decode()
+    command = (arguments[: marker.start()] + f"< {HEREDOC_FILE}" + arguments[marker.end() :]).strip()
+    if command.startswith("<"):  # `RUN <<'END'`: the body is the script
+        command = f"sh {HEREDOC_FILE}"
+    return f"echo {encoded} | base64 -d > {HEREDOC_FILE} && {{ {command}; }} && rm -f {HEREDOC_FILE}"
 
 
 def _from_parts(arguments: str) -> tuple[str, str | None]:

@@ -18,8 +18,8 @@ from sandboxes.spec import SandboxSpec
 from ..errors import TaskError, TaskSourceError
 from ..swe import SWE_TOOLS
 from ..task import Task
-from .config import HarborTaskDir, is_task_dir, read_task_dir
-from .image import build_task_image, build_verifier_image
+from .config import HarborStep, HarborTaskDir, is_task_dir, read_task_dir
+from .image import TaskImage, build_task_image, build_verifier_image
 
 log = logging.getLogger(__name__)
 ENV_CLASS = "harbor"
@@ -67,13 +67,34 @@ def harbor_task(
     try:
         task = read_task_dir(path)
         image = build_task_image(task, on_step)
-        verifier_image = build_verifier_image(task, on_step) if task.verifier_separate else None
+        verifier_image = (
+            build_verifier_image(
+                task,
+                task.tests_dir if (task.tests_dir / "Dockerfile").is_file() else None,
+                task.verifier_image,
+                f"{task.path.name}-verifier",
+                on_step,
+            )
+            if task.verifier_separate and not task.steps
+            else None
+        )
+        step_images = {
+            step.name: build_verifier_image(
+                task, step.verifier_context, step.verifier_image, f"{task.path.name}-{step.name}-verifier", on_step
+            )
+            for step in task.steps
+            if step.verifier_separate
+        }
     except (TaskError, SandboxError) as err:
         log.warning("Harbor task %s cannot run: %s", task_id, err)
         instruction = path / "instruction.md"
         prompt = instruction.read_text(errors="replace") if instruction.is_file() else ""
         return _task(task_id, data_source, prompt, None, {"harbor_problem": str(err), "harbor_dir": str(path)})
-    agent_time = task.agent_timeout or DEFAULT_WALL_TIME
+    # the sandbox lives through every step's agent and verifier
+    phases = [(s.agent_timeout, s.verifier_timeout) for s in task.steps] or [
+        (task.agent_timeout, task.verifier_timeout)
+    ]
+    life = sum((agent or DEFAULT_WALL_TIME) + verifier for agent, verifier in phases)
     spec = SandboxSpec(
         image=image.image,
         workdir=task.workdir or image.workdir,
@@ -81,21 +102,26 @@ def harbor_task(
         cpus=task.cpus,
         memory=f"{task.memory_mb}m" if task.memory_mb else "2g",
         disk=f"{task.storage_mb}m" if task.storage_mb else None,
-        wall_time=agent_time + task.verifier_timeout + 300,
+        wall_time=life + 300,
         network=False,
         user=task.agent_user,
     )
     metadata = _metadata(task, image.notes)
-    if task.verifier_separate:  # a fresh sandbox: the verifier's own image, else a copy of the agent's
-        own = verifier_image or image
-        metadata["verifier_sandbox"] = dataclasses.replace(
-            spec,
-            image=own.image,
-            workdir=spec.workdir if verifier_image is None else own.workdir,
-            user=spec.user if verifier_image is None else own.user,
-            wall_time=task.verifier_timeout + 300,
-        ).to_dict()
+    if task.verifier_separate and not task.steps:
+        metadata["verifier_sandbox"] = _verifier_sandbox(spec, verifier_image, task.verifier_timeout)
+    for step in metadata.get("steps", []):
+        if step["name"] in step_images:
+            step["verifier_sandbox"] = _verifier_sandbox(spec, step_images[step["name"]], step["verifier_timeout"])
     return _task(task_id, data_source, task.instruction, spec, metadata)
+
+
+def _verifier_sandbox(spec: SandboxSpec, own: TaskImage | None, timeout: float) -> dict:
+    """A separate verifier's fresh sandbox: its own image where it has one, else a copy of the agent's."""
+    if own is None:
+        return dataclasses.replace(spec, wall_time=timeout + 300).to_dict()
+    return dataclasses.replace(
+        spec, image=own.image, workdir=own.workdir, user=own.user, wall_time=timeout + 300
+    ).to_dict()
 
 
 def _task(task_id: str, data_source: str, prompt: str, spec: SandboxSpec | None, metadata: dict) -> Task:
@@ -122,12 +148,36 @@ def _metadata(task: HarborTaskDir, notes: dict) -> dict:
         "verifier_user": task.verifier_user,
         "verifier_env": task.verifier_env,
         "solution_env": task.solution_env,
-        "has_solution": task.solve_script.is_file(),
+        "has_solution": all((step.solution_dir / "solve.sh").is_file() for step in task.steps)
+        if task.steps
+        else task.solve_script.is_file(),
         "artifacts": list(task.artifacts),
         "network": "none" + (" (the task asked for one)" if task.network_asked else ""),
         "harbor_metadata": task.config.get("metadata", {}),
+        **(
+            {"steps": [_step(step) for step in task.steps], "reward_strategy": task.reward_strategy}
+            if task.steps
+            else {}
+        ),
         # Harbor seeds its agents (not the oracle or nop) with a task's trajectory.json; the agents here start
         # from the instruction alone
         **({"prior_context_ignored": "trajectory.json"} if (task.path / "trajectory.json").is_file() else {}),
         **notes,
+    }
+
+
+def _step(step: HarborStep) -> dict:
+    """What an episode needs of one step of a multi-step task (harness.kinds.harbor)."""
+    return {
+        "name": step.name,
+        "instruction": step.instruction,
+        "tests": [str(folder) for folder in step.tests],
+        "solution_dir": str(step.solution_dir),
+        "workdir_dir": str(step.workdir_dir),
+        "agent_timeout": step.agent_timeout,
+        "verifier_timeout": step.verifier_timeout,
+        "verifier_user": step.verifier_user,
+        "verifier_env": step.verifier_env,
+        "min_reward": step.min_reward,
+        "artifacts": list(step.artifacts),
     }

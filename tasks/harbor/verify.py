@@ -40,20 +40,23 @@ class VerifierFailed(TaskError):
 
 def run_verifier(
     sandbox: Sandbox,
-    tests_dir: Path,
+    tests: list[Path],
     workdir: str,
     env: dict[str, str],
     timeout: float,
     user: str | None = None,
 ) -> Reward:
-    """Run `tests_dir/test.sh` in `sandbox` and read its reward (see the module's docstring)."""
+    """Run `test.sh` of the folders `tests` (copied to /tests in turn, a later file over an earlier one: a step's
+    tests over its task's) in `sandbox` and read its reward (see the module's docstring)."""
     started = time.monotonic()
     # The image made both folders writable by any user; what the agent left in /tests goes.
     sandbox.exec(
         f"rm -rf {TESTS_DIR}/* {TESTS_DIR}/.[!.]* {VERIFIER_DIR}/reward.txt {VERIFIER_DIR}/reward.json", timeout=60
     )
     with tempfile.TemporaryDirectory() as staging:  # test.sh executable whoever owns the copy (Harbor: chmod as root)
-        copy = Path(shutil.copytree(tests_dir, Path(staging) / "tests"))
+        copy = Path(staging) / "tests"
+        for folder in tests:
+            shutil.copytree(folder, copy, dirs_exist_ok=True)
         (copy / "test.sh").chmod(0o755)
         sandbox.upload(copy, TESTS_DIR)
     variables = " ".join(shlex.quote(f"{k}={v}") for k, v in env.items())
@@ -124,3 +127,21 @@ def _read(sandbox: Sandbox, path: str, missing: str | None = "") -> str | None:
         return sandbox.read_file(path).decode("utf-8", errors="replace")
     except FileNotFoundInSandbox:
         return missing
+
+
+def trial_reward(steps: list[dict], strategy: str) -> Reward:
+    """A multi-step trial's reward by Harbor's rule, from its steps' results (`harness.kinds.harbor`): `final`, the
+    last step's rewards; `mean`, each key's mean over the steps (a key a step lacks counts 0). A step without a
+    verdict (its verifier or setup.sh failed) leaves the trial without one: Harbor would average the others."""
+    failed = [step for step in steps if "error" in step]
+    if failed:
+        summary = "; ".join(
+            f"{s['step']}: " + (s["error"] if "error" in s else f"reward {s['reward']:g}") for s in steps
+        )
+        raise VerifierFailed(f"step {failed[0]['step']} gave no verdict ({summary})")
+    if strategy == "final":
+        rewards = steps[-1]["rewards"]
+    else:
+        keys = sorted({key for step in steps for key in step["rewards"]})
+        rewards = {key: sum(step["rewards"].get(key, 0.0) for step in steps) / len(steps) for key in keys}
+    return Reward(scalar_reward(rewards), {"rewards": rewards, "reward_strategy": strategy, "steps": steps})

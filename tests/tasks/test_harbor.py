@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import textwrap
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 from sandboxes import SandboxError
 from sandboxes.standins import image_key, standin_for
 from tasks.harbor.config import HarborTaskError, read_task_dir
+from tasks.harbor import image as image_module
 from tasks.harbor.image import _rewrite, dockerfile_instructions, shell_installs
 from tasks.harbor.verify import VerifierFailed, parse_reward_json, parse_reward_text, scalar_reward
 from tests.cli_helpers import harness, rows_of
@@ -175,7 +177,7 @@ UNBUILDABLE = {
     "no-instruction": "no instruction.md",
     "no-tests": "no tests/test.sh",
     "compose": "a docker-compose environment (services: main, db) is not supported",
-    "two-steps": "a multi-step task ([[steps]]: step-1, step-2) is not supported",
+    "two-steps": "steps/step-1/instruction.md: empty",  # Harbor's multi-step template as it comes
 }
 
 
@@ -308,6 +310,23 @@ def test_installs_found_in_scripts(tmp_path):
     assert "RUN x &&  \\\n  y\n" in rebuilt  # continuation lines stay continued
 
 
+def test_here_documents_become_commands_the_classic_builder_runs(tmp_path, monkeypatch):
+    monkeypatch.setattr(image_module, "HEREDOC_FILE", str(tmp_path / "heredoc"))
+    out = tmp_path / "main.go"
+    dockerfile = f"FROM a\nRUN cat > {out} <<'GO'\npackage main\n# not a comment here\n  $HOME stays\nGO\n"
+    dockerfile += 'RUN <<-"SH"\n\techo script >> ' + str(out) + "\n\tSH\nWORKDIR /app\n"
+    instructions = dockerfile_instructions(dockerfile)
+    assert [keyword for keyword, _ in instructions] == ["FROM", "RUN", "RUN", "WORKDIR"]
+    for _, command in instructions[1:3]:
+        subprocess.run(["sh", "-c", command], check=True)
+    assert out.read_text() == "package main\n# not a comment here\n  $HOME stays\nscript\n"
+    assert not (tmp_path / "heredoc").exists()
+    with pytest.raises(HarborTaskError, match="delimiter is not quoted"):
+        dockerfile_instructions("FROM a\nRUN cat <<END\n$HOME\nEND\n")
+    with pytest.raises(HarborTaskError, match="has no closing END"):
+        dockerfile_instructions("FROM a\nRUN cat <<'END'\nx\n")
+
+
 def test_rewards_are_read_as_harbor_reads_them():
     assert parse_reward_text("1\n") == 1.0 and parse_reward_json('{"reward": 0.5, "extra": 2}') == {
         "reward": 0.5,
@@ -330,7 +349,15 @@ def test_task_toml_is_checked(tmp_path):
     read = read_task_dir(task)
     assert (read.memory_mb, read.storage_mb, read.workdir, read.verifier_timeout) == (2048, 512, "/srv", 600.0)
     (task / "task.toml").write_text("[[steps]]\nname = 'one'\n")
-    with pytest.raises(HarborTaskError, match=r"multi-step task \(\[\[steps\]\]: one\) is not supported"):
+    with pytest.raises(HarborTaskError, match=r"steps/one: no instruction.md"):
+        read_task_dir(task)
+    (task / "task.toml").write_text("[[steps]]\nname = '../up'\n")
+    with pytest.raises(HarborTaskError, match=r"name = '../up': expected a plain directory name"):
+        read_task_dir(task)
+    (task / "task.toml").write_text("[[steps]]\nname = 'one'\nmin_reward = 'high'\n")
+    (task / "steps" / "one").mkdir(parents=True)
+    (task / "steps" / "one" / "instruction.md").write_text("Do it.\n")
+    with pytest.raises(HarborTaskError, match=r"step 'one': min_reward = 'high': expected a number or a table"):
         read_task_dir(task)
     (task / "environment" / "docker-compose.yaml").write_text("services: [\n")
     (task / "task.toml").write_text("")
