@@ -128,7 +128,7 @@ class Language(ABC):
         if not image_exists(tag):
             on_step(f"{name}: building the {self.title} environment {tag}")
             self.build_image(repo, tag)
-        return tag, {"language": self.name, "packages": packages}
+        return tag, {"language": self.name, "debian_packages": packages}
 
     @abstractmethod
     def test_command(self, repo: Path | None = None, tests: list[str] | None = None) -> str:
