@@ -471,6 +471,11 @@ def mine_record(
             for label, patch in (("without", ""), ("with", record["patch"])):
                 with timed(on_step, f"{name}: tests {label} the fix, run {attempt + 1}"):
                     statuses, problem = run_statuses(instance, patch, backend, timeout)
+                if problem and not patch:
+                    # Without the fix the tests may not even build (a Go or Rust test of a function the fix
+                    # adds; a Python test importing it): as in SWE-bench, a test with no result has failed.
+                    on_step(f"{name}: no test results without the fix, so none passed: {problem[:300]}")
+                    statuses, problem = {}, ""
                 if problem:
                     stopped(STAGES[1], f"tests {label} the fix ({_describe(before)} dependencies): {problem}")
                     break
@@ -571,7 +576,7 @@ def reason_key(reason: str) -> str:
     kind, _, rest = head.partition(": ")
     key = (
         f"{kind}: {rest.split(': ')[0]}"
-        if kind in ("environment", "tests without the fix", "tests with the fix")
+        if kind in ("environment", "tests with the fix")
         else kind
     )
     return key.splitlines()[0].rstrip(":")[:120] if key else "unknown"
