@@ -101,12 +101,14 @@ class Language(ABC):
             raise Unbuildable(f"the base with {', '.join(packages) or 'no package'} added: {err}") from None
         steps = [f"FROM {base}", f"COPY repo {workdir}", f"WORKDIR {workdir}"]
         if script := self.install_script(repo):
-            steps.append(f"COPY install.sh /tmp/harness-install.sh\nRUN bash /tmp/harness-install.sh")
+            steps.append("COPY install.sh /tmp/harness-install.sh\nRUN bash /tmp/harness-install.sh")
         with tempfile.TemporaryDirectory(prefix="harness-install-") as scratch:
             (Path(scratch) / "install.sh").write_text(script)
             try:
                 build_image(
-                    tag, "\n".join(steps) + "\n", {"repo": repo, "install.sh": Path(scratch) / "install.sh"},
+                    tag,
+                    "\n".join(steps) + "\n",
+                    {"repo": repo, "install.sh": Path(scratch) / "install.sh"},
                     {"harness.language": self.name},
                 )
             except SandboxError as err:
@@ -173,7 +175,9 @@ class Python(Language):
         from ..synth.source import Project, normalise
         from ..swe import TEST_COMMAND
 
-        built = build_project_image(Project(normalise(name.split("/")[-1]), repo, name, commit), TEST_COMMAND, on_step, before, python)
+        built = build_project_image(
+            Project(normalise(name.split("/")[-1]), repo, name, commit), TEST_COMMAND, on_step, before, python
+        )
         return built.image, built.environment
 
     def base_recipe(self) -> dict:

@@ -104,9 +104,7 @@ def records_from_git(repo: str, pulls: list[str]) -> list[dict[str, Any]]:
     return records
 
 
-def record_of(
-    local: Path, name: str, merge: str, number: str = "", language: Language | None = None
-) -> dict[str, Any]:
+def record_of(local: Path, name: str, merge: str, number: str = "", language: Language | None = None) -> dict[str, Any]:
     """The record of a merge (or squash merge, or any commit with a parent) of a project in `language`
     (default Python): base = its first parent; `number` names it (else the pull request number in its
     subject, else the commit)."""
@@ -574,11 +572,7 @@ def reason_key(reason: str) -> str:
     installing x failed: <pip's output>` -> `environment: installing x failed`)."""
     head = re.sub(r"\s*\((newest|as of [^)]*|the repository's shared environment)( dependencies)?\)", "", reason)
     kind, _, rest = head.partition(": ")
-    key = (
-        f"{kind}: {rest.split(': ')[0]}"
-        if kind in ("environment", "tests with the fix")
-        else kind
-    )
+    key = f"{kind}: {rest.split(': ')[0]}" if kind in ("environment", "tests with the fix") else kind
     return key.splitlines()[0].rstrip(":")[:120] if key else "unknown"
 
 

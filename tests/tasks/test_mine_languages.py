@@ -180,6 +180,8 @@ def test_the_fix_is_kept_and_the_funnel_says_why_the_other_commits_are_not(mined
 
 def test_gold_resolves_the_mined_task_and_an_empty_patch_does_not(mined, tmp_path):
     _, output, _ = mined
-    rewards = {policy: [row["reward"] for row in eval_rows(str(output), policy, "docker", tmp_path / policy)]
-               for policy in ("gold", "empty")}
+    rewards = {
+        policy: [row["reward"] for row in eval_rows(str(output), policy, "docker", tmp_path / policy)]
+        for policy in ("gold", "empty")
+    }
     assert rewards == {"gold": [1.0], "empty": [0.0]}
