@@ -48,7 +48,7 @@ def rebuild_files(instance: dict[str, Any], image: str, workdir: str) -> dict[st
     steps = [
         f"FROM debian:{recipe['suite']}-slim",
         "RUN apt-get update && apt-get install -y --no-install-recommends "
-        + " ".join(recipe["packages"])
+        + " ".join([*recipe["packages"], *notes.get("debian_packages", [])])
         + " && rm -rf /var/lib/apt/lists/*",
         f"COPY {BUNDLE} /tmp/{BUNDLE}",
         f"RUN git clone -q /tmp/{BUNDLE} {workdir} && git -C {workdir} checkout -q {instance['base_commit']}"

@@ -118,7 +118,11 @@ class GoTest(Runner):
         if any(w.startswith(("-run", "--run", "-test.run")) for w in command):
             return None
         patterns = [w for w in command if w.startswith("./") or w == "."]
-        files = [f.path for f in parse_patch(instance.get("test_patch") or "") if f.path.endswith("_test.go")]
+        changed = [f for f in parse_patch(instance.get("test_patch") or "") if f.path.endswith("_test.go")]
+        # A file the patch shows using the testing package imports it: the canary compiles there (an
+        # example_test.go of Example functions often imports only fmt).
+        files = [f.path for f in changed if any("testing." in line for line in f.added + f.removed)]
+        files += [f.path for f in changed if f.path not in files]
         files = files or [w for w in _words(script) if w.endswith("_test.go")]
         runs = [f for f in files if not patterns or any(_covers(p, f) for p in patterns)]
         if not runs:

@@ -13,7 +13,9 @@ A registry, like task kinds: a language is one module that defines a `Language` 
   patch whatever its project's language: a `*_test.go` is a test file in any repository;
   `is_test_config_edit`: the same for the changed lines of a file shared with the build (go.mod's `replace`
   lines, Cargo.toml's `[[test]]` settings), and `refusals`: what added source can never be part of a fix (a
-  build script that rewrites files, code that exists only under test).
+  build script that rewrites files, code that exists only under test);
+- `sources`: the suffixes of its source files (what a mined fix changes), and `environment`: the image a
+  project's commit is mined in (the base plus `environment_packages`, the tree, `install_script` run in it).
 
 Python's own rules live in `tasks.swe` (the test command) and `tasks.grading.patch_policy` (test paths);
 its entry here names them so that every language is found the same way.
@@ -21,8 +23,15 @@ its entry here names them so that every language is found the same way.
 
 from __future__ import annotations
 
+import hashlib
+import re
+import tempfile
 from abc import ABC, abstractmethod
 from pathlib import Path
+
+
+class Unbuildable(ValueError):
+    """A project that cannot be built or tested here, with the reason."""
 
 
 class Language(ABC):
@@ -36,6 +45,10 @@ class Language(ABC):
     # Every swebench parser of this language's runners' output: an instance that names no language is
     # known by its parser (a SWE-bench Multilingual instance with parse_log_gotest is Go).
     log_parsers: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()  # suffixes of its source files
+    # Whether a project's dependencies are resolved as of a date (mining tries the fix's date, then the newest)
+    # rather than pinned by the project itself (a lock file, go.mod, Cargo.toml against Debian's packages).
+    dated_dependencies = False
 
     def base_recipe(self) -> dict:
         """The recipe of this language's base image: the trixie base plus `packages`."""
@@ -47,7 +60,77 @@ class Language(ABC):
         return {**base, "packages": [*base["packages"], *self.packages], "extends": base}
 
     def detect(self, repo: Path) -> bool:
-        return any((repo / marker).exists() for marker in self.markers)
+        return self.marks({p.name for p in repo.iterdir()} if repo.is_dir() else set())
+
+    def marks(self, root: set[str]) -> bool:
+        """Whether the names at a repository's root make it a project of this language."""
+        return bool(root & set(self.markers))
+
+    def is_source_path(self, path: str) -> bool:
+        return path.endswith(self.sources)
+
+    def runs_test_file(self, path: str) -> bool:
+        """Whether a test file (`is_test_path`) is one the runner is given to run, not a helper it loads."""
+        return True
+
+    def log_parser_for(self, repo: Path) -> str:
+        """The parser of `test_command`'s output for the project at `repo`."""
+        return self.log_parser
+
+    def environment_packages(self, repo: Path) -> list[str]:
+        """Debian packages the project at `repo` needs beyond the base (its dependencies, where Debian packages them)."""
+        return []
+
+    def install_script(self, repo: Path) -> str:
+        """The project's install step, run in its root in the image ("" when it has none)."""
+        return ""
+
+    def build_image(self, repo: Path, tag: str, workdir: str = "/testbed") -> str:
+        """An image of the project at `repo`: the base plus `environment_packages`, the tree in `workdir`, the
+        install script run there. A build that fails raises Unbuildable with the reason. Returns `tag`."""
+        from sandboxes import SandboxError
+        from sandboxes.images import build_base_image, build_image
+
+        packages = self.environment_packages(repo)
+        recipe = self.base_recipe()
+        if packages:
+            recipe = {**recipe, "packages": [*recipe["packages"], *packages]}
+        try:
+            base = build_base_image(recipe)
+        except SandboxError as err:
+            raise Unbuildable(f"the base with {', '.join(packages) or 'no package'} added: {err}") from None
+        steps = [f"FROM {base}", f"COPY repo {workdir}", f"WORKDIR {workdir}"]
+        if script := self.install_script(repo):
+            steps.append("COPY install.sh /tmp/harness-install.sh\nRUN bash /tmp/harness-install.sh")
+        with tempfile.TemporaryDirectory(prefix="harness-install-") as scratch:
+            (Path(scratch) / "install.sh").write_text(script)
+            try:
+                build_image(
+                    tag,
+                    "\n".join(steps) + "\n",
+                    {"repo": repo, "install.sh": Path(scratch) / "install.sh"},
+                    {"harness.language": self.name},
+                )
+            except SandboxError as err:
+                raise Unbuildable(f"the install step failed: {err}") from None
+        return tag
+
+    def environment(
+        self, repo: Path, name: str, commit: str, on_step, before: str | None = None, python: str | None = None
+    ) -> tuple[str, dict]:
+        """(image, notes): the environment a commit `commit` of the project `name`, checked out at `repo`, is
+        mined in; built once per commit and recipe. `before` and `python` matter only where dependencies
+        are dated (`dated_dependencies`)."""
+        from sandboxes.images import image_exists, recipe_hash
+
+        packages = self.environment_packages(repo)
+        key = "\0".join([recipe_hash(self.base_recipe()), name, commit, *packages, self.install_script(repo)])
+        slug = re.sub(r"[^a-z0-9_.-]+", "-", name.lower()).strip("-.")
+        tag = f"harness-env/{self.name}-{slug}:{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+        if not image_exists(tag):
+            on_step(f"{name}: building the {self.title} environment {tag}")
+            self.build_image(repo, tag)
+        return tag, {"language": self.name, "debian_packages": packages}
 
     @abstractmethod
     def test_command(self, repo: Path | None = None, tests: list[str] | None = None) -> str:
@@ -77,6 +160,25 @@ class Python(Language):
     aliases = ("py",)
     markers = ("pyproject.toml", "setup.py", "setup.cfg")
     log_parser = "parse_log_pytest"
+    sources = (".py",)
+    dated_dependencies = True
+
+    def runs_test_file(self, path: str) -> bool:
+        return Path(path).name != "conftest.py"
+
+    def environment(
+        self, repo: Path, name: str, commit: str, on_step, before: str | None = None, python: str | None = None
+    ) -> tuple[str, dict]:
+        """The project image of `tasks.synth`: a host-side wheelhouse of the dependencies released before
+        `before` (None: the newest), installed offline on the base of `python` (None: chosen from the project)."""
+        from ..synth.project_image import build_project_image
+        from ..synth.source import Project, normalise
+        from ..swe import TEST_COMMAND
+
+        built = build_project_image(
+            Project(normalise(name.split("/")[-1]), repo, name, commit), TEST_COMMAND, on_step, before, python
+        )
+        return built.image, built.environment
 
     def base_recipe(self) -> dict:
         from sandboxes.images import BASE_RECIPE
@@ -122,8 +224,13 @@ def language_named(name: str) -> Language:
 def detect_language(repo: Path) -> Language:
     """The language of the project at `repo`, by its marker files; Python where none matches (a folder of
     plain modules has no marker). Other languages are asked first: a Node project may carry a setup.py."""
+    return language_of_root({p.name for p in repo.iterdir()} if repo.is_dir() else set())
+
+
+def language_of_root(root: set[str]) -> Language:
+    """The language of a project whose root holds the names `root` (as `detect_language`)."""
     for language in languages():
-        if language.name != "python" and language.detect(repo):
+        if language.name != "python" and language.marks(root):
             return language
     return LANGUAGES["python"]
 

@@ -119,6 +119,7 @@ class Go(Language):
     standins = ("golang:*",)
     log_parser = "parse_log_gotest"
     log_parsers = ("parse_log_gotest",)
+    sources = (".go",)
 
     def base_recipe(self) -> dict:
         return {**super().base_recipe(), "prepare": _WARM}
@@ -129,6 +130,19 @@ class Go(Language):
         packages = sorted({_package_of(t) for t in tests}) if tests else ["./..."]
         mode = "[ ! -f vendor/modules.txt ] || export GOFLAGS=-mod=vendor"
         return f"{ENVIRONMENT}; {mode}; go test -v -count=1 " + " ".join(shlex.quote(p) for p in packages)
+
+    def runs_test_file(self, path: str) -> bool:
+        return path.endswith("_test.go")  # not a testdata/ file
+
+    def environment_packages(self, repo: Path) -> list[str]:
+        """The Debian packages of go.mod's requirements (none when the module vendors them)."""
+        if (repo / "vendor" / "modules.txt").is_file() or not (repo / "go.mod").is_file():
+            return []
+        return sorted({debian_package(module) for module, _, _ in requirements((repo / "go.mod").read_text())})
+
+    def install_script(self, repo: Path) -> str:
+        """Vendoring the requirements from Debian's Go sources (`vendor_script`), when there are any to vendor."""
+        return vendor_script((repo / "go.mod").read_text()) if self.environment_packages(repo) else ""
 
     def is_test_path(self, path: str) -> bool:
         parts = PurePosixPath(path).parts

@@ -34,7 +34,7 @@ from pathlib import Path, PurePosixPath
 from ..grading.runners import register_runner
 from ..grading.jest_runner import Jest
 from ..grading.tap_runner import Tap
-from . import Language, register_language
+from . import Language, Unbuildable, register_language
 
 _SOURCE = r"\.[cm]?[jt]sx?$"
 _TEST_FILE = re.compile(rf"[.\-_](test|spec)s?{_SOURCE}")
@@ -78,7 +78,7 @@ _PACKAGE_JSON_TEST_CONFIG = re.compile(
 )
 
 
-class ProjectError(ValueError):
+class ProjectError(Unbuildable):
     """A JavaScript project that cannot be built or tested here, with the reason."""
 
 
@@ -135,6 +135,7 @@ class JavaScript(Language):
     standins = ("node:*",)
     log_parser = "parse_log_tap"
     log_parsers = ("parse_log_tap", "parse_log_jest", "parse_log_jest_json", "parse_log_vitest", "parse_log_karma")
+    sources = (".js", ".jsx", ".ts", ".tsx", ".cjs", ".mjs", ".cts", ".mts")
 
     def log_parser_for(self, repo: Path) -> str:
         return find_runner(repo).log_parser

@@ -104,6 +104,10 @@ class Rust(Language):
     standins = ("rust:*",)
     log_parser = "parse_log_cargo"
     log_parsers = ("parse_log_cargo",)
+    sources = (".rs",)
+
+    def environment_packages(self, repo: Path) -> list[str]:
+        return crate_packages(repo) if (repo / "Cargo.toml").is_file() else []
 
     def test_command(self, repo: Path | None = None, tests: list[str] | None = None) -> str:
         env = (

@@ -2,7 +2,8 @@
 
 `harness tasks mine REPO --since DATE --limit N`: the commits of the main line (first parents
 from HEAD) since DATE (and up to `--until`) are scanned; a merge, a squash merge or a direct commit whose change (against
-its first parent) touches both Python code and Python tests is a candidate, newest first, up to
+its first parent) touches both source and tests of the project's language (`tasks.languages`:
+`sources`, and the test files grading knows) is a candidate, newest first, up to
 N. Each candidate is mined as a merged pull request is (`tasks.mining.mine`: the environment built
 offline with the image holding the base commit alone, the tests run without and with the fix,
 twice). The funnel counts how many got how far, with the reasons of those that stopped:
@@ -18,8 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .mine import STAGES, MineError, Mined, local_clone, reason_key, record_of, repo_name, require_python
+from .mine import STAGES, MineError, Mined, language_at, local_clone, reason_key, record_of, repo_name
 from ..grading.patch_policy import is_test_path
+from ..languages import Language
 from ..repos import git
 
 FUNNEL = ("commits scanned", *STAGES)
@@ -70,7 +72,7 @@ def candidates(
     """The candidates of `repo` (a folder, a URL or a git bundle) committed between `since` and `until`,
     newest first, and the funnel's first two steps."""
     local = local_clone(repo)
-    require_python(local, repo)
+    language = language_at(local)
     name = repo_name(repo, local)
     dates = [*([f"--since={since}"] if since else []), *([f"--until={until}"] if until else [])]
     listed = git(local, "log", "--first-parent", "--format=%H %P", *dates, "HEAD")
@@ -79,15 +81,15 @@ def candidates(
     for line in listed.splitlines():
         commit, *parents = line.split()
         funnel.counts["commits scanned"] += 1
-        why = _not_a_candidate(local, commit, parents)
+        why = _not_a_candidate(local, commit, parents, language)
         if not why and limit is not None and len(found) >= limit:
             why = "beyond --limit"
         if why:
             funnel.reasons["candidates"][why] += 1
             continue
-        record = record_of(local, name, commit)
+        record = record_of(local, name, commit, language=language)
         if record["instance_id"] in seen:  # two commits naming one pull request
-            record = record_of(local, name, commit, commit[:12])
+            record = record_of(local, name, commit, commit[:12], language)
         seen.add(record["instance_id"])
         found.append(record)
     funnel.counts["candidates"] = len(found)
@@ -96,23 +98,23 @@ def candidates(
             f"no candidate in {repo}{f' since {since}' if since else ''}: "
             f"{funnel.counts['commits scanned']} commits scanned, "
             f"{dict(funnel.reasons['candidates'].most_common()) or 'none'}. A candidate changes "
-            "Python code and Python tests against its first parent"
+            f"{language.title} code and {language.title} tests against its first parent"
         )
     return found, funnel
 
 
-def _not_a_candidate(local, commit: str, parents: list[str]) -> str:
+def _not_a_candidate(local, commit: str, parents: list[str], language: Language) -> str:
     if not parents:
         return "first commit (no parent)"
     changed = [
         p
         for p in git(local, "diff", "--name-only", "--no-renames", parents[0], commit).splitlines()
-        if p.endswith(".py")
+        if language.is_source_path(p)
     ]
-    tests = [p for p in changed if is_test_path(p) and not p.endswith("conftest.py")]
+    tests = [p for p in changed if is_test_path(p) and language.runs_test_file(p)]
     code = [p for p in changed if not is_test_path(p)]
     if not code and not tests:
-        return "no Python change"
+        return f"no {language.title} change"
     if not tests:
         return "no test change"
     return "" if code else "tests only"

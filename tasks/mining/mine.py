@@ -1,13 +1,14 @@
-"""`harness tasks mine`: SWE-bench instances from real merged pull requests, built offline.
+"""`harness tasks mine`: SWE-bench instances from real merged pull requests, built offline, in every language
+of `tasks.languages` (the project's by its root's marker files).
 
 The way SWE-bench's collection pipeline makes them: the base commit is the merge's first
 parent; the merge's diff is split into `patch` (source) and `test_patch` (tests); the tests the
 test patch touches run twice without the fix and twice with it: FAIL_TO_PASS fail both times
 without and pass both times with it, PASS_TO_PASS pass all four times, and a test whose two
-runs disagree is flaky and left out. Each instance gets an image: the project image
-(`tasks.synth.project_image`: a host-side wheelhouse, an offline build, cached by content hash)
-plus the repository at the base commit only, so no later commit, reflog entry or object
-reveals the fix.
+runs disagree is flaky and left out. Each instance gets an image: the language's environment of the
+base commit (`Language.environment`; Python's is `tasks.synth.project_image`: a host-side wheelhouse,
+an offline build, cached by content hash) plus the repository at the base commit only, so no later
+commit, reflog entry or object reveals the fix. The test command and its log parser are the language's.
 
 Input is a git repository (path or URL) with merged pull requests (numbers or merge
 commits), or raw SWE-bench-style records (`instance_id, repo, base_commit, patch,
@@ -36,13 +37,14 @@ from sandboxes.images import cache_dir
 from ..errors import TaskError
 from ..grading.grade import parse_log, run_eval
 from ..grading.patch_policy import is_test_path, parse_patch
+from ..languages import Language, Unbuildable, language_named, language_of, language_of_root
 from ..repos import base_only_git, git, tree_at
 from ..shared_env import REPO_ARCHIVE, archive_path, repo_archive, share
-from ..swe import TEST_COMMAND, WORKDIR, make_eval_script
+from ..swe import WORKDIR, make_eval_script
 from ..synth.errors import SynthError
 from ..synth.host_pip import timed
-from ..synth.project_image import build_image, build_project_image, image_exists
-from ..synth.source import Project, normalise
+from ..synth.project_image import build_image, image_exists
+from ..synth.source import normalise
 
 IMAGE_REPOSITORY = "harness-mined"
 _BUILDING = threading.Lock()  # guards _LOCKS
@@ -57,8 +59,10 @@ class MineError(TaskError):
 # ----------------------------------------------------------------------------- input
 
 
-def split_diff(diff: str) -> tuple[str, str]:
-    """(patch, test_patch): the diff's non-test `.py` files and its test files; docs are left out."""
+def split_diff(diff: str, language: Language | None = None) -> tuple[str, str]:
+    """(patch, test_patch): the diff's non-test source files of `language` (default Python) and its test
+    files; docs, build files and lock files are left out."""
+    language = language or language_named("python")
     patch, tests = [], []
     for chunk in re.split(r"(?m)^(?=diff --git )", diff):
         header = re.match(r"diff --git a/(\S+) b/(\S+)", chunk)
@@ -67,7 +71,7 @@ def split_diff(diff: str) -> tuple[str, str]:
         path = header.group(2)
         if is_test_path(path):
             tests.append(chunk)
-        elif path.endswith(".py"):
+        elif language.is_source_path(path):
             patch.append(chunk)
     return "".join(patch), "".join(tests)
 
@@ -89,23 +93,25 @@ def records_from_file(path: Path) -> list[dict[str, Any]]:
 def records_from_git(repo: str, pulls: list[str]) -> list[dict[str, Any]]:
     """Records of merged pull requests (numbers or merge commits) of a repository (path or URL)."""
     local = local_clone(repo)
-    require_python(local, repo)
+    language = language_at(local)
     name = repo_name(repo, local)
     records = []
     for pull in pulls:
         merge = _merge_commit(local, pull)
         if len(git(local, "rev-list", "--parents", "-n", "1", merge).split()) < 2:
             raise MineError(f"{pull}: {merge[:12]} has no parent; not a merge of a pull request")
-        records.append(record_of(local, name, merge, pull if pull.isdigit() else ""))
+        records.append(record_of(local, name, merge, pull if pull.isdigit() else "", language))
     return records
 
 
-def record_of(local: Path, name: str, merge: str, number: str = "") -> dict[str, Any]:
-    """The record of a merge (or squash merge, or any commit with a parent): base = its first parent;
-    `number` names it (else the pull request number in its subject, else the commit)."""
+def record_of(local: Path, name: str, merge: str, number: str = "", language: Language | None = None) -> dict[str, Any]:
+    """The record of a merge (or squash merge, or any commit with a parent) of a project in `language`
+    (default Python): base = its first parent; `number` names it (else the pull request number in its
+    subject, else the commit)."""
+    language = language or language_named("python")
     parents = git(local, "rev-list", "--parents", "-n", "1", merge).split()
     base = parents[1]
-    patch, test_patch = split_diff(git(local, "diff", "--no-color", "--no-ext-diff", base, merge))
+    patch, test_patch = split_diff(git(local, "diff", "--no-color", "--no-ext-diff", base, merge), language)
     found = re.search(r"#(\d+)", git(local, "log", "-1", "--format=%s", merge))
     number = number or (found.group(1) if found else merge[:12])
     messages = [git(local, "log", "-1", "--format=%B", merge).strip()]
@@ -116,6 +122,7 @@ def record_of(local: Path, name: str, merge: str, number: str = "") -> dict[str,
     return {
         "instance_id": f"{name.replace('/', '__')}-{number}",
         "repo": name,
+        "language": language.name,
         "base_commit": base,
         "merge_commit": merge,
         "patch": patch,
@@ -138,22 +145,12 @@ def local_clone(repo: str) -> Path:
     return target
 
 
-def require_python(local: Path, repo: str) -> None:
-    """Mining runs Python projects' histories only: refuse, naming what is supported, a repository whose root
-    (at HEAD) marks a project of another language and no Python project."""
-    from ..languages import language_named, languages
-
-    root = set(git(local, "ls-tree", "--name-only", "HEAD").split())
+def language_at(local: Path, commit: str = "HEAD") -> Language:
+    """The language of the repository's project at `commit`, by the marker files at its root. A root that
+    marks a Python project and another (a setup.py beside a package.json) is mined as Python, as before."""
+    root = set(git(local, "ls-tree", "--name-only", commit).split())
     python = language_named("python")
-    if root & set(python.markers):
-        return
-    for language in (l for l in languages() if l is not python):
-        if found := sorted(root & set(language.markers)):
-            raise MineError(
-                f"{repo} is a {language.title} project ({', '.join(found)}), not a Python one: mining real "
-                f"histories supports Python projects ({', '.join(python.markers)}) only; {language.title} tasks "
-                "can be written as a quick-start set (docs/languages.md)"
-            )
+    return python if python.marks(root) else language_of_root(root)
 
 
 def repo_name(repo: str, local: Path) -> str:
@@ -208,11 +205,11 @@ def _environment(
     record: dict[str, Any], repo: Path, scratch: Path, on_step: Callable[[str], None], before: str | None
 ) -> tuple[str, dict]:
     """The project image (dependencies installed, the tree at the base commit in /testbed) of the
-    record, and its `environment` notes."""
+    record, and its `environment` notes: its language's (`Language.environment`)."""
     tree = tree_at(repo, record["base_commit"], scratch / "tree")
-    project = Project(normalise(record["repo"].split("/")[-1]), tree, record["repo"], record["base_commit"])
-    built = build_project_image(project, TEST_COMMAND, on_step, before, record_python(record))
-    return built.image, built.environment
+    return language_of(record).environment(
+        tree, record["repo"], record["base_commit"], on_step, before, record_python(record)
+    )
 
 
 def record_python(record: dict[str, Any]) -> str | None:
@@ -283,18 +280,20 @@ class Mined:
     dependencies: str = "newest"  # or "as of <date>"
 
 
-def test_files(test_patch: str) -> list[str]:
-    """The Python test files the test patch leaves in place (what the eval script runs)."""
+def test_files(test_patch: str, language: Language | None = None) -> list[str]:
+    """The test files of `language` (default Python) the test patch leaves in place, which its runner is
+    given (what the eval script runs)."""
+    language = language or language_named("python")
     return [
         f.path
         for f in parse_patch(test_patch)
-        if f.path.endswith(".py") and f.added + f.removed and not f.path.endswith("conftest.py")
+        if language.is_source_path(f.path) and f.added + f.removed and language.runs_test_file(f.path)
     ]
 
 
 # A repository's own test runner where SWE-bench runs one (the test_cmd of its per-repository
 # specs), with the swebench parser that reads it: FAIL_TO_PASS / PASS_TO_PASS are then named as in
-# the official instances (sympy: `test_issue_24062`). Every other repository: pytest. Scripts whose
+# the official instances (sympy: `test_issue_24062`). Every other repository: its language's. Scripts whose
 # `#!/usr/bin/env python` SWE-bench's conda images serve run through python3 here (the base image has no `python`).
 REPO_RUNNERS = {
     "sympy/sympy": (
@@ -308,9 +307,14 @@ REPO_RUNNERS = {
 }
 
 
-def runner_of(record: dict[str, Any]) -> tuple[str, str]:
-    """(test command, log parser) for the record's repository."""
-    return REPO_RUNNERS.get(record.get("repo", ""), (TEST_COMMAND, "parse_log_pytest"))
+def runner_of(record: dict[str, Any], files: list[str], tree: Path | None = None) -> tuple[str, str]:
+    """(test command running `files`, log parser) for the record's repository, whose tree at the base
+    commit is `tree` (a JavaScript project's runner is read from its package.json)."""
+    if record.get("repo") in REPO_RUNNERS:
+        command, parser = REPO_RUNNERS[record["repo"]]
+        return f"{command} {' '.join(test_arguments(record, files))}", parser
+    language = language_of(record)
+    return language.test_command(tree, files), language.log_parser_for(tree)
 
 
 def test_arguments(record: dict[str, Any], files: list[str]) -> list[str]:
@@ -321,11 +325,13 @@ def test_arguments(record: dict[str, Any], files: list[str]) -> list[str]:
     return files
 
 
-def make_instance(record: dict[str, Any], image: str) -> dict[str, Any]:
-    files = test_files(record["test_patch"])
+def make_instance(record: dict[str, Any], image: str, tree: Path | None = None) -> dict[str, Any]:
+    """The instance of a record on `image`; `tree`: the repository's files at the base commit."""
+    language = language_of(record)
+    files = test_files(record["test_patch"], language)
     if not files:
-        raise MineError(f"{record['instance_id']}: the test patch changes no Python test file")
-    command, parser = runner_of(record)
+        raise MineError(f"{record['instance_id']}: the test patch changes no {language.title} test file")
+    command, parser = runner_of(record, files, tree)
     instance = {k: v for k, v in record.items() if not k.startswith("_")}
     instance.update(
         {
@@ -334,9 +340,7 @@ def make_instance(record: dict[str, Any], image: str) -> dict[str, Any]:
             "log_parser": parser,
             "eval_type": "pass_and_fail",
             "workdir": WORKDIR,
-            "eval_script": make_eval_script(
-                record["base_commit"], record["test_patch"], f"{command} {' '.join(test_arguments(record, files))}"
-            ),
+            "eval_script": make_eval_script(record["base_commit"], record["test_patch"], command),
         }
     )
     return instance
@@ -367,13 +371,22 @@ def classify(before: list[dict[str, str]], after: list[dict[str, str]]) -> tuple
     return f2p, p2p, flaky
 
 
+def _instance_of(record: dict[str, Any], image: str) -> dict[str, Any]:
+    """`make_instance` with the repository's files at the base commit at hand (its test command may read them)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        repo = _checkout_source(record, Path(scratch) / "src")
+        return make_instance(record, image, tree_at(repo, record["base_commit"], Path(scratch) / "tree"))
+
+
 SHARED = "shared"  # the attempt that runs a record in its repository's environment image, built for a sibling
 
 
 def dependency_attempts(record: dict[str, Any]) -> list[str | None]:
     """The dependency sets to try in turn: those released before the pull request (what it was
-    tested against; a date, as SWE-bench pins each version's environment), then the newest (None)."""
-    return ([record["created_at"]] if record.get("created_at") else []) + [None]
+    tested against; a date, as SWE-bench pins each version's environment), then the newest (None).
+    A language whose projects pin their own dependencies has one set."""
+    dated = record.get("created_at") and language_of(record).dated_dependencies
+    return ([record["created_at"]] if dated else []) + [None]
 
 
 def _describe(before: str | None) -> str:
@@ -439,10 +452,14 @@ def mine_record(
                         None if before == SHARED else before,
                         shared[record["repo"]] if before == SHARED else None,
                     )
-        except SynthError as err:
+        except (SynthError, Unbuildable) as err:
             stopped(STAGES[0], f"environment ({_describe(before)}): {err}")
             continue
-        instance = {**make_instance(record, image), "environment": notes}
+        try:
+            instance = {**_instance_of(record, image), "environment": notes}
+        except Unbuildable as err:  # no test command (a package.json without a test script)
+            stopped(STAGES[0], f"environment ({_describe(before)}): {err}")
+            continue
         if archive is not None:
             instance = share(instance, image, archive)
         runs: dict[str, list[dict[str, str]]] = {"without": [], "with": []}
@@ -452,6 +469,11 @@ def mine_record(
             for label, patch in (("without", ""), ("with", record["patch"])):
                 with timed(on_step, f"{name}: tests {label} the fix, run {attempt + 1}"):
                     statuses, problem = run_statuses(instance, patch, backend, timeout)
+                if problem and not patch:
+                    # Without the fix the tests may not even build (a Go or Rust test of a function the fix
+                    # adds; a Python test importing it): as in SWE-bench, a test with no result has failed.
+                    on_step(f"{name}: no test results without the fix, so none passed: {problem[:300]}")
+                    statuses, problem = {}, ""
                 if problem:
                     stopped(STAGES[1], f"tests {label} the fix ({_describe(before)} dependencies): {problem}")
                     break
@@ -550,11 +572,7 @@ def reason_key(reason: str) -> str:
     installing x failed: <pip's output>` -> `environment: installing x failed`)."""
     head = re.sub(r"\s*\((newest|as of [^)]*|the repository's shared environment)( dependencies)?\)", "", reason)
     kind, _, rest = head.partition(": ")
-    key = (
-        f"{kind}: {rest.split(': ')[0]}"
-        if kind in ("environment", "tests without the fix", "tests with the fix")
-        else kind
-    )
+    key = f"{kind}: {rest.split(': ')[0]}" if kind in ("environment", "tests with the fix") else kind
     return key.splitlines()[0].rstrip(":")[:120] if key else "unknown"
 
 

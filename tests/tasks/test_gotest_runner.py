@@ -84,6 +84,22 @@ def test_the_canary_goes_into_a_test_file_of_the_test_patch():
     assert GoTest().canary_plant({"test_patch": ""}, CANARY) is None
 
 
+def test_the_canary_goes_into_a_test_file_that_uses_the_testing_package():
+    """A new example_test.go of Example functions imports no testing package: a canary there would not compile
+    (gorilla/mux's GetVarNames fix adds one beside its TestGetVarNames)."""
+    example = (
+        "diff --git a/example_route_vars_test.go b/example_route_vars_test.go\nnew file mode 100644\n"
+        "--- /dev/null\n+++ b/example_route_vars_test.go\n@@ -0,0 +1,3 @@\n+package mux_test\n+\n"
+        '+import "fmt"\n'
+    )
+    tests = (
+        "diff --git a/mux_test.go b/mux_test.go\n--- a/mux_test.go\n+++ b/mux_test.go\n@@ -1,1 +1,2 @@\n"
+        " package mux\n+func TestGetVarNames(t *testing.T) {}\n"
+    )
+    assert GoTest().canary_plant({"test_patch": example + tests}, CANARY)[0] == "mux_test.go"
+    assert GoTest().canary_plant({"test_patch": example}, CANARY)[0] == "example_route_vars_test.go"
+
+
 def test_the_canary_goes_where_the_go_test_command_runs():
     from tasks.languages.go import GO
     from tasks.swe import make_eval_script

@@ -164,21 +164,6 @@ def test_patch_review_refuses_installed_node_packages():
     ]
 
 
-def test_mining_refuses_a_javascript_repository_naming_what_is_supported(tmp_path):
-    import subprocess
-
-    from tests.cli_helpers import harness
-
-    repo = _project(tmp_path / "repo", {"test": "node --test"}, files={"index.js": "module.exports = 1;\n"})
-    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.email=a@b", "-c", "user.name=a", "commit", "-qm", "one"]):
-        subprocess.run(["git", *args], cwd=repo, check=True)
-    done = harness("tasks", "mine", str(repo), "--output", str(tmp_path / "out"), timeout=120)
-    said = " ".join((done.stdout + done.stderr).split())
-    assert done.returncode != 0
-    assert "is a JavaScript/TypeScript project (package.json), not a Python one" in said
-    assert "supports Python projects (pyproject.toml, setup.py, setup.cfg) only" in said
-
-
 def test_a_project_with_npm_dependencies_builds_and_runs_offline(docker_backend, tmp_path):
     """A real dependency from the npm registry (ms 2.1.3, pinned by package-lock.json): fetched on the host,
     installed in the image with `npm ci --offline`, its tests run with no network and parsed as graded."""
