@@ -1,7 +1,7 @@
 """The image of a JavaScript/TypeScript project to plant bugs in, on the language's Node base.
 
 A published npm package carries no lock file: its dependencies, dev dependencies (the test runner) among
-them, are resolved on the host into a `package-lock.json` (`npm install --package-lock-only`: the newest
+them, are resolved on the host into a `package-lock.json` (`npm install` in a scratch folder: the newest
 versions the ranges allow, else those of the release day with `--before DATE`), which then pins the image's install (`JavaScript.build_image`: fetched
 on the host, `npm ci --offline` in the image). The test command runs the runner of `scripts.test` on the
 project's test files, named one by one (tape, unlike jest or mocha, has no search of its own).
@@ -10,7 +10,9 @@ project's test files, named one by one (tape, unlike jest or mocha, has no searc
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -71,16 +73,23 @@ def lock_dependencies(project: Project, on_step: Callable[[str], None]) -> str:
 
 
 def _resolve(root: Path, options: list[str]) -> str:
-    """Run `npm install --package-lock-only` (no install scripts); returns npm's error, "" on success."""
-    done = subprocess.run(
-        ["npm", "install", "--package-lock-only", "--ignore-scripts", "--no-audit", "--no-fund", *options],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-    return done.stderr.strip()[-1500:] if done.returncode else ""
+    """Install the project's package.json in a scratch folder (no install scripts) and keep the lock file it
+    writes; returns npm's error, "" on success. A full install, not `--package-lock-only`: that leaves some
+    entries (optional platform packages) without the `resolved` address `npm ci --offline` needs."""
+    with tempfile.TemporaryDirectory(prefix="harness-npm-lock-") as scratch:
+        shutil.copy(root / "package.json", scratch)
+        done = subprocess.run(
+            ["npm", "install", "--ignore-scripts", "--no-audit", "--no-fund", *options],
+            cwd=scratch,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
+        if done.returncode:
+            return done.stderr.strip()[-1500:]
+        shutil.copy(Path(scratch) / LOCK, root / LOCK)
+    return ""
 
 
 def build_js_project_image(
