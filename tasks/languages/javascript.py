@@ -66,9 +66,9 @@ class JsRunner:
 # result is named by its test (the `# name` line before it) and its message, numbered when a test repeats
 # a message: "ok 7 parse numbers > should be equal #2". The eval script's pipefail keeps tape's exit status.
 TAPE_NAMES = (
-    "awk '/^# /{t=substr($0,3); split(\"\", n)} "
+    'awk \'/^# /{t=substr($0,3); split("", n)} '
     "match($0,/^(not )?ok [0-9]+ /){m=substr($0,RLENGTH+1); k=++n[m]; "
-    "print substr($0,1,RLENGTH) t \" > \" m (k>1 ? \" #\" k : \"\"); next} {print}'"
+    'print substr($0,1,RLENGTH) t " > " m (k>1 ? " #" k : ""); next} {print}\''
 )
 
 

@@ -15,7 +15,7 @@ from functools import cache
 from pathlib import Path
 
 from ..languages import LANGUAGES
-from .mutations import SKIPPED_DIRS, Mutation, _minimal
+from .mutations import SKIPPED_DIRS, Mutation, _minimal, mutations_in
 
 EXTENSIONS = {".js": "javascript", ".mjs": "javascript", ".cjs": "javascript", ".jsx": "javascript",
               ".ts": "typescript", ".mts": "typescript", ".cts": "typescript", ".tsx": "tsx"}  # fmt: skip
@@ -66,7 +66,10 @@ def mutable_files(root: Path) -> list[Path]:
         relative = path.relative_to(root)
         if path.suffix not in EXTENSIONS or not path.is_file() or _NOT_SOURCE.search(path.name.lower()):
             continue
-        if any(p in SKIPPED_DIRS or p in ("coverage", "lib-cov", "fixtures") or p.startswith(".") for p in relative.parts[:-1]):
+        if any(
+            p in SKIPPED_DIRS or p in ("coverage", "lib-cov", "fixtures") or p.startswith(".")
+            for p in relative.parts[:-1]
+        ):
             continue
         if language.is_test_path(relative.as_posix()) or language.is_test_config(relative.as_posix()):
             continue
@@ -76,10 +79,7 @@ def mutable_files(root: Path) -> list[Path]:
 
 def find_mutations(root: Path) -> list[Mutation]:
     """Every candidate mutation in the project under `root`, in file and source order."""
-    mutations: list[Mutation] = []
-    for path in mutable_files(root):
-        mutations += file_mutations(path.read_bytes(), path.relative_to(root).as_posix())
-    return mutations
+    return mutations_in(root, mutable_files(root), file_mutations)
 
 
 def file_mutations(source: bytes, path: str) -> list[Mutation]:
@@ -114,8 +114,17 @@ def _name(node) -> str:
     if own is not None:
         return _text(own)
     parent = node.parent
-    if parent is not None and parent.type in ("variable_declarator", "pair", "public_field_definition", "field_definition"):
-        key = parent.child_by_field_name("name") or parent.child_by_field_name("key") or parent.child_by_field_name("property")
+    if parent is not None and parent.type in (
+        "variable_declarator",
+        "pair",
+        "public_field_definition",
+        "field_definition",
+    ):
+        key = (
+            parent.child_by_field_name("name")
+            or parent.child_by_field_name("key")
+            or parent.child_by_field_name("property")
+        )
         if key is not None:
             return _text(key)
     if parent is not None and parent.type == "assignment_expression":
@@ -156,7 +165,11 @@ def _edits(node, source: bytes) -> Iterator[Edit]:
     if node.type == "binary_expression":
         operator = node.child_by_field_name("operator")
         symbol = _text(operator)
-        for kind, table in (("flip_comparison", _COMPARISON), ("flip_boolean", _BOOLEAN), ("flip_arithmetic", _ARITHMETIC)):
+        for kind, table in (
+            ("flip_comparison", _COMPARISON),
+            ("flip_boolean", _BOOLEAN),
+            ("flip_arithmetic", _ARITHMETIC),
+        ):
             if symbol in table and not (symbol == "+" and _is_string(node)):
                 yield kind, operator.start_byte, operator.end_byte, table[symbol], f"`{symbol}` -> `{table[symbol]}`"
         if symbol in _COMPARISON or symbol in ("+", "-"):
@@ -173,12 +186,24 @@ def _edits(node, source: bytes) -> Iterator[Edit]:
             yield "off_by_one", index.start_byte, index.end_byte, str(value + 1), f"index `{value}` -> `{value + 1}`"
     elif node.type == "unary_expression" and _text(node.child_by_field_name("operator")) == "!":
         argument = node.child_by_field_name("argument")
-        yield "remove_negation", node.start_byte, node.end_byte, _text(argument), f"`!{_text(argument)[:40]}` -> without `!`"
+        yield (
+            "remove_negation",
+            node.start_byte,
+            node.end_byte,
+            _text(argument),
+            f"`!{_text(argument)[:40]}` -> without `!`",
+        )
     elif node.type in ("if_statement", "while_statement"):
         condition = node.child_by_field_name("condition")
         if condition is not None and condition.type == "parenthesized_expression":
             inner = source[condition.start_byte + 1 : condition.end_byte - 1].decode()
-            yield "negate_condition", condition.start_byte, condition.end_byte, f"(!({inner}))", f"condition `{inner.strip()[:40]}` negated"
+            yield (
+                "negate_condition",
+                condition.start_byte,
+                condition.end_byte,
+                f"(!({inner}))",
+                f"condition `{inner.strip()[:40]}` negated",
+            )
     elif node.type == "ternary_expression":
         consequence, alternative = node.child_by_field_name("consequence"), node.child_by_field_name("alternative")
         a, b = _text(consequence), _text(alternative)

@@ -49,7 +49,9 @@ def test_files(root: Path) -> list[str]:
             continue
         if any(p in SKIPPED_DIRS - {"test", "tests"} or p.startswith(".") or p == "fixtures" for p in relative.parts):
             continue
-        if language.is_test_path(relative.as_posix()) or (len(relative.parts) == 2 and relative.parts[0] in TEST_FOLDERS):
+        if language.is_test_path(relative.as_posix()) or (
+            len(relative.parts) == 2 and relative.parts[0] in TEST_FOLDERS
+        ):
             found.append(relative.as_posix())
     return found
 

@@ -46,11 +46,18 @@ def _register() -> None:
 
     register_target(
         LANGUAGES["python"],
-        SynthTarget(mutations.find_mutations, mutations.compiles, project_image.python_project_image, lambda root: "parse_log_pytest"),
+        SynthTarget(
+            mutations.find_mutations,
+            mutations.compiles,
+            project_image.python_project_image,
+            lambda root: "parse_log_pytest",
+        ),
     )
     register_target(
         LANGUAGES["javascript"],
-        SynthTarget(js_mutations.find_mutations, js_mutations.compiles, js_project.build_js_project_image, js_project.log_parser),
+        SynthTarget(
+            js_mutations.find_mutations, js_mutations.compiles, js_project.build_js_project_image, js_project.log_parser
+        ),
     )
 
 

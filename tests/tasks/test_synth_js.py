@@ -64,7 +64,10 @@ def test_each_kind_edits_only_its_node_in_typescript():
     assert SAMPLE.replace("items[0]", "items[1]") in edits["off_by_one"]
     assert SAMPLE.replace("return !Number.isNaN(value)", "return Number.isNaN(value)") in edits["remove_negation"]
     assert SAMPLE.replace("return false;", "return true;") in edits["swap_return"]
-    assert SAMPLE.replace("items[0] : items[items.length - 1]", "items[items.length - 1] : items[0]") in edits["swap_ternary"]
+    assert (
+        SAMPLE.replace("items[0] : items[items.length - 1]", "items[items.length - 1] : items[0]")
+        in edits["swap_ternary"]
+    )
     # String concatenation is no arithmetic, and type annotations (`T[]`, `: number`) are never touched.
     assert not any('"hi " - name' in e for e in edits["flip_arithmetic"])
     assert all(e.count(": number") == SAMPLE.count(": number") for kind in edits.values() for e in kind)
@@ -74,7 +77,14 @@ def test_each_kind_edits_only_its_node_in_typescript():
 def test_broken_files_are_detected_and_tests_and_dependencies_are_not_mutated(tmp_path):
     assert not compiles(b"if (a { return 1 }", "a.js") and compiles(b"const a = <div>{b}</div>;", "a.jsx")
     assert file_mutations(b"function f( {", "a.js") == []
-    for name in ("src/a.js", "src/a.test.js", "test/b.js", "node_modules/x/index.js", "dist/a.min.js", "jest.config.js"):
+    for name in (
+        "src/a.js",
+        "src/a.test.js",
+        "test/b.js",
+        "node_modules/x/index.js",
+        "dist/a.min.js",
+        "jest.config.js",
+    ):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("function f(a) { return a < 1; }\n")
     assert {m.path for m in find_mutations(tmp_path)} == {"src/a.js"}
