@@ -77,11 +77,20 @@ def lock_dependencies(project: Project, on_step: Callable[[str], None]) -> str:
 def _resolve(root: Path, options: list[str]) -> str:
     """Install the project's package.json in a scratch folder (no install scripts) and keep the lock file it
     writes; returns npm's error, "" on success. A full install, not `--package-lock-only`: that leaves some
-    entries (optional platform packages) without the `resolved` address `npm ci --offline` needs."""
+    entries (optional platform packages) without the `resolved` address `npm ci --offline` needs, as does an
+    npm configured with `omit-lockfile-registry-resolved`."""
     with tempfile.TemporaryDirectory(prefix="harness-npm-lock-") as scratch:
         shutil.copy(root / "package.json", scratch)
         done = subprocess.run(
-            ["npm", "install", "--ignore-scripts", "--no-audit", "--no-fund", *options],
+            [
+                "npm",
+                "install",
+                "--ignore-scripts",
+                "--no-audit",
+                "--no-fund",
+                "--omit-lockfile-registry-resolved=false",
+                *options,
+            ],
             cwd=scratch,
             capture_output=True,
             text=True,

@@ -148,3 +148,25 @@ def test_gold_resolves_each_npm_instance_and_the_empty_patch_does_not(synthesize
         assert gold.resolved, (record["instance_id"], gold.to_dict())
         empty = grade(record, "", docker_backend)
         assert not empty.resolved and empty.tests_status["FAIL_TO_PASS"]["failure"]
+
+
+def test_the_statement_shows_what_a_failed_tap_assertion_expected_but_not_the_stack():
+    from tasks.synth.statement import failures
+
+    log = textwrap.dedent("""\
+        # parse a
+        not ok 1 parse a > should be deeply equivalent
+          ---
+            operator: deepEqual
+            expected: |-
+              { a: 1 }
+            actual: |-
+              { a: 2 }
+            at: Test.<anonymous> (/testbed/test/a.js:5:4)
+            stack: |-
+              Error: should be deeply equivalent
+                  at parse (/testbed/index.js:3:4)
+          ...
+    """)
+    found = failures(log, ["parse a > should be deeply equivalent"], hide="index.js")
+    assert found[0]["details"] == ["operator: deepEqual", "expected: |-", "  { a: 1 }", "actual: |-", "  { a: 2 }"]
