@@ -1014,12 +1014,18 @@ def tasks_show(
 @tasks_app.command("synth")
 @friendly_errors
 def tasks_synth(
-    repo: str = typer.Option(..., "--repo", help="A local git repository, a git URL, or a PyPI project name."),
+    repo: str = typer.Option(
+        ...,
+        "--repo",
+        help="A local git repository, a git URL, a PyPI project name, or an npm package (npm:NAME or NAME@VERSION).",
+    ),
     output: Path = typer.Option(..., help="JSONL of SWE-bench instances to write (appended as tasks are kept)."),
     max_tasks: int = typer.Option(200, min=1, help="Stop after this many validated tasks."),
     seed: int = typer.Option(0, help="Seed of the mutation order (a run is reproducible)."),
     workers: int = SandboxWorkersOption,
-    test_command: Optional[str] = typer.Option(None, help="Override the detected test command (pytest by default)."),
+    test_command: Optional[str] = typer.Option(
+        None, help="Override the detected test command (pytest, or the runner of package.json's test script)."
+    ),
     max_candidates: Optional[int] = typer.Option(None, help="Judge at most this many candidates."),
     early_stop: int = typer.Option(
         20, help="Stop when this many candidates in a row are all rejected for one systemic reason (0: never)."
@@ -1027,7 +1033,7 @@ def tasks_synth(
     python: Optional[str] = PythonOption,
     backend: str = BackendOption,
 ):
-    """Synthesize validated repo-fix tasks from a real Python project by planting bugs (AST mutations)."""
+    """Synthesize validated repo-fix tasks from a real Python or JavaScript/TypeScript project by planting bugs (AST mutations)."""
     from harness.episode_check import episode_check
     from tasks.synth.pipeline import synthesize
 

@@ -303,7 +303,10 @@ ROLE_DELTA = {"role": "assistant", "content": ""}
 
 
 def closing_chunks(
-    response: dict[str, Any], include_usage: bool, sent: list[str], calls_sent: list[list[tuple[str, str, str]]] | None = None
+    response: dict[str, Any],
+    include_usage: bool,
+    sent: list[str],
+    calls_sent: list[list[tuple[str, str, str]]] | None = None,
 ) -> list[dict[str, Any]]:
     """The chunks that end each choice of a finished response, after the role chunk and the `sent[index]` text
     already streamed (and the calls, `calls_sent[index]`: id, name, arguments): the rest of its content, its tool

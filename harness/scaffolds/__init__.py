@@ -24,7 +24,9 @@ from ..errors import HarnessError
 from ..parsing import ToolCall
 from ..policy import Completion
 
-PROGRAMS = Path(__file__).parent / "programs"  # on the scaffold's PYTHONPATH: harness_shell and the built-in scaffold programs
+PROGRAMS = (
+    Path(__file__).parent / "programs"
+)  # on the scaffold's PYTHONPATH: harness_shell and the built-in scaffold programs
 OWN_LOOP = "harness"
 
 

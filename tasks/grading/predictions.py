@@ -42,7 +42,9 @@ def load_predictions(path: str | Path) -> dict[str, dict[str, Any]]:
         except json.JSONDecodeError as err:
             raise TaskError(f"predictions {path}: not JSON ({err.msg}, line {err.lineno})") from err
         if not isinstance(data, (dict, list)):
-            raise TaskError(f"predictions {path}: a JSON list or an object keyed by instance id, not {type(data).__name__}")
+            raise TaskError(
+                f"predictions {path}: a JSON list or an object keyed by instance id, not {type(data).__name__}"
+            )
         records = list(enumerate(data.values() if isinstance(data, dict) else data))
     else:
         for number, line in enumerate(text.splitlines(), 1):

@@ -18,7 +18,7 @@ from .runners import FAILING, PASSING, Check, Runner, Summary, _verdicts_from
 
 RESULT = re.compile(r"^\s*(ok|not ok) \d+ (.+)$")
 NODE_TEST = re.compile(r"\bnode\b[^\n]*\s--test\b")
-TOTAL = re.compile(r"^# (tests|suites|pass|fail|cancelled|skipped|todo|duration_ms) +([\d.]+)$")  # tape: `# pass  7`
+TOTAL = re.compile(r"^# (tests|suites|pass|fail|cancelled|skipped|todo|duration_ms)\s+([\d.]+)$")  # tape: `# pass  3`
 # TypeScript and ES modules import the test function; CommonJS requires it.
 _IMPORT_FORM = re.compile(r"^\s*import\s.+\sfrom\s|^\s*import\s+['\"]")
 

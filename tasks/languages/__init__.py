@@ -222,17 +222,18 @@ def language_named(name: str) -> Language:
 
 
 def detect_language(repo: Path) -> Language:
-    """The language of the project at `repo`, by its marker files; Python where none matches (a folder of
-    plain modules has no marker). Other languages are asked first: a Node project may carry a setup.py."""
+    """The language of the project at `repo`, by its marker files (`language_of_root`)."""
     return language_of_root({p.name for p in repo.iterdir()} if repo.is_dir() else set())
 
 
 def language_of_root(root: set[str]) -> Language:
-    """The language of a project whose root holds the names `root` (as `detect_language`)."""
-    for language in languages():
-        if language.name != "python" and language.marks(root):
-            return language
-    return LANGUAGES["python"]
+    """The language of a project whose root holds the names `root`. Python where it marks Python, even beside
+    another language's marker (a Python project with a package.json for its docs or front end, as Django's), and
+    where nothing matches (a folder of plain modules has no marker)."""
+    python = LANGUAGES["python"]
+    if python.marks(root):
+        return python
+    return next((language for language in languages() if language.marks(root)), python)
 
 
 def language_of(instance: dict) -> Language:

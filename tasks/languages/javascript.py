@@ -58,6 +58,18 @@ class JsRunner:
     command: str  # the command that runs it, with `{files}` for the test files (empty: the runner's own search)
     log_parser: str
     runs_typescript: bool = False  # it compiles TypeScript test files itself (else it runs what tsc wrote)
+    output_filter: str = ""  # a command its output is piped through before the parser reads it
+
+
+# tape's TAP names each assertion by its message alone ("ok 7 should be equal"), the same in many tests, and
+# swebench's parse_log_tap keys results by that name: the later result of a name hides the earlier. Each
+# result is named by its test (the `# name` line before it) and its message, numbered when a test repeats
+# a message: "ok 7 parse numbers > should be equal #2". The eval script's pipefail keeps tape's exit status.
+TAPE_NAMES = (
+    'awk \'/^# /{t=substr($0,3); split("", n)} '
+    "match($0,/^(not )?ok [0-9]+ /){m=substr($0,RLENGTH+1); k=++n[m]; "
+    'print substr($0,1,RLENGTH) t " > " m (k>1 ? " #" k : ""); next} {print}\''
+)
 
 
 RUNNERS = (
@@ -65,7 +77,7 @@ RUNNERS = (
     JsRunner("jest", "jest", "./node_modules/.bin/jest --verbose {files}", "parse_log_jest", True),
     JsRunner("vitest", "vitest", "./node_modules/.bin/vitest run --reporter=verbose {files}", "parse_log_vitest", True),
     JsRunner("mocha", "mocha", "./node_modules/.bin/mocha --reporter tap {files}", "parse_log_tap"),
-    JsRunner("tape", "tape", "./node_modules/.bin/tape {files}", "parse_log_tap"),
+    JsRunner("tape", "tape", "./node_modules/.bin/tape {files}", "parse_log_tap", output_filter=TAPE_NAMES),
 )
 
 
@@ -93,18 +105,34 @@ def package_json(repo: Path) -> dict:
 
 
 def find_runner(repo: Path) -> JsRunner:
-    """The runner `scripts.test` of package.json calls."""
-    script = package_json(repo).get("scripts", {}).get("test", "")
+    """The runner `scripts.test` of package.json calls, directly or through the scripts it runs (`npm run
+    tests-only`, whose script is `nyc tape 'test/*.js'`)."""
+    scripts = package_json(repo).get("scripts", {})
+    script = scripts.get("test", "")
     if not script or "no test specified" in script:
         raise ProjectError(f"{repo}/package.json: no test script (scripts.test)")
-    words = [w for w in re.split(r"[\s;&|()]+", script) if w]
-    for word in words:
-        name = PurePosixPath(word).name
-        for runner in RUNNERS:
-            if name == runner.binary and (runner.name != "node" or "--test" in words):
-                return runner
+    seen, pending = {"test"}, [script]
+    while pending:
+        words = [w for w in re.split(r"[\s;&|()]+", pending.pop(0)) if w]
+        for word in words:
+            name = PurePosixPath(word).name
+            for runner in RUNNERS:
+                if name == runner.binary and (runner.name != "node" or "--test" in words):
+                    return runner
+        for first, second in zip(words, words[1:]):
+            if first in ("run", "run-script") and second in scripts and second not in seen:
+                seen.add(second)
+                pending.append(scripts[second])
     supported = ", ".join(r.name if r.name != "node" else "node --test" for r in RUNNERS)
     raise ProjectError(f"{repo}/package.json: the test script {script!r} calls no runner known here ({supported})")
+
+
+def _build_step(pretest: str) -> str:
+    """The `pretest` script where it builds (`tsc`, `npm run build`); "" where it only lints (`npm run lint`,
+    `eslint .`): a linter's verdict on a fix is not the tests', and its output is not the runner's."""
+    words = set(re.split(r"[\s;&|()]+", pretest.lower()))
+    linting = {"lint", "eslint", "standard", "xo", "prettier", "tslint", "jshint", "semistandard"}
+    return "" if words & linting and not any("build" in w or w in ("tsc", "babel") for w in words) else pretest
 
 
 def _ts_output(repo: Path, path: str) -> str:
@@ -144,7 +172,7 @@ class JavaScript(Language):
         if repo is None:
             raise ProjectError("the JavaScript test command is read from the project's package.json: give its repo")
         runner = find_runner(repo)
-        pretest = package_json(repo).get("scripts", {}).get("pretest")
+        pretest = _build_step(package_json(repo).get("scripts", {}).get("pretest", ""))
         files = []
         for test in tests or []:
             path = test.split("::", 1)[0]
@@ -152,6 +180,8 @@ class JavaScript(Language):
                 path = _ts_output(repo, path)  # the pretest build compiled it
             files.append(shlex.quote(path))
         command = runner.command.format(files=" ".join(dict.fromkeys(files))).rstrip()
+        if runner.output_filter:
+            command = f"{command} | {runner.output_filter}"
         return f"{pretest} && {command}" if pretest else command
 
     def is_test_path(self, path: str) -> bool:

@@ -146,11 +146,8 @@ def local_clone(repo: str) -> Path:
 
 
 def language_at(local: Path, commit: str = "HEAD") -> Language:
-    """The language of the repository's project at `commit`, by the marker files at its root. A root that
-    marks a Python project and another (a setup.py beside a package.json) is mined as Python, as before."""
-    root = set(git(local, "ls-tree", "--name-only", commit).split())
-    python = language_named("python")
-    return python if python.marks(root) else language_of_root(root)
+    """The language of the repository's project at `commit`, by the marker files at its root."""
+    return language_of_root(set(git(local, "ls-tree", "--name-only", commit).split()))
 
 
 def repo_name(repo: str, local: Path) -> str:

@@ -141,10 +141,12 @@ def mutable_files(root: Path) -> list[Path]:
 
 def find_mutations(root: Path) -> list[Mutation]:
     """Every candidate mutation in the project under `root`, in file and source order."""
-    mutations: list[Mutation] = []
-    for path in mutable_files(root):
-        mutations += file_mutations(path.read_bytes(), path.relative_to(root).as_posix())
-    return mutations
+    return mutations_in(root, mutable_files(root), file_mutations)
+
+
+def mutations_in(root: Path, files: list[Path], mutate: Callable[[bytes, str], list[Mutation]]) -> list[Mutation]:
+    """The mutations `mutate(source, relative path)` finds in each of `files`, in order."""
+    return [m for path in files for m in mutate(path.read_bytes(), path.relative_to(root).as_posix())]
 
 
 def file_mutations(source: bytes, path: str) -> list[Mutation]:

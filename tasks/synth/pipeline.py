@@ -28,11 +28,11 @@ from ..grading.patch_policy import review_patch
 from ..swe import WORKDIR, make_eval_script
 from ..repos import make_bugged_repo
 from infra.runlog import atomic_write
-from .host_pip import tail
-from .project_image import ProjectImage, build_image, build_project_image, image_exists
+from .project_image import ProjectImage, build_image, image_exists
 from .errors import SynthError
-from .mutations import Mutation, compiles, find_mutations, order, unified_patch
+from .mutations import Mutation, order, unified_patch
 from .source import fetch_project
+from .targets import SynthTarget, target_for
 from .statement import failures, write_statement
 from .validate import SYSTEMIC, Baseline, Outcome, judge, pin_test_ids, run_baseline
 from .worklog import WorkLog
@@ -118,20 +118,24 @@ def synthesize(
     emit(SynthEvent("source", f"fetching {repo}"))
     project = fetch_project(repo, work)
     emit(SynthEvent("image", f"{project.name} at {project.commit[:12]}: preparing the project image"))
-    env = _project_image(project, test_command, emit, python)
+    language, target = target_for(project.root)
+    env = target.project_image(project, test_command, lambda message: emit(SynthEvent("image", message)), python)
     commands = tuple(pin_test_ids(c) for c in env.test_commands)
+    log_parser = target.log_parser(project.root)
     worklog = WorkLog(work, _hash(env.image, *commands))
     baseline = worklog.baseline()
     if baseline is None:
         emit(SynthEvent("baseline", "running the test suite twice"))
-        baseline = run_baseline(env.image, commands, backend, timeout=test_timeout or 900.0)
+        baseline = run_baseline(env.image, commands, backend, timeout=test_timeout or 900.0, log_parser=log_parser)
         worklog.save_baseline(baseline)
     emit(SynthEvent("baseline", f"{len(baseline.passing)} tests pass twice, {len(baseline.excluded)} excluded"))
 
-    found = find_mutations(project.root)
+    found = target.find_mutations(project.root)
     if not found:
         raise SynthError(f"{project.name} has no function outside its tests to plant a bug in")
     run = _Run(
+        language.name,
+        target,
         project.root,
         env,
         baseline,
@@ -156,28 +160,13 @@ def synthesize(
     return summary
 
 
-def _project_image(project, test_command: str | None, emit, python: str | None = None) -> ProjectImage:
-    """The project image with the newest dependencies, else with those released before the project's date."""
-    step = lambda message: emit(SynthEvent("image", message))  # noqa: E731
-    try:
-        return build_project_image(project, test_command, step, python=python)
-    except SynthError as err:
-        if not project.date:
-            raise
-        emit(
-            SynthEvent(
-                "image",
-                f"the newest dependencies failed ({tail(err)}); trying those released before {project.date}",
-            )
-        )
-        return build_project_image(project, test_command, step, before=project.date, python=python)
-
-
 class _Run:
     """The state of one run: what was decided, what is kept, and the output file."""
 
     def __init__(
         self,
+        language: str,
+        target: SynthTarget,
         root: Path,
         env: ProjectImage,
         baseline: Baseline,
@@ -191,6 +180,7 @@ class _Run:
         check: Callable[[dict], str] | None = None,
     ):
         self.check = check
+        self.language, self.target = language, target
         self.root, self.env, self.baseline, self.worklog, self.backend = root, env, baseline, worklog, backend
         self.output, self.seed, self.timeout, self.early_stop = output, seed, timeout, early_stop
         self.write_statement = statement_writer or write_statement
@@ -236,7 +226,7 @@ class _Run:
                         if mutation is None:
                             break
                         source = sources.setdefault(mutation.path, (self.root / mutation.path).read_bytes())
-                        if not compiles(mutation.apply(source), mutation.path):
+                        if not self.target.compiles(mutation.apply(source), mutation.path):
                             self.worklog.append(_entry(mutation, "rejected", "does not compile"))
                             continue
                         running[pool.submit(self.judge_one, mutation, source)] = mutation
@@ -323,7 +313,8 @@ class _Run:
             "PASS_TO_PASS": outcome.pass_to_pass,
             "image": image,
             "eval_script": make_eval_script(base_commit, "", self.baseline.test_command),
-            "log_parser": "parse_log_pytest",
+            "log_parser": self.baseline.log_parser,
+            "language": self.language,
             "eval_type": "pass_and_fail",
             "workdir": WORKDIR,
             "environment": self.env.environment,

@@ -110,6 +110,19 @@ def build_project_image(
         return _build_project_image(project, test_command, on_step, before, python, loose=True)
 
 
+def python_project_image(
+    project: Project, test_command: str | None, on_step: Callable[[str], None], python: str | None = None
+) -> ProjectImage:
+    """The project image with the newest dependencies, else with those released before the project's date."""
+    try:
+        return build_project_image(project, test_command, on_step, python=python)
+    except SynthError as err:
+        if not project.date:
+            raise
+        on_step(f"the newest dependencies failed ({tail(err)}); trying those released before {project.date}")
+        return build_project_image(project, test_command, on_step, before=project.date, python=python)
+
+
 def _build_project_image(
     project: Project,
     test_command: str | None,

@@ -1,8 +1,8 @@
-"""Where the project comes from: a local git repository, a git URL, or a PyPI sdist.
+"""Where the project comes from: a local git repository, a git URL, a PyPI sdist or an npm package.
 
 Whatever the source, the result is the same: a clean tree without `.git` (the files of one
 commit) in the work dir, and the commit it was taken from. A PyPI sdist (or a folder that is
-not a repository) is first imported as a one-commit repository with a fixed identity and
+not a repository, or an npm package as `npm pack` fetches it) is first imported as a one-commit repository with a fixed identity and
 dates, so its commit is reproducible. `source.json` records what was fetched, so a resumed
 run uses the same files (a newer release on PyPI does not change a run half-way).
 """
@@ -23,6 +23,10 @@ from pathlib import Path
 
 from ..repos import git
 from .errors import SynthError
+
+
+# An npm package: `npm:NAME[@VERSION]`, or `NAME@VERSION` (`@scope/name@1.2.3`); a PyPI requirement pins with `==`.
+NPM_SPEC = re.compile(r"^npm:\S+$|^(@[\w.-]+/)?[\w.-]+@[\w.^~<>=*-]+$")
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,8 @@ def fetch_project(repo: str, work: Path) -> Project:
         project = _from_path(Path(repo).resolve(), work / "source", repo)
     elif re.match(r"^(\w+://|git@)", repo) or repo.endswith(".git"):
         project = _from_git_url(repo, work / "source")
+    elif NPM_SPEC.match(repo):
+        project = _from_npm(repo.removeprefix("npm:"), work / "source")
     else:
         project = _from_pypi(repo, work / "source")
     record.write_text(json.dumps({**asdict(project), "root": str(project.root)}, indent=1))
@@ -79,6 +85,40 @@ def _from_git_url(url: str, into: Path) -> Project:
         raise SynthError(f"cannot clone {url}: {done.stderr.strip()} (is it reachable from here?)")
     name = normalise(url.rstrip("/").rsplit("/", 1)[-1].removesuffix(".git"))
     return _export_head(clone, into / "tree", url, name)
+
+
+def _from_npm(spec: str, into: Path) -> Project:
+    """`npm pack` the package from the npm registry, unpack it and import it as a one-commit repository;
+    its date is the version's publication day (dependencies are resolved as of then)."""
+    download = into / "download"
+    download.mkdir(parents=True)
+    try:
+        done = subprocess.run(
+            ["npm", "pack", spec, "--json", "--pack-destination", str(download)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+    except FileNotFoundError:
+        raise SynthError("npm is not installed on this machine: it fetches npm packages") from None
+    if done.returncode != 0:
+        raise SynthError(f"cannot fetch {spec!r} from the npm registry: {done.stderr.strip()[-800:]}")
+    packed = json.loads(done.stdout)[0]
+    published = subprocess.run(
+        ["npm", "view", f"{packed['name']}@{packed['version']}", "time", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    date = json.loads(published.stdout or "{}").get(packed["version"], "")[:10] if published.returncode == 0 else ""
+    unpacked = into / "import"
+    _unpack(download / packed["filename"], unpacked)
+    tops = list(unpacked.iterdir())
+    top = tops[0] if len(tops) == 1 and tops[0].is_dir() else unpacked
+    project = _import(top, into, f"npm:{spec}", normalise(packed["name"]), packed["version"])
+    return replace(project, date=date)
 
 
 def _from_pypi(requirement: str, into: Path) -> Project:

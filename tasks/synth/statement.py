@@ -1,7 +1,7 @@
 """Problem statements: an issue-style report written from the failing tests alone.
 
 What a user would see: which tests fail, the line of the test that failed and the error
-pytest printed. Never the file that holds the bug, never the fix. `failures` gathers that from
+pytest printed (for a TAP runner, what the failed assertion expected and got). Never the file that holds the bug, never the fix. `failures` gathers that from
 the test log; `write_statement` turns it into a report (a policy may do it instead).
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import re
+import textwrap
 
 from .testlog import block_of, error_kind, error_line, failure_blocks, short_messages
 
@@ -40,7 +41,7 @@ def failures(log: str, tests: list[str], hide: str) -> list[dict]:
     found = []
     for test in tests:
         block = block_of(blocks, test)
-        lines = _test_lines(block, test.partition("::")[0])
+        lines = _test_lines(block, test.partition("::")[0]) or _tap_lines(log, test)
         details = [line for i, line in enumerate(lines) if hide not in line and line not in lines[:i]]
         message = error_line(block, messages.get(test, ""))
         found.append({"test": test, "message": "" if hide in message else message, "details": details[:MAX_LINES]})
@@ -60,6 +61,29 @@ def _test_lines(block: list[str], test_file: str) -> list[str]:
     return kept
 
 
+_TAP_FAILURE = re.compile(r"^not ok \d+ (.+)$")
+_TAP_KEY = re.compile(r"^(\w+):")
+_TAP_SHOWN = {"operator", "expected", "actual", "message", "error"}
+
+
+def _tap_lines(log: str, test: str) -> list[str]:
+    """A TAP failure's diagnostics (the YAML block under `not ok N test`): what was expected and what came,
+    without the stack (`at:`, `stack:`), which names the file with the bug."""
+    lines = log.splitlines()
+    for i, line in enumerate(lines):
+        if (match := _TAP_FAILURE.match(line.strip())) and match.group(1) == test:
+            kept, shown = [], False
+            for entry in lines[i + 1 :]:
+                if not entry.startswith((" ", "\t")) or entry.strip() == "...":
+                    break
+                if key := _TAP_KEY.match(entry.strip()):
+                    shown = key.group(1) in _TAP_SHOWN
+                if shown and entry.strip():
+                    kept.append(entry.rstrip())
+            return textwrap.dedent("\n".join(kept)).splitlines()
+    return []
+
+
 def write_statement(info: dict) -> str:
     """The default writer: a short report built from `info["failures"]`, varied by `info["seed"]`."""
     rng = random.Random(info.get("seed", 0))
@@ -76,7 +100,7 @@ def write_statement(info: dict) -> str:
     parts = [rng.choice(TITLES).format(**values), rng.choice(INTROS).format(**values)]
     for failure in shown:
         body = failure["details"] or ([failure["message"]] if failure["message"] else [])
-        parts.append(f"`{failure['test']}`:\n\n" + "\n".join("    " + line for line in body))
+        parts.append(f"`{failure['test']}`" + (":\n\n" + "\n".join("    " + line for line in body) if body else ""))
     rest = [f["test"] for f in info["failures"][MAX_SHOWN:]]
     if rest:
         more = ", ".join(f"`{t}`" for t in rest[:10]) + (" and others" if len(rest) > 10 else "")

@@ -58,6 +58,7 @@ class Baseline:
     passing: list[str]  # passed in both runs
     excluded: dict[str, str]  # test -> statuses of the two runs, for those that did not pass twice
     duration: float  # the slower of the two runs
+    log_parser: str = "parse_log_pytest"  # the swebench parser of the command's output
 
     def to_dict(self) -> dict:
         return {
@@ -65,6 +66,7 @@ class Baseline:
             "passing": self.passing,
             "excluded": self.excluded,
             "duration": self.duration,
+            "log_parser": self.log_parser,
         }
 
 
@@ -81,7 +83,7 @@ class Outcome:
     detail: str = ""  # for a rejection: what exactly went wrong (missing tests, the log's problem)
 
 
-def probe_instance(image: str, test_command: str) -> dict:
+def probe_instance(image: str, test_command: str, log_parser: str = "parse_log_pytest") -> dict:
     """A throw-away instance that makes `run_eval` run `test_command` in `image`."""
     return {
         "instance_id": "synth-probe",
@@ -90,7 +92,7 @@ def probe_instance(image: str, test_command: str) -> dict:
         "image": image,
         "base_commit": "",
         "eval_script": make_eval_script("", "", test_command),
-        "log_parser": "parse_log_pytest",
+        "log_parser": log_parser,
         "eval_type": "pass_and_fail",
         "FAIL_TO_PASS": [],
         "PASS_TO_PASS": [],
@@ -98,10 +100,12 @@ def probe_instance(image: str, test_command: str) -> dict:
     }
 
 
-def run_tests(image: str, test_command: str, patch: str, backend: Backend, timeout: float) -> SuiteRun:
+def run_tests(
+    image: str, test_command: str, patch: str, backend: Backend, timeout: float, log_parser: str = "parse_log_pytest"
+) -> SuiteRun:
     from swebench.harness.constants import TESTS_TIMEOUT
 
-    instance = probe_instance(image, test_command)
+    instance = probe_instance(image, test_command, log_parser)
     started = time.monotonic()
     method, log = run_eval(instance, patch, backend, timeout)
     duration = time.monotonic() - started
@@ -123,19 +127,21 @@ def without_uncollectable(command: str, log: str) -> str | None:
     return command + "".join(f" --ignore={path}" for path in broken)
 
 
-def run_baseline(image: str, commands: tuple[str, ...], backend: Backend, timeout: float) -> Baseline:
+def run_baseline(
+    image: str, commands: tuple[str, ...], backend: Backend, timeout: float, log_parser: str = "parse_log_pytest"
+) -> Baseline:
     """Run the clean suite twice per command until one gives passing tests; keep tests that pass twice.
     A command whose runs stop on modules that cannot be imported is tried again without them."""
     failures, commands = [], list(commands)
     for command in commands:
-        runs = [run_tests(image, command, "", backend, timeout) for _ in range(2)]
+        runs = [run_tests(image, command, "", backend, timeout, log_parser) for _ in range(2)]
         bad = next((run for run in runs if run.timed_out or run.problem), None)
         if bad is None and any(s == PASSED for s in runs[0].statuses.values()):
             tests = sorted(set(runs[0].statuses) | set(runs[1].statuses))
             passing = [t for t in tests if all(run.statuses.get(t) == PASSED for run in runs) and _whole_name(t)]
             excluded = {t: "/".join(run.statuses.get(t, "MISSING") for run in runs) for t in tests if t not in passing}
             if passing:
-                return Baseline(command, passing, excluded, max(run.duration for run in runs))
+                return Baseline(command, passing, excluded, max(run.duration for run in runs), log_parser)
         retry = without_uncollectable(command, runs[0].log)
         if retry and retry not in commands:
             commands.insert(commands.index(command) + 1, retry)
@@ -150,14 +156,14 @@ def run_baseline(image: str, commands: tuple[str, ...], backend: Backend, timeou
 
 def judge(image: str, baseline: Baseline, patch: str, backend: Backend, timeout: float) -> Outcome:
     """Keep a bug when baseline tests fail under it, the same ones twice, and all others pass."""
-    first = run_tests(image, baseline.test_command, patch, backend, timeout)
+    first = run_tests(image, baseline.test_command, patch, backend, timeout, baseline.log_parser)
     rejected = _unusable(first, baseline)
     if rejected:
         return Outcome("rejected", rejected, detail=_detail(first, baseline))
     failing = [t for t in baseline.passing if first.statuses[t] != PASSED]
     if not failing:
         return Outcome("rejected", "no test fails")
-    second = run_tests(image, baseline.test_command, patch, backend, timeout)
+    second = run_tests(image, baseline.test_command, patch, backend, timeout, baseline.log_parser)
     if _unusable(second, baseline) or [t for t in baseline.passing if second.statuses[t] != PASSED] != failing:
         return Outcome("flaky", "the second run failed other tests")
     blocks, messages = failure_blocks(first.log), short_messages(first.log)

@@ -382,7 +382,9 @@ def test_harmony_streams_its_final_channel_and_its_calls_through_the_openai_clie
     server = ChatServer("127.0.0.1", 0).attach(Writes(tiny_on("gptoss"), reply), "tiny")
     threading.Thread(target=server.serve_forever, daemon=True).start()
     parameters = {"type": "object", "properties": {"command": {"type": "string"}}}
-    tools = [{"type": "function", "function": {"name": "bash", "description": "Run a command", "parameters": parameters}}]
+    tools = [
+        {"type": "function", "function": {"name": "bash", "description": "Run a command", "parameters": parameters}}
+    ]
     ask = dict(model="tiny", messages=[{"role": "user", "content": "What is in /tmp?"}], tools=tools, max_tokens=64)
     try:
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{server.server_address[1]}/v1", api_key="-", max_retries=0)
@@ -402,7 +404,9 @@ def test_harmony_streams_its_final_channel_and_its_calls_through_the_openai_clie
         arguments = [c.function.arguments for c in calls if c.function.arguments]
         assert len(arguments) > 3 and json.loads("".join(arguments)) == {"command": "ls -la /tmp"}
         # the arguments came while the reply was written, before the analysis (the content) closed the turn
-        first_argument = next(i for i, d in enumerate(deltas) if d.delta.tool_calls and d.delta.tool_calls[0].function.arguments)
+        first_argument = next(
+            i for i, d in enumerate(deltas) if d.delta.tool_calls and d.delta.tool_calls[0].function.arguments
+        )
         assert first_argument < next(i for i, d in enumerate(deltas) if d.delta.content)
     else:
         assert whole.message.content == "There are two files: a.txt and b.txt." and not calls  # not the analysis

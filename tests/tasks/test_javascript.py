@@ -24,7 +24,9 @@ def _project(tmp_path, scripts=None, files=(), **manifest):
 def test_aliases_and_detection(tmp_path):
     assert {language_named(n).name for n in ("js", "ts", "typescript", "JavaScript")} == {"javascript"}
     assert JS.title == "JavaScript/TypeScript"
-    assert detect_language(_project(tmp_path, files={"setup.py": ""})) is JS  # a Node project with a setup.py
+    assert detect_language(_project(tmp_path)) is JS
+    # a Python project with a package.json (for its docs or front end, as Django's) is Python
+    assert detect_language(_project(tmp_path, files={"setup.py": ""})).name == "python"
     assert language_of({"log_parser": "parse_log_jest"}) is JS
     assert language_of({"language": "ts"}) is JS
 
