@@ -37,24 +37,24 @@ class SkyRLEnvironment(Environment):
             raise HarnessError(
                 f"the skyrl-gym environment {self.text_env_class.__name__} failed to start: {type(err).__name__}: {err}"
             ) from err
-        self.steps: list[dict[str, Any]] = []
+        self.env_steps: list[dict[str, Any]] = []  # each env.step()'s reward and metadata
         return [dict(m) for m in prompt]
 
     def step(self, turn: ParsedTurn) -> StepResult:
         output = self.text_env.step(turn.raw or turn.content)
         reward, metadata = float(output.get("reward") or 0.0), output.get("metadata") or {}
-        self.steps.append({"reward": reward, "metadata": metadata})
+        self.env_steps.append({"reward": reward, "metadata": metadata})
         self.outcome = turn.raw or turn.content
         return StepResult(
             [dict(m) for m in output.get("observations") or []], done=bool(output.get("done")), info=metadata
         )
 
     def finish(self) -> Reward:
-        steps = getattr(self, "steps", [])
+        steps = getattr(self, "env_steps", [])
         metrics = (
             self.text_env.get_metrics() if hasattr(self, "text_env") and hasattr(self.text_env, "get_metrics") else {}
         )
-        return Reward(sum(s["reward"] for s in steps), {"steps": steps, "metrics": metrics})
+        return Reward(sum(s["reward"] for s in steps), {"env_steps": steps, "metrics": metrics})
 
     def close(self) -> None:
         if hasattr(self, "text_env"):
