@@ -23,6 +23,8 @@ def test_a_go_mod_makes_a_go_project(tmp_path: Path):
     (tmp_path / "setup.py").write_text("")
     assert detect_language(tmp_path).name == "python"
     (tmp_path / "go.mod").write_text("module example.com/app\n\ngo 1.22\n")
+    assert detect_language(tmp_path).name == "python"  # a root that marks Python is Python
+    (tmp_path / "setup.py").unlink()
     assert detect_language(tmp_path) is GO
     assert language_named("golang") is GO and GO.title == "Go"
     assert language_of({"log_parser": "parse_log_gotest"}) is GO
