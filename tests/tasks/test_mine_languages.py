@@ -113,7 +113,7 @@ PROJECTS = {
             "test/neg-vs-pos-0.js",
             "t.notOk(equal(-0, +0), '-0 !== +0');\n",
             "    t.notOk(equal(+0, -0), '+0 !== -0');\n",
-            ("-0 !== 0", "-0 !== +0", "+0 !== -0"),
+            ("0 values > -0 !== 0", "0 values > -0 !== +0", "0 values > +0 !== -0"),  # tape: test > assertion
         ),
     ),
 }
