@@ -27,12 +27,20 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+# Tests measured over about 5 s in a whole run (tests/slow_tests.txt): slow, out of the fast loop.
+MEASURED_SLOW = {
+    line.split("#")[0].strip()
+    for line in (ROOT / "tests" / "slow_tests.txt").read_text().splitlines()
+    if line.split("#")[0].strip()
+}
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
     """Tests run only when selected (`proof`, `bases`) are slow ones too: `-m "not slow"` on the command line replaces
-    the `-m` of pyproject's addopts, and must still leave them out."""
+    the `-m` of pyproject's addopts, and must still leave them out. So are those measured slow."""
     for item in items:
-        if item.get_closest_marker("proof") or item.get_closest_marker("bases"):
+        if item.get_closest_marker("proof") or item.get_closest_marker("bases") or item.nodeid in MEASURED_SLOW:
             item.add_marker(pytest.mark.slow)
 
 

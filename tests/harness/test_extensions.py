@@ -174,7 +174,9 @@ def test_skyrl_gym_gsm8k_env_runs_unchanged():
     trajectory = play(multi, "I think it is 4.", "#### 5")
     assert trajectory.turns == 2 and trajectory.exit_status == "submitted"
     assert "tentative numeric answer" in trajectory.messages[2]["content"]  # the environment's own observation
-    assert trajectory.reward == pytest.approx(1.0) and [s["reward"] for s in trajectory.reward_details["env_steps"]] == [
+    assert trajectory.reward == pytest.approx(1.0) and [
+        s["reward"] for s in trajectory.reward_details["env_steps"]
+    ] == [
         0.0,
         1.0,
     ]
