@@ -17,6 +17,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from sandboxes.cache_lock import cache_lock
 from sandboxes.images import cache_dir
 
 from .errors import HarnessError
@@ -40,8 +41,9 @@ def resolve_checkpoint(value: str, dtype: str = "float32") -> str:
         return value
     source = _check_gguf_file(Path(value).expanduser())
     target = imported_folder(source, dtype)
-    if not (target / "config.json").is_file():
-        import_gguf(source, target, dtype)
+    with cache_lock(target):  # two runs given the same file at once: one imports, the other waits and reads it
+        if not (target / "config.json").is_file():
+            import_gguf(source, target, dtype)
     return str(target)
 
 

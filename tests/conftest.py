@@ -27,21 +27,31 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-# Tests measured over about 5 s in a whole run (tests/slow_tests.txt): slow, out of the fast loop.
-MEASURED_SLOW = {
-    line.split("#")[0].strip()
-    for line in (ROOT / "tests" / "slow_tests.txt").read_text().splitlines()
-    if line.split("#")[0].strip()
+# Tests measured over about 5 s in a whole run (tests/slow_tests.txt, with their seconds): slow, out of the fast loop.
+MEASURED_SECONDS = {
+    nodeid.strip(): float(figure.split()[0])
+    for nodeid, _, figure in (
+        line.partition("#") for line in (ROOT / "tests" / "slow_tests.txt").read_text().splitlines()
+    )
+    if nodeid.strip()
 }
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items):
+def pytest_collection_modifyitems(config, items):
     """Tests run only when selected (`proof`, `bases`) are slow ones too: `-m "not slow"` on the command line replaces
-    the `-m` of pyproject's addopts, and must still leave them out. So are those measured slow."""
+    the `-m` of pyproject's addopts, and must still leave them out. So are those measured slow.
+
+    On several workers (pytest-xdist, whole modules per worker), the modules with the most measured seconds come first,
+    so that the longest do not start last and leave the other workers idle."""
     for item in items:
-        if item.get_closest_marker("proof") or item.get_closest_marker("bases") or item.nodeid in MEASURED_SLOW:
+        if item.get_closest_marker("proof") or item.get_closest_marker("bases") or item.nodeid in MEASURED_SECONDS:
             item.add_marker(pytest.mark.slow)
+    if getattr(config.option, "numprocesses", None):
+        weight: dict[str, float] = {}
+        for item in items:
+            weight[item.module.__name__] = weight.get(item.module.__name__, 0) + MEASURED_SECONDS.get(item.nodeid, 0)
+        items.sort(key=lambda item: -weight[item.module.__name__])  # stable: a module's own order is kept
 
 
 @pytest.fixture(scope="module")
@@ -158,11 +168,13 @@ def smollm2(smollm2_gguf) -> Path:
     """Its Hugging Face folder, imported once by `harness model import` into the folder that `--checkpoint FILE.gguf`
     resolves to, so that runs given the GGUF file and runs given the folder share one import."""
     from harness.checkpoints import imported_folder
+    from sandboxes.cache_lock import cache_lock
     from tests.cli_helpers import harness
 
     folder = imported_folder(smollm2_gguf)
-    if not (folder / "config.json").is_file():
-        done = harness("model", "import", str(smollm2_gguf), str(folder), timeout=900)
-        assert done.returncode == 0, done.stdout + done.stderr
-        assert "takes no tools" in done.stdout, done.stdout  # ChatML without tools: the harness's own tool prompt
+    with cache_lock(folder):  # the lock `--checkpoint FILE.gguf` takes: one import for every process
+        if not (folder / "config.json").is_file():
+            done = harness("model", "import", str(smollm2_gguf), str(folder), timeout=900)
+            assert done.returncode == 0, done.stdout + done.stderr
+            assert "takes no tools" in done.stdout, done.stdout  # ChatML without tools: the harness's own tool prompt
     return folder
