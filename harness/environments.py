@@ -8,6 +8,7 @@ the agent's session is done, `next_session()` may start another on a next instru
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,7 +18,7 @@ from tasks.task import Reward, Task
 from tasks.grading.verifiers import verify
 
 from .errors import ToolError
-from .parsing import ParsedTurn
+from .parsing import ParsedTurn, ToolCall
 from .tools import Toolbox, parse_arguments
 
 
@@ -38,7 +39,7 @@ class StepResult:
 class Environment(ABC):
     tools: list[str] = []
     default_reward: str | None = None  # the reward function when the task's reward_spec names none
-    start_within: float | None = None  # seconds the sandbox's start may take (what is left of the episode's wall time)
+    deadline: float | None = None  # time.monotonic() when the episode's wall time runs out (None: no bound)
 
     def __init__(
         self, task: Task, backend: Backend | None = None, sandbox: Sandbox | None = None, command_timeout: float = 120.0
@@ -51,6 +52,10 @@ class Environment(ABC):
 
     def init(self) -> list[dict[str, Any]]:
         return [dict(m) for m in self.task.prompt]
+
+    def time_left(self) -> float | None:
+        """Seconds left of the episode's wall time (None: no bound)."""
+        return None if self.deadline is None else self.deadline - time.monotonic()
 
     @abstractmethod
     def step(self, turn: ParsedTurn) -> StepResult: ...
@@ -74,7 +79,7 @@ class ToolEnvironment(Environment):
     def init(self) -> list[dict[str, Any]]:
         self.tools = list(self.task.tools)
         if self.sandbox is None and self.task.sandbox is not None:
-            self.sandbox = self.backend.create_within(self.task.sandbox, self.start_within)
+            self.sandbox = self.backend.create_within(self.task.sandbox, self.time_left())  # a start that hangs ends in time
         self.toolbox = Toolbox(self.sandbox, command_timeout=self.command_timeout)
         return super().init()
 
@@ -105,10 +110,19 @@ class ToolEnvironment(Environment):
             return ("Submitted.", True) if self.on_submit(arguments) else ("Error: invalid submit arguments.", False)
         if call.name not in self.tools:
             return f"Error: unknown tool `{call.name}`; available tools: {', '.join(self.tools)}", False
+        self.toolbox.command_timeout = self.call_timeout(call)
         try:
             return self.toolbox.run(call.name, call.arguments), True
         except ToolError as err:
             return f"Error: {err}", False
+
+    def call_timeout(self, call: ToolCall) -> float:
+        """Seconds the call may run: the per-command limit, or a scripted call's own (an oracle's solution script)
+        up to the episode's time left (at least a second: the episode's end is checked between turns)."""
+        if call.timeout is None:
+            return self.command_timeout
+        left = self.time_left()
+        return call.timeout if left is None else max(min(call.timeout, left), 1.0)
 
     def accepts_final_text(self, turn: ParsedTurn) -> bool:
         return False

@@ -88,7 +88,7 @@ def run_episode(
     try:
         try:
             clock = time.monotonic()
-            env.start_within = limits.episode_timeout - (clock - started)  # a start that hangs ends the episode in time
+            env.deadline = started + limits.episode_timeout
             messages = env.init()
             timings["env_s"] += time.monotonic() - clock
             tools = schemas(env.tools, compact=bool(task.metadata.get("compact_tools"))) if env.tools else []

@@ -68,6 +68,7 @@ class ToolCall:
     id: str
     name: str
     arguments: str  # the raw JSON text, as the model wrote it
+    timeout: float | None = None  # a scripted call's own seconds in place of the per-command limit (a model's: None)
 
     def to_openai(self) -> dict[str, Any]:
         return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}

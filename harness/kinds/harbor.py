@@ -3,7 +3,8 @@ in its working directory; when it stops, `tests/test.sh` runs in the same sandbo
 reward (`tasks.harbor.verify`); a task whose verifier is separate gets a fresh sandbox for it, with the
 `artifacts` of the agent's sandbox (and /logs/artifacts) copied over to the same paths. `[agent].timeout_sec`
 bounds the agent's turns: each command gets at most the time left, and the episode ends (`wall_time`) when none is. The oracle (`gold`) copies `solution/` to
-/solution and runs `solve.sh`, as Harbor's oracle agent does; the agent never sees `tests/` or `solution/`.
+/solution and runs `solve.sh`, as Harbor's oracle agent does: for up to the agent's time, not the per-command limit;
+the agent never sees `tests/` or `solution/`.
 
 A multi-step task runs its steps in turn in the one sandbox, as Harbor's multi-step trial does: each step's
 `workdir/` uploaded and `setup.sh` run, a fresh agent session on its instruction (`next_session`), its verifier
@@ -24,12 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from sandboxes import Sandbox, SandboxError, SandboxSpec
-from tasks.harbor.load import ENV_CLASS
+from tasks.harbor.load import DEFAULT_WALL_TIME, ENV_CLASS
 from tasks.harbor.verify import LOGS, SOLUTION_DIR, TESTS_DIR, VERIFIER_DIR, VerifierFailed, run_verifier, trial_reward
 from tasks.task import Reward, Task
 
 from ..environments import StepResult, ToolEnvironment
-from ..parsing import ParsedTurn
+from ..parsing import ParsedTurn, ToolCall
 from ..policy import Completion, tool_turn as call
 from . import register_kind
 
@@ -123,15 +124,22 @@ class HarborEnvironment(ToolEnvironment):
         return not below
 
     def step(self, turn: ParsedTurn) -> StepResult:
-        limit = self.steps[self.step_index]["agent_timeout"] if self.steps else self.task.metadata.get("agent_timeout")
-        if limit:
-            left = limit - (time.monotonic() - self.agent_started)
-            if left <= 0:
-                from ..episode import EpisodeEnd
+        limit, left = self._agent_time()
+        if left is not None and left <= 0:
+            from ..episode import EpisodeEnd
 
-                raise EpisodeEnd("wall_time", f"the task's [agent].timeout_sec ({limit:g} s) ran out")
-            self.toolbox.command_timeout = min(self.command_timeout, left)
+            raise EpisodeEnd("wall_time", f"the task's [agent].timeout_sec ({limit:g} s) ran out")
         return super().step(turn)
+
+    def call_timeout(self, call: ToolCall) -> float:
+        """Any call, the oracle's solve.sh too, gets at most the agent's time left."""
+        left = self._agent_time()[1]
+        return super().call_timeout(call) if left is None else min(super().call_timeout(call), left)
+
+    def _agent_time(self) -> tuple[float | None, float | None]:
+        """The current step's (or the task's) `[agent].timeout_sec` and the seconds left of it (None: no limit)."""
+        limit = self.steps[self.step_index]["agent_timeout"] if self.steps else self.task.metadata.get("agent_timeout")
+        return (limit, limit - (time.monotonic() - self.agent_started)) if limit else (None, None)
 
     def finish(self) -> Reward:
         if self.sandbox is None:  # the episode already ended as a sandbox_error, which training leaves out
@@ -215,16 +223,20 @@ def oracle_turns(task: Task, use_tools: bool) -> list[Completion]:
         raise ValueError(
             "the Harbor task has no solution/solve.sh" + (" for each step" if task.metadata.get("steps") else "")
         )
-    steps = task.metadata.get("steps")
+    steps, env = task.metadata.get("steps"), task.metadata["solution_env"]
     if steps:  # each step's session: its solution/ (else the task's) run, then submit
-        env = task.metadata["solution_env"]
-        return [turn for i, step in enumerate(steps) for turn in _oracle(Path(step["solution_dir"]), env, i > 0)]
-    return _oracle(Path(task.metadata["harbor_dir"]) / "solution", task.metadata["solution_env"])
+        return [
+            turn
+            for i, step in enumerate(steps)
+            for turn in _oracle(Path(step["solution_dir"]), env, step["agent_timeout"], i > 0)
+        ]
+    return _oracle(Path(task.metadata["harbor_dir"]) / "solution", env, task.metadata.get("agent_timeout"))
 
 
-def _oracle(solution: Path, solution_env: dict[str, str], over: bool = False) -> list[Completion]:
-    """The turns that copy `solution` to /solution and run its solve.sh; `over`: its files replace those an earlier
-    step copied (Harbor uploads each step's solution/ over the last)."""
+def _oracle(solution: Path, solution_env: dict[str, str], limit: float | None, over: bool = False) -> list[Completion]:
+    """The turns that copy `solution` to /solution and run its solve.sh, bounded by the agent's time (`limit`, the
+    step's or the task's `[agent].timeout_sec`), as Harbor bounds its oracle, not by the per-command limit; `over`:
+    its files replace those an earlier step copied (Harbor uploads each step's solution/ over the last)."""
     files = sorted(p for p in solution.rglob("*") if p.is_file())
     paths = " ".join(shlex.quote(f"{SOLUTION_DIR}/{p.relative_to(solution).as_posix()}") for p in files)
     turns, binary = [call("bash", command=f"rm -f {paths}")] if over and files else [], []
@@ -250,7 +262,9 @@ def _oracle(solution: Path, solution_env: dict[str, str], over: bool = False) ->
         f"chmod +x {SOLUTION_DIR}/solve.sh && mkdir -p {LOGS}/agent && "
         f'env {env} {SOLUTION_DIR}/solve.sh > {ORACLE_LOG} 2>&1; echo "solve.sh exited with $?"; tail -c 2000 {ORACLE_LOG}'
     )
-    return [*turns, call("bash", command=run), call("submit")]
+    solve = call("bash", command=run)
+    solve.tool_calls[0].timeout = limit or DEFAULT_WALL_TIME
+    return [*turns, solve, call("submit")]
 
 
 def report_notes(task: Task) -> list[str]:

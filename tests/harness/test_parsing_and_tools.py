@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
 from harness.errors import ToolError
-from harness.environments import no_tool_call
+from harness.environments import ToolEnvironment, no_tool_call
 from harness.parsing import (
+    ToolCall,
     TOOL_CALL_FORMATS,
     format_for_template,
     mistral_call_id,
@@ -20,6 +22,7 @@ from harness.parsing import (
 from harness.tools import Toolbox, schemas, truncate
 from sandboxes import SandboxSpec
 from sandboxes.images import BASE_IMAGE
+from tasks.task import Task
 
 
 def test_parses_hermes_tool_calls_and_reports_malformed_ones():
@@ -201,6 +204,16 @@ def test_hanging_command_times_out_and_the_shell_survives(toolbox):
     out = toolbox.run("bash", {"command": "export KEEP=1; sleep 60"})
     assert "timed out" in out and "exit code 124" in out
     assert toolbox.run("bash", {"command": "echo $KEEP"}) == "1\n"
+
+
+def test_a_scripted_calls_own_time_is_bounded_by_the_episodes_time_left():
+    env = ToolEnvironment(Task("t", "test", [], "tool", {}), command_timeout=2)
+    model, oracle = ToolCall("1", "bash", "{}"), ToolCall("2", "bash", "{}", timeout=600)
+    assert (env.call_timeout(model), env.call_timeout(oracle)) == (2, 600)  # no episode deadline
+    env.deadline = time.monotonic() + 30
+    assert env.call_timeout(model) == 2 and 29 < env.call_timeout(oracle) <= 30
+    env.deadline = time.monotonic() - 5  # past: the next turn's check ends the episode
+    assert env.call_timeout(oracle) == 1.0
 
 
 def test_huge_and_binary_observations_are_truncated(toolbox):

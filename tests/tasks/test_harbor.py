@@ -252,6 +252,39 @@ def test_oracle_and_nothing_on_docker(dataset, tmp_path, docker_backend):
     run(dataset, tmp_path / "empty", "empty", "docker")
 
 
+def test_the_oracle_has_the_agents_time_not_one_commands(tmp_path, docker_backend):
+    """solve.sh runs past the per-command limit (2 s here) for up to `[agent].timeout_sec`, as Harbor's oracle does;
+    one that outlasts that is stopped there, the episode ends (`wall_time`) and the verifier still scores it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from harness.episode import Limits, run_episode
+    from harness.policies.scripted import GoldPolicy
+    from harness.policy import Sampling
+    from tasks.taskset import load_tasks
+
+    write_task(tmp_path, "builds-slowly", test=reward_txt("[ -f /app/built ]"), solve="sleep 3; touch built\n")
+    write_task(
+        tmp_path,
+        "outlasts-agent-time",
+        test=reward_txt("[ -f /app/half ] && [ ! -f /app/done ]"),  # ran past 2 s, stopped at 6 s, then verified
+        solve="sleep 3; touch half; sleep 600; touch done\n",
+        agent=6,
+    )
+    tasks = load_tasks(f"harbor:{tmp_path}")
+    with ThreadPoolExecutor(2) as pool:
+        slow, cut = pool.map(
+            lambda task: run_episode(
+                task, GoldPolicy(), Sampling(temperature=0.0), Limits(command_timeout=2), backend=docker_backend
+            ),
+            tasks,
+        )
+    assert (slow.task_id, slow.exit_status, slow.reward, slow.error) == ("builds-slowly", "submitted", 1.0, "")
+    assert "solve.sh exited with 0" in slow.messages[-3]["content"], slow.messages[-3:]
+    assert (cut.task_id, cut.exit_status, cut.reward) == ("outlasts-agent-time", "wall_time", 1.0), cut.error
+    assert cut.error == "the task's [agent].timeout_sec (6 s) ran out"
+    assert "timed out" in cut.messages[-2]["content"] and cut.timings["total_s"] < 60, cut.messages[-3:]
+
+
 @pytest.mark.parametrize("other", ["overlay", pytest.param("podman", marks=pytest.mark.slow)])
 def test_the_same_rewards_without_the_docker_daemon(dataset, tmp_path, other, request):
     """The images Docker built, run under bubblewrap over their layers (overlay) and in Podman's containers."""
