@@ -79,7 +79,8 @@ class ToolEnvironment(Environment):
     def init(self) -> list[dict[str, Any]]:
         self.tools = list(self.task.tools)
         if self.sandbox is None and self.task.sandbox is not None:
-            self.sandbox = self.backend.create_within(self.task.sandbox, self.time_left())  # a start that hangs ends in time
+            # a start that hangs ends within the episode's time
+            self.sandbox = self.backend.create_within(self.task.sandbox, self.time_left())
         self.toolbox = Toolbox(self.sandbox, command_timeout=self.command_timeout)
         return super().init()
 
