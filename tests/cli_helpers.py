@@ -12,13 +12,16 @@ import time
 import urllib.request
 from pathlib import Path
 
+from infra.plugins import PLUGINS_ENV
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def harness(*args: str, timeout: float = 1800, pythonpath: Path | None = None) -> subprocess.CompletedProcess:
-    """`harness ARGS` from the repository root; `pythonpath` also makes a user's own modules importable."""
+    """`harness ARGS` from the repository root; `pythonpath` also makes a user's own modules importable. The command
+    starts as a user's would: without the plugins that tests loaded into this process (`HARNESS_PLUGINS`)."""
     env = {
-        **os.environ,
+        **{key: value for key, value in os.environ.items() if key != PLUGINS_ENV},
         "PYTHONPATH": os.pathsep.join(filter(None, [str(pythonpath or ""), os.environ.get("PYTHONPATH", "")])),
     }
     return subprocess.run(

@@ -47,7 +47,7 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("proof") or item.get_closest_marker("bases") or item.nodeid in MEASURED_SECONDS:
             item.add_marker(pytest.mark.slow)
-    if getattr(config.option, "numprocesses", None):
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: each collects, and the order it sends is the order run
         weight: dict[str, float] = {}
         for item in items:
             weight[item.module.__name__] = weight.get(item.module.__name__, 0) + MEASURED_SECONDS.get(item.nodeid, 0)
