@@ -140,6 +140,7 @@ def _start_service(socket_path: Path, answering):
             stdout=log_file,
             stderr=log_file,
             start_new_session=True,
+            cwd="/",  # it outlives the caller: a working directory removed later breaks every conmon it starts
         )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:

@@ -1,4 +1,5 @@
-"""The Podman service a process starts for itself outlives quiet spells and comes back when killed; a service with
+"""The Podman service a process starts for itself outlives quiet spells, comes back when killed and outlives the folder
+it was started from; a service with
 lower rlimits than its client still runs the client's sandboxes."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import time
 
 import pytest
 
-from tests.conftest import require
+from tests.conftest import ROOT, require
 
 SCRIPT = textwrap.dedent(
     """
@@ -91,3 +92,40 @@ def test_a_service_started_with_lower_limits_than_its_client_still_runs_sandboxe
         service.wait(timeout=30)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.split()[-1] == str(lower), done.stdout
+
+
+GONE_CWD_SCRIPT = textwrap.dedent(
+    """
+    import os, shutil, subprocess, sys
+    from sandboxes import SandboxSpec
+    from sandboxes.images import BASE_IMAGE
+    from sandboxes.podman_backend import PodmanBackend
+
+    backend = PodmanBackend()  # starts the service from this working directory
+    os.chdir("/")
+    shutil.rmtree(sys.argv[1])
+    with backend.create(SandboxSpec(image=BASE_IMAGE, memory="256m", wall_time=120)) as sandbox:
+        print(sandbox.exec("echo started").output.strip())
+    socket = backend.client.podman_url.removeprefix("unix://")
+    subprocess.run(["pkill", "-f", f"podman system service .*{socket}"], check=True)
+    """
+)
+
+
+@pytest.mark.timeout(300)
+def test_the_service_outlives_the_folder_it_was_started_from(podman_backend, tmp_path):
+    """The service outlives the process that started it, and so may its working directory: a run started from a
+    folder that is removed later (a clone, a temporary directory) must leave later sandboxes starting."""
+    if os.environ.get("CONTAINER_HOST") or os.path.exists("/run/podman/podman.sock"):
+        pytest.skip("a Podman service outside this test is the one used (CONTAINER_HOST or the system socket)")
+    folder = tmp_path / "started-here"
+    folder.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-c", GONE_CWD_SCRIPT, str(folder)],
+        cwd=folder,
+        env={**os.environ, "HARNESS_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0 and done.stdout.split()[-1:] == ["started"], done.stdout + done.stderr
