@@ -1,6 +1,5 @@
 """The Podman service a process starts for itself outlives quiet spells, comes back when killed and outlives the folder
-it was started from; a service with
-lower rlimits than its client still runs the client's sandboxes."""
+it was started from; a service with lower rlimits than its client still runs the client's sandboxes."""
 
 from __future__ import annotations
 
