@@ -54,6 +54,29 @@ def pytest_collection_modifyitems(config, items):
         items.sort(key=lambda item: -weight[item.module.__name__])  # stable: a module's own order is kept
 
 
+# Modules that train or run real models keep both cores busy with torch: on two workers they run one after another
+# on one worker (as one unit of work), while the other worker takes the rest (sandboxes, grading, mining).
+TRAINING_MODULES = (
+    "tests/trainer/",
+    "tests/test_vllm_suite.py",
+    "tests/harness/test_real_model.py",
+    "tests/bench/test_trainer_bench_smoke.py",
+)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class TrainingOnOneWorker(LoadScopeScheduling):
+        """Whole modules per worker (module fixtures built once), the training modules as one unit."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return "training" if module.startswith(TRAINING_MODULES) else module
+
+    return TrainingOnOneWorker(config, log)
+
+
 @pytest.fixture(scope="module")
 def one_torch_thread():
     """Tiny models spend their time in thread hand-offs: one thread is several times faster,
