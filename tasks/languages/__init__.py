@@ -98,7 +98,9 @@ class Language(ABC):
         try:
             base = build_base_image(recipe)
         except SandboxError as err:
-            raise Unbuildable(f"the base with {', '.join(packages) or 'no package'} added: {err}") from None
+            raise Unbuildable(
+                f"{apt_errors(str(err))} (the base with {', '.join(packages) or 'no package'} added)"
+            ) from None
         steps = [f"FROM {base}", f"COPY repo {workdir}", f"WORKDIR {workdir}"]
         if script := self.install_script(repo):
             steps.append("COPY install.sh /tmp/harness-install.sh\nRUN bash /tmp/harness-install.sh")
@@ -192,6 +194,13 @@ class Python(Language):
 
 
 LANGUAGES: dict[str, Language] = {}
+
+
+def apt_errors(output: str) -> str:
+    """apt's own error lines (`E: Unable to locate package golang-x-dev`) of a failed base build, else all of it:
+    the reason comes before the list of packages tried, which can run to a hundred names."""
+    errors = [line.strip() for line in output.splitlines() if line.strip().startswith("E: ")]
+    return " ".join(errors) if errors else output
 
 
 def register_language(language: Language, replace: bool = False) -> Language:

@@ -41,7 +41,8 @@ _CFG_NOT_TEST = re.compile(r"cfg\s*\(\s*not\s*\(\s*test\s*\)|cfg!\s*\([^)]*\btes
 _CFG_TEST = re.compile(r"^\s*#\s*\[\s*cfg\s*\((?:.*\W)?test\b")
 _TEST_ONLY_ITEMS = re.compile(r"^\s*(?:pub(?:\([^)]*\))?\s+)?(?:mod|use|extern\s+crate)\b")
 _MISSING_CRATE = re.compile(r"no matching package named `([^`]+)` found")
-_NO_VERSION = re.compile(r"failed to select a version for the requirement `([^`]+)`")
+_NO_VERSION = re.compile(r"failed to select a version for the requirement (`[^`]+`)( \(locked to [^)]+\))?")
+_NO_VERSION_FOUND = re.compile(r"candidate versions found which didn't match: (.+)")
 _OFFLINE = re.compile(r"(?:attempting to make an HTTP request, but --offline was specified|failed to download)")
 _NOT_COMPILED = re.compile(r"^error: could not compile `([^`]+)`(.*)$", re.M)
 
@@ -163,7 +164,14 @@ class Rust(Language):
 
     def build_problem(self, log: str) -> str:
         """Why cargo built nothing to test, from its log ("" when it got as far as running tests)."""
-        if match := _MISSING_CRATE.search(log) or _NO_VERSION.search(log):
+        if match := _NO_VERSION.search(log):
+            found = _NO_VERSION_FOUND.search(log)
+            return (
+                f"unbuildable: no version of {match.group(1)}{match.group(2) or ''} in the offline registry "
+                f"({DEBIAN_REGISTRY}{f', which has {found.group(1)}' if found else ''}); set "
+                "HARNESS_CARGO_SOURCE=crates-io where the sandbox reaches crates.io"
+            )
+        if match := _MISSING_CRATE.search(log):
             return (
                 f"unbuildable: the crate `{match.group(1)}` is not in the offline registry ({DEBIAN_REGISTRY}, "
                 "Debian's librust-*-dev packages); add its package to the base or set HARNESS_CARGO_SOURCE=crates-io "

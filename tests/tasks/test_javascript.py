@@ -105,6 +105,35 @@ def test_install_step_from_the_lock_file(tmp_path):
     assert "not JSON" in JS.install_problem(tmp_path / "bad")
 
 
+def test_a_failed_fetch_gives_npms_error_not_its_warnings(tmp_path):
+    """npm's reason is its `npm error` lines; the warnings before them (dozens on a large project) are left out."""
+    import shutil
+
+    from tasks.languages.javascript import npm_errors
+
+    stderr = (
+        "npm warn EBADENGINE Unsupported engine {\nnpm warn EBADENGINE   required: { node: '>= 24.10.0' },\n"
+        * 40
+        + "npm error code ENOTFOUND\nnpm error network request to https://github.com/o/p/tarball/v1 failed\n"
+        "npm error A complete log of this run can be found in: /c/_logs/debug-0.log\n"
+    )
+    assert npm_errors(stderr) == "code ENOTFOUND network request to https://github.com/o/p/tarball/v1 failed"
+    require(shutil.which("npm") is not None, "npm is not installed here: it fetches the dependencies")
+    stale = _project(
+        tmp_path / "p",
+        devDependencies={"ms": "2.1.3"},
+        files={
+            "package-lock.json": json.dumps(
+                {"name": "p", "lockfileVersion": 3, "requires": True, "packages": {"": {"name": "p"}}}
+            )
+        },
+    )
+    with pytest.raises(ProjectError) as err:
+        JS.fetch_dependencies(stale, tmp_path / "cache")
+    assert str(err.value).startswith("p: npm could not fetch the dependencies: code EUSAGE `npm ci` can only install")
+    assert "Missing: ms@2.1.3 from lock file" in str(err.value)
+
+
 @pytest.mark.parametrize(
     "path, test, config",
     [

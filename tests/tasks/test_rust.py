@@ -194,6 +194,17 @@ def test_a_crate_whose_dependencies_cannot_be_had_is_unbuildable_with_the_reason
     )
     problem = judged(text, canary="").problem
     assert "unbuildable: the crate `serde` is not in the offline registry" in problem
+    # No result line at all: cargo's own reason, a Cargo.lock pin the registry lacks, is the log's verdict.
+    locked = (
+        "+ : '>>>>> Start Test Output'\nerror: failed to select a version for the requirement "
+        '`aho-corasick = "^1.1.1"` (locked to 1.1.4)\ncandidate versions found which didn\'t match: 1.1.3\n'
+        "location searched: directory source `/usr/share/cargo/registry` (which is replacing registry `crates-io`)\n"
+        "+ : '>>>>> End Test Output'\n"
+    )
+    assert judged(locked, canary="").problem.startswith(
+        'unbuildable: no version of `aho-corasick = "^1.1.1"` (locked to 1.1.4) in the offline registry '
+        "(/usr/share/cargo/registry, which has 1.1.3)"
+    )
     assert 'could not compile `x` (test "slug")' in RUST.build_problem(
         'error: could not compile `x` (test "slug") due to 1 previous error'
     )
