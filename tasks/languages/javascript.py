@@ -110,7 +110,7 @@ def find_runner(repo: Path) -> JsRunner:
     scripts = package_json(repo).get("scripts", {})
     script = scripts.get("test", "")
     if not script or "no test specified" in script:
-        raise ProjectError(f"{repo}/package.json: no test script (scripts.test)")
+        raise ProjectError("package.json has no test script (scripts.test)")
     seen, pending = {"test"}, [script]
     while pending:
         words = [w for w in re.split(r"[\s;&|()]+", pending.pop(0)) if w]
@@ -124,7 +124,7 @@ def find_runner(repo: Path) -> JsRunner:
                 seen.add(second)
                 pending.append(scripts[second])
     supported = ", ".join(r.name if r.name != "node" else "node --test" for r in RUNNERS)
-    raise ProjectError(f"{repo}/package.json: the test script {script!r} calls no runner known here ({supported})")
+    raise ProjectError(f"package.json's test script calls no runner known here ({supported}): {script!r}")
 
 
 def _build_step(pretest: str) -> str:
@@ -212,10 +212,10 @@ class JavaScript(Language):
         for lock, tool in _OTHER_LOCKS.items():
             if (repo / lock).exists():
                 return (
-                    f"{repo.name}: dependencies are locked by {lock} only; {tool} is not installed here, "
+                    f"dependencies are locked by {lock} only; {tool} is not installed here, "
                     "and npm cannot install that lock file's versions (a package-lock.json is needed)"
                 )
-        return f"{repo.name}: dependencies but no lock file: the versions the commit used are unknown"
+        return "dependencies but no lock file (the versions the commit used are unknown)"
 
     def install_command(self, repo: Path) -> str:
         """The image's install step ("" when the project has no dependencies): `npm ci` from the fetched cache."""
@@ -252,7 +252,7 @@ class JavaScript(Language):
         finally:
             subprocess.run(["rm", "-rf", str(scratch)], check=False)
         if result.returncode:
-            raise ProjectError(f"{repo.name}: npm could not fetch the dependencies: {npm_errors(result.stderr)}")
+            raise ProjectError(f"npm could not fetch the dependencies: {npm_errors(result.stderr)}")
 
 
 def npm_errors(stderr: str) -> str:

@@ -7,6 +7,7 @@ import pytest
 
 from tasks.languages import detect_language, language_named, language_of
 from tasks.languages.javascript import ProjectError, find_runner
+from tasks.mining.mine import reason_key
 from tests.conftest import require
 
 JS = language_named("javascript")
@@ -59,8 +60,9 @@ def test_runner_from_the_test_script(tmp_path, script, runner, parser):
     ],
 )
 def test_unusable_test_scripts_are_refused_with_the_reason(tmp_path, scripts, why):
-    with pytest.raises(ProjectError, match=why):
+    with pytest.raises(ProjectError, match=why) as err:
         JS.test_command(_project(tmp_path, scripts))
+    assert str(tmp_path) not in str(err.value)  # mining's funnel counts a reason alike in every scratch tree
 
 
 def test_commands_run_the_named_test_files(tmp_path):
@@ -96,6 +98,8 @@ def test_install_step_from_the_lock_file(tmp_path):
     assert JS.install_command(locked).startswith("npm ci --offline")
     yarn = _project(tmp_path / "yarn", devDependencies={"a": "1"}, files={"yarn.lock": ""})
     assert "yarn.lock only" in JS.install_problem(yarn)
+    key = reason_key(f"environment (newest): {JS.install_problem(yarn)}")  # the funnel's: no path, 120 characters
+    assert key == "environment: dependencies are locked by yarn.lock only; yarn is not installed here, and npm cannot install that lock fil"
     pnpm = _project(tmp_path / "pnpm", dependencies={"a": "1"}, files={"pnpm-lock.yaml": ""})
     assert "pnpm" in JS.install_problem(pnpm)
     with pytest.raises(ProjectError, match="no lock file"):
@@ -130,7 +134,7 @@ def test_a_failed_fetch_gives_npms_error_not_its_warnings(tmp_path):
     )
     with pytest.raises(ProjectError) as err:
         JS.fetch_dependencies(stale, tmp_path / "cache")
-    assert str(err.value).startswith("p: npm could not fetch the dependencies: code EUSAGE `npm ci` can only install")
+    assert str(err.value).startswith("npm could not fetch the dependencies: code EUSAGE `npm ci` can only install")
     assert "Missing: ms@2.1.3 from lock file" in str(err.value)
 
 
