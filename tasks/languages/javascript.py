@@ -154,6 +154,19 @@ def _ts_output(repo: Path, path: str) -> str:
     return (PurePosixPath(out) / relative).as_posix().removeprefix("./")
 
 
+def npm_errors(stderr: str) -> str:
+    """npm's own error lines (`npm error ...`, `npm ERR! ...`), without the pointer to its debug log: the reason
+    a failed npm command gives, which its warnings (dozens of `EBADENGINE`, `deprecated`) would bury."""
+    errors = [
+        m.group(1)
+        for line in stderr.splitlines()
+        if (m := re.match(r"npm (?:error|ERR!) ?(.*)", line))
+        and m.group(1).strip()
+        and not m.group(1).startswith("A complete log of this run")
+    ]
+    return " ".join(errors)[:1500] if errors else stderr.strip()[-1500:]
+
+
 class JavaScript(Language):
     name = "javascript"
     title = "JavaScript/TypeScript"
@@ -253,19 +266,6 @@ class JavaScript(Language):
             subprocess.run(["rm", "-rf", str(scratch)], check=False)
         if result.returncode:
             raise ProjectError(f"npm could not fetch the dependencies: {npm_errors(result.stderr)}")
-
-
-def npm_errors(stderr: str) -> str:
-    """npm's own error lines (`npm error ...`, `npm ERR! ...`), without the pointer to its debug log: the reason
-    a failed npm command gives, which its warnings (dozens of `EBADENGINE`, `deprecated`) would bury."""
-    errors = [
-        m.group(1)
-        for line in stderr.splitlines()
-        if (m := re.match(r"npm (?:error|ERR!) ?(.*)", line))
-        and m.group(1).strip()
-        and not m.group(1).startswith("A complete log of this run")
-    ]
-    return " ".join(errors)[:1500] if errors else stderr.strip()[-1500:]
 
     def build_image(self, repo: Path, tag: str, workdir: str = "/testbed") -> str:
         """An image of the project at `repo` on this language's base: the tree in `workdir`, its dependencies
