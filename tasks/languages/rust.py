@@ -50,18 +50,33 @@ _NOT_COMPILED = re.compile(r"^error: could not compile `([^`]+)`(.*)$", re.M)
 def crate_packages(repo: Path) -> list[str]:
     """The Debian packages (`librust-<crate>-dev`) that put the crate's dependencies, dev and build
     dependencies included, into the offline registry: what a Rust project's base adds to `packages`."""
-    import tomllib
-
-    manifest = tomllib.loads((repo / "Cargo.toml").read_text())
-    tables = [manifest, *manifest.get("target", {}).values()]
+    tables = []
+    for manifest in _manifests(repo):
+        tables += [manifest, manifest.get("workspace", {}), *manifest.get("target", {}).values()]
     crates = set()
     for table in tables:
         for kind in ("dependencies", "dev-dependencies", "build-dependencies"):
             for name, spec in table.get(kind, {}).items():
-                if isinstance(spec, dict) and "path" in spec:
-                    continue  # a crate of the same repository
+                if isinstance(spec, dict) and ("path" in spec or spec.get("workspace")):
+                    continue  # a crate of the same repository, or one [workspace.dependencies] names
                 crates.add(spec.get("package", name) if isinstance(spec, dict) else name)
     return sorted(f"librust-{crate.lower().replace('_', '-')}-dev" for crate in crates)
+
+
+def _manifests(repo: Path) -> list[dict]:
+    """The root Cargo.toml and those of its workspace's members (`members = ["crates/*"]`, less `exclude`)."""
+    import tomllib
+
+    root = tomllib.loads((repo / "Cargo.toml").read_text())
+    workspace = root.get("workspace", {})
+    excluded = {(repo / path).resolve() for path in workspace.get("exclude", [])}
+    patterns = [pattern for pattern in workspace.get("members", []) if pattern.strip("./")]  # not "." (the root)
+    members = {path.resolve() for pattern in patterns for path in repo.glob(pattern)}
+    return [root] + [
+        tomllib.loads((member / "Cargo.toml").read_text())
+        for member in sorted(members - excluded - {repo.resolve()})
+        if (member / "Cargo.toml").is_file()
+    ]
 
 
 def cargo_source() -> str:
