@@ -197,10 +197,14 @@ LANGUAGES: dict[str, Language] = {}
 
 
 def apt_errors(output: str) -> str:
-    """apt's own error lines (`E: Unable to locate package golang-x-dev`) of a failed base build, else all of it:
-    the reason comes before the list of packages tried, which can run to a hundred names."""
-    errors = [line.strip() for line in output.splitlines() if line.strip().startswith("E: ")]
-    return " ".join(errors) if errors else output
+    """apt's own error lines of a failed base build (`E: Unable to locate package golang-x-dev`, the packages
+    Debian lacks named once), else all of it: the reason comes before the list of packages tried, which can run
+    to a hundred names."""
+    errors = [line.strip()[3:] for line in output.splitlines() if line.strip().startswith("E: ")]
+    missing = [e.rsplit(" ", 1)[-1] for e in errors if e.startswith("Unable to locate package ")]
+    other = [e for e in errors if not e.startswith("Unable to locate package ")]
+    found = ([f"Debian has no package {', '.join(missing)}"] if missing else []) + other
+    return "; ".join(found) if found else output
 
 
 def register_language(language: Language, replace: bool = False) -> Language:

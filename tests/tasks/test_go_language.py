@@ -105,6 +105,7 @@ def test_a_base_that_cannot_be_built_names_apts_error_first():
     import subprocess
 
     from tasks.languages import apt_errors
+    from tasks.mining.mine import reason_key
     from tests.conftest import require
 
     require(shutil.which("apt-get") is not None, "apt-get is not installed here")
@@ -112,5 +113,8 @@ def test_a_base_that_cannot_be_built_names_apts_error_first():
         ["apt-get", "-s", "install", "golang-go", "golang-no-such-module-dev"], capture_output=True, text=True
     )
     output = f"building the image harness-base:x failed:\n{run.stdout}{run.stderr}"
-    assert apt_errors(output) == "E: Unable to locate package golang-no-such-module-dev"
+    assert apt_errors(output) == "Debian has no package golang-no-such-module-dev"
+    assert reason_key(f"environment (newest): {apt_errors(output)} (the base with ...)") == (
+        "environment: Debian has no package golang-no-such-module-dev (the base with ...)"
+    )
     assert apt_errors("debootstrap failed (exit 1):\nno space left") == "debootstrap failed (exit 1):\nno space left"
