@@ -119,12 +119,25 @@ def find_runner(repo: Path) -> JsRunner:
             for runner in RUNNERS:
                 if name == runner.binary and (runner.name != "node" or "--test" in words):
                     return runner
-        for first, second in zip(words, words[1:]):
-            if first in ("run", "run-script") and second in scripts and second not in seen:
-                seen.add(second)
-                pending.append(scripts[second])
+        called = [second for first, second in zip(words, words[1:]) if first in ("run", "run-script")]
+        for i, word in enumerate(words):
+            if PurePosixPath(word).name in _SCRIPT_RUNNERS:  # npm-run-all's script names and patterns (`test:*`)
+                called += [name for w in words[i + 1 :] for name in scripts if _script_pattern(w).fullmatch(name)]
+        for name in called:
+            if name in scripts and name not in seen:
+                seen.add(name)
+                pending.append(scripts[name])
     supported = ", ".join(r.name if r.name != "node" else "node --test" for r in RUNNERS)
     raise ProjectError(f"package.json's test script calls no runner known here ({supported}): {script!r}")
+
+
+_SCRIPT_RUNNERS = ("run-s", "run-p", "npm-run-all")
+
+
+def _script_pattern(word: str) -> re.Pattern:
+    """npm-run-all's pattern of script names: `*` within a `:`-separated part, `**` across parts."""
+    parts = re.split(r"(\*\*|\*)", word.strip("'\""))
+    return re.compile("".join({"**": ".*", "*": "[^:]*"}.get(part, re.escape(part)) for part in parts))
 
 
 def _build_step(pretest: str) -> str:

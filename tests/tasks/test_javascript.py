@@ -50,6 +50,21 @@ def test_runner_from_the_test_script(tmp_path, script, runner, parser):
     assert JS.log_parser_for(tmp_path) == parser
 
 
+def test_runner_through_npm_run_all_script_patterns(tmp_path):
+    """`run-s lint test:*` / `npm-run-all` / `run-p` run the scripts they name; `*` stays within a `:` part."""
+    scripts = {"test": "run-s lint 'test:*'", "lint": "eslint .", "test:unit": "jest", "test:e2e:x": "mocha"}
+    assert find_runner(_project(tmp_path / "s", scripts)).name == "jest"
+    scripts = {
+        "test": "npm-run-all build test:unit",
+        "build": "tsc",
+        "test:unit": "run-p test:v:*",
+        "test:v:min": "vitest",
+    }
+    assert find_runner(_project(tmp_path / "p", scripts)).name == "vitest"
+    with pytest.raises(ProjectError, match="calls no runner known here"):
+        find_runner(_project(tmp_path / "n", {"test": "run-s test:*", "test:e2e:x": "mocha"}))
+
+
 @pytest.mark.parametrize(
     "scripts, why",
     [
@@ -99,7 +114,10 @@ def test_install_step_from_the_lock_file(tmp_path):
     yarn = _project(tmp_path / "yarn", devDependencies={"a": "1"}, files={"yarn.lock": ""})
     assert "yarn.lock only" in JS.install_problem(yarn)
     key = reason_key(f"environment (newest): {JS.install_problem(yarn)}")  # the funnel's: no path, 120 characters
-    assert key == "environment: dependencies are locked by yarn.lock only; yarn is not installed here, and npm cannot install that lock fil"
+    assert (
+        key
+        == "environment: dependencies are locked by yarn.lock only; yarn is not installed here, and npm cannot install that lock fil"
+    )
     pnpm = _project(tmp_path / "pnpm", dependencies={"a": "1"}, files={"pnpm-lock.yaml": ""})
     assert "pnpm" in JS.install_problem(pnpm)
     with pytest.raises(ProjectError, match="no lock file"):
