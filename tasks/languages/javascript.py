@@ -31,7 +31,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from ..grading.runners import register_runner
+from ..grading.runners import ANSI, register_runner
 from ..grading.jest_runner import Jest
 from ..grading.tap_runner import Tap
 from . import Language, Unbuildable, register_language
@@ -285,6 +285,7 @@ class JavaScript(Language):
         fetched here and installed there offline (`npm ci`, install scripts included). Returns `tag`."""
         import tempfile
 
+        from sandboxes import SandboxError
         from sandboxes.images import build_base_image, build_image
 
         install = self.install_command(repo)
@@ -296,9 +297,12 @@ class JavaScript(Language):
             steps = [f"FROM {base}", f"COPY npm-cache {NPM_CACHE}", f"COPY repo {workdir}", f"WORKDIR {workdir}"]
             if install:
                 steps.append(f"RUN {install} && rm -rf {NPM_CACHE}")
-            build_image(
-                tag, "\n".join(steps) + "\n", {"npm-cache": cache, "repo": repo}, {"harness.language": self.name}
-            )
+            try:
+                build_image(
+                    tag, "\n".join(steps) + "\n", {"npm-cache": cache, "repo": repo}, {"harness.language": self.name}
+                )
+            except SandboxError as err:  # an install script of the project or a package failed: its reason
+                raise ProjectError(f"the install step (npm ci) failed: {npm_errors(ANSI.sub('', str(err)))}") from None
         return tag
 
 

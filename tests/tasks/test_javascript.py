@@ -236,3 +236,22 @@ def test_a_project_with_npm_dependencies_builds_and_runs_offline(docker_backend,
         run = sandbox.exec(command, timeout=300)
     statuses = PARSER_REGISTRY[JS.log_parser_for(repo)](run.output, None)
     assert run.ok and statuses == {"- seconds of hours": "PASSED", "- seconds of seconds": "PASSED"}, run.output
+
+
+def test_an_install_script_that_fails_in_the_image_is_the_reason(docker_backend, tmp_path):
+    """`npm ci` runs the project's lifecycle scripts in the image (husky's `prepare` wants a .git there): one that
+    fails makes the project unbuildable with npm's error, not a failed run."""
+    import shutil
+
+    require(shutil.which("npm") is not None, "npm is not installed here: it fetches the dependencies")
+    lock = {"name": "p", "version": "1.0.0", "lockfileVersion": 3, "requires": True, "packages": {"": {"name": "p"}}}
+    repo = _project(
+        tmp_path / "p",
+        {"prepare": "echo preparing && exit 3"},
+        {"package-lock.json": json.dumps(lock)},
+        version="1.0.0",
+    )
+    with pytest.raises(ProjectError) as err:
+        JS.build_image(repo, "harness-test/js-failing-prepare:1")
+    assert str(err.value).startswith("the install step (npm ci) failed: code 3 ")
+    assert "command sh -c echo preparing && exit 3" in str(err.value)
