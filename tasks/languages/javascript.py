@@ -176,6 +176,7 @@ def npm_errors(stderr: str) -> str:
         if (m := re.match(r"npm (?:error|ERR!) ?(.*)", line))
         and m.group(1).strip()
         and not m.group(1).startswith("A complete log of this run")
+        and "/_logs/" not in m.group(1)
     ]
     return " ".join(errors)[:1500] if errors else stderr.strip()[-1500:]
 
@@ -295,8 +296,8 @@ class JavaScript(Language):
             self.fetch_dependencies(repo, cache)
             cache.mkdir(exist_ok=True)
             steps = [f"FROM {base}", f"COPY npm-cache {NPM_CACHE}", f"COPY repo {workdir}", f"WORKDIR {workdir}"]
-            if install:
-                steps.append(f"RUN {install} && rm -rf {NPM_CACHE}")
+            if install:  # in a git work tree, as in a clone: install scripts such as husky's `prepare` expect one
+                steps.append(f"RUN git init -q && {install} && rm -rf .git {NPM_CACHE}")
             try:
                 build_image(
                     tag, "\n".join(steps) + "\n", {"npm-cache": cache, "repo": repo}, {"harness.language": self.name}

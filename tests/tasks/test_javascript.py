@@ -243,6 +243,8 @@ def test_an_install_script_that_fails_in_the_image_is_the_reason(docker_backend,
     fails makes the project unbuildable with npm's error, not a failed run."""
     import shutil
 
+    from sandboxes import SandboxSpec
+
     require(shutil.which("npm") is not None, "npm is not installed here: it fetches the dependencies")
     lock = {"name": "p", "version": "1.0.0", "lockfileVersion": 3, "requires": True, "packages": {"": {"name": "p"}}}
     repo = _project(
@@ -253,5 +255,13 @@ def test_an_install_script_that_fails_in_the_image_is_the_reason(docker_backend,
     )
     with pytest.raises(ProjectError) as err:
         JS.build_image(repo, "harness-test/js-failing-prepare:1")
-    assert str(err.value).startswith("the install step (npm ci) failed: code 3 ")
-    assert "command sh -c echo preparing && exit 3" in str(err.value)
+    assert str(err.value) == (
+        "the install step (npm ci) failed: code 3 path /testbed command failed command sh -c echo preparing && exit 3"
+    )
+    # Install scripts run in a git work tree (husky's `prepare` needs one), which the image does not keep.
+    (repo / "package.json").write_text(
+        json.dumps({"name": "p", "version": "1.0.0", "scripts": {"prepare": "git status"}})
+    )
+    JS.build_image(repo, "harness-test/js-git-prepare:1")
+    with docker_backend.create(SandboxSpec(image="harness-test/js-git-prepare:1", workdir="/testbed")) as sandbox:
+        assert sandbox.exec("test -f package.json && ! test -e .git", timeout=60).ok
