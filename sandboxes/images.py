@@ -337,7 +337,8 @@ def build_image(
             raise
         raise SandboxError(f"building the image {tag} stayed silent for {timeout:g} s: stopped") from None
     except docker.errors.BuildError as err:
-        tail = "\n".join(str(item.get("stream", item.get("error", ""))).rstrip() for item in err.build_log)[-2000:]
+        # The stream's chunks carry their own line ends (a command's stderr comes in pieces of a line).
+        tail = "".join(str(item.get("stream", f"{item.get('error', '')}\n")) for item in err.build_log)[-2000:]
         raise SandboxError(f"building the image {tag} failed:\n{tail}") from None
     except docker.errors.APIError as err:  # refused before any step ran: a Dockerfile the engine cannot parse
         raise SandboxError(f"building the image {tag} was refused: {err.explanation or err}") from None

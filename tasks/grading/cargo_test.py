@@ -90,16 +90,16 @@ class CargoTest(Runner):
     def result_lines(self, lines):
         return [i for i, line in enumerate(lines) if RESULT.match(line.strip())]
 
+    def no_results(self, lines):
+        from ..languages.rust import RUST
+
+        return RUST.build_problem("\n".join(lines))
+
     def checks(self, lines, status_map, matter, parser):
         found_blocks = blocks(lines)
         final = self.summary(lines)
         if final is None:
-            from ..languages.rust import RUST
-
-            why = (
-                RUST.build_problem("\n".join(lines))
-                or "cargo test printed no `test result:` line (the run was cut short)"
-            )
+            why = self.no_results(lines) or "cargo test printed no `test result:` line (the run was cut short)"
             return [Check("final_summary", "failed", why)]
         cut = [b for b in found_blocks if b.end is None]
         found = [

@@ -420,12 +420,14 @@ def judge_log(instance: dict, log: str, canary: str = "") -> LogJudgement:
             "" if exit_code is not None else "the log records no exit status (older harness)",
         )
     ]
-    if not found:
-        why = "the log has no trustworthy test results (no output, a crash, or an exit status contradicting it)"
-        checks.append(Check("parsed_results", "failed", why))
-        return LogJudgement({}, exit_code, why, [str(c) for c in checks])
     runner = runner_for(spec.log_parser)
     lines = region(log)
+    if not found:
+        why = runner.no_results(lines) or (
+            "the log has no trustworthy test results (no output, a crash, or an exit status contradicting it)"
+        )
+        checks.append(Check("parsed_results", "failed", why))
+        return LogJudgement({}, exit_code, why, [str(c) for c in checks])
     matter = test_list(instance.get("FAIL_TO_PASS")) + test_list(instance.get("PASS_TO_PASS"))
     parser = PARSER_REGISTRY[spec.log_parser]
     checks += runner.checks(lines, status_map, matter, lambda text: parser(text, spec))

@@ -87,6 +87,10 @@ class Runner:
         why = f"test results were printed after {where}: forged result lines?" if after else ""
         return Check("results_after_summary", "failed" if after else "applied", why)
 
+    def no_results(self, lines: list[str]) -> str:
+        """Why the runner printed no test result at all, read from its output ("" when it does not say)."""
+        return ""
+
     def checks(self, lines, status_map, matter, parser) -> list[Check]:
         why = "no runner-specific checks for this log parser"
         return [Check(n, "skipped", why) for n in ("final_summary", "results_after_summary", "summary_counts")]

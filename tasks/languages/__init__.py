@@ -98,7 +98,9 @@ class Language(ABC):
         try:
             base = build_base_image(recipe)
         except SandboxError as err:
-            raise Unbuildable(f"the base with {', '.join(packages) or 'no package'} added: {err}") from None
+            raise Unbuildable(
+                f"{apt_errors(str(err))} (the base with {', '.join(packages) or 'no package'} added)"
+            ) from None
         steps = [f"FROM {base}", f"COPY repo {workdir}", f"WORKDIR {workdir}"]
         if script := self.install_script(repo):
             steps.append("COPY install.sh /tmp/harness-install.sh\nRUN bash /tmp/harness-install.sh")
@@ -192,6 +194,17 @@ class Python(Language):
 
 
 LANGUAGES: dict[str, Language] = {}
+
+
+def apt_errors(output: str) -> str:
+    """apt's own error lines of a failed base build (`E: Unable to locate package golang-x-dev`, the packages
+    Debian lacks named once), else all of it: the reason comes before the list of packages tried, which can run
+    to a hundred names."""
+    errors = [line.strip()[3:] for line in output.splitlines() if line.strip().startswith("E: ")]
+    missing = [e.rsplit(" ", 1)[-1] for e in errors if e.startswith("Unable to locate package ")]
+    other = [e for e in errors if not e.startswith("Unable to locate package ")]
+    found = ([f"Debian has no package {', '.join(missing)}"] if missing else []) + other
+    return "; ".join(found) if found else output
 
 
 def register_language(language: Language, replace: bool = False) -> Language:

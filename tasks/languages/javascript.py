@@ -31,7 +31,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from ..grading.runners import register_runner
+from ..grading.runners import ANSI, register_runner
 from ..grading.jest_runner import Jest
 from ..grading.tap_runner import Tap
 from . import Language, Unbuildable, register_language
@@ -110,7 +110,7 @@ def find_runner(repo: Path) -> JsRunner:
     scripts = package_json(repo).get("scripts", {})
     script = scripts.get("test", "")
     if not script or "no test specified" in script:
-        raise ProjectError(f"{repo}/package.json: no test script (scripts.test)")
+        raise ProjectError("package.json has no test script (scripts.test)")
     seen, pending = {"test"}, [script]
     while pending:
         words = [w for w in re.split(r"[\s;&|()]+", pending.pop(0)) if w]
@@ -119,12 +119,25 @@ def find_runner(repo: Path) -> JsRunner:
             for runner in RUNNERS:
                 if name == runner.binary and (runner.name != "node" or "--test" in words):
                     return runner
-        for first, second in zip(words, words[1:]):
-            if first in ("run", "run-script") and second in scripts and second not in seen:
-                seen.add(second)
-                pending.append(scripts[second])
+        called = [second for first, second in zip(words, words[1:]) if first in ("run", "run-script")]
+        for i, word in enumerate(words):
+            if PurePosixPath(word).name in _SCRIPT_RUNNERS:  # npm-run-all's script names and patterns (`test:*`)
+                called += [name for w in words[i + 1 :] for name in scripts if _script_pattern(w).fullmatch(name)]
+        for name in called:
+            if name in scripts and name not in seen:
+                seen.add(name)
+                pending.append(scripts[name])
     supported = ", ".join(r.name if r.name != "node" else "node --test" for r in RUNNERS)
-    raise ProjectError(f"{repo}/package.json: the test script {script!r} calls no runner known here ({supported})")
+    raise ProjectError(f"package.json's test script calls no runner known here ({supported}): {script!r}")
+
+
+_SCRIPT_RUNNERS = ("run-s", "run-p", "npm-run-all")
+
+
+def _script_pattern(word: str) -> re.Pattern:
+    """npm-run-all's pattern of script names: `*` within a `:`-separated part, `**` across parts."""
+    parts = re.split(r"(\*\*|\*)", word.strip("'\""))
+    return re.compile("".join({"**": ".*", "*": "[^:]*"}.get(part, re.escape(part)) for part in parts))
 
 
 def _build_step(pretest: str) -> str:
@@ -152,6 +165,20 @@ def _ts_output(repo: Path, path: str) -> str:
             return js  # outside rootDir: tsc would refuse to build it
         relative = relative.relative_to(root)
     return (PurePosixPath(out) / relative).as_posix().removeprefix("./")
+
+
+def npm_errors(stderr: str) -> str:
+    """npm's own error lines (`npm error ...`, `npm ERR! ...`), without the pointer to its debug log: the reason
+    a failed npm command gives, which its warnings (dozens of `EBADENGINE`, `deprecated`) would bury."""
+    errors = [
+        m.group(1)
+        for line in stderr.splitlines()
+        if (m := re.match(r"npm (?:error|ERR!) ?(.*)", line))
+        and m.group(1).strip()
+        and not m.group(1).startswith("A complete log of this run")
+        and "/_logs/" not in m.group(1)
+    ]
+    return " ".join(errors)[:1500] if errors else stderr.strip()[-1500:]
 
 
 class JavaScript(Language):
@@ -212,10 +239,10 @@ class JavaScript(Language):
         for lock, tool in _OTHER_LOCKS.items():
             if (repo / lock).exists():
                 return (
-                    f"{repo.name}: dependencies are locked by {lock} only; {tool} is not installed here, "
+                    f"dependencies are locked by {lock} only; {tool} is not installed here, "
                     "and npm cannot install that lock file's versions (a package-lock.json is needed)"
                 )
-        return f"{repo.name}: dependencies but no lock file: the versions the commit used are unknown"
+        return "dependencies but no lock file (the versions the commit used are unknown)"
 
     def install_command(self, repo: Path) -> str:
         """The image's install step ("" when the project has no dependencies): `npm ci` from the fetched cache."""
@@ -252,13 +279,14 @@ class JavaScript(Language):
         finally:
             subprocess.run(["rm", "-rf", str(scratch)], check=False)
         if result.returncode:
-            raise ProjectError(f"{repo.name}: npm could not fetch the dependencies: {result.stderr.strip()[-1500:]}")
+            raise ProjectError(f"npm could not fetch the dependencies: {npm_errors(result.stderr)}")
 
     def build_image(self, repo: Path, tag: str, workdir: str = "/testbed") -> str:
         """An image of the project at `repo` on this language's base: the tree in `workdir`, its dependencies
         fetched here and installed there offline (`npm ci`, install scripts included). Returns `tag`."""
         import tempfile
 
+        from sandboxes import SandboxError
         from sandboxes.images import build_base_image, build_image
 
         install = self.install_command(repo)
@@ -268,11 +296,14 @@ class JavaScript(Language):
             self.fetch_dependencies(repo, cache)
             cache.mkdir(exist_ok=True)
             steps = [f"FROM {base}", f"COPY npm-cache {NPM_CACHE}", f"COPY repo {workdir}", f"WORKDIR {workdir}"]
-            if install:
-                steps.append(f"RUN {install} && rm -rf {NPM_CACHE}")
-            build_image(
-                tag, "\n".join(steps) + "\n", {"npm-cache": cache, "repo": repo}, {"harness.language": self.name}
-            )
+            if install:  # in a git work tree, as in a clone: install scripts such as husky's `prepare` expect one
+                steps.append(f"RUN git init -q && {install} && rm -rf .git {NPM_CACHE}")
+            try:
+                build_image(
+                    tag, "\n".join(steps) + "\n", {"npm-cache": cache, "repo": repo}, {"harness.language": self.name}
+                )
+            except SandboxError as err:  # an install script of the project or a package failed: its reason
+                raise ProjectError(f"the install step (npm ci) failed: {npm_errors(ANSI.sub('', str(err)))}") from None
         return tag
 
 

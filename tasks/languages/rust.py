@@ -41,7 +41,8 @@ _CFG_NOT_TEST = re.compile(r"cfg\s*\(\s*not\s*\(\s*test\s*\)|cfg!\s*\([^)]*\btes
 _CFG_TEST = re.compile(r"^\s*#\s*\[\s*cfg\s*\((?:.*\W)?test\b")
 _TEST_ONLY_ITEMS = re.compile(r"^\s*(?:pub(?:\([^)]*\))?\s+)?(?:mod|use|extern\s+crate)\b")
 _MISSING_CRATE = re.compile(r"no matching package named `([^`]+)` found")
-_NO_VERSION = re.compile(r"failed to select a version for the requirement `([^`]+)`")
+_NO_VERSION = re.compile(r"failed to select a version for the requirement (`[^`]+`)( \(locked to [^)]+\))?")
+_NO_VERSION_FOUND = re.compile(r"candidate versions found which didn't match: (.+)")
 _OFFLINE = re.compile(r"(?:attempting to make an HTTP request, but --offline was specified|failed to download)")
 _NOT_COMPILED = re.compile(r"^error: could not compile `([^`]+)`(.*)$", re.M)
 
@@ -49,18 +50,33 @@ _NOT_COMPILED = re.compile(r"^error: could not compile `([^`]+)`(.*)$", re.M)
 def crate_packages(repo: Path) -> list[str]:
     """The Debian packages (`librust-<crate>-dev`) that put the crate's dependencies, dev and build
     dependencies included, into the offline registry: what a Rust project's base adds to `packages`."""
-    import tomllib
-
-    manifest = tomllib.loads((repo / "Cargo.toml").read_text())
-    tables = [manifest, *manifest.get("target", {}).values()]
+    tables = []
+    for manifest in _manifests(repo):
+        tables += [manifest, manifest.get("workspace", {}), *manifest.get("target", {}).values()]
     crates = set()
     for table in tables:
         for kind in ("dependencies", "dev-dependencies", "build-dependencies"):
             for name, spec in table.get(kind, {}).items():
-                if isinstance(spec, dict) and "path" in spec:
-                    continue  # a crate of the same repository
+                if isinstance(spec, dict) and ("path" in spec or spec.get("workspace")):
+                    continue  # a crate of the same repository, or one [workspace.dependencies] names
                 crates.add(spec.get("package", name) if isinstance(spec, dict) else name)
     return sorted(f"librust-{crate.lower().replace('_', '-')}-dev" for crate in crates)
+
+
+def _manifests(repo: Path) -> list[dict]:
+    """The root Cargo.toml and those of its workspace's members (`members = ["crates/*"]`, less `exclude`)."""
+    import tomllib
+
+    root = tomllib.loads((repo / "Cargo.toml").read_text())
+    workspace = root.get("workspace", {})
+    excluded = {(repo / path).resolve() for path in workspace.get("exclude", [])}
+    patterns = [pattern for pattern in workspace.get("members", []) if pattern.strip("./")]  # not "." (the root)
+    members = {path.resolve() for pattern in patterns for path in repo.glob(pattern)}
+    return [root] + [
+        tomllib.loads((member / "Cargo.toml").read_text())
+        for member in sorted(members - excluded - {repo.resolve()})
+        if (member / "Cargo.toml").is_file()
+    ]
 
 
 def cargo_source() -> str:
@@ -163,7 +179,14 @@ class Rust(Language):
 
     def build_problem(self, log: str) -> str:
         """Why cargo built nothing to test, from its log ("" when it got as far as running tests)."""
-        if match := _MISSING_CRATE.search(log) or _NO_VERSION.search(log):
+        if match := _NO_VERSION.search(log):
+            found = _NO_VERSION_FOUND.search(log)
+            return (
+                f"unbuildable: no version of {match.group(1)}{match.group(2) or ''} in the offline registry "
+                f"({DEBIAN_REGISTRY}{f', which has {found.group(1)}' if found else ''}); set "
+                "HARNESS_CARGO_SOURCE=crates-io where the sandbox reaches crates.io"
+            )
+        if match := _MISSING_CRATE.search(log):
             return (
                 f"unbuildable: the crate `{match.group(1)}` is not in the offline registry ({DEBIAN_REGISTRY}, "
                 "Debian's librust-*-dev packages); add its package to the base or set HARNESS_CARGO_SOURCE=crates-io "

@@ -97,3 +97,24 @@ def test_a_module_with_requirements_builds_offline_from_a_gocode_tree(docker_bac
         sb.write_file("/tmp/missing.sh", vendor_script(GO_MOD, "/gocode"))
         missing = sb.exec("cd /testbed && bash /tmp/missing.sh", timeout=60)
         assert missing.exit_code == 3 and "golang-github-google-go-cmp-dev" in missing.output, missing.output
+
+
+def test_a_base_that_cannot_be_built_names_apts_error_first():
+    """A go.mod of many requirements makes a long package list; apt's error, not that list, leads the reason."""
+    import shutil
+    import subprocess
+
+    from tasks.languages import apt_errors
+    from tasks.mining.mine import reason_key
+    from tests.conftest import require
+
+    require(shutil.which("apt-get") is not None, "apt-get is not installed here")
+    run = subprocess.run(
+        ["apt-get", "-s", "install", "golang-go", "golang-no-such-module-dev"], capture_output=True, text=True
+    )
+    output = f"building the image harness-base:x failed:\n{run.stdout}{run.stderr}"
+    assert apt_errors(output) == "Debian has no package golang-no-such-module-dev"
+    assert reason_key(f"environment (newest): {apt_errors(output)} (the base with ...)") == (
+        "environment: Debian has no package golang-no-such-module-dev (the base with ...)"
+    )
+    assert apt_errors("debootstrap failed (exit 1):\nno space left") == "debootstrap failed (exit 1):\nno space left"

@@ -7,6 +7,7 @@ import pytest
 
 from tasks.languages import detect_language, language_named, language_of
 from tasks.languages.javascript import ProjectError, find_runner
+from tasks.mining.mine import reason_key
 from tests.conftest import require
 
 JS = language_named("javascript")
@@ -49,6 +50,21 @@ def test_runner_from_the_test_script(tmp_path, script, runner, parser):
     assert JS.log_parser_for(tmp_path) == parser
 
 
+def test_runner_through_npm_run_all_script_patterns(tmp_path):
+    """`run-s lint test:*` / `npm-run-all` / `run-p` run the scripts they name; `*` stays within a `:` part."""
+    scripts = {"test": "run-s lint 'test:*'", "lint": "eslint .", "test:unit": "jest", "test:e2e:x": "mocha"}
+    assert find_runner(_project(tmp_path / "s", scripts)).name == "jest"
+    scripts = {
+        "test": "npm-run-all build test:unit",
+        "build": "tsc",
+        "test:unit": "run-p test:v:*",
+        "test:v:min": "vitest",
+    }
+    assert find_runner(_project(tmp_path / "p", scripts)).name == "vitest"
+    with pytest.raises(ProjectError, match="calls no runner known here"):
+        find_runner(_project(tmp_path / "n", {"test": "run-s test:*", "test:e2e:x": "mocha"}))
+
+
 @pytest.mark.parametrize(
     "scripts, why",
     [
@@ -59,8 +75,9 @@ def test_runner_from_the_test_script(tmp_path, script, runner, parser):
     ],
 )
 def test_unusable_test_scripts_are_refused_with_the_reason(tmp_path, scripts, why):
-    with pytest.raises(ProjectError, match=why):
+    with pytest.raises(ProjectError, match=why) as err:
         JS.test_command(_project(tmp_path, scripts))
+    assert str(tmp_path) not in str(err.value)  # mining's funnel counts a reason alike in every scratch tree
 
 
 def test_commands_run_the_named_test_files(tmp_path):
@@ -96,6 +113,11 @@ def test_install_step_from_the_lock_file(tmp_path):
     assert JS.install_command(locked).startswith("npm ci --offline")
     yarn = _project(tmp_path / "yarn", devDependencies={"a": "1"}, files={"yarn.lock": ""})
     assert "yarn.lock only" in JS.install_problem(yarn)
+    key = reason_key(f"environment (newest): {JS.install_problem(yarn)}")  # the funnel's: no path, 120 characters
+    assert (
+        key
+        == "environment: dependencies are locked by yarn.lock only; yarn is not installed here, and npm cannot install that lock fil"
+    )
     pnpm = _project(tmp_path / "pnpm", dependencies={"a": "1"}, files={"pnpm-lock.yaml": ""})
     assert "pnpm" in JS.install_problem(pnpm)
     with pytest.raises(ProjectError, match="no lock file"):
@@ -103,6 +125,35 @@ def test_install_step_from_the_lock_file(tmp_path):
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "package.json").write_text("{")
     assert "not JSON" in JS.install_problem(tmp_path / "bad")
+
+
+def test_a_failed_fetch_gives_npms_error_not_its_warnings(tmp_path):
+    """npm's reason is its `npm error` lines; the warnings before them (dozens on a large project) are left out."""
+    import shutil
+
+    from tasks.languages.javascript import npm_errors
+
+    stderr = (
+        "npm warn EBADENGINE Unsupported engine {\nnpm warn EBADENGINE   required: { node: '>= 24.10.0' },\n"
+        * 40
+        + "npm error code ENOTFOUND\nnpm error network request to https://github.com/o/p/tarball/v1 failed\n"
+        "npm error A complete log of this run can be found in: /c/_logs/debug-0.log\n"
+    )
+    assert npm_errors(stderr) == "code ENOTFOUND network request to https://github.com/o/p/tarball/v1 failed"
+    require(shutil.which("npm") is not None, "npm is not installed here: it fetches the dependencies")
+    stale = _project(
+        tmp_path / "p",
+        devDependencies={"ms": "2.1.3"},
+        files={
+            "package-lock.json": json.dumps(
+                {"name": "p", "lockfileVersion": 3, "requires": True, "packages": {"": {"name": "p"}}}
+            )
+        },
+    )
+    with pytest.raises(ProjectError) as err:
+        JS.fetch_dependencies(stale, tmp_path / "cache")
+    assert str(err.value).startswith("npm could not fetch the dependencies: code EUSAGE `npm ci` can only install")
+    assert "Missing: ms@2.1.3 from lock file" in str(err.value)
 
 
 @pytest.mark.parametrize(
@@ -185,3 +236,32 @@ def test_a_project_with_npm_dependencies_builds_and_runs_offline(docker_backend,
         run = sandbox.exec(command, timeout=300)
     statuses = PARSER_REGISTRY[JS.log_parser_for(repo)](run.output, None)
     assert run.ok and statuses == {"- seconds of hours": "PASSED", "- seconds of seconds": "PASSED"}, run.output
+
+
+def test_an_install_script_that_fails_in_the_image_is_the_reason(docker_backend, tmp_path):
+    """`npm ci` runs the project's lifecycle scripts in the image (husky's `prepare` wants a .git there): one that
+    fails makes the project unbuildable with npm's error, not a failed run."""
+    import shutil
+
+    from sandboxes import SandboxSpec
+
+    require(shutil.which("npm") is not None, "npm is not installed here: it fetches the dependencies")
+    lock = {"name": "p", "version": "1.0.0", "lockfileVersion": 3, "requires": True, "packages": {"": {"name": "p"}}}
+    repo = _project(
+        tmp_path / "p",
+        {"prepare": "echo preparing && exit 3"},
+        {"package-lock.json": json.dumps(lock)},
+        version="1.0.0",
+    )
+    with pytest.raises(ProjectError) as err:
+        JS.build_image(repo, "harness-test/js-failing-prepare:1")
+    assert str(err.value) == (
+        "the install step (npm ci) failed: code 3 path /testbed command failed command sh -c echo preparing && exit 3"
+    )
+    # Install scripts run in a git work tree (husky's `prepare` needs one), which the image does not keep.
+    (repo / "package.json").write_text(
+        json.dumps({"name": "p", "version": "1.0.0", "scripts": {"prepare": "git status"}})
+    )
+    JS.build_image(repo, "harness-test/js-git-prepare:1")
+    with docker_backend.create(SandboxSpec(image="harness-test/js-git-prepare:1", workdir="/testbed")) as sandbox:
+        assert sandbox.exec("test -f package.json && ! test -e .git", timeout=60).ok

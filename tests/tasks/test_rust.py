@@ -95,6 +95,23 @@ def test_a_crates_dependencies_name_the_debian_packages_of_the_offline_registry(
     ]  # fmt: skip
 
 
+def test_a_workspaces_members_and_workspace_dependencies_name_packages_too(tmp_path):
+    """A virtual manifest (tokio's, `[workspace]` alone) depends on nothing itself: its members do."""
+    (tmp_path / "Cargo.toml").write_text(
+        '[workspace]\nmembers = [".", "crates/*", "cli"]\nexclude = ["crates/old"]\n\n'
+        '[workspace.dependencies]\nmemchr = "2"\ncore = { path = "crates/core" }\n'
+    )
+    manifests = {
+        "crates/core": '[package]\nname = "core"\n[dependencies]\nlibc = "0.2"\nmemchr = { workspace = true }\n',
+        "crates/old": '[package]\nname = "old"\n[dependencies]\nnot_in_debian = "1"\n',
+        "cli": '[package]\nname = "cli"\n[dependencies]\ncore = { workspace = true }\n[dev-dependencies]\ntempfile = "3"\n',
+    }
+    for member, text in manifests.items():
+        (tmp_path / member).mkdir(parents=True)
+        (tmp_path / member / "Cargo.toml").write_text(text)
+    assert crate_packages(tmp_path) == ["librust-libc-dev", "librust-memchr-dev", "librust-tempfile-dev"]
+
+
 # ------------------------------------------------------------------ the patch review
 def test_a_crates_tests_benches_and_unit_test_modules_are_tests():
     for path in ("tests/slug.rs", "crates/core/tests/it.rs", "benches/speed.rs", "src/tests.rs", "src/parse/test.rs"):
@@ -194,6 +211,17 @@ def test_a_crate_whose_dependencies_cannot_be_had_is_unbuildable_with_the_reason
     )
     problem = judged(text, canary="").problem
     assert "unbuildable: the crate `serde` is not in the offline registry" in problem
+    # No result line at all: cargo's own reason, a Cargo.lock pin the registry lacks, is the log's verdict.
+    locked = (
+        "+ : '>>>>> Start Test Output'\nerror: failed to select a version for the requirement "
+        '`aho-corasick = "^1.1.1"` (locked to 1.1.4)\ncandidate versions found which didn\'t match: 1.1.3\n'
+        "location searched: directory source `/usr/share/cargo/registry` (which is replacing registry `crates-io`)\n"
+        "+ : '>>>>> End Test Output'\n"
+    )
+    assert judged(locked, canary="").problem.startswith(
+        'unbuildable: no version of `aho-corasick = "^1.1.1"` (locked to 1.1.4) in the offline registry '
+        "(/usr/share/cargo/registry, which has 1.1.3)"
+    )
     assert 'could not compile `x` (test "slug")' in RUST.build_problem(
         'error: could not compile `x` (test "slug") due to 1 previous error'
     )
