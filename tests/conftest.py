@@ -64,6 +64,7 @@ TRAINING_MODULES = (
 )
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: without it installed, nothing to schedule
 def pytest_xdist_make_scheduler(config, log):
     from xdist.scheduler import LoadScopeScheduling
 
@@ -74,6 +75,7 @@ def pytest_xdist_make_scheduler(config, log):
             module = nodeid.split("::", 1)[0]
             return "training" if module.startswith(TRAINING_MODULES) else module
 
+    config.option.loadscopereorder = False  # units in the collection's order (longest first), not by their size
     return TrainingOnOneWorker(config, log)
 
 
