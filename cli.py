@@ -228,16 +228,16 @@ def sandbox_build_base(
         DEFAULT_PYTHON, help="The base's Python: 3.9 (bullseye), 3.11 (bookworm) or 3.13 (trixie)."
     ),
 ):
-    """Build a base image locally (debootstrap + docker import); a no-op when up to date."""
-    from sandboxes.images import base_of, base_rootfs, build_base_image, build_rootfs
+    """Build a base locally: its root filesystem (debootstrap) and its image (docker import); a no-op for what is up to
+    date. The root filesystem is built again if its cache was cleared while the image stayed."""
+    from sandboxes.images import base_of, build_base_image, build_rootfs
 
     recipe = base_of(python).recipe
     with console.status(f"building the Python {python} base (debootstrap takes minutes)") as status:
         show = lambda line: status.update(f"[dim]{line[:100]}")  # noqa: E731
-        if rootfs_only:
-            console.print(f"root filesystem: {build_rootfs(recipe, on_line=show)}")
-        else:
-            console.print(f"image: {build_base_image(recipe, on_line=show)}; root filesystem: {base_rootfs(recipe)}")
+        root = build_rootfs(recipe, on_line=show)
+        image = "" if rootfs_only else f"image: {build_base_image(recipe, on_line=show)}; "
+        console.print(f"{image}root filesystem: {root}")
 
 
 @sandbox_app.command("exec")
