@@ -10,12 +10,10 @@ from tests.cli_helpers import harness, rows_of
 from tests.tasks.test_harbor import write_task
 
 # A tiny random model solves nothing, so a pass/fail verifier would pay both episodes of a group 0 and the update
-# would be zero. This verifier pays what two random episodes always differ in: the seconds the agent's sandbox has
-# lived when the verifier runs (its first process's start against the clock, to the hundredth).
-ELAPSED = """\
-start=$(awk '{print $22}' /proc/1/stat)
-python3 -c "import json, os; up = float(open('/proc/uptime').read().split()[0]); \
-print(json.dumps({'reward': round(up - $start / os.sysconf('SC_CLK_TCK'), 2), 'solved': 0}))" \
+# would be zero. This verifier pays a number it draws at random (two episodes that run side by side can agree on
+# anything timed, such as the seconds their sandboxes lived).
+RANDOM_REWARD = """\
+python3 -c "import json, random; print(json.dumps({'reward': round(random.uniform(0.1, 10.0), 6), 'solved': 0}))" \
   > /logs/verifier/reward.json
 """
 
@@ -27,7 +25,7 @@ def test_grpo_on_a_harbor_task_through_mini_swe_agent(tmp_path, docker_backend):
     from harness.tiny_model import init_tiny
 
     model = init_tiny(tmp_path / "tiny")
-    write_task(tmp_path / "dataset", "elapsed", test=ELAPSED, solve="true\n")
+    write_task(tmp_path / "dataset", "elapsed", test=RANDOM_REWARD, solve="true\n")
     run_dir = tmp_path / "run"
     done = harness(
         "train",
